@@ -1,0 +1,3 @@
+from msprobe_atb.cli import main
+
+raise SystemExit(main())

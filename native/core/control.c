@@ -1,0 +1,235 @@
+/*
+ * Control block operations shared by the shim and the Python control plane
+ * (compiled into both: the shim links it, cffi builds it into msprobe_atb).
+ * All cross-process accesses are GCC/Clang __atomic builtins on plain
+ * integer fields, so the header stays parseable by cffi.
+ */
+#define _GNU_SOURCE
+#include "msprobe_atb/control.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+
+static void set_err(char *errbuf, uint64_t errlen, const char *what, const char *path)
+{
+    if (errbuf && errlen)
+        snprintf(errbuf, (size_t)errlen, "%s %s: %s", what, path, strerror(errno));
+}
+
+static int mkdir_if_missing(const char *path)
+{
+    return (mkdir(path, 0750) == 0 || errno == EEXIST) ? 0 : -1;
+}
+
+/* Writes a fully initialised block to a private temporary file and links it
+ * into place; link() fails with EEXIST if someone else won the race, which
+ * is fine: their block is just as complete. */
+static int create_block(const char *dir, const char *path, char *errbuf, uint64_t errlen)
+{
+    char tmp[MSP_PATH_LEN + 64];
+    snprintf(tmp, sizeof tmp, "%s/.control.%ld.tmp", dir, (long)getpid());
+    int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0640);
+    if (fd < 0) {
+        set_err(errbuf, errlen, "cannot create", tmp);
+        return -1;
+    }
+    int rc = -1;
+    if (ftruncate(fd, (off_t)sizeof(struct msp_control)) != 0) {
+        set_err(errbuf, errlen, "cannot size", tmp);
+        goto out;
+    }
+    struct msp_control *ctl = mmap(NULL, sizeof *ctl, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (ctl == MAP_FAILED) {
+        set_err(errbuf, errlen, "cannot map", tmp);
+        goto out;
+    }
+    ctl->version = MSP_CTL_VERSION;
+    ctl->size = (uint32_t)sizeof *ctl;
+    ctl->config.state = MSP_STATE_ASLEEP;
+    ctl->config.task = MSP_TASK_TENSOR;
+    ctl->config.overflow_nums = -1;
+    ctl->config.queue_budget_bytes = (uint64_t)1 << 30;
+    __atomic_store_n(&ctl->magic, (uint64_t)MSP_CTL_MAGIC, __ATOMIC_RELEASE);
+    munmap(ctl, sizeof *ctl);
+    if (link(tmp, path) != 0 && errno != EEXIST) {
+        set_err(errbuf, errlen, "cannot install", path);
+        goto out;
+    }
+    rc = 0;
+out:
+    close(fd);
+    unlink(tmp);
+    return rc;
+}
+
+int msp_ctl_open(const char *dump_root, int create, struct msp_control **out,
+                 char *errbuf, uint64_t errlen)
+{
+    char dir[MSP_PATH_LEN], path[MSP_PATH_LEN + 32];
+    if (snprintf(dir, sizeof dir, "%s/.probe", dump_root) >= (int)sizeof dir) {
+        errno = ENAMETOOLONG;
+        set_err(errbuf, errlen, "path too long:", dump_root);
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/control.block", dir);
+    if (create) {
+        if (mkdir_if_missing(dump_root) != 0 || mkdir_if_missing(dir) != 0) {
+            set_err(errbuf, errlen, "cannot create directory", dir);
+            return -1;
+        }
+        if (access(path, F_OK) != 0 && create_block(dir, path, errbuf, errlen) != 0)
+            return -1;
+    }
+    int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        set_err(errbuf, errlen, "cannot open", path);
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != sizeof(struct msp_control)) {
+        close(fd);
+        if (errbuf && errlen)
+            snprintf(errbuf, (size_t)errlen,
+                     "%s has size %lld, expected %zu: written by another msprobe-atb version; "
+                     "remove the .probe directory of this output dir",
+                     path, (long long)st.st_size, sizeof(struct msp_control));
+        return -2;
+    }
+    struct msp_control *ctl = mmap(NULL, sizeof *ctl, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (ctl == MAP_FAILED) {
+        set_err(errbuf, errlen, "cannot map", path);
+        return -1;
+    }
+    if (__atomic_load_n(&ctl->magic, __ATOMIC_ACQUIRE) != MSP_CTL_MAGIC ||
+        ctl->version != MSP_CTL_VERSION || ctl->size != sizeof *ctl) {
+        if (errbuf && errlen)
+            snprintf(errbuf, (size_t)errlen,
+                     "%s has layout version %u, this build needs %u: written by another "
+                     "msprobe-atb version; remove the .probe directory of this output dir",
+                     path, ctl->version, MSP_CTL_VERSION);
+        munmap(ctl, sizeof *ctl);
+        return -2;
+    }
+    *out = ctl;
+    return 0;
+}
+
+void msp_ctl_close(struct msp_control *ctl)
+{
+    if (ctl)
+        munmap(ctl, sizeof *ctl);
+}
+
+void msp_ctl_publish(struct msp_control *ctl, const struct msp_config *cfg)
+{
+    uint64_t g = __atomic_load_n(&ctl->generation, __ATOMIC_RELAXED);
+    __atomic_store_n(&ctl->generation, g + 1, __ATOMIC_RELAXED); /* odd: writing */
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    memcpy(&ctl->config, cfg, sizeof *cfg);
+    __atomic_store_n(&ctl->generation, g + 2, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&ctl->published, 1, __ATOMIC_RELEASE);
+}
+
+uint64_t msp_ctl_read_config(const struct msp_control *ctl, struct msp_config *out)
+{
+    for (;;) {
+        uint64_t g1 = __atomic_load_n(&ctl->generation, __ATOMIC_ACQUIRE);
+        if (!(g1 & 1)) {
+            memcpy(out, (const void *)&ctl->config, sizeof *out);
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            if (__atomic_load_n(&ctl->generation, __ATOMIC_RELAXED) == g1)
+                return g1;
+        }
+        /* A publish is in progress: it is a memcpy of a few KiB, so back off briefly. */
+        struct timespec ts = {0, 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+uint64_t msp_ctl_generation(const struct msp_control *ctl)
+{
+    return __atomic_load_n(&ctl->generation, __ATOMIC_ACQUIRE);
+}
+
+void msp_ctl_set_error(struct msp_control *ctl, const char *msg)
+{
+    snprintf(ctl->config_error, sizeof ctl->config_error, "%s", msg);
+    if (msg[0])
+        __atomic_fetch_add(&ctl->error_seq, 1, __ATOMIC_RELEASE);
+}
+
+void msp_ctl_set_config_path(struct msp_control *ctl, const char *path)
+{
+    snprintf(ctl->config_path, sizeof ctl->config_path, "%s", path);
+}
+
+void msp_ctl_set_word(uint64_t *word, uint64_t value)
+{
+    __atomic_store_n(word, value, __ATOMIC_RELEASE);
+}
+
+uint64_t msp_ctl_get_word(const uint64_t *word)
+{
+    return __atomic_load_n(word, __ATOMIC_ACQUIRE);
+}
+
+static int pid_alive(uint64_t pid)
+{
+    return pid != 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+}
+
+int msp_ctl_claim_proc(struct msp_control *ctl, uint64_t pid, uint64_t start_ns)
+{
+    /* First pass takes a free slot, second pass recycles slots of dead processes. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < MSP_MAX_PROCS; i++) {
+            struct msp_proc *p = &ctl->procs[i];
+            uint64_t cur = LOAD(&p->pid);
+            int usable = pass == 0 ? cur == 0 : (cur != pid && !pid_alive(cur));
+            if (!usable)
+                continue;
+            if (!__atomic_compare_exchange_n(&p->pid, &cur, pid, 0, __ATOMIC_ACQ_REL,
+                                             __ATOMIC_RELAXED))
+                continue;
+            STORE(&p->start_ns, start_ns);
+            STORE(&p->device, (int64_t)-1);
+            STORE(&p->flags, 0u);
+            uint64_t *counters = &p->ops_seen;
+            for (uint64_t *c = counters; c <= &p->config_generation; c++)
+                STORE(c, 0);
+            return i;
+        }
+    }
+    return -1;
+}
+
+void msp_ctl_release_proc(struct msp_control *ctl, int slot)
+{
+    if (slot >= 0 && slot < MSP_MAX_PROCS)
+        __atomic_fetch_or(&ctl->procs[slot].flags, (uint32_t)MSP_PROC_EXITED, __ATOMIC_RELEASE);
+}
+
+void msp_ctl_read_proc(const struct msp_control *ctl, int slot, struct msp_proc *out)
+{
+    const struct msp_proc *p = &ctl->procs[slot];
+    out->pid = LOAD(&p->pid);
+    out->start_ns = LOAD(&p->start_ns);
+    out->device = LOAD(&p->device);
+    out->abi = LOAD(&p->abi);
+    out->flags = LOAD(&p->flags);
+    const uint64_t *src = &p->ops_seen;
+    uint64_t *dst = &out->ops_seen;
+    for (; src <= &p->config_generation; src++, dst++)
+        *dst = LOAD(src);
+}

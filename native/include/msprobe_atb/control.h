@@ -1,0 +1,163 @@
+/*
+ * msprobe-atb control block: the one channel from the control plane (Python
+ * daemon) to the shim (native probe in every ATB process).
+ *
+ * This header is the single source of truth for the layout. It is compiled
+ * into the shim and fed verbatim to cffi (msprobe_atb/control/_build.py), so
+ * it must stay in the subset cffi parses: integer #defines, plain structs
+ * with fixed-size arrays, and function prototypes. No other preprocessor
+ * logic except the include guard and the stdint include, which the cffi
+ * build strips.
+ *
+ * The block lives in <dump_root>/.probe/control.block (dump_root is
+ * <ATB_OUTPUT_DIR>/atb_dump_data) and is mmap'd MAP_SHARED by every party.
+ * Concurrency rules (all accesses go through native/core/control.c):
+ *   - `config` is written only by the daemon, under the seqlock
+ *     `generation` (odd while a publish is in progress).
+ *   - each `procs[i]` slot is claimed by one shim with a CAS on `pid` and
+ *     its counters are written only by that process, with relaxed atomic
+ *     stores; readers use relaxed atomic loads per field.
+ *   - `daemon_pid`, `published`, `error_seq`, `stop_requested` are single
+ *     words accessed atomically.
+ * See docs/contracts.md for the semantics of every field.
+ */
+#ifndef MSPROBE_ATB_CONTROL_H
+#define MSPROBE_ATB_CONTROL_H
+
+#include <stdint.h>
+
+#define MSP_CTL_MAGIC 0x4c54434250534d31
+#define MSP_CTL_VERSION 1
+
+#define MSP_MAX_RANGES 32
+#define MSP_MAX_IDS 128
+#define MSP_ID_LEN 64
+#define MSP_MAX_OP_NAMES 64
+#define MSP_OP_NAME_LEN 128
+#define MSP_MAX_DEVICES 64
+#define MSP_MAX_PROCS 256
+#define MSP_PATH_LEN 4096
+#define MSP_ERROR_LEN 2048
+
+/* config.state */
+#define MSP_STATE_ASLEEP 0
+#define MSP_STATE_AWAKE 1
+
+/* config.task: bit set */
+#define MSP_TASK_TENSOR 1
+#define MSP_TASK_STATISTICS 2
+#define MSP_TASK_OVERFLOW 4
+
+/* config.exec_mode */
+#define MSP_EXEC_NONE 0
+#define MSP_EXEC_ALL 1
+#define MSP_EXEC_RANGES 2
+
+/* config.queue_policy */
+#define MSP_POLICY_BLOCK 0
+#define MSP_POLICY_DROP 1
+
+/* config.overflow_mode */
+#define MSP_OVERFLOW_ALL 0
+#define MSP_OVERFLOW_INF 1
+#define MSP_OVERFLOW_NAN 2
+
+/* proc.flags */
+#define MSP_PROC_AWAKE_SEEN 1
+#define MSP_PROC_ABI_MISMATCH 2
+#define MSP_PROC_EXITED 4
+#define MSP_PROC_BAD_BLOCK 8
+
+struct msp_range {
+    uint64_t lo; /* inclusive */
+    uint64_t hi; /* inclusive */
+};
+
+/* The compiled config, as validated by the control plane. Strings are
+ * NUL-terminated; lists are already trimmed and free of empty entries. */
+struct msp_config {
+    uint32_t state;        /* MSP_STATE_* */
+    uint32_t task;         /* MSP_TASK_* bits; tensor=1, statistics=2, all=3 */
+    uint32_t exec_mode;    /* MSP_EXEC_* */
+    uint32_t n_ranges;
+    struct msp_range ranges[MSP_MAX_RANGES];
+    uint32_t save_child;   /* 0/1 */
+    uint32_t filter_level; /* 0, 1, 2 */
+    uint32_t n_ids;
+    uint32_t n_op_names;
+    char ids[MSP_MAX_IDS][MSP_ID_LEN];              /* "2", "2_1", "2_1_0" */
+    char op_names[MSP_MAX_OP_NAMES][MSP_OP_NAME_LEN]; /* lower-case prefixes */
+    uint32_t n_devices;    /* 0 = every device */
+    uint32_t overflow_mode; /* MSP_OVERFLOW_*; used with MSP_TASK_OVERFLOW */
+    int32_t devices[MSP_MAX_DEVICES];
+    int64_t overflow_nums; /* stop checking after N events; -1 = no limit */
+    uint64_t queue_budget_bytes; /* byte budget of the shim's copy queue */
+    uint32_t queue_policy; /* MSP_POLICY_* when the budget is exhausted */
+    uint32_t reserved;
+};
+
+/* One attached process. Written only by that process's shim. */
+struct msp_proc {
+    uint64_t pid;              /* 0 = free slot; claimed by CAS */
+    uint64_t start_ns;         /* CLOCK_REALTIME at attach; (pid,start_ns) names the process */
+    int64_t device;            /* -1 until known */
+    uint32_t abi;              /* ABI of the shim build: 0 or 1 */
+    uint32_t flags;            /* MSP_PROC_* */
+    uint64_t ops_seen;         /* runner setups seen (UpdateConfig calls), flushed periodically */
+    uint64_t tensors_selected; /* SaveTensor calls accepted for writing */
+    uint64_t tensors_written;  /* records of complete .bin / stub / stats-only entries */
+    uint64_t bytes_written;    /* payload bytes written to .bin files */
+    uint64_t queue_depth;      /* items currently queued */
+    uint64_t queue_bytes;      /* bytes currently queued */
+    uint64_t drops;            /* selected but dropped by the drop policy */
+    uint64_t errors;           /* selected but failed (disk full, bad input, ...) */
+    uint64_t records;          /* lines appended to this process's record log */
+    uint64_t overflow_events;  /* ReportOverflowKernel calls recorded */
+    uint64_t last_activity_ns; /* CLOCK_REALTIME of the last write or record */
+    uint64_t config_generation;/* last config generation this process applied */
+};
+
+struct msp_control {
+    uint64_t magic;            /* MSP_CTL_MAGIC */
+    uint32_t version;          /* MSP_CTL_VERSION */
+    uint32_t size;             /* sizeof(struct msp_control) */
+    uint64_t generation;       /* seqlock over `config`: odd while publishing */
+    uint64_t published;        /* completed publishes; 0 = the daemon never published */
+    uint64_t daemon_pid;       /* pid of the daemon holding the lock, 0 if none */
+    uint64_t stop_requested;   /* set by `unload`: daemon finishes once drained */
+    uint64_t error_seq;        /* bumped on every new config error (0 = none yet) */
+    char config_path[MSP_PATH_LEN];  /* the config file the daemon watches */
+    char config_error[MSP_ERROR_LEN];/* last rejected edit, "" if the last edit was good */
+    struct msp_config config;
+    struct msp_proc procs[MSP_MAX_PROCS];
+};
+
+/* ---- shared operations (native/core/control.c) ---- */
+
+/* Open (and with create != 0, create if missing) the block of a dump root.
+ * Creation is crash-safe: a fully initialised temporary file is link()ed
+ * into place, so nobody ever maps a half-initialised block.
+ * Returns 0 on success, -1 on an I/O error, -2 if the file holds another
+ * magic/version/size (refused). errbuf gets a message a person can act on. */
+int msp_ctl_open(const char *dump_root, int create, struct msp_control **out,
+                 char *errbuf, uint64_t errlen);
+void msp_ctl_close(struct msp_control *ctl);
+
+/* Seqlock: single writer (the daemon). */
+void msp_ctl_publish(struct msp_control *ctl, const struct msp_config *cfg);
+/* Consistent copy of the config; returns the (even) generation it read. */
+uint64_t msp_ctl_read_config(const struct msp_control *ctl, struct msp_config *out);
+uint64_t msp_ctl_generation(const struct msp_control *ctl);
+
+/* Records a rejected edit (msg != "") or clears it (msg == ""). */
+void msp_ctl_set_error(struct msp_control *ctl, const char *msg);
+void msp_ctl_set_config_path(struct msp_control *ctl, const char *path);
+void msp_ctl_set_word(uint64_t *word, uint64_t value);
+uint64_t msp_ctl_get_word(const uint64_t *word);
+
+/* Process table. claim returns the slot index or -1 when full. */
+int msp_ctl_claim_proc(struct msp_control *ctl, uint64_t pid, uint64_t start_ns);
+void msp_ctl_release_proc(struct msp_control *ctl, int slot);
+void msp_ctl_read_proc(const struct msp_control *ctl, int slot, struct msp_proc *out);
+
+#endif
