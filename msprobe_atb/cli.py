@@ -17,19 +17,26 @@ COMMAND_MODULES = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Commands whose start-up time matters (the shim waits for the daemon's first
+# publish): parsed with only their own module, so nothing heavy is imported.
+FAST_COMMANDS = {"daemon": "msprobe_atb.daemon.cli"}
+
+
+def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="msprobe-atb",
         description="Runtime tensor dumps of ATB inference processes, and tools to read them.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in modules:
         importlib.import_module(name).register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    fast = FAST_COMMANDS.get(argv[0]) if argv else None
+    parser = build_parser((fast,) if fast else COMMAND_MODULES)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

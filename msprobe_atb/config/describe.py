@@ -1,0 +1,64 @@
+"""Plain-language summary of what a config makes the probe dump."""
+
+from __future__ import annotations
+
+from msprobe_atb.config.schema import Config
+
+_TASKS = {
+    "tensor": "tensor data (.bin files), statistic.csv with N/A statistics",
+    "statistics": "statistics only (statistic.csv, no .bin files)",
+    "all": "tensor data (.bin files) and statistics",
+}
+
+
+def _rounds(cfg: Config) -> str:
+    if cfg.exec_mode == "all":
+        return "every execution round"
+    if cfg.exec_mode == "none":
+        return "no execution round"
+    parts = [str(a) if a == b else f"{a} to {b}" for a, b in cfg.ranges]
+    return "execution round" + ("s " if parts != ["0"] else " ") + ", ".join(parts)
+
+
+def _ops(cfg: Config) -> str:
+    if not cfg.ids and not cfg.op_name:
+        return ("every op (layer-level ops, their child ops and kernels)" if cfg.save_child
+                else "layer-level ops only")
+    picks = []
+    child = " and everything inside them" if cfg.save_child else ""
+    if cfg.ids:
+        picks.append(f"ops with id {', '.join(cfg.ids)}{child}")
+    if cfg.op_name:
+        names = ", ".join(f'"{n}"' for n in cfg.op_name)
+        picks.append(f"ops whose name starts with {names} (case-insensitive){child}")
+    return " or ".join(picks)
+
+
+def describe(cfg: Config) -> list[str]:
+    if not cfg.dump_enable:
+        return ["asleep: dump_enable is false, nothing is dumped (hooks cost one check per op)"]
+    lines = ["awake: processes print 'Ready to dump ATB data, ...' once"]
+    if cfg.task == "overflow_check":
+        limit = "no limit" if cfg.overflow_nums == -1 else f"the first {cfg.overflow_nums}"
+        lines.append(f"checks kernels for overflow ({cfg.check_mode}), recording {limit} "
+                     "events in info/overflow/")
+        return lines
+    if cfg.exec_mode == "none":
+        lines.append('exec_range "none": woken up, dumping nothing (the warm-up step)')
+        return lines
+    lines.append(f"dumps {_TASKS[cfg.task]}")
+    lines.append(f"of {_ops(cfg)}")
+    lines.append(f"in {_rounds(cfg)}")
+    devices = ", ".join(str(d) for d in cfg.device) if cfg.device else "every device"
+    lines.append(f"on {'device ' if cfg.device else ''}{devices}")
+    if cfg.save_child and cfg.task != "statistics":
+        lines.append({0: "filter_level 0: every tensor saved in full",
+                      1: "filter_level 1: a tensor seen earlier in the layer is saved once "
+                         "(later copies are stubs pointing at it)",
+                      2: "filter_level 2: as 1, and kernel tensors are not saved (stubs)"}
+                     [cfg.filter_level])
+    policy = ("block: the model waits when it is full (lossless)"
+              if cfg.queue_full_policy == "block"
+              else "drop: tensors are dropped and counted when it is full (never stalls)")
+    lines.append(f"copy queue budget {cfg.queue_budget_mb} MiB, policy {policy}")
+    return lines

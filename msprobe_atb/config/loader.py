@@ -1,0 +1,90 @@
+"""Reading a config file (JSON, or YAML by extension) into a validated Config."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from msprobe_atb.config.schema import Config, ConfigError, validate
+
+MAX_CONFIG_BYTES = 16 << 20
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+class ConfigMissing(FileNotFoundError):
+    """The config file does not exist (which means: asleep)."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f'key "{key}" is given twice')
+        out[key] = value
+    return out
+
+
+def parse_text(text: str, source: str, yaml_format: bool) -> Any:
+    """Parses the document; raises ConfigError with the position of a syntax error."""
+    if not text.strip():
+        raise ConfigError(source, ["the file is empty; write a config object, e.g. "
+                                   '{"dump_enable": true}'])
+    if yaml_format:
+        import yaml  # only YAML users pay for the import
+
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise ConfigError(source, [f"not valid YAML{where}: {problem}"]) from None
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(source, [f"not valid JSON at line {exc.lineno}, column {exc.colno}: "
+                                   f"{exc.msg}"]) from None
+    except ValueError as exc:
+        raise ConfigError(source, [str(exc)]) from None
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """The file's content; ConfigMissing if absent, ConfigError if unusable."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise ConfigMissing(str(p)) from None
+    except OSError as exc:
+        raise ConfigError(str(p), [f"cannot access the file: {exc.strerror}"]) from None
+    if not p.is_file():
+        raise ConfigError(str(p), ["is not a regular file"])
+    if st.st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(str(p), [f"the file is {st.st_size} bytes; a config is at most "
+                                   f"{MAX_CONFIG_BYTES} bytes"])
+    try:
+        return p.read_bytes()
+    except FileNotFoundError:
+        raise ConfigMissing(str(p)) from None
+    except OSError as exc:
+        raise ConfigError(str(p), [f"cannot read the file: {exc.strerror}"]) from None
+
+
+def load_bytes(data: bytes, path: str | os.PathLike) -> Config:
+    source = str(path)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(source, [f"the file is larger than {MAX_CONFIG_BYTES} bytes; "
+                                   "a config is a few hundred bytes"])
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(source, [f"not UTF-8 text (byte {exc.start})"]) from None
+    raw = parse_text(text, source, str(path).lower().endswith(YAML_SUFFIXES))
+    return validate(raw, source)
+
+
+def load_config(path: str | os.PathLike) -> Config:
+    """Reads and validates a config file."""
+    return load_bytes(read_bytes(path), path)

@@ -1,0 +1,56 @@
+"""Builds the cffi extension `msprobe_atb.control._ctl` over the control block.
+
+The cdef is control.h itself (minus the include guard and the stdint include,
+which cffi cannot parse), so the Python side can never drift from the layout
+the shim compiles. Run from anywhere: `python msprobe_atb/control/_build.py`.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from cffi import FFI
+
+REPO = Path(__file__).resolve().parents[2]
+HEADER = REPO / "native" / "include" / "msprobe_atb" / "control.h"
+SOURCE = REPO / "native" / "core" / "control.c"
+PACKAGE_DIR = Path(__file__).resolve().parent
+_SKIP = re.compile(r"^\s*#\s*(ifndef|endif|include)\b|^\s*#\s*define\s+MSPROBE_ATB_CONTROL_H\b")
+
+
+def cdef_text(header: str) -> str:
+    """control.h without the preprocessor lines cffi does not understand."""
+    return "\n".join(line for line in header.splitlines() if not _SKIP.match(line))
+
+
+def make_builder() -> FFI:
+    ffi = FFI()
+    ffi.cdef(cdef_text(HEADER.read_text()))
+    ffi.set_source(
+        "msprobe_atb.control._ctl",
+        '#include "msprobe_atb/control.h"',
+        sources=[str(SOURCE)],
+        include_dirs=[str(REPO / "native" / "include")],
+        extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wextra"],
+    )
+    return ffi
+
+
+def main() -> int:
+    ffi = make_builder()
+    with tempfile.TemporaryDirectory(prefix="msprobe_atb_pyext.") as tmp:
+        built = Path(ffi.compile(tmpdir=tmp, verbose=False))
+        for old in PACKAGE_DIR.glob("_ctl*.so"):
+            old.unlink()
+        target = PACKAGE_DIR / built.name
+        shutil.copy2(built, target)
+    print(f"built {target.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""Typed access to the control block (control.h) through the cffi extension."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from msprobe_atb.config.schema import CompiledConfig
+
+
+class ControlError(RuntimeError):
+    """The block cannot be used; `refused` is True for another layout version."""
+
+    def __init__(self, message: str, refused: bool = False):
+        super().__init__(message)
+        self.refused = refused
+
+
+def _ext():
+    try:
+        from msprobe_atb.control import _ctl
+    except ImportError as exc:
+        repo = Path(__file__).resolve().parents[2]
+        raise ControlError(
+            f"the control-block extension msprobe_atb/control/_ctl*.so is missing ({exc}); "
+            f"run `make` (or `make pyext`) in {repo}"
+        ) from None
+    return _ctl.ffi, _ctl.lib
+
+
+# Flag bits of struct msp_proc.flags (control.h).
+PROC_AWAKE_SEEN = 1
+PROC_ABI_MISMATCH = 2
+PROC_EXITED = 4
+PROC_BAD_BLOCK = 8
+
+
+@dataclass(frozen=True)
+class ProcSlot:
+    slot: int
+    pid: int
+    start_ns: int
+    device: int
+    abi: int
+    flags: int
+    ops_seen: int
+    tensors_selected: int
+    tensors_written: int
+    bytes_written: int
+    queue_depth: int
+    queue_bytes: int
+    drops: int
+    errors: int
+    records: int
+    overflow_events: int
+    last_activity_ns: int
+    config_generation: int
+
+    @property
+    def exited(self) -> bool:
+        return bool(self.flags & PROC_EXITED)
+
+
+_PROC_FIELDS = [f for f in ProcSlot.__dataclass_fields__ if f != "slot"]
+
+
+def dump_root_of(output_root: str | os.PathLike) -> Path:
+    """<ATB_OUTPUT_DIR>/atb_dump_data, absolute."""
+    return Path(os.path.abspath(output_root)) / "atb_dump_data"
+
+
+class ControlBlock:
+    """One mapping of <dump_root>/.probe/control.block."""
+
+    def __init__(self, dump_root: str | os.PathLike, create: bool = False):
+        self.ffi, self.lib = _ext()
+        self.dump_root = Path(dump_root)
+        out = self.ffi.new("struct msp_control **")
+        err = self.ffi.new("char[]", 1024)
+        rc = self.lib.msp_ctl_open(os.fsencode(self.dump_root), int(create), out, err, 1024)
+        if rc != 0:
+            raise ControlError(self.ffi.string(err).decode(errors="replace"), refused=rc == -2)
+        self._ctl = out[0]
+
+    # ---- lifetime ----
+    def close(self) -> None:
+        if self._ctl is not None:
+            self.lib.msp_ctl_close(self._ctl)
+            self._ctl = None
+
+    def __enter__(self) -> ControlBlock:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- single words ----
+    def _word(self, name: str) -> int:
+        return int(self.lib.msp_ctl_get_word(self.ffi.addressof(self._ctl[0], name)))
+
+    def _set_word(self, name: str, value: int) -> None:
+        self.lib.msp_ctl_set_word(self.ffi.addressof(self._ctl[0], name), value)
+
+    @property
+    def generation(self) -> int:
+        return int(self.lib.msp_ctl_generation(self._ctl))
+
+    @property
+    def published(self) -> int:
+        return self._word("published")
+
+    def reset_published(self) -> None:
+        """Makes the next attaching shim wait for a fresh publish (daemon exit)."""
+        self._set_word("published", 0)
+
+    @property
+    def daemon_pid(self) -> int:
+        return self._word("daemon_pid")
+
+    @daemon_pid.setter
+    def daemon_pid(self, pid: int) -> None:
+        self._set_word("daemon_pid", pid)
+
+    @property
+    def stop_requested(self) -> bool:
+        return bool(self._word("stop_requested"))
+
+    @stop_requested.setter
+    def stop_requested(self, value: bool) -> None:
+        self._set_word("stop_requested", int(value))
+
+    @property
+    def error_seq(self) -> int:
+        return self._word("error_seq")
+
+    # ---- strings ----
+    @property
+    def error(self) -> str:
+        return self.ffi.string(self._ctl.config_error).decode(errors="replace")
+
+    def set_error(self, message: str) -> None:
+        """Records a rejected edit (non-empty) or clears it ("")."""
+        limit = self.ffi.sizeof(self._ctl.config_error) - 1
+        data = message.encode()
+        if len(data) > limit:
+            data = data[: limit - 3].decode(errors="ignore").encode() + b"..."
+        self.lib.msp_ctl_set_error(self._ctl, data)
+
+    @property
+    def config_path(self) -> str:
+        return self.ffi.string(self._ctl.config_path).decode(errors="replace")
+
+    @config_path.setter
+    def config_path(self, path: str) -> None:
+        self.lib.msp_ctl_set_config_path(self._ctl, os.fsencode(path))
+
+    # ---- config ----
+    def publish(self, cfg: CompiledConfig) -> None:
+        c = self.ffi.new("struct msp_config *")
+        c.state = cfg.state
+        c.task = cfg.task
+        c.exec_mode = cfg.exec_mode
+        c.n_ranges = len(cfg.ranges)
+        for i, (lo, hi) in enumerate(cfg.ranges):
+            c.ranges[i].lo = lo
+            c.ranges[i].hi = hi
+        c.save_child = cfg.save_child
+        c.filter_level = cfg.filter_level
+        c.n_ids = len(cfg.ids)
+        for i, s in enumerate(cfg.ids):
+            c.ids[i] = s.encode()
+        c.n_op_names = len(cfg.op_names)
+        for i, s in enumerate(cfg.op_names):
+            c.op_names[i] = s.encode()
+        c.n_devices = len(cfg.devices)
+        for i, d in enumerate(cfg.devices):
+            c.devices[i] = d
+        c.overflow_mode = cfg.overflow_mode
+        c.overflow_nums = cfg.overflow_nums
+        c.queue_budget_bytes = cfg.queue_budget_bytes
+        c.queue_policy = cfg.queue_policy
+        self.lib.msp_ctl_publish(self._ctl, c)
+
+    def read_config(self) -> tuple[int, CompiledConfig]:
+        c = self.ffi.new("struct msp_config *")
+        gen = int(self.lib.msp_ctl_read_config(self._ctl, c))
+        s = self.ffi.string
+        return gen, CompiledConfig(
+            state=c.state, task=c.task, exec_mode=c.exec_mode,
+            ranges=tuple((c.ranges[i].lo, c.ranges[i].hi) for i in range(c.n_ranges)),
+            save_child=c.save_child, filter_level=c.filter_level,
+            ids=tuple(s(c.ids[i]).decode(errors="replace") for i in range(c.n_ids)),
+            op_names=tuple(s(c.op_names[i]).decode(errors="replace")
+                           for i in range(c.n_op_names)),
+            devices=tuple(c.devices[i] for i in range(c.n_devices)),
+            overflow_mode=c.overflow_mode, overflow_nums=c.overflow_nums,
+            queue_budget_bytes=c.queue_budget_bytes, queue_policy=c.queue_policy,
+        )
+
+    # ---- process table ----
+    def procs(self) -> list[ProcSlot]:
+        """Snapshot of the claimed slots (pid != 0)."""
+        out = []
+        p = self.ffi.new("struct msp_proc *")
+        for i in range(self.lib.MSP_MAX_PROCS):
+            if self._ctl.procs[i].pid == 0:
+                continue
+            self.lib.msp_ctl_read_proc(self._ctl, i, p)
+            if p.pid:
+                out.append(ProcSlot(i, *(int(getattr(p, f)) for f in _PROC_FIELDS)))
+        return out
+
+    # ---- used by tests that stand in for the shim ----
+    def claim_proc(self, pid: int, start_ns: int) -> int:
+        return int(self.lib.msp_ctl_claim_proc(self._ctl, pid, start_ns))
+
+    def release_proc(self, slot: int) -> None:
+        self.lib.msp_ctl_release_proc(self._ctl, slot)
+
+    def set_proc_counter(self, slot: int, name: str, value: int) -> None:
+        setattr(self._ctl.procs[slot], name, value)

@@ -1,0 +1,1 @@
+"""The per-output-dir control plane: watch the config, publish, drain records."""

@@ -1,0 +1,87 @@
+"""The sleep/wake state machine: turns config file states into publishes.
+
+* no file, or a file that was never valid: asleep;
+* a valid file: published as compiled (asleep when dump_enable is false);
+* an invalid edit: the last good config stays in force; the error is logged
+  once and put in the block, where the shims print it and `status` shows it;
+  the next good edit clears it.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from msprobe_atb.config.loader import load_bytes
+from msprobe_atb.config.schema import (
+    ASLEEP,
+    STATE_NAMES,
+    CompiledConfig,
+    Config,
+    ConfigError,
+    compile_config,
+)
+
+log = logging.getLogger("msprobe_atb")
+
+
+def summary(cfg: Config) -> str:
+    parts = [f"task {cfg.task}", f"exec_range {cfg.exec_range}"]
+    if cfg.ids:
+        parts.append(f"ids {','.join(cfg.ids)}")
+    if cfg.op_name:
+        parts.append(f"op_name {','.join(cfg.op_name)}")
+    if cfg.save_child:
+        parts.append(f"save_child, filter_level {cfg.filter_level}")
+    if cfg.device:
+        parts.append(f"device {','.join(map(str, cfg.device))}")
+    return ", ".join(parts)
+
+
+class Controller:
+    def __init__(self, block, config_path: Path | None):
+        self.block = block
+        self.config_path = config_path
+        self.good: Config | None = None
+        self.published: CompiledConfig | None = None
+        self.error = ""
+
+    def _publish(self, compiled: CompiledConfig, why: str) -> None:
+        if compiled == self.published:
+            return
+        old = "none" if self.published is None else STATE_NAMES[self.published.state]
+        self.block.publish(compiled)
+        self.published = compiled
+        log.info("published config (generation %d): %s -> %s; %s", self.block.generation, old,
+                 STATE_NAMES[compiled.state], why)
+
+    def _set_error(self, message: str) -> None:
+        if message != self.error:
+            self.error = message
+            self.block.set_error(message)
+
+    def missing(self) -> None:
+        """The config file does not exist (or none was given): asleep."""
+        self.good = None
+        self._set_error("")
+        where = self.config_path or "(no config file given)"
+        self._publish(ASLEEP, f"config file {where} does not exist")
+
+    def apply(self, data: bytes) -> None:
+        try:
+            cfg = load_bytes(data, self.config_path or "config")
+        except ConfigError as exc:
+            if str(exc) != self.error:
+                keep = ("keeping the previous config" if self.good is not None
+                        else "staying asleep: no valid config yet")
+                log.error("config rejected, %s: %s", keep, exc)
+            self._set_error(str(exc))
+            if self.published is None:
+                self._publish(ASLEEP, "no valid config yet")
+            return
+        self.good = cfg
+        if self.error:
+            log.info("config accepted again; the previous error is cleared")
+        self._set_error("")
+        state = "dump_enable true" if cfg.dump_enable else "dump_enable false"
+        self._publish(compile_config(cfg), f"{state}: {summary(cfg)}")

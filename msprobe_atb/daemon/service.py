@@ -1,0 +1,214 @@
+"""The control-plane daemon of one output dir.
+
+Start-up is kept short because a shim may be waiting for the first publish:
+the config is read and published before anything heavier (watchdog, the
+record logs) is touched.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from msprobe_atb.control.block import ControlBlock, ControlError, dump_root_of
+from msprobe_atb.control.liveness import is_alive
+from msprobe_atb.control.lockfile import try_lock
+from msprobe_atb.daemon.controller import Controller
+from msprobe_atb.daemon.watcher import MISSING, ConfigWatcher
+
+log = logging.getLogger("msprobe_atb")
+
+RECORD_POLL_S = 0.1
+FLUSH_EVERY_S = 0.5
+LIVENESS_EVERY_S = 0.5
+LINGER_S = 2.0
+# Records fed per loop turn: a restart with a long backlog must not keep config
+# edits waiting; while behind, the tree is written less often.
+RECORD_BUDGET = 20000
+BACKLOG_FLUSH_EVERY_S = 2.0
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def setup_logging(dump_root: Path, foreground: bool) -> None:
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    fmt = logging.Formatter("%(asctime)s [%(levelname)s] pid %(process)d: %(message)s")
+    handler = logging.FileHandler(dump_root / ".probe" / "daemon.log")
+    handler.setFormatter(fmt)
+    log.addHandler(handler)
+    if foreground:
+        err = logging.StreamHandler(sys.stderr)
+        err.setFormatter(logging.Formatter("msprobe-atb daemon: %(message)s"))
+        log.addHandler(err)
+
+
+def detach(dump_root: Path) -> None:
+    """Leaves the host's session and terminal; stray output goes to the log.
+    The lock's open file description is inherited, so the lock stays held."""
+    if os.fork() > 0:
+        os._exit(0)
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    out = os.open(dump_root / ".probe" / "daemon.log",
+                  os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(out)
+
+
+class Daemon:
+    def __init__(self, dump_root: Path, block: ControlBlock, config_path: Path | None):
+        self.dump_root = dump_root
+        self.block = block
+        self.wake = threading.Event()
+        self.stopping = False
+        self.controller = Controller(block, config_path)
+        self.watcher = None
+        if config_path is not None:
+            self.watcher = ConfigWatcher(
+                config_path, _env_float("MSPROBE_ATB_POLL_S", 5.0),
+                os.environ.get("MSPROBE_ATB_NO_EVENTS") != "1", self.wake)
+        self.idle_exit_s = _env_float("MSPROBE_ATB_IDLE_EXIT_S", 60.0)
+
+    def check_config(self, settle: bool) -> None:
+        if self.watcher is None:
+            if self.controller.published is None:
+                self.controller.missing()
+            return
+        if settle:
+            self.watcher.settle()
+        content = self.watcher.check()
+        if content is MISSING:
+            self.controller.missing()
+        elif content is not None:
+            self.controller.apply(content)
+
+    def alive_procs(self) -> list[tuple[int, int]]:
+        alive = set()
+        for slot in self.block.procs():
+            if not slot.exited and is_alive(slot.pid, slot.start_ns):
+                alive.add((slot.pid, slot.start_ns))
+        for key, p in self.builder.procs.items():
+            if not p.exited and is_alive(key.pid, key.start_ns):
+                alive.add((key.pid, key.start_ns))
+        return sorted(alive)
+
+    def run(self) -> int:
+        started = time.monotonic()
+        self.check_config(settle=False)  # the first publish, as early as possible
+        from msprobe_atb.tree.builder import TreeBuilder
+        from msprobe_atb.tree.drain import BlockOracle, RecordDrain
+
+        self.oracle = BlockOracle(self.block)
+        self.builder = TreeBuilder(self.dump_root, self.oracle)
+        self.drain = RecordDrain(self.dump_root, self.builder)
+        if self.watcher is not None:
+            self.watcher.start_events()
+        last_flush = last_live = 0.0
+        last_alive: float | None = None
+        reason = "stopped by a signal"
+        behind = False
+        while not self.stopping:
+            self.wake.wait(0 if behind else RECORD_POLL_S)
+            self.wake.clear()
+            now = time.monotonic()
+            if self.watcher is not None and self.watcher.due(now):
+                self.check_config(settle=True)
+            behind = self.drain.poll(RECORD_BUDGET) >= RECORD_BUDGET
+            if now - last_flush >= (BACKLOG_FLUSH_EVERY_S if behind else FLUSH_EVERY_S):
+                self.oracle.refresh()
+                self.builder.flush()
+                last_flush = now
+            if now - last_live < LIVENESS_EVERY_S:
+                continue
+            last_live = now
+            if self.alive_procs():
+                last_alive = now
+                continue
+            if behind or not self.drain.drained():
+                continue
+            # Shims claim their slot before starting the daemon, so a process
+            # that came and went before our first look still shows up here.
+            attached = last_alive is not None or bool(self.builder.procs) or bool(
+                self.block.procs())
+            quiet_s = now - (last_alive if last_alive is not None else started)
+            if attached and (self.block.stop_requested or quiet_s >= LINGER_S):
+                reason = "no attached process is alive and every record is drained"
+                break
+            if not attached and self.block.stop_requested:
+                reason = "asked to stop (unload) and no process is attached"
+                break
+            if not attached and now - started >= self.idle_exit_s:
+                reason = f"no process attached within {self.idle_exit_s:g} s"
+                break
+        self.finish(reason)
+        return 0
+
+    def finish(self, reason: str) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
+        self.drain.poll()
+        self.oracle.refresh()
+        self.builder.flush()
+        # The next process to attach must wait for a fresh publish by the next
+        # daemon rather than trust this daemon's last config.
+        if not self.alive_procs():
+            self.block.reset_published()
+        if self.block.daemon_pid == os.getpid():
+            self.block.daemon_pid = 0
+        # The stop request was for this daemon; shims do not start a daemon
+        # while it is set, so the next session must not inherit it.
+        self.block.stop_requested = False
+        log.info("exiting: %s", reason)
+
+
+def run_daemon(output: str, config: str | None, foreground: bool) -> int:
+    dump_root = dump_root_of(output)
+    try:
+        (dump_root / ".probe").mkdir(parents=True, exist_ok=True, mode=0o750)
+        block = ControlBlock(dump_root, create=True)
+    except (ControlError, OSError) as exc:
+        print(f"msprobe-atb daemon: {exc}", file=sys.stderr)
+        return 1
+    lock = try_lock(dump_root)
+    if lock is None:
+        return 0  # another daemon serves this output dir
+    if not foreground:
+        detach(dump_root)
+    setup_logging(dump_root, foreground)
+    config_path = Path(os.path.abspath(config)) if config else None
+    block.daemon_pid = os.getpid()
+    block.stop_requested = False
+    block.config_path = str(config_path or "")
+    daemon = Daemon(dump_root, block, config_path)
+
+    def on_signal(signum, _frame) -> None:
+        daemon.stopping = True
+        daemon.wake.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    log.info("started for %s, config %s", dump_root, config_path or "(none)")
+    try:
+        return daemon.run()
+    except Exception:
+        log.exception("daemon failed; the record logs are intact, run `msprobe-atb rebuild`")
+        return 1
+    finally:
+        block.close()
+        os.close(lock)

@@ -1,0 +1,194 @@
+"""`msprobe-atb status [DIR] [--json]`: what the probe is doing, in plain words."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from msprobe_atb.config.schema import CHECK_MODES, POLICIES, STATE_NAMES, TASK_NAMES
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("status", help="state, config in force, attached processes, progress",
+                       description="Show the state and config in force, any rejected config "
+                       "edit, the daemon, every attached process with its counters, and "
+                       "whether everything selected so far has been written.")
+    p.add_argument("dir", nargs="?", default=os.environ.get("ATB_OUTPUT_DIR") or ".",
+                   help="output root or its atb_dump_data directory "
+                        "(default: $ATB_OUTPUT_DIR or the current directory)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run)
+
+
+def _config_view(c) -> dict[str, Any]:
+    if c.exec_mode == 1:
+        exec_range = "all"
+    elif c.exec_mode == 0:
+        exec_range = "none"
+    else:
+        exec_range = ",".join(f"{lo},{hi}" for lo, hi in c.ranges)
+    view = {
+        "state": STATE_NAMES.get(c.state, f"unknown({c.state})"),
+        "task": TASK_NAMES.get(c.task, f"unknown({c.task})"),
+        "exec_range": exec_range,
+        "ids": ",".join(c.ids),
+        "op_name": ",".join(c.op_names),
+        "save_child": bool(c.save_child),
+        "device": ",".join(map(str, c.devices)),
+        "filter_level": c.filter_level,
+        "queue_budget_mb": c.queue_budget_bytes >> 20,
+        "queue_full_policy": POLICIES[c.queue_policy] if c.queue_policy < 2 else "?",
+    }
+    if c.task == 4:
+        view["overflow_check"] = {"overflow_nums": c.overflow_nums,
+                                  "check_mode": CHECK_MODES[c.overflow_mode]
+                                  if c.overflow_mode < 3 else "?"}
+    return view
+
+
+def _round_counts(dump_root: Path) -> tuple[int, int]:
+    rounds = complete = 0
+    data = dump_root / "data"
+    try:
+        procs = list(os.scandir(data))
+    except OSError:
+        return 0, 0
+    for proc in procs:
+        if not proc.is_dir(follow_symlinks=False):
+            continue
+        for rnd in os.scandir(proc.path):
+            if rnd.is_dir(follow_symlinks=False):
+                rounds += 1
+                complete += os.path.exists(os.path.join(rnd.path, "ROUND_COMPLETE.json"))
+    return rounds, complete
+
+
+def collect(dump_root: Path) -> dict[str, Any]:
+    from msprobe_atb.control.block import PROC_ABI_MISMATCH, PROC_AWAKE_SEEN, ControlBlock
+    from msprobe_atb.control.liveness import is_alive, is_daemon
+
+    with ControlBlock(dump_root, create=False) as block:
+        gen, cfg = block.read_config()
+        daemon_pid = block.daemon_pid
+        out: dict[str, Any] = {
+            "dump_root": str(dump_root),
+            "config_path": block.config_path,
+            "generation": gen,
+            "published": block.published,
+            "config": _config_view(cfg),
+            "rejected_edit": block.error,
+            "daemon": {"pid": daemon_pid, "alive": bool(daemon_pid) and is_daemon(daemon_pid),
+                       "stop_requested": block.stop_requested},
+            "processes": [],
+        }
+        now_ns = time.time_ns()
+        for s in block.procs():
+            lost = s.drops + s.errors
+            out["processes"].append({
+                "pid": s.pid, "device": s.device, "abi": s.abi,
+                "alive": not s.exited and is_alive(s.pid, s.start_ns), "exited": s.exited,
+                "awake_seen": bool(s.flags & PROC_AWAKE_SEEN),
+                "abi_mismatch": bool(s.flags & PROC_ABI_MISMATCH),
+                "ops_seen": s.ops_seen, "tensors_selected": s.tensors_selected,
+                "tensors_written": s.tensors_written, "bytes_written": s.bytes_written,
+                "queue_depth": s.queue_depth, "queue_bytes": s.queue_bytes,
+                "drops": s.drops, "errors": s.errors, "records": s.records,
+                "overflow_events": s.overflow_events,
+                "last_activity_s_ago": round((now_ns - s.last_activity_ns) / 1e9, 1)
+                if s.last_activity_ns else None,
+                "config_generation": s.config_generation,
+                "all_written": s.queue_depth == 0
+                and s.tensors_selected == s.tensors_written + lost,
+            })
+    rounds, complete = _round_counts(dump_root)
+    out["rounds"] = {"total": rounds, "complete": complete}
+    out["all_written"] = all(p["all_written"] for p in out["processes"])
+    return out
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def render(st: dict[str, Any]) -> str:
+    cfg = st["config"]
+    lines = [f"dump root:   {st['dump_root']}",
+             f"config file: {st['config_path'] or '(none)'}"]
+    d = st["daemon"]
+    if d["alive"]:
+        lines.append(f"daemon:      running (pid {d['pid']})"
+                     + (", finishing (unload asked it to stop)" if d["stop_requested"] else ""))
+    else:
+        lines.append("daemon:      not running (the shim starts it when a process attaches)")
+    if not st["published"] and not d["alive"]:
+        lines.append("state:       asleep: no control plane is running (the config it last "
+                     "published is shown)")
+    elif cfg["state"] == "asleep":
+        lines.append("state:       asleep (dump_enable is false or no valid config)")
+    elif cfg["exec_range"] == "none":
+        lines.append('state:       awake, dumping nothing (exec_range "none")')
+    else:
+        lines.append("state:       awake, dumping")
+    shown = {k: v for k, v in cfg.items() if k != "state"}
+    lines.append("config in force: " + json.dumps(shown))
+    if st["rejected_edit"]:
+        lines.append(f"REJECTED EDIT (the config above stays in force): {st['rejected_edit']}")
+    procs = st["processes"]
+    lines.append(f"processes:   {len(procs)} attached, "
+                 f"{sum(p['alive'] for p in procs)} alive")
+    for p in procs:
+        dev = p["device"] if p["device"] >= 0 else "?"
+        state = "alive" if p["alive"] else "exited" if p["exited"] else "gone"
+        ago = p["last_activity_s_ago"]
+        lines.append(
+            f"  pid {p['pid']} device {dev}: {state}; ops seen {p['ops_seen']}, tensors "
+            f"{p['tensors_written']}/{p['tensors_selected']} written ({_size(p['bytes_written'])})"
+            f", queue {p['queue_depth']} ({_size(p['queue_bytes'])}), drops {p['drops']}, "
+            f"errors {p['errors']}, last activity "
+            f"{'never' if ago is None else f'{ago:g} s ago'}")
+        if p["abi_mismatch"]:
+            lines.append("    WARNING: the host's libatb.so uses the other C++ ABI than this "
+                         "shim build; nothing is dumped (check ATB_HOME_PATH's cxx_abi_N)")
+        if not p["all_written"]:
+            pending = p["tensors_selected"] - p["tensors_written"] - p["drops"] - p["errors"]
+            lines.append(f"    {pending} selected tensors not written yet")
+        if p["drops"] or p["errors"]:
+            lines.append(f"    LOST: {p['drops']} dropped (queue full, policy drop), "
+                         f"{p['errors']} failed (see .probe/daemon.log and the record log)")
+    r = st["rounds"]
+    lines.append(f"rounds:      {r['total']} execution-round directories, {r['complete']} marked "
+                 "complete (ROUND_COMPLETE.json)")
+    if st["all_written"]:
+        lines.append("everything selected so far has been written"
+                     + (" (some tensors were lost, see above)"
+                        if any(p["drops"] or p["errors"] for p in procs) else ""))
+    else:
+        lines.append("still writing: some selected tensors are queued or in flight")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from msprobe_atb.control.block import ControlError
+    from msprobe_atb.tree.cli import find_dump_root
+
+    dump_root = find_dump_root(args.dir)
+    if not (dump_root / ".probe" / "control.block").exists():
+        print(f"{dump_root}: no control block: no process has attached to this output dir "
+              "(load the probe with load_atb_probe.sh and start the service)", file=sys.stderr)
+        return 2
+    try:
+        st = collect(dump_root)
+    except ControlError as exc:
+        print(f"msprobe-atb status: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(st, indent=2) if args.json else render(st))
+    return 0

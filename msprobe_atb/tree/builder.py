@@ -1,0 +1,324 @@
+"""The derived dump tree, built from the record logs.
+
+The daemon feeds records as they arrive and flushes periodically; `rebuild`
+feeds every log at once and flushes once. Both go through this one class, and
+every output depends only on the records (their order within each process's
+log) and on whether each process is still running, so the two agree byte for
+byte once the processes are gone.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import datetime as _dt
+import io
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from msprobe_atb.tree import fsio
+from msprobe_atb.tree.csvfmt import (
+    EXTRA_HEADER,
+    HEADER,
+    csv_line,
+    extra_row,
+    parse_tensor_path,
+    statistic_row,
+)
+from msprobe_atb.tree.info import GraphError, dumps, layer_json, model_json, parse_json_object
+from msprobe_atb.tree.records import ProcKey
+
+log = logging.getLogger("msprobe_atb")
+
+RoundKey = tuple[str, str]  # ("{dev}_{pid}", "{exec}")
+MARKER = "ROUND_COMPLETE.json"
+OVERFLOW_HEADER = "Sequence,Time,Device and PID,Op Id,Kernel Name,Report"
+
+
+class ProcOracle(Protocol):
+    """What the builder needs to know about the processes beyond their records."""
+
+    def alive(self, key: ProcKey) -> bool: ...
+
+    def queue_empty(self, key: ProcKey) -> bool: ...
+
+    def asleep(self) -> bool: ...
+
+
+def iso_time(t_ns: int) -> str:
+    return _dt.datetime.fromtimestamp(t_ns / 1e9, _dt.timezone.utc).isoformat(
+        timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class Round:
+    key: RoundKey
+    # (sort key, statistic.csv line, statistic_extra.csv line); None once the round
+    # is complete and written: its rows live on disk until a later record reopens it.
+    rows: list[tuple[tuple[int, int], str, str]] | None = field(default_factory=list)
+    count: int = 0
+    lost: int = 0
+    last_t: int = 0
+    procs: set[ProcKey] = field(default_factory=set)
+    dirty: bool = True
+    flushed_once: bool = False
+    marker: bytes | None = None  # the marker on disk, as we wrote it
+
+
+@dataclass
+class Proc:
+    key: ProcKey
+    output_root: str | None = None
+    dev_hint: int | None = None
+    exited: bool = False
+    last_round: RoundKey | None = None
+    graphs: dict[str, dict] = field(default_factory=dict)
+    layers: dict[str, tuple[int, bytes]] = field(default_factory=dict)  # name -> (dev, json)
+    models: dict[str, tuple[int, bytes]] = field(default_factory=dict)
+    model_counter: int = 0
+    overflow: list[tuple[int, list[str]]] = field(default_factory=list)  # (dev, cells)
+    info_dirty: bool = True
+    written: dict[tuple[str, ...], bytes] = field(default_factory=dict)  # info files on disk
+
+
+def _int(value: Any, default: int = -1) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+class TreeBuilder:
+    def __init__(self, dump_root: Path, oracle: ProcOracle):
+        self.dump_root = Path(dump_root)
+        self.oracle = oracle
+        self.rounds: dict[RoundKey, Round] = {}
+        self.procs: dict[ProcKey, Proc] = {}
+        self._error_counts: dict[str, int] = {}
+
+    # ---- problems are logged, a few times per kind, never raised ----
+    def _problem(self, kind: str, message: str) -> None:
+        n = self._error_counts.get(kind, 0) + 1
+        self._error_counts[kind] = n
+        if n <= 5:
+            log.warning("%s%s", message, " (further ones of this kind are not logged)"
+                        if n == 5 else "")
+
+    def proc(self, key: ProcKey) -> Proc:
+        p = self.procs.get(key)
+        if p is None:
+            p = self.procs[key] = Proc(key)
+        return p
+
+    # ---- feeding ----
+    def add(self, key: ProcKey, records: list[dict]) -> None:
+        p = self.proc(key)
+        for rec in records:
+            try:
+                self._add_one(p, rec)
+            except Exception as exc:  # a bad record must never stop the tree
+                self._problem("record", f"record log of pid {key.pid}: skipped a "
+                              f"{rec.get('k')!r} record: {type(exc).__name__}: {exc}")
+
+    def _add_one(self, p: Proc, rec: dict) -> None:
+        kind = rec.get("k")
+        if kind == "tensor":
+            self._add_tensor(p, rec)
+        elif kind == "param":
+            tp = parse_tensor_path(str(rec.get("path", "")))
+            if tp:
+                self._learn_device(p, tp.dev_pid)
+                p.last_round = tp.round_key
+        elif kind == "graph":
+            self._add_graph(p, rec)
+        elif kind == "topo":
+            self._add_topo(p, rec)
+        elif kind == "overflow":
+            self._add_overflow(p, rec)
+        elif kind == "attach":
+            if isinstance(rec.get("output"), str) and rec["output"]:
+                p.output_root = rec["output"]
+        elif kind == "exit":
+            p.exited = True
+
+    def _learn_device(self, p: Proc, dev_pid: str) -> None:
+        if p.dev_hint is None:
+            dev = dev_pid.partition("_")[0]
+            if dev.isdigit():
+                p.dev_hint = int(dev)
+                p.info_dirty = True
+
+    def _output_root(self, p: Proc) -> str:
+        return p.output_root or str(self.dump_root.parent)
+
+    def _add_tensor(self, p: Proc, rec: dict) -> None:
+        path = rec.get("path")
+        tp = parse_tensor_path(path) if isinstance(path, str) else None
+        if tp is None:
+            self._problem("path", f"pid {p.key.pid}: tensor record with unusable path {path!r}")
+            return
+        self._learn_device(p, tp.dev_pid)
+        p.last_round = tp.round_key
+        rnd = self.rounds.get(tp.round_key)
+        if rnd is None:
+            rnd = self.rounds[tp.round_key] = Round(tp.round_key)
+        if rnd.rows is None:
+            self._reload(rnd)
+        sort_key = (p.key.start_ns, _int(rec.get("seq"), 0))
+        row = (sort_key, statistic_row(rec, tp, self._output_root(p)), extra_row(rec, tp))
+        bisect.insort(rnd.rows, row)
+        rnd.count = len(rnd.rows)
+        rnd.lost += rec.get("file") == "lost"
+        rnd.last_t = max(rnd.last_t, _int(rec.get("t"), 0))
+        rnd.procs.add(p.key)
+        rnd.dirty = True
+
+    def _add_graph(self, p: Proc, rec: dict) -> None:
+        name = rec.get("name")
+        if not isinstance(name, str) or not fsio.valid_component(name + ".json"):
+            self._problem("graph", f"pid {p.key.pid}: layer graph with unusable name {name!r}")
+            return
+        try:
+            graph = parse_json_object(rec.get("json"), f"layer graph {name}")
+            doc, warnings = layer_json(name, graph)
+            data = dumps(doc)
+        except (GraphError, RecursionError) as exc:
+            self._problem("graph", f"pid {p.key.pid}: skipped layer graph {name}: {exc}")
+            return
+        for w in warnings:
+            self._problem("graph-warning", f"pid {p.key.pid}: {w}")
+        p.graphs[name] = graph
+        p.layers[name] = (_int(rec.get("dev")), data)
+        p.info_dirty = True
+
+    def _add_topo(self, p: Proc, rec: dict) -> None:
+        model = rec.get("model")
+        if not isinstance(model, str) or not fsio.valid_component(model + ".json"):
+            self._problem("topo", f"pid {p.key.pid}: model topology with unusable name {model!r}")
+            return
+        try:
+            topo = parse_json_object(rec.get("json"), f"model topology {model}")
+            doc, counter, warnings = model_json(topo, p.graphs, p.model_counter)
+            data = dumps(doc)
+        except (GraphError, RecursionError) as exc:
+            self._problem("topo", f"pid {p.key.pid}: skipped model topology {model}: {exc}")
+            return
+        for w in warnings:
+            self._problem("graph-warning", f"pid {p.key.pid}: {w}")
+        p.model_counter = counter
+        p.models[model] = (_int(rec.get("dev")), data)
+        p.info_dirty = True
+
+    def _add_overflow(self, p: Proc, rec: dict) -> None:
+        kernel = str(rec.get("kernel", ""))
+        op_id, sep, name = kernel.partition(":")
+        dev = _int(rec.get("dev"))
+        t = _int(rec.get("t"), 0)
+        p.overflow.append((dev, [str(_int(rec.get("seq"), 0)), iso_time(t) if t else "",
+                                 op_id if sep else "", name if sep else kernel, kernel]))
+        p.info_dirty = True
+
+    def _reload(self, rnd: Round) -> None:
+        """Reads back the rows of an evicted round (one process, so the sort key
+        is that process's start_ns and the Sequence column)."""
+        base = ("data", rnd.key[0], rnd.key[1])
+        (start_ns,) = {k.start_ns for k in rnd.procs}
+        rnd.rows = []
+        try:
+            stat = fsio.read_file(self.dump_root, base + ("statistic.csv",))
+            extra = fsio.read_file(self.dump_root, base + ("statistic_extra.csv",))
+            stat_rows = list(csv.reader(io.StringIO((stat or b"").decode())))[1:]
+            extra_rows = list(csv.reader(io.StringIO((extra or b"").decode())))[1:]
+            if len(stat_rows) != rnd.count or len(extra_rows) != rnd.count:
+                raise ValueError(f"expected {rnd.count} rows")
+            rnd.rows = [((start_ns, int(e[0]) if e[0].isdigit() else 0), csv_line(r), csv_line(e))
+                        for r, e in zip(stat_rows, extra_rows)]
+        except (OSError, ValueError, IndexError) as exc:
+            self._problem("reload", f"cannot read back {'/'.join(base)} ({exc}); its earlier "
+                          "rows are missing until `msprobe-atb rebuild`")
+
+    # ---- output ----
+    def _info_dir(self, p: Proc, dev: int) -> str:
+        if dev < 0:
+            dev = p.dev_hint if p.dev_hint is not None else -1
+        return f"{dev}_{p.key.pid}" if dev >= 0 else str(p.key.pid)
+
+    def _info_files(self, p: Proc) -> dict[tuple[str, ...], bytes]:
+        files: dict[tuple[str, ...], bytes] = {}
+        for kind, docs in (("layer", p.layers), ("model", p.models)):
+            for name, (dev, data) in docs.items():
+                files[("info", kind, self._info_dir(p, dev), f"{name}.json")] = data
+        if p.overflow:
+            # The overflow file is per process; its device is the first known one.
+            dev = next((d for d, _ in p.overflow if d >= 0), -1)
+            sub = self._info_dir(p, dev)
+            body = "".join(csv_line(cells[:2] + [sub] + cells[2:]) for _, cells in p.overflow)
+            files[("info", "overflow", f"{sub}.csv")] = (OVERFLOW_HEADER + "\n" + body).encode()
+        return files
+
+    def _write(self, rel: tuple[str, ...], data: bytes) -> bool:
+        try:
+            fsio.write_file(self.dump_root, rel, data)
+            return True
+        except (OSError, fsio.UnsafePath) as exc:
+            self._problem("write", f"cannot write {'/'.join(rel)}: {exc}")
+            return False
+
+    def _flush_info(self, p: Proc) -> None:
+        want = self._info_files(p)
+        if not p.written:
+            # A previous daemon may have written these under {pid} before the
+            # device was known.
+            for rel in want:
+                if rel[2] != str(p.key.pid) and len(rel) == 4:
+                    fsio.remove_file(self.dump_root, (*rel[:2], str(p.key.pid), rel[3]))
+        for rel in [r for r in p.written if r not in want]:
+            fsio.remove_file(self.dump_root, rel)  # moved: the device became known
+            del p.written[rel]
+        for rel, data in want.items():
+            if p.written.get(rel) != data and self._write(rel, data):
+                p.written[rel] = data
+        p.info_dirty = False
+
+    def _proc_done_with(self, key: ProcKey, rnd: RoundKey) -> bool:
+        p = self.procs.get(key)
+        if p is None or p.exited or not self.oracle.alive(key):
+            return True
+        return self.oracle.queue_empty(key) and (p.last_round != rnd or self.oracle.asleep())
+
+    def _flush_round(self, rnd: Round) -> None:
+        base = ("data", rnd.key[0], rnd.key[1])
+        if rnd.dirty:
+            rows = rnd.rows or []
+            stat = HEADER + "\n" + "".join(r[1] for r in rows)
+            extra = EXTRA_HEADER + "\n" + "".join(r[2] for r in rows)
+            if not (self._write(base + ("statistic.csv",), stat.encode())
+                    and self._write(base + ("statistic_extra.csv",), extra.encode())):
+                return
+        complete = all(self._proc_done_with(k, rnd.key) for k in rnd.procs)
+        if complete:
+            marker = dumps({"rows": rnd.count, "lost": rnd.lost,
+                            "complete_at": iso_time(rnd.last_t) if rnd.last_t else None})
+            if marker != rnd.marker and self._write(base + (MARKER,), marker):
+                rnd.marker = marker
+            if rnd.marker is not None and len(rnd.procs) == 1:
+                rnd.rows = None  # done: keep memory bounded on long runs
+        elif rnd.marker is not None or not rnd.flushed_once:
+            # Reopened (a later request reuses this round number), or left by a
+            # previous daemon: the round is not complete any more.
+            fsio.remove_file(self.dump_root, base + (MARKER,))
+            rnd.marker = None
+        rnd.dirty = False
+        rnd.flushed_once = True
+
+    def flush(self) -> None:
+        """Writes what changed: CSVs of rounds with new records, info files,
+        and the completion markers of rounds whose processes are done."""
+        for p in self.procs.values():
+            if p.info_dirty:
+                self._flush_info(p)
+        for rnd in self.rounds.values():
+            if rnd.dirty or rnd.marker is None or not rnd.flushed_once:
+                self._flush_round(rnd)
+
+    def pending_markers(self) -> int:
+        return sum(1 for r in self.rounds.values() if r.marker is None)

@@ -1,0 +1,65 @@
+"""`msprobe-atb rebuild DIR`: rebuild the derived files from the record logs."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from msprobe_atb.control.lockfile import try_lock
+from msprobe_atb.tree.records import records_dir
+
+
+def find_dump_root(path: str | os.PathLike) -> Path:
+    """Accepts an output root (containing atb_dump_data) or the dump root itself."""
+    p = Path(os.path.abspath(path))
+    if (p / "atb_dump_data").is_dir() and not (p / ".probe").is_dir():
+        return p / "atb_dump_data"
+    return p
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("rebuild", help="rebuild statistic.csv, info/ and markers from the "
+                       "record logs (after a crash or a killed daemon)",
+                       description="Rebuild every derived file (statistic.csv, "
+                       "statistic_extra.csv, ROUND_COMPLETE.json, info/layer, info/model, "
+                       "info/overflow) from <dump root>/.probe/records. The result is the same "
+                       "as the live daemon's.")
+    p.add_argument("dir", nargs="?", default=os.environ.get("ATB_OUTPUT_DIR") or ".",
+                   help="output root or its atb_dump_data directory "
+                        "(default: $ATB_OUTPUT_DIR or the current directory)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    dump_root = find_dump_root(args.dir)
+    if not records_dir(dump_root).is_dir():
+        print(f"{dump_root}: no record logs (.probe/records); nothing to rebuild", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING, format="msprobe-atb: %(message)s")
+    from msprobe_atb.tree.drain import rebuild
+
+    lock = try_lock(dump_root)
+    if lock is None:
+        print(f"{dump_root}: a control-plane daemon is running and keeps the tree up to date; "
+              "nothing to do (stop the service, or wait for the daemon to exit)", file=sys.stderr)
+        return 1
+    block = None
+    try:
+        try:
+            from msprobe_atb.control.block import ControlBlock, ControlError
+
+            block = ControlBlock(dump_root, create=False)
+        except (ControlError, OSError):
+            block = None  # without a block, only /proc tells which processes still run
+        builder = rebuild(dump_root, block)
+    finally:
+        if block is not None:
+            block.close()
+        os.close(lock)
+    complete = len(builder.rounds) - builder.pending_markers()
+    print(f"{dump_root}: rebuilt {len(builder.rounds)} rounds ({complete} complete) "
+          f"from {len(builder.procs)} processes")
+    return 0

@@ -1,0 +1,143 @@
+"""statistic.csv and statistic_extra.csv rows from tensor records (spec §8, contracts §5).
+
+Cells are escaped, never dropped: a non-numeric cell that a spreadsheet would
+run as a formula gets a leading apostrophe; cells with a comma, quote or
+newline are quoted, so every row keeps its column count.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from msprobe_atb.tree.vocab import dtype_name, format_name
+
+HEADER = ("Device and PID,Execution Count,Op Name,Op Type,Op Id,Input/Output,Index,Dtype,"
+          "Format,Shape,Max,Min,Mean,Norm,Tensor Path")
+EXTRA_HEADER = ("Sequence,Op Id,Op Name,Input/Output,Index,Element Count,NaN Count,"
+                "Pos Inf Count,Neg Inf Count,Zero Count,Data Status,Note")
+NA = "N/A"
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NEEDS_QUOTES = (",", '"', "\n", "\r")
+_NONFINITE = {"nan": "nan", "-nan": "nan", "inf": "inf", "+inf": "inf", "-inf": "-inf"}
+
+
+def is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
+def safe_cell(cell: str) -> str:
+    if cell.startswith(_FORMULA_START) and not is_number(cell):
+        return "'" + cell
+    return cell
+
+
+def _quoted(cell: str) -> str:
+    # the csv module's QUOTE_MINIMAL rule, without its per-row setup cost
+    if any(ch in cell for ch in _NEEDS_QUOTES):
+        return '"' + cell.replace('"', '""') + '"'
+    return cell
+
+
+def csv_line(cells: list[str]) -> str:
+    return ",".join(_quoted(safe_cell(c)) for c in cells) + "\n"
+
+
+def number(value: object) -> str:
+    """Full precision: ints as ints, doubles as repr (shortest round-trip)."""
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        return repr(value)
+    if isinstance(value, str) and value.strip().lower() in _NONFINITE:
+        return _NONFINITE[value.strip().lower()]
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        return f"({number(value[0])},{number(value[1])})"
+    return NA if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class TensorPath:
+    """A relative tensor path `{dev}_{pid}/{exec}/{id}_{Name}/.../before/intensor0.bin`."""
+
+    dev_pid: str
+    exec_count: str
+    ids: tuple[str, ...]
+    names: tuple[str, ...]
+    io: str
+    index: str
+
+    @property
+    def round_key(self) -> tuple[str, str]:
+        return self.dev_pid, self.exec_count
+
+
+def parse_tensor_path(path: str) -> TensorPath | None:
+    parts = [p for p in path.split("/") if p]
+    if len(parts) < 3:
+        return None
+    file_name = parts[-1]
+    ops = parts[2:-1]
+    if ops and ops[-1] in ("before", "after"):
+        ops = ops[:-1]
+    ids, names = [], []
+    for seg in ops:
+        op_id, sep, name = seg.partition("_")
+        ids.append(op_id)
+        names.append(name if sep else "")
+    if file_name.startswith("intensor"):
+        io_kind, rest = "input", file_name[len("intensor"):]
+    elif file_name.startswith("outtensor"):
+        io_kind, rest = "output", file_name[len("outtensor"):]
+    else:
+        io_kind, rest = NA, file_name
+    return TensorPath(parts[0], parts[1], tuple(ids), tuple(names), io_kind,
+                      rest.split(".", 1)[0])
+
+
+def _stat(stats: dict | None, key: str) -> str:
+    if not stats or key not in stats or stats[key] is None:
+        return NA
+    return number(stats[key])
+
+
+def stat_cells(rec: dict) -> list[str]:
+    if rec.get("task") not in ("statistics", "all") or not isinstance(rec.get("stats"), dict):
+        return [NA] * 4
+    stats = rec["stats"]
+    return [_stat(stats, k) for k in ("max", "min", "mean", "norm")]
+
+
+def tensor_path_cell(rec: dict, output_root: str) -> str:
+    if rec.get("task") == "statistics" or rec.get("file") == "none":
+        return NA
+    return f"{output_root.rstrip('/')}/atb_dump_data/data/{rec.get('path', '')}"
+
+
+def statistic_row(rec: dict, tp: TensorPath, output_root: str) -> str:
+    names = list(tp.names)
+    cells = [
+        tp.dev_pid, tp.exec_count, "/".join(names), names[-1] if names else "",
+        "_".join(tp.ids), tp.io, tp.index, dtype_name(rec.get("dtype")),
+        format_name(rec.get("format")), str(rec.get("dims", "")).replace(",", "x"),
+        *stat_cells(rec), tensor_path_cell(rec, output_root),
+    ]
+    return csv_line(cells)
+
+
+def extra_row(rec: dict, tp: TensorPath) -> str:
+    stats = rec.get("stats") if isinstance(rec.get("stats"), dict) else None
+    cells = [
+        number(rec.get("seq")), "_".join(tp.ids), "/".join(tp.names), tp.io, tp.index,
+        *(_stat(stats, k) for k in ("count", "nan", "pinf", "ninf", "zero")),
+        str(rec.get("file", NA)), str(rec.get("note", "")),
+    ]
+    return csv_line(cells)

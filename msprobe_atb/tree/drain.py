@@ -1,0 +1,87 @@
+"""Draining the record logs into a TreeBuilder, and what the builder learns
+about processes from the control block."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from msprobe_atb.control.liveness import is_alive
+from msprobe_atb.tree.builder import TreeBuilder
+from msprobe_atb.tree.records import LogTailer, ProcKey, list_logs
+
+log = logging.getLogger("msprobe_atb")
+
+
+class BlockOracle:
+    """Process facts from the control block's table (if there is a block) and /proc."""
+
+    def __init__(self, block=None):
+        self.block = block
+        self._slots: dict[ProcKey, object] = {}
+        self._asleep = False
+        self._alive: dict[ProcKey, bool] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        self._alive.clear()
+        if self.block is None:
+            return
+        self._slots = {ProcKey(s.pid, s.start_ns): s for s in self.block.procs()}
+        self._asleep = self.block.read_config()[1].state == 0
+
+    def alive(self, key: ProcKey) -> bool:
+        if key not in self._alive:
+            slot = self._slots.get(key)
+            exited = slot is not None and slot.exited
+            self._alive[key] = not exited and is_alive(key.pid, key.start_ns)
+        return self._alive[key]
+
+    def queue_empty(self, key: ProcKey) -> bool:
+        slot = self._slots.get(key)
+        return slot is None or slot.queue_depth == 0
+
+    def asleep(self) -> bool:
+        return self._asleep
+
+
+class RecordDrain:
+    """Follows every record log of a dump root and feeds new records to the builder."""
+
+    def __init__(self, dump_root: Path, builder: TreeBuilder):
+        self.dump_root = Path(dump_root)
+        self.builder = builder
+        self.tailers: dict[ProcKey, LogTailer] = {}
+        self._bad_reported: dict[ProcKey, int] = {}
+
+    def poll(self, budget: int | None = None) -> int:
+        """Reads complete new lines, about `budget` records at most (None: all);
+        returns how many records were fed."""
+        for key, path in list_logs(self.dump_root):
+            if key not in self.tailers:
+                self.tailers[key] = LogTailer(path)
+                self.builder.proc(key)
+        fed = 0
+        for key, tailer in self.tailers.items():
+            while budget is None or fed < budget:
+                recs = tailer.read_new()
+                if not recs:
+                    break
+                self.builder.add(key, recs)
+                fed += len(recs)
+            if tailer.bad_lines != self._bad_reported.get(key, 0):
+                self._bad_reported[key] = tailer.bad_lines
+                log.warning("%s (%d unreadable lines so far in this log)", tailer.last_bad,
+                            tailer.bad_lines)
+        return fed
+
+    def drained(self) -> bool:
+        return all(t.at_end() for t in self.tailers.values())
+
+
+def rebuild(dump_root: Path, block=None) -> TreeBuilder:
+    """Rebuilds every derived file from the record logs."""
+    builder = TreeBuilder(dump_root, BlockOracle(block))
+    RecordDrain(dump_root, builder).poll()
+    builder.flush()
+    return builder

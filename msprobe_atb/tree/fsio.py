@@ -1,0 +1,109 @@
+"""Writing derived files safely under the dump root.
+
+Every directory is opened one component at a time with O_NOFOLLOW from the
+dump root, so no symlink and no `..` in a model-supplied name can lead outside
+`atb_dump_data`. Files are written to a temporary name and renamed into place,
+so a reader never sees a half-written CSV or JSON.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class UnsafePath(ValueError):
+    pass
+
+
+def valid_component(name: str) -> bool:
+    return (
+        bool(name) and name not in (".", "..") and "/" not in name
+        and len(name.encode(errors="surrogateescape")) <= 255
+        and not any(ord(c) < 32 or ord(c) == 127 for c in name)
+    )
+
+
+def _open_dir(dump_root: Path, parts: Sequence[str], create: bool) -> int:
+    for part in parts:
+        if not valid_component(part):
+            raise UnsafePath(f"refusing path component {part!r}")
+    fd = os.open(dump_root, _DIR_FLAGS)
+    try:
+        for part in parts:
+            if create:
+                try:
+                    os.mkdir(part, 0o750, dir_fd=fd)
+                except FileExistsError:
+                    pass
+            nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def write_file(dump_root: Path, rel: Sequence[str], data: bytes) -> None:
+    """Atomically replaces <dump_root>/<rel...> with data (mode 0640)."""
+    *dirs, name = rel
+    if not valid_component(name):
+        raise UnsafePath(f"refusing file name {name!r}")
+    fd = _open_dir(dump_root, dirs, create=True)
+    tmp = f".{name}.{os.getpid()}.tmp"
+    try:
+        try:
+            os.unlink(tmp, dir_fd=fd)
+        except FileNotFoundError:
+            pass
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                      0o640, dir_fd=fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(out, view):]
+        finally:
+            os.close(out)
+        os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=fd)
+        except OSError:
+            pass
+        raise
+    finally:
+        os.close(fd)
+
+
+def remove_file(dump_root: Path, rel: Sequence[str]) -> None:
+    *dirs, name = rel
+    try:
+        fd = _open_dir(dump_root, dirs, create=False)
+    except (FileNotFoundError, NotADirectoryError, UnsafePath):
+        return
+    try:
+        os.unlink(name, dir_fd=fd)
+    except FileNotFoundError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def read_file(dump_root: Path, rel: Sequence[str]) -> bytes | None:
+    *dirs, name = rel
+    try:
+        fd = _open_dir(dump_root, dirs, create=False)
+    except (OSError, UnsafePath):
+        return None
+    try:
+        f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    with os.fdopen(f, "rb") as fh:
+        return fh.read()

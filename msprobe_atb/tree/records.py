@@ -1,0 +1,105 @@
+"""Reading the per-process record logs (.probe/records/<pid>-<start_ns>.jsonl).
+
+A reader only consumes complete lines: a last line without its newline is a
+record still being written (or cut by a crash) and is read again later.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+LOG_NAME = re.compile(r"^([0-9]+)-([0-9]+)\.jsonl$")
+CHUNK = 8 << 20
+MAX_LINE = 1 << 30
+
+
+@dataclass(frozen=True, order=True)
+class ProcKey:
+    """A process, named as its record log is: (pid, CLOCK_REALTIME at attach)."""
+
+    pid: int
+    start_ns: int
+
+
+def records_dir(dump_root: Path) -> Path:
+    return dump_root / ".probe" / "records"
+
+
+def list_logs(dump_root: Path) -> list[tuple[ProcKey, Path]]:
+    d = records_dir(dump_root)
+    try:
+        names = os.listdir(d)
+    except FileNotFoundError:
+        return []
+    out = []
+    for name in names:
+        m = LOG_NAME.match(name)
+        if m:
+            out.append((ProcKey(int(m.group(1)), int(m.group(2))), d / name))
+    out.sort()
+    return out
+
+
+class LogTailer:
+    """Incremental reader of one record log."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset = 0
+        self.bad_lines = 0
+        self.last_bad: str | None = None
+
+    def read_new(self) -> list[dict]:
+        """Records appended since the last call (about CHUNK bytes' worth; a longer
+        single record, e.g. a big graph, is read whole)."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read(CHUNK)
+                while b"\n" not in data and len(data) < MAX_LINE:
+                    more = f.read(CHUNK)
+                    if not more:
+                        break
+                    data += more
+        except FileNotFoundError:
+            return []
+        end = data.rfind(b"\n")
+        if end < 0:
+            if len(data) >= MAX_LINE:  # never a record: skip to the next line
+                self.offset += len(data)
+                self.bad_lines += 1
+                self.last_bad = f"{self.path.name}: a line longer than {MAX_LINE} bytes"
+            return []
+        self.offset += end + 1
+        out = []
+        for line in data[: end + 1].split(b"\n")[:-1]:
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except (ValueError, RecursionError) as exc:
+                self.bad_lines += 1
+                self.last_bad = f"{self.path.name}: unreadable record ({exc}): {line[:120]!r}"
+                continue
+            if isinstance(rec, dict):
+                out.append(rec)
+            else:
+                self.bad_lines += 1
+                self.last_bad = f"{self.path.name}: record is not an object: {line[:120]!r}"
+        return out
+
+    def at_end(self) -> bool:
+        """True when every complete line has been read."""
+        try:
+            size = os.stat(self.path).st_size
+        except FileNotFoundError:
+            return True
+        if size <= self.offset:
+            return True
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            return b"\n" not in f.read(size - self.offset)

@@ -1,0 +1,206 @@
+"""The tree builder: live (incremental) build == offline rebuild, markers,
+info files, and what happens with odd records."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+from cp_helpers import REPO, derived
+
+from msprobe_atb.config import compile_config, validate
+from msprobe_atb.tree.builder import TreeBuilder
+from msprobe_atb.tree.drain import BlockOracle, RecordDrain, rebuild
+
+GRAPH = {"inTensorNum": 1, "opName": "Layer_2", "opType": "Layer", "outTensorNum": 1,
+         "internalTensorNum": 0, "param": "",
+         "nodes": [{"inTensorIds": [0], "opName": "LinearOperation_2_0",
+                    "opType": "LinearOperation", "outTensorIds": [1], "param": {}}]}
+TOPO = {"modelName": "DecoderModel", "inTensors": ["m_input_0"], "outTensors": ["m_output_0"],
+        "nodes": [{"opName": "Embed", "inTensors": ["m_input_0"], "outTensors": ["m_int_0"]},
+                  {"opName": "Layer", "inTensors": ["m_int_0"], "outTensors": ["m_output_0"]}]}
+
+
+def scenario_steps(a, b):
+    """Record batches of two processes, with flushes between batches."""
+    stats = {"count": 4, "max": 1.0, "min": "-inf", "mean": "nan", "norm": 1e-300,
+             "nan": 1, "pinf": 0, "ninf": 1, "zero": 0}
+
+    def step1():
+        a.graph("Layer_2", GRAPH)  # dev -1: the info dir moves once tensors show the device
+        a.graph("Bad_3", "{not json")
+        a.tensor(0, "2_Layer", "before/intensor0.bin", task="all", stats=stats)
+        a.tensor(0, "2_Layer/0_LinearOperation", "before/intensor0_x.bin")
+        b.tensor(0, "2_Layer", "before/intensor0.bin", task="statistics", stats=stats)
+        a.record({"k": "tensor", "seq": 99, "path": "bad"})  # unusable path: logged, skipped
+        a.tensor(0, "2_Layer", "after/outtensor0.bin", dtype=16, task="all",
+                 stats={"count": 1, "max": [1.0, 2.0], "min": [0.0, 0.5], "mean": [0.5, 1.0],
+                        "norm": 2.5})
+        a.tensor(0, "2_Layer", "after/outtensor1.bin", partial=True)
+
+    def step2():
+        a.finish_partial()
+        # writer threads finish out of order: seq 7 lands before seq 6
+        a.seq = 7
+        a.tensor(1, "2_Layer", "before/intensor0.bin")
+        a.seq = 6
+        a.tensor(1, "2_Layer", "after/outtensor0.bin", file="lost", note="disk full")
+        a.record({"k": "topo", "model": "DecoderModel", "dev": -1, "json": json.dumps(TOPO)})
+        a.record({"k": "overflow", "seq": 0, "kernel": "2_0_1:MatMulKernel", "dev": 0})
+        with open(a.log, "a") as f:
+            f.write("garbage line\n")
+
+    def step3():
+        a.exit()
+        b.exit()
+
+    return [step1, step2, step3]
+
+
+def test_live_build_equals_rebuild(out_dir, shims):
+    a = shims(out_dir, dev=0)
+    b = shims(out_dir, dev=1)
+    dump_root = out_dir / "atb_dump_data"
+    oracle = BlockOracle(a.block)
+    live = TreeBuilder(dump_root, oracle)
+    drain = RecordDrain(dump_root, live)
+    for step in scenario_steps(a, b):
+        step()
+        drain.poll()
+        oracle.refresh()
+        live.flush()
+    files = derived(dump_root)
+    # the info dir moved from {pid} to {dev}_{pid} once the device was known
+    assert f"info/layer/0_{a.pid}/Layer_2.json" in files
+    assert not (dump_root / "info" / "layer" / str(a.pid)).exists() or not any(
+        (dump_root / "info" / "layer" / str(a.pid)).iterdir())
+    assert f"info/model/0_{a.pid}/DecoderModel.json" in files
+    assert f"info/overflow/0_{a.pid}.csv" in files
+    assert not any("Bad_3" in k for k in files)
+
+    for rel in files:
+        (dump_root / rel).unlink()
+    rebuild(dump_root, a.block)
+    assert derived(dump_root) == files
+
+    for rel in files:
+        (dump_root / rel).unlink()
+    r = subprocess.run([sys.executable, "-c", "import sys; from msprobe_atb.tree.cli import "
+                        "register, run; import argparse; p = argparse.ArgumentParser(); "
+                        "register(p.add_subparsers()); a = p.parse_args(sys.argv[1:]); "
+                        "sys.exit(a.func(a))", "rebuild", str(out_dir)],
+                       capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    assert derived(dump_root) == files
+
+
+def test_round_contents(out_dir, shims):
+    a = shims(out_dir, dev=0)
+    b = shims(out_dir, dev=1)
+    dump_root = out_dir / "atb_dump_data"
+    for step in scenario_steps(a, b):
+        step()
+    rebuild(dump_root, a.block)
+    r0 = dump_root / "data" / f"0_{a.pid}" / "0"
+    rows = list(csv.reader(open(r0 / "statistic.csv", newline="")))
+    assert ",".join(rows[0]).startswith("Device and PID,Execution Count")
+    assert [len(r) for r in rows] == [15] * 5  # header + 4 rows, the partial one included
+    assert [r[5] + r[6] for r in rows[1:4]] == ["input0", "input0_x", "output0"]
+    assert rows[1][10:14] == ["1.0", "-inf", "nan", "1e-300"]
+    assert rows[3][10] == "(1.0,2.0)"
+    extra = list(csv.reader(open(r0 / "statistic_extra.csv", newline="")))
+    assert len(extra) == len(rows)
+    assert extra[1][5:11] == ["4", "1", "0", "1", "0", "bin"]
+    r1 = dump_root / "data" / f"0_{a.pid}" / "1"
+    rows1 = list(csv.reader(open(r1 / "statistic.csv", newline="")))
+    assert [r[5] for r in rows1[1:]] == ["output", "input"]  # sorted by seq, not arrival
+    marker = json.loads((r1 / "ROUND_COMPLETE.json").read_text())
+    assert marker["rows"] == 2 and marker["lost"] == 1 and marker["complete_at"].endswith("Z")
+    b0 = dump_root / "data" / f"1_{b.pid}" / "0" / "statistic.csv"
+    assert list(csv.reader(open(b0, newline="")))[1][14] == "N/A"
+
+
+def test_markers_follow_the_process(out_dir, shims):
+    a = shims(out_dir, dev=0)
+    dump_root = out_dir / "atb_dump_data"
+    a.block.publish(compile_config(validate({"dump_enable": True, "exec_range": "all"})))
+    oracle = BlockOracle(a.block)
+    live = TreeBuilder(dump_root, oracle)
+    drain = RecordDrain(dump_root, live)
+
+    def step():
+        drain.poll()
+        oracle.refresh()
+        live.flush()
+
+    marker0 = dump_root / "data" / f"0_{a.pid}" / "0" / "ROUND_COMPLETE.json"
+    marker1 = marker0.parent.parent / "1" / "ROUND_COMPLETE.json"
+    a.tensor(0, "2_Layer", "before/intensor0.bin")
+    step()
+    assert not marker0.exists()  # the process is still in round 0
+    a.tensor(1, "2_Layer", "before/intensor0.bin")
+    a.block.set_proc_counter(a.slot, "queue_depth", 3)
+    step()
+    assert not marker0.exists()  # moved on, but its queue may still hold round-0 tensors
+    a.block.set_proc_counter(a.slot, "queue_depth", 0)
+    step()
+    assert json.loads(marker0.read_text())["rows"] == 1 and not marker1.exists()
+    a.tensor(0, "2_Layer", "after/outtensor0.bin")  # a later request reuses round 0
+    step()
+    assert not marker0.exists() and json.loads(marker1.read_text())["rows"] == 1
+    a.die()
+    step()
+    assert json.loads(marker0.read_text())["rows"] == 2
+    # round 0 was evicted from memory when complete and read back when reopened
+    rows = list(csv.reader(open(marker0.parent / "statistic.csv", newline="")))
+    assert [r[5] for r in rows[1:]] == ["input", "output"]
+    assert live.rounds[(f"0_{a.pid}", "0")].rows is None
+
+
+def test_nothing_is_written_outside_the_dump_root(out_dir, shims, tmp_path):
+    a = shims(out_dir, dev=0)
+    dump_root = out_dir / "atb_dump_data"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (dump_root / "data").mkdir(exist_ok=True)
+    (dump_root / "data" / f"0_{a.pid}").symlink_to(outside)
+    a.record({"k": "tensor", "seq": 0, "path": f"0_{a.pid}/0/2_L/before/intensor0.bin",
+              "task": "tensor", "file": "bin", "dtype": 1, "format": 2, "dims": "1"})
+    a.record({"k": "tensor", "seq": 1, "path": "../0/2_L/before/intensor0.bin",
+              "task": "tensor", "file": "bin", "dtype": 1, "format": 2, "dims": "1"})
+    a.graph("../../evil", {"opName": "x"})
+    a.record({"k": "topo", "model": "a/b", "dev": 0, "json": "{}"})
+    rebuild(dump_root, a.block)
+    assert list(outside.iterdir()) == []
+    assert not (out_dir / "0").exists() and not (dump_root / "0").exists()
+    assert not (out_dir / "evil.json").exists()
+
+
+def test_restart_removes_info_left_under_the_bare_pid(out_dir, shims):
+    a = shims(out_dir, dev=3)
+    dump_root = out_dir / "atb_dump_data"
+    a.graph("Layer_2", GRAPH)
+    stale = dump_root / "info" / "layer" / str(a.pid) / "Layer_2.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}")  # what a daemon killed before the first tensor left behind
+    a.tensor(0, "2_Layer", "before/intensor0.bin")
+    rebuild(dump_root, a.block)
+    assert not stale.exists()
+    assert (dump_root / "info" / "layer" / f"3_{a.pid}" / "Layer_2.json").exists()
+
+
+def test_drain_budget(out_dir, shims, monkeypatch):
+    import msprobe_atb.tree.records as records
+
+    monkeypatch.setattr(records, "CHUNK", 64)  # one record per read
+    a = shims(out_dir, dev=0)
+    dump_root = out_dir / "atb_dump_data"
+    for i in range(5):
+        a.tensor(0, "2_Layer", f"before/intensor{i}.bin")
+    builder = TreeBuilder(dump_root, BlockOracle(a.block))
+    drain = RecordDrain(dump_root, builder)
+    assert drain.poll(budget=3) == 3 and not drain.drained()
+    assert drain.poll(budget=3) == 3 and drain.drained()  # attach + 5 tensors
+    assert drain.poll() == 0

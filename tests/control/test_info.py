@@ -1,0 +1,110 @@
+"""info/layer and info/model builders on normal and odd graphs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from msprobe_atb.tree.info import GraphError, layer_json, model_json, parse_json_object
+
+LAYER = {
+    "inTensorNum": 3, "internalTensorNum": 1, "opName": "Layer_7", "opType": "Layer",
+    "outTensorNum": 1, "param": "",
+    "nodes": [
+        {"inTensorIds": [0, 1], "inTensorNum": 2, "opName": "ElewiseOperation_7_0",
+         "opType": "ElewiseOperation", "outTensorIds": [4], "outTensorNum": 1,
+         "param": {"elewiseType": 8}},
+        {"inTensorIds": [4, 2], "inTensorNum": 2, "opName": "Sub_7_1", "opType": "Sub",
+         "outTensorIds": [3], "outTensorNum": 1, "internalTensorNum": 1, "param": "",
+         "nodes": [{"inTensorIds": [0, 1], "opName": "LinearOperation_7_1_0",
+                    "opType": "LinearOperation", "outTensorIds": [3], "param": {}},
+                   {"inTensorIds": [3], "opName": "Add_7_1_1", "opType": "Add",
+                    "outTensorIds": [2], "param": {}}]},
+    ],
+}
+
+
+def test_layer_tensor_names_resolved():
+    doc, warnings = layer_json("Layer_7", LAYER)
+    assert warnings == []
+    assert list(doc) == ["opName", "opType", "param", "inTensors", "outTensors",
+                         "internalTensors", "nodes"]
+    assert doc["inTensors"] == ["Layer_7_input_0", "Layer_7_input_1", "Layer_7_input_2"]
+    assert doc["outTensors"] == ["Layer_7_output_0"]
+    assert doc["internalTensors"] == ["Layer_7_internal_0"]
+    n0, n1 = doc["nodes"]
+    assert n0["inTensors"] == ["Layer_7_input_0", "Layer_7_input_1"]
+    assert n0["outTensors"] == ["Layer_7_internal_0"]
+    assert n0["param"] == {"elewiseType": 8} and "nodes" not in n0
+    assert n1["internalTensors"] == ["Sub_7_1_internal_0"]
+    c0, c1 = n1["nodes"]
+    assert c0["inTensors"] == ["Layer_7_internal_0", "Layer_7_input_2"]
+    assert c0["outTensors"] == ["Sub_7_1_internal_0"]
+    assert c1["outTensors"] == ["Layer_7_output_0"]
+
+
+def test_nodes_without_inputs_or_outputs():
+    graph = {"opName": "L_0", "opType": "L", "inTensorNum": 0, "outTensorNum": 0, "param": "",
+             "nodes": [{"opName": "EventOperation_0_0", "opType": "EventOperation",
+                        "inTensorIds": [], "outTensorIds": []},
+                       {"opName": "SendOperation_0_1", "opType": "SendOperation"}]}
+    doc, _ = layer_json("L_0", graph)
+    assert [n["inTensors"] for n in doc["nodes"]] == [[], []]
+    assert [n["outTensors"] for n in doc["nodes"]] == [[], []]
+
+
+def test_missing_keys_and_bad_types_do_not_raise():
+    doc, warnings = layer_json("X_1", {"nodes": [None, 3, {"inTensorIds": "zz"},
+                                                  {"inTensorIds": [99, -1, "a"]}]})
+    assert doc["opName"] == "X_1" and len(doc["nodes"]) == 4
+    assert doc["nodes"][3]["inTensors"] == ["unresolved_99", "unresolved_-1", "unresolved_a"]
+    assert any("lacks" in w for w in warnings) and any("out of range" in w for w in warnings)
+
+
+def test_name_mismatch_is_warned():
+    _, warnings = layer_json("Layer_8", LAYER)
+    assert any("differs" in w for w in warnings)
+
+
+def test_deep_nesting_is_refused_cleanly():
+    node: dict = {"opName": "leaf"}
+    for i in range(500):
+        node = {"opName": f"n{i}", "nodes": [node]}
+    with pytest.raises(GraphError, match="nested deeper"):
+        layer_json("deep", {"opName": "deep", "nodes": [node]})
+    with pytest.raises(GraphError):
+        parse_json_object("[" * 200000 + "]" * 200000, "graph")
+
+
+def test_bad_json():
+    with pytest.raises(GraphError, match="not valid JSON"):
+        parse_json_object('{"opName": ', "graph")
+    with pytest.raises(GraphError, match="not a JSON object"):
+        parse_json_object("[1]", "graph")
+    with pytest.raises(GraphError):
+        parse_json_object(None, "graph")
+
+
+def test_model_merge():
+    topo = {"inTensors": ["m_input_0", "m_input_1", "m_input_2"], "modelName": "m",
+            "internalTensors": ["m_internal_0"],
+            "nodes": [{"inTensors": ["m_input_0"], "opName": "WordEmbedding",
+                       "outTensors": ["m_internal_0"]},
+                      {"inTensors": ["m_internal_0", "m_input_1", "m_input_2"],
+                       "opName": "Layer", "outTensors": ["m_output_0"]}],
+            "outTensors": ["m_output_0"]}
+    graphs = {"Layer_1": LAYER}
+    doc, counter, _ = model_json(topo, graphs, 0)
+    assert counter == 2
+    n0, n1 = doc["nodes"]
+    assert (n0["opName"], n0["opType"]) == ("WordEmbedding_0", "WordEmbedding")
+    assert "nodes" not in n0
+    assert (n1["opName"], n1["opType"]) == ("Layer_1", "Layer")
+    assert n1["internalTensors"] == ["Layer_1_internal_0"]
+    assert n1["nodes"][0]["inTensors"] == ["m_internal_0", "m_input_1"]
+    assert n1["nodes"][1]["nodes"][1]["outTensors"] == ["m_output_0"]
+    # the counter runs on across models of the process
+    _, counter, _ = model_json(topo, graphs, counter)
+    assert counter == 4
+    assert json.loads(json.dumps(doc)) == doc

@@ -1,0 +1,130 @@
+"""End-to-end helpers: a stand-in inference service started the way a user
+does it (source set_env.sh and load_atb_probe.sh, then start the service)."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = REPO / "build"
+LOAD = REPO / "scripts" / "load_atb_probe.sh"
+UNLOAD = REPO / "scripts" / "unload_atb_probe.sh"
+ABI = 0
+
+
+def atb_home(abi: int) -> Path:
+    return BUILD / "atbsim" / f"cxx_abi_{abi}"
+
+
+def atbsim_bin(abi: int) -> Path:
+    return atb_home(abi) / "bin" / "atbsim"
+
+
+def shim_lib(abi: int) -> Path:
+    return BUILD / "lib" / f"libatb_probe_abi{abi}.so"
+
+
+def require_artifacts(abi: int = ABI) -> None:
+    missing = [str(p) for p in (atbsim_bin(abi), shim_lib(abi), LOAD, UNLOAD,
+                                atb_home(abi) / "set_env.sh") if not p.exists()]
+    if missing:
+        pytest.skip(f"not built yet: {', '.join(missing)} (run `make`)")
+    if not list((REPO / "msprobe_atb" / "control").glob("_ctl*.so")):
+        pytest.skip("the cffi extension is not built (run `make pyext`)")
+
+
+def wait_until(pred, timeout: float = 30.0, step: float = 0.05, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def write_config(path: Path, raw: str | None = None, **fields) -> None:
+    """An editor-style save: a temporary file renamed into place."""
+    tmp = path.with_name(f".{path.name}.swp")
+    tmp.write_text(raw if raw is not None else json.dumps(fields, indent=4))
+    os.replace(tmp, path)
+
+
+class Service:
+    """`atbsim serve` in a bash that sourced set_env.sh and load_atb_probe.sh."""
+
+    def __init__(self, out: Path, env: dict[str, str], devices: int = 2, abi: int = ABI):
+        self.out = out
+        self.config = out / "config.json"
+        self.lines: list[str] = []
+        self._q: queue.Queue[str] = queue.Queue()
+        script = (
+            f'source "{atb_home(abi)}/set_env.sh" && '
+            f'source "{LOAD}" --output="{out}" --config="{self.config}" && '
+            f'exec "{atbsim_bin(abi)}" serve --devices {devices} --port 0 --layers 2'
+        )
+        self.proc = subprocess.Popen(["bash", "-c", script], env=env, cwd=out,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, start_new_session=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.port = int(self.wait_line(r"Listening on 127\.0\.0\.1:(\d+)").group(1))
+        self.wait_line(r"Daemon start success!")
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_line(self, pattern: str, count: int = 1, timeout: float = 60.0):
+        rx = re.compile(pattern)
+
+        def found():
+            hits = [m for m in (rx.search(line) for line in list(self.lines)) if m]
+            if self.proc.poll() is not None and len(hits) < count:
+                raise AssertionError(f"service exited ({self.proc.returncode}) before "
+                                     f"{pattern!r}:\n" + "\n".join(self.lines[-30:]))
+            return hits[count - 1] if len(hits) >= count else None
+
+        return wait_until(found, timeout=timeout, what=f"{pattern!r} in the service output")
+
+    def count(self, pattern: str) -> int:
+        rx = re.compile(pattern)
+        return sum(1 for line in list(self.lines) if rx.search(line))
+
+    def request(self, max_tokens: int = 3) -> dict:
+        body = json.dumps({"model": "atbsim", "max_tokens": max_tokens,
+                           "messages": [{"role": "user", "content": "hello"}]}).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/chat/completions",
+                                     data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return json.loads(resp.read())
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._reader.join(timeout=5)
+        return self.proc.returncode
+
+
+def unload(out: Path, env: dict[str, str], abi: int = ABI) -> subprocess.CompletedProcess:
+    script = (f'source "{atb_home(abi)}/set_env.sh" && '
+              f'source "{LOAD}" --output="{out}" --config="{out}/config.json" && '
+              f'source "{UNLOAD}" && env')
+    return subprocess.run(["bash", "-c", script], env=env, cwd=out, capture_output=True,
+                          text=True, timeout=60)
