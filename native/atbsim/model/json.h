@@ -1,0 +1,28 @@
+// A small JSON reader and string escaper for the HTTP front of `atbsim serve`.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace atbsim_lm {
+
+struct JsonValue {
+    enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
+    bool b = false;
+    double num = 0;
+    std::string str;
+    std::vector<JsonValue> arr;
+    std::map<std::string, JsonValue> obj;
+
+    const JsonValue *get(const std::string &key) const;  // nullptr if absent or not an object
+};
+
+// Parses a whole document; false with a message naming the offset on error.
+bool json_parse(const std::string &text, JsonValue *out, std::string *err);
+
+// `"..."` with JSON escapes (control characters as \u00XX).
+std::string json_quote(const std::string &s);
+
+}  // namespace atbsim_lm

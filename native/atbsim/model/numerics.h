@@ -1,0 +1,53 @@
+// CPU numerics of the stand-in model: fp16/bf16/fp32 storage, fp32 math.
+// Everything here is independent of the runtime so it can be unit-tested
+// (through the model) and reused by every kernel callback.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace atbsim_lm {
+
+// Storage type of activations and weights. Values are aclDataType numbers.
+enum class Store : int { F32 = 0, F16 = 1, BF16 = 27 };
+
+size_t store_size(Store s);
+const char *store_name(Store s);              // "fp32" | "fp16" | "bf16"
+bool parse_store(const std::string &text, Store *out);
+
+uint16_t f32_to_f16(float f);                 // round to nearest even, keeps inf/nan
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_bf16(float f);                // round to nearest even, keeps nan
+float bf16_to_f32(uint16_t b);
+
+// Whole-buffer conversions between storage and fp32 working copies.
+void load_f32(const void *src, Store s, size_t n, float *dst);
+void store_f32(const float *src, size_t n, Store s, void *dst);
+std::vector<float> to_f32(const void *src, Store s, size_t n);
+
+// Writes one special value (nan, +inf, -inf) into element i of a stored buffer.
+void poke(void *buf, Store s, size_t i, float value);
+
+// Deterministic weight values: a function of (seed, tensor key, element) only,
+// so an fp32 and an fp16 model built with one seed hold the same numbers up to
+// the storage rounding. Uniform in [-scale, scale].
+void fill_uniform(uint64_t seed, const std::string &key, float scale, float *dst, size_t n);
+
+// Kernels, all fp32, row-major.
+void rmsnorm(const float *x, const float *w, size_t rows, size_t h, float eps, float *y);
+// y[m,n] = x[m,k] * w[n,k]^T (ATB Linear with transposeB, weight stored [out,in]).
+void matmul_nt(const float *x, const float *w, size_t m, size_t k, size_t n, float *y);
+void add(const float *a, const float *b, size_t n, float *y);
+// In-place rotary embedding (rotate-half) on [rows, heads*head_dim] with per-row positions.
+void rope(float *x, const int64_t *pos, size_t rows, size_t heads, size_t head_dim, float theta);
+// gate_up [rows, 2*ff] = [gate | up] -> y [rows, ff] = silu(gate) * up.
+void swiglu(const float *gate_up, size_t rows, size_t ff, float *y);
+// Causal softmax attention of q [s, heads*d] over k, v [t, heads*d]; query row i sits at
+// position q_pos0 + i and sees keys 0..q_pos0+i.
+void attention(const float *q, const float *k, const float *v, size_t s, size_t t,
+               size_t heads, size_t d, size_t q_pos0, float *out);
+size_t argmax(const float *x, size_t n);
+
+}  // namespace atbsim_lm

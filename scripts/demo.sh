@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# `make demo`: the main job end to end on the bundled stand-in ATB model.
+#   Part 1, live: load the probe, start a 2-device service, wake the probe,
+#   dump one layer with a live config edit, go back to sleep, unload.
+#   Part 2, offline: a golden fp32 run and an fp16 run with an injected Inf;
+#   find the first bad op and the first divergence.
+# Everything lands in demo_out/ (or $DEMO_OUT).
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+out=${DEMO_OUT:-$repo/demo_out}
+py=$repo/.venv/bin/python
+msprobe=$repo/.venv/bin/msprobe-atb
+atb_home=$repo/build/atbsim/cxx_abi_1
+atbsim=$atb_home/bin/atbsim
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+show() { printf '$ %s\n' "$*"; "$@"; }
+
+# An editor-style save: write a temporary file, rename it over the config.
+save_config() {
+    printf '%s\n' "$2" >"$1.tmp" && mv "$1.tmp" "$1"
+}
+
+request() {
+    "$py" - "$1" <<'EOF'
+import json, sys, urllib.request
+body = json.dumps({"model": "demo", "messages": [{"role": "user", "content": "hello"}],
+                   "max_tokens": 4}).encode()
+req = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/v1/chat/completions", body,
+                             {"Content-Type": "application/json"})
+reply = json.load(urllib.request.urlopen(req, timeout=60))
+print("  reply tokens:", reply.get("tokens"))
+EOF
+}
+
+# Waits until every selected tensor is written and recorded (no need to watch the
+# folder size, as with msProbe).
+# wait_for DIR EXPR: polls `msprobe-atb status DIR --json` until EXPR (on s) holds.
+wait_for() {
+    for _ in $(seq 1 300); do
+        if "$msprobe" status "$1" --json 2>/dev/null |
+            "$py" -c "import json,sys; s=json.load(sys.stdin); sys.exit(0 if $2 else 1)"; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo "timed out waiting for $1: $2" >&2
+    return 1
+}
+
+rm -rf "$out"
+mkdir -p "$out/live"
+cfg=$out/live/config.json
+
+step "1. Load the probe into this shell (stand-in ATB, C++11 ABI build)"
+# shellcheck disable=SC1091
+source "$atb_home/set_env.sh"
+# shellcheck disable=SC1091
+source "$repo/scripts/load_atb_probe.sh" --output="$out/live" --config="$cfg"
+
+step "2. Start the inference service: 2 devices, one worker process each"
+"$atbsim" serve --devices 2 --port 0 --layers 4 >"$out/live/service.log" 2>&1 &
+service=$!
+trap 'kill $service 2>/dev/null || true' EXIT
+for _ in $(seq 1 300); do
+    grep -q 'Daemon start success!' "$out/live/service.log" && break
+    sleep 0.1
+done
+port=$(sed -n 's/.*Listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$out/live/service.log" | head -1)
+echo "  service is up on port $port"
+
+step "3. Wake the probe up: dump_enable true, exec_range \"none\"; send a request"
+cp "$repo/configs/wake_up.json" "$cfg"
+sleep 0.3
+request "$port"
+grep 'Ready to dump ATB data' "$out/live/service.log" | sed 's/^/  service: /'
+
+step "4. Live edit: dump layer 2 with its child ops and kernels, tensors and statistics"
+save_config "$cfg" '{"task": "all", "dump_enable": true, "exec_range": "all", "ids": "2",
+ "op_name": "", "save_child": true, "device": "", "filter_level": 1}'
+sleep 0.3
+request "$port"
+wait_for "$out/live" 's["all_written"]'
+show "$msprobe" status "$out/live"
+data=$out/live/atb_dump_data/data
+echo "  dumped op directories (first dumped round of each device; round numbers are ATB's"
+echo "  execution counts, which kept counting while the probe dumped nothing):"
+for dev in "$data"/*/; do
+    first=$(ls -d "$dev"*/ | sort -t/ -k1,1 | head -1)
+    find "$first" -mindepth 1 -maxdepth 2 -type d | sed "s|$data/|    |" | sort | head -5
+done
+csv=$(ls "$data"/*/*/statistic.csv | head -1)
+echo "  $csv (first rows):"
+head -4 "$csv" | cut -c1-200 | sed 's/^/    /'
+
+step "5. A bad edit is refused and the previous config stays in force"
+save_config "$cfg" '{"task": "tensors", "dump_enable": "true"}'
+sleep 1
+grep 'config rejected' "$out/live/service.log" | head -1 | sed 's/^/  service: /' || true
+
+step "6. Back to sleep: dump_enable false; a request dumps nothing more"
+before=$(find "$data" -name '*.bin' | wc -l)
+save_config "$cfg" '{"dump_enable": false}'
+sleep 0.3
+request "$port"
+echo "  .bin files before: $before, after: $(find "$data" -name '*.bin' | wc -l)"
+
+step "7. Stop the service and unload the probe"
+kill -TERM "$service"
+wait "$service" || true
+trap - EXIT
+# shellcheck disable=SC1091
+source "$repo/scripts/unload_atb_probe.sh"
+echo "  LD_PRELOAD='${LD_PRELOAD:-}'"
+
+step "8. Offline: golden fp32 run vs fp16 run with an Inf injected into layer 1's SwiGLU"
+dump_config='{"task": "all", "dump_enable": true, "exec_range": "0,1", "ids": "",
+ "op_name": "", "save_child": true, "device": "", "filter_level": 0}'
+for run in golden target; do
+    mkdir -p "$out/$run"
+    save_config "$out/$run/config.json" "$dump_config"
+done
+# shellcheck disable=SC1091
+source "$repo/scripts/load_atb_probe.sh" --output="$out/golden" --config="$out/golden/config.json" >/dev/null
+"$atbsim" run --dtype fp32 --layers 4 --decode-steps 2 | sed 's/^/  golden: /'
+# shellcheck disable=SC1091
+source "$repo/scripts/load_atb_probe.sh" --output="$out/target" --config="$out/target/config.json" >/dev/null
+"$atbsim" run --dtype fp16 --layers 4 --decode-steps 2 --inject inf:layer=1,op=SwiGLU,round=0 |
+    sed 's/^/  target: /'
+# shellcheck disable=SC1091
+source "$repo/scripts/unload_atb_probe.sh" >/dev/null
+# The control plane finishes each dump tree once its process has exited.
+for run in golden target; do wait_for "$out/$run" 'not s["daemon"]["alive"]'; done
+
+show "$msprobe" stats "$out/target"
+# compare exits 1 when tensors fail, like diff: here that is the expected finding.
+show "$msprobe" compare -gp "$out/golden" -tp "$out/target" -o "$out/compare.csv" || true
+show "$msprobe" report "$out/target" --golden "$out/golden" -o "$out/report.html"
+printf '\nDone. Everything is in %s (open report.html in a browser).\n' "$out"
