@@ -1,1 +1,86 @@
 # Build fragment for the native probe (owner: probe). Adds to NATIVE_TARGETS and NATIVE_TEST_TARGETS.
+#
+# libatb_probe_abi{0,1}.so = the C11 core (compiled once, ABI-neutral) + the
+# C++ adapter compiled per libstdc++ ABI. Linked with the C driver and
+# -z defs, so a stray libstdc++ dependency fails the build: the library is
+# preloaded into every process of the user's shell.
+
+PROBE_CORE_SRC := $(sort $(wildcard native/core/*.c))
+PROBE_CORE_HDR := $(wildcard native/core/*.h) native/include/msprobe_atb/control.h
+PROBE_B := $(BUILD)/probe
+PROBE_LIBS := $(BUILD)/lib/libatb_probe_abi0.so $(BUILD)/lib/libatb_probe_abi1.so
+PROBE_HOSTS := $(PROBE_B)/bin/probe_host_abi0 $(PROBE_B)/bin/probe_host_abi1
+PROBE_INC := -Inative/include -Inative/core
+PROBE_CFLAGS := -std=c11 $(WARN) -O2 -g -fPIC -pthread -fvisibility=hidden $(PROBE_INC)
+PROBE_CXXFLAGS := -std=c++17 $(WARN) -O2 -g -fPIC -fvisibility=hidden -fno-exceptions -fno-rtti \
+	-fno-asynchronous-unwind-tables $(PROBE_INC)
+PROBE_LDFLAGS := -shared -pthread -Wl,--version-script=native/adapter/exports.map -Wl,-z,defs \
+	-Wl,-z,now -Wl,-z,relro -Wl,--as-needed
+PROBE_LDLIBS := -lm -ldl
+
+.PHONY: probe probe-native-test
+probe: $(PROBE_LIBS) $(PROBE_HOSTS)
+NATIVE_TARGETS += probe
+
+# ---- release objects ----
+$(PROBE_B)/obj/%.o: native/core/%.c $(PROBE_CORE_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(PROBE_CFLAGS) -c $< -o $@
+
+$(PROBE_B)/obj/adapter_abi%.o: native/adapter/hooks.cpp native/core/hooks.h
+	@mkdir -p $(@D)
+	$(CXX) $(PROBE_CXXFLAGS) -D_GLIBCXX_USE_CXX11_ABI=$* -c $< -o $@
+
+PROBE_CORE_OBJ := $(patsubst native/core/%.c,$(PROBE_B)/obj/%.o,$(PROBE_CORE_SRC))
+
+$(BUILD)/lib/libatb_probe_abi%.so: $(PROBE_CORE_OBJ) $(PROBE_B)/obj/adapter_abi%.o native/adapter/exports.map
+	@mkdir -p $(@D)
+	$(CC) $(PROBE_LDFLAGS) -o $@ $(PROBE_CORE_OBJ) $(PROBE_B)/obj/adapter_abi$*.o $(PROBE_LDLIBS)
+
+# A tiny ATB stand-in host that calls the hooks from a command script
+# (tests/probe drive it). It links the real shim, plus its own copy of the
+# control block code to publish configs.
+$(PROBE_B)/bin/probe_host_abi%: native/tests/probe_host.cpp native/core/control.c $(BUILD)/lib/libatb_probe_abi%.so
+	@mkdir -p $(@D)
+	$(CC) -std=c11 $(WARN) -O2 -g -Inative/include -c native/core/control.c -o $(PROBE_B)/obj/host_control_$*.o
+	$(CXX) -std=c++17 $(WARN) -O2 -g -pthread -D_GLIBCXX_USE_CXX11_ABI=$* $(PROBE_INC) \
+		native/tests/probe_host.cpp $(PROBE_B)/obj/host_control_$*.o \
+		-L$(BUILD)/lib -l:libatb_probe_abi$*.so -Wl,-rpath,$(BUILD)/lib -o $@
+
+# ---- sanitizer builds (core + adapter linked straight into the test programs) ----
+PROBE_SAN_asan := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+PROBE_SAN_tsan := -fsanitize=thread
+
+$(PROBE_B)/asan/%.o: native/core/%.c $(PROBE_CORE_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(PROBE_CFLAGS) -O1 $(PROBE_SAN_asan) -c $< -o $@
+$(PROBE_B)/tsan/%.o: native/core/%.c $(PROBE_CORE_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(PROBE_CFLAGS) -O1 $(PROBE_SAN_tsan) -c $< -o $@
+
+PROBE_ASAN_OBJ := $(patsubst native/core/%.c,$(PROBE_B)/asan/%.o,$(PROBE_CORE_SRC))
+PROBE_TSAN_OBJ := $(patsubst native/core/%.c,$(PROBE_B)/tsan/%.o,$(PROBE_CORE_SRC))
+PROBE_UNIT_MODS := util jsonw dtype stats binfile fsutil filter queue dedup
+
+$(PROBE_B)/bin/test_core_asan: native/tests/test_core.c $(foreach m,$(PROBE_UNIT_MODS),$(PROBE_B)/asan/$(m).o)
+	@mkdir -p $(@D)
+	$(CC) $(PROBE_CFLAGS) -O1 $(PROBE_SAN_asan) $^ -o $@ -lm
+
+$(PROBE_B)/bin/stress_asan_abi%: native/tests/probe_host.cpp native/adapter/hooks.cpp $(PROBE_ASAN_OBJ)
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 $(WARN) -O1 -g -pthread -D_GLIBCXX_USE_CXX11_ABI=$* $(PROBE_INC) $(PROBE_SAN_asan) \
+		native/tests/probe_host.cpp native/adapter/hooks.cpp $(PROBE_ASAN_OBJ) -o $@ -lm -ldl
+
+$(PROBE_B)/bin/stress_tsan_abi1: native/tests/probe_host.cpp native/adapter/hooks.cpp $(PROBE_TSAN_OBJ)
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 $(WARN) -O1 -g -pthread -D_GLIBCXX_USE_CXX11_ABI=1 $(PROBE_INC) $(PROBE_SAN_tsan) \
+		native/tests/probe_host.cpp native/adapter/hooks.cpp $(PROBE_TSAN_OBJ) -o $@ -lm -ldl
+
+.PRECIOUS: $(PROBE_B)/obj/%.o $(PROBE_B)/asan/%.o $(PROBE_B)/tsan/%.o
+
+PROBE_TEST_BINS := $(PROBE_B)/bin/test_core_asan $(PROBE_B)/bin/stress_asan_abi0 \
+	$(PROBE_B)/bin/stress_asan_abi1 $(PROBE_B)/bin/stress_tsan_abi1
+
+probe-native-test: $(PROBE_TEST_BINS)
+	bash native/tests/run_native_tests.sh $(PROBE_B)/bin
+NATIVE_TEST_TARGETS += probe-native-test

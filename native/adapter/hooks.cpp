@@ -1,0 +1,158 @@
+// The C++ face of the probe: defines ATB's atb::Probe and ATB-Models'
+// atb_speed::SpeedProbe static member functions so that their mangled names
+// interpose libatb.so's defaults (reference: atb_probe_callsites.md §1).
+// Compiled once per libstdc++ ABI (-D_GLIBCXX_USE_CXX11_ABI=0/1). Each hook
+// only forwards (pointer, length) views to the C core; with -fno-exceptions
+// and only inline std::string/std::vector accessors used, the library needs
+// no libstdc++ symbol at all (checked at link time with -z defs).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hooks.h"
+
+#define MSP_HOOK __attribute__((visibility("default")))
+
+extern "C" {
+// Read by the core (attach: ABI check, attach record, proc slot).
+__attribute__((visibility("hidden"))) extern const int msp_build_abi = _GLIBCXX_USE_CXX11_ABI;
+}
+
+namespace {
+inline msp_sv sv(const std::string &s)
+{
+    return msp_sv{s.data(), s.size()};
+}
+} // namespace
+
+// Declared exactly as ATB's src/atb/utils/probe.h (static members, same
+// parameter types), so the mangled names match §1.3.
+namespace atb {
+class Probe {
+public:
+    struct Tensor {
+        std::string dtype;
+        std::string format;
+        std::string shape;
+        std::string filePath;
+    };
+    MSP_HOOK static bool IsTensorNeedSave(const std::vector<int64_t> &ids, const std::string &opType);
+    MSP_HOOK static bool IsSaveTensorData();
+    MSP_HOOK static bool IsSaveTensorDesc();
+    MSP_HOOK static bool IsExecuteCountInRange(const uint64_t executeCount);
+    MSP_HOOK static bool IsSaveTensorBefore();
+    MSP_HOOK static bool IsSaveTensorAfter();
+    MSP_HOOK static void SaveTensor(const std::string &format, const std::string &dtype,
+                                    const std::string &dims, const void *hostData,
+                                    uint64_t dataSize, const std::string &filePath);
+    MSP_HOOK static bool IsSaveTiling();
+    MSP_HOOK static void SaveTiling(const uint8_t *data, uint64_t dataSize,
+                                    const std::string &filePath);
+    MSP_HOOK static bool ReportOperationIOTensorEnable();
+    MSP_HOOK static bool ReportOperationStatisticEnable();
+    MSP_HOOK static bool ReportKernelIOTensorEnable();
+    MSP_HOOK static void ReportOperationSetupStatistic(const uint64_t executeCount,
+                                                       const std::string &opname,
+                                                       const std::string &st);
+    MSP_HOOK static void ReportOperationExecuteStatistic(const uint64_t executeCount,
+                                                         const std::string &opname,
+                                                         const std::string &st);
+    MSP_HOOK static void ReportOperationIOTensor(const size_t executeCount,
+                                                 const std::string &opName,
+                                                 const std::string &opParam,
+                                                 const std::vector<Tensor> &inTensors,
+                                                 const std::vector<Tensor> &outTensors);
+    MSP_HOOK static void ReportKernelIOTensor(const size_t executeCount, const std::string &opName,
+                                              const std::string &opParam,
+                                              const std::vector<Tensor> &inTensors,
+                                              const std::vector<Tensor> &outTensors);
+    MSP_HOOK static void SaveParam(const std::string &param, const std::string &filePath);
+    MSP_HOOK static bool IsSaveParam();
+    MSP_HOOK static bool ReportOperationGraphEnable();
+    MSP_HOOK static void ReportOperationGraph(const std::string &opName,
+                                              const std::string &graph);
+    MSP_HOOK static bool IsOverflowCheck();
+    MSP_HOOK static bool IsOverflowStop();
+    MSP_HOOK static void ReportOverflowKernel(const std::string &kernelPath);
+    MSP_HOOK static void UpdateConfig();
+    MSP_HOOK static bool IsSaveTensorInSpecificDir(const std::string &tensorDir);
+    // Legacy msProbe extras that older ATB releases may still call; the
+    // values are msProbe's (harmless: current ATB does not declare them).
+    MSP_HOOK static bool IsSaveChild();
+    MSP_HOOK static bool IsSaveIntensor();
+    MSP_HOOK static bool IsSaveOuttensor();
+};
+
+bool Probe::IsTensorNeedSave(const std::vector<int64_t> &, const std::string &)
+{
+    return msp_hook_is_tensor_need_save();
+}
+bool Probe::IsSaveTensorData() { return msp_hook_is_save_tensor_data(); }
+bool Probe::IsSaveTensorDesc() { return msp_hook_is_save_tensor_desc(); }
+bool Probe::IsExecuteCountInRange(const uint64_t executeCount)
+{
+    return msp_hook_is_execute_count_in_range(executeCount);
+}
+bool Probe::IsSaveTensorBefore() { return msp_hook_is_save_tensor_before(); }
+bool Probe::IsSaveTensorAfter() { return msp_hook_is_save_tensor_after(); }
+void Probe::SaveTensor(const std::string &format, const std::string &dtype,
+                       const std::string &dims, const void *hostData, uint64_t dataSize,
+                       const std::string &filePath)
+{
+    msp_hook_save_tensor(sv(format), sv(dtype), sv(dims), hostData, dataSize, sv(filePath));
+}
+bool Probe::IsSaveTiling() { return false; } // ATB passes unreliable tiling pointers (§11.7)
+void Probe::SaveTiling(const uint8_t *, uint64_t, const std::string &) {}
+bool Probe::ReportOperationIOTensorEnable() { return false; }
+bool Probe::ReportOperationStatisticEnable() { return false; }
+bool Probe::ReportKernelIOTensorEnable() { return false; }
+void Probe::ReportOperationSetupStatistic(const uint64_t, const std::string &, const std::string &) {}
+void Probe::ReportOperationExecuteStatistic(const uint64_t, const std::string &,
+                                            const std::string &) {}
+void Probe::ReportOperationIOTensor(const size_t, const std::string &, const std::string &,
+                                    const std::vector<Tensor> &, const std::vector<Tensor> &) {}
+void Probe::ReportKernelIOTensor(const size_t, const std::string &, const std::string &,
+                                 const std::vector<Tensor> &, const std::vector<Tensor> &) {}
+void Probe::SaveParam(const std::string &param, const std::string &filePath)
+{
+    msp_hook_save_param(sv(param), sv(filePath));
+}
+bool Probe::IsSaveParam() { return msp_hook_is_save_param(); }
+bool Probe::ReportOperationGraphEnable() { return msp_hook_report_graph_enable(); }
+void Probe::ReportOperationGraph(const std::string &opName, const std::string &graph)
+{
+    msp_hook_report_graph(sv(opName), sv(graph));
+}
+bool Probe::IsOverflowCheck() { return msp_hook_is_overflow_check(); }
+bool Probe::IsOverflowStop() { return false; }
+void Probe::ReportOverflowKernel(const std::string &kernelPath)
+{
+    msp_hook_report_overflow_kernel(sv(kernelPath));
+}
+void Probe::UpdateConfig() { msp_hook_update_config(); }
+bool Probe::IsSaveTensorInSpecificDir(const std::string &tensorDir)
+{
+    return msp_hook_is_save_in_dir(sv(tensorDir));
+}
+bool Probe::IsSaveChild() { return false; }
+bool Probe::IsSaveIntensor() { return true; }
+bool Probe::IsSaveOuttensor() { return true; }
+} // namespace atb
+
+namespace atb_speed {
+class SpeedProbe {
+public:
+    MSP_HOOK static bool IsReportModelTopoInfo(const std::string &modelName);
+    MSP_HOOK static void ReportModelTopoInfo(const std::string &modelName,
+                                             const std::string &graph);
+};
+
+bool SpeedProbe::IsReportModelTopoInfo(const std::string &modelName)
+{
+    return msp_hook_is_report_topo(sv(modelName));
+}
+void SpeedProbe::ReportModelTopoInfo(const std::string &modelName, const std::string &graph)
+{
+    msp_hook_report_topo(sv(modelName), sv(graph));
+}
+} // namespace atb_speed

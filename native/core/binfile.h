@@ -1,0 +1,16 @@
+/* The Mki BinFile header of spec §7 / docs/contracts.md §6. */
+#ifndef MSP_BINFILE_H
+#define MSP_BINFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Writes the header of a .bin with `size` payload bytes into buf. With
+ * alias != NULL it is a dedup stub instead: $Object.Count=0,
+ * $Object.Length=0, an extra `data=<alias>` attribute and no data object
+ * (and no payload follows). Returns the header length, or -1 if cap is
+ * too small. */
+int msp_bin_header(char *buf, size_t cap, const char *format, const char *dtype,
+                   const char *dims, uint64_t size, const char *alias);
+
+#endif

@@ -1,0 +1,199 @@
+#include "filter.h"
+
+#include <string.h>
+
+int msp_split(const char *s, size_t n, struct msp_seg *segs, int max)
+{
+    int k = 0;
+    size_t start = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n && s[i] != '/')
+            continue;
+        if (k == max)
+            return -1;
+        segs[k].p = s + start;
+        segs[k].n = i - start;
+        k++;
+        start = i + 1;
+    }
+    return k;
+}
+
+int msp_exec_selected(const struct msp_config *cfg, uint64_t count)
+{
+    switch (cfg->exec_mode) {
+    case MSP_EXEC_ALL:
+        return 1;
+    case MSP_EXEC_RANGES: {
+        uint32_t nr = cfg->n_ranges < MSP_MAX_RANGES ? cfg->n_ranges : MSP_MAX_RANGES;
+        for (uint32_t i = 0; i < nr; i++)
+            if (count >= cfg->ranges[i].lo && count <= cfg->ranges[i].hi)
+                return 1;
+        return 0;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* Parses an optionally negative decimal of exactly n bytes. */
+static int parse_int(const char *p, size_t n, int64_t *out)
+{
+    size_t i = 0;
+    int neg = 0;
+    if (n && p[0] == '-') {
+        neg = 1;
+        i = 1;
+    }
+    if (i == n || n - i > 18)
+        return 0;
+    int64_t v = 0;
+    for (; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return 0;
+        v = v * 10 + (p[i] - '0');
+    }
+    *out = neg ? -v : v;
+    return 1;
+}
+
+int msp_device_selected(const struct msp_config *cfg, const char *dir, size_t n)
+{
+    uint32_t nd = cfg->n_devices < MSP_MAX_DEVICES ? cfg->n_devices : MSP_MAX_DEVICES;
+    if (nd == 0)
+        return 1;
+    const char *us = memchr(dir, '_', n);
+    const char *slash = memchr(dir, '/', n);
+    if (!us || (slash && slash < us))
+        return 0;
+    int64_t dev;
+    if (!parse_int(dir, (size_t)(us - dir), &dev))
+        return 0;
+    for (uint32_t i = 0; i < nd; i++)
+        if (cfg->devices[i] == dev)
+            return 1;
+    return 0;
+}
+
+/* An op segment "{id}_{Name}": id is the text before the first '_'. */
+struct op_seg {
+    const char *id, *name;
+    size_t idn, namen;
+};
+
+static int op_segs(const struct msp_seg *segs, int nseg, struct op_seg *ops)
+{
+    for (int i = 2; i < nseg; i++) {
+        const char *us = memchr(segs[i].p, '_', segs[i].n);
+        if (!us || us == segs[i].p)
+            return 0;
+        ops[i - 2].id = segs[i].p;
+        ops[i - 2].idn = (size_t)(us - segs[i].p);
+        ops[i - 2].name = us + 1;
+        ops[i - 2].namen = segs[i].n - ops[i - 2].idn - 1;
+    }
+    return 1;
+}
+
+/* Compares entry "a_b_c" with the op's id segments, token by token (so
+ * "5" never matches "50" and a name containing "_5" can never be taken for
+ * an id). 2: equal, 1: entry is a proper segment prefix, 0: neither. */
+static int id_match(const char *entry, const struct op_seg *ops, int nops)
+{
+    const char *p = entry;
+    int k = 0;
+    for (;;) {
+        const char *us = strchr(p, '_');
+        size_t tn = us ? (size_t)(us - p) : strlen(p);
+        if (k == nops || tn == 0 || tn != ops[k].idn || memcmp(p, ops[k].id, tn) != 0)
+            return 0;
+        k++;
+        if (!us)
+            return k == nops ? 2 : 1;
+        p = us + 1;
+    }
+}
+
+static int prefix_ci(const char *s, size_t n, const char *lower_prefix)
+{
+    size_t i = 0;
+    for (; lower_prefix[i]; i++) {
+        if (i == n)
+            return 0;
+        char c = s[i];
+        if (c >= 'A' && c <= 'Z')
+            c = (char)(c - 'A' + 'a');
+        if (c != lower_prefix[i])
+            return 0;
+    }
+    return 1;
+}
+
+int msp_op_selected(const struct msp_config *cfg, const char *dir, size_t n)
+{
+    struct msp_seg segs[MSP_MAX_SEGS];
+    struct op_seg ops[MSP_MAX_SEGS];
+    int nseg = msp_split(dir, n, segs, MSP_MAX_SEGS);
+    if (nseg < 3)
+        return 0;
+    uint32_t nids = cfg->n_ids < MSP_MAX_IDS ? cfg->n_ids : MSP_MAX_IDS;
+    uint32_t nnames = cfg->n_op_names < MSP_MAX_OP_NAMES ? cfg->n_op_names : MSP_MAX_OP_NAMES;
+    if (nids == 0 && nnames == 0)
+        return cfg->save_child ? 1 : nseg == 3;
+    if (!op_segs(segs, nseg, ops))
+        return 0;
+    int nops = nseg - 2;
+    for (uint32_t i = 0; i < nids; i++) {
+        char entry[MSP_ID_LEN];
+        memcpy(entry, cfg->ids[i], MSP_ID_LEN);
+        entry[MSP_ID_LEN - 1] = 0;
+        int m = id_match(entry, ops, nops);
+        if (m == 2 || (m == 1 && cfg->save_child))
+            return 1;
+    }
+    for (uint32_t i = 0; i < nnames; i++) {
+        char filt[MSP_OP_NAME_LEN];
+        memcpy(filt, cfg->op_names[i], MSP_OP_NAME_LEN);
+        filt[MSP_OP_NAME_LEN - 1] = 0;
+        if (!filt[0])
+            continue;
+        /* save_child: a matching op and its whole subtree; otherwise only
+         * the op itself (the last segment, at any depth). */
+        int first = cfg->save_child ? 0 : nops - 1;
+        for (int k = first; k < nops; k++)
+            if (prefix_ci(ops[k].name, ops[k].namen, filt))
+                return 1;
+    }
+    return 0;
+}
+
+int msp_kernel_dir_matches(const char *kernel, size_t kn, const char *dir, size_t n)
+{
+    const char *colon = memchr(kernel, ':', kn);
+    if (!colon)
+        return 0;
+    const char *kname = colon + 1;
+    size_t knamen = kn - (size_t)(kname - kernel);
+    struct msp_seg segs[MSP_MAX_SEGS];
+    struct op_seg ops[MSP_MAX_SEGS];
+    int nseg = msp_split(dir, n, segs, MSP_MAX_SEGS);
+    if (nseg < 4 || !op_segs(segs, nseg, ops))
+        return 0;
+    int nops = nseg - 2;
+    const struct op_seg *k = &ops[nops - 1], *op = &ops[nops - 2];
+    if (k->namen != knamen || memcmp(k->name, kname, knamen) != 0)
+        return 0;
+    /* "<OpType>_<ids...>": the ids are the trailing "_<digits>" groups, one
+     * per op segment above the kernel; the rest is the op's type. */
+    const char *end = colon;
+    for (int i = nops - 2; i >= 0; i--) {
+        const char *p = end;
+        while (p > kernel && p[-1] != '_')
+            p--;
+        if (p == kernel || (size_t)(end - p) != ops[i].idn || memcmp(p, ops[i].id, ops[i].idn))
+            return 0;
+        end = p - 1;
+    }
+    size_t typen = (size_t)(end - kernel);
+    return typen == op->namen && memcmp(kernel, op->name, typen) == 0;
+}

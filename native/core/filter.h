@@ -1,0 +1,34 @@
+/* The selection rules of spec §5.1-5.2, evaluated against a config
+ * snapshot, without allocation. `dir` is ATB's relative directory
+ * "{dev}_{pid}/{exec}/{id}_{Name}[/{id}_{Name}...]" (not NUL-terminated). */
+#ifndef MSP_FILTER_H
+#define MSP_FILTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "msprobe_atb/control.h"
+
+#define MSP_MAX_SEGS 64
+
+struct msp_seg {
+    const char *p;
+    size_t n;
+};
+
+/* Splits on '/'. Returns the number of segments, or -1 if more than max. */
+int msp_split(const char *s, size_t n, struct msp_seg *segs, int max);
+
+int msp_exec_selected(const struct msp_config *cfg, uint64_t count);
+/* Device filter: the number before the first '_' of the first segment. */
+int msp_device_selected(const struct msp_config *cfg, const char *dir, size_t n);
+/* Op selection by ids / op_name / save_child (device not included). */
+int msp_op_selected(const struct msp_config *cfg, const char *dir, size_t n);
+
+/* Overflow: does kernel dir `dir` belong to ATB's overflow report
+ * "<OpType>_<id>_<id>...:<KernelName>" (e.g. LinearOperation_5_3:MatMulKernel)?
+ * The op ids, the op's type (the parent segment's name) and the kernel
+ * name must all match. */
+int msp_kernel_dir_matches(const char *kernel, size_t kn, const char *dir, size_t n);
+
+#endif

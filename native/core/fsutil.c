@@ -1,0 +1,150 @@
+#define _GNU_SOURCE
+#include "fsutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "msprobe_atb/control.h"
+
+const char *msp_path_check(const char *rel, size_t len)
+{
+    if (len == 0)
+        return "empty path";
+    if (len >= MSP_PATH_LEN - 64)
+        return "path too long";
+    if (rel[0] == '/')
+        return "absolute path";
+    size_t start = 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (i < len && rel[i] != '/') {
+            unsigned char c = (unsigned char)rel[i];
+            if (c < 0x20 || c == 0x7f)
+                return "control character in path";
+            continue;
+        }
+        size_t n = i - start;
+        if (n == 0)
+            return "empty path component";
+        if (n > MSP_NAME_MAX)
+            return "path component longer than 255 bytes";
+        if ((n == 1 && rel[start] == '.') || (n == 2 && rel[start] == '.' && rel[start + 1] == '.'))
+            return "'.' or '..' path component";
+        start = i + 1;
+    }
+    return NULL;
+}
+
+int msp_open_dir_at(int rootfd, const char *rel_dir, int create)
+{
+    int cur = dup(rootfd);
+    const char *p = rel_dir;
+    char comp[MSP_NAME_MAX + 1];
+    while (cur >= 0 && *p) {
+        const char *slash = strchr(p, '/');
+        size_t n = slash ? (size_t)(slash - p) : strlen(p);
+        if (n == 0 || n > MSP_NAME_MAX) {
+            close(cur);
+            errno = EINVAL;
+            return -1;
+        }
+        memcpy(comp, p, n);
+        comp[n] = 0;
+        int fd = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT && create) {
+            if (mkdirat(cur, comp, 0750) != 0 && errno != EEXIST) {
+                int e = errno;
+                close(cur);
+                errno = e;
+                return -1;
+            }
+            fd = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        }
+        int e = errno;
+        close(cur);
+        errno = e;
+        cur = fd;
+        p += n + (slash ? 1 : 0);
+    }
+    return cur;
+}
+
+static int write_all(int fd, const struct iovec *iov, int iovcnt)
+{
+    for (int i = 0; i < iovcnt; i++) {
+        const char *p = iov[i].iov_base;
+        size_t left = iov[i].iov_len;
+        while (left) {
+            /* chunks keep a single write below the kernel's 2 GiB cap */
+            size_t chunk = left > (1u << 30) ? (1u << 30) : left;
+            ssize_t w = write(fd, p, chunk);
+            if (w < 0) {
+                if (errno == EINTR)
+                    continue;
+                return -errno;
+            }
+            if (w == 0)
+                return -EIO;
+            p += w;
+            left -= (size_t)w;
+        }
+    }
+    return 0;
+}
+
+int msp_write_file_at(int dirfd, const char *name, const struct iovec *iov, int iovcnt)
+{
+    char tmp[MSP_NAME_MAX + 1];
+    /* the temporary must fit NAME_MAX too: long names are cut in it only */
+    snprintf(tmp, sizeof tmp, ".%.200s.%ld.%ld.tmp", name, (long)getpid(),
+             (long)syscall(SYS_gettid));
+    int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+    if (fd < 0 && errno == EEXIST) {
+        /* left behind by a crashed thread with our (recycled) pid/tid */
+        unlinkat(dirfd, tmp, 0);
+        fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+    }
+    if (fd < 0)
+        return -errno;
+    int rc = write_all(fd, iov, iovcnt);
+    if (close(fd) != 0 && rc == 0)
+        rc = -errno;
+    if (rc == 0 && renameat(dirfd, tmp, dirfd, name) != 0)
+        rc = -errno;
+    if (rc != 0)
+        unlinkat(dirfd, tmp, 0);
+    return rc;
+}
+
+int msp_mkdir_p(const char *path, unsigned mode)
+{
+    char buf[MSP_PATH_LEN];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == 0) {
+            char c = *p;
+            *p = 0;
+            if (mkdir(buf, mode) != 0 && errno != EEXIST)
+                return -1;
+            *p = c;
+            if (!c)
+                break;
+        }
+    }
+    struct stat st;
+    if (stat(buf, &st) != 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,32 @@
+/* Safe file system access below the dump root: names from the model are
+ * never trusted as paths (docs/contracts.md §2). */
+#ifndef MSP_FSUTIL_H
+#define MSP_FSUTIL_H
+
+#include <stddef.h>
+#include <sys/uio.h>
+
+#define MSP_NAME_MAX 255
+
+/* NULL if `rel` (len bytes, not NUL-terminated) is an acceptable relative
+ * path: not absolute, every component non-empty, not "." or "..", at most
+ * 255 bytes, no control characters (NUL included), total below
+ * MSP_PATH_LEN. Otherwise a static reason for the log and the record. */
+const char *msp_path_check(const char *rel, size_t len);
+
+/* Opens directory `rel_dir` (NUL-terminated, already checked) below
+ * `rootfd`, one component at a time with openat(O_NOFOLLOW|O_DIRECTORY);
+ * with create, missing components are made with mkdirat(0750). Returns a
+ * new fd or -1 with errno. rel_dir "" returns a dup of rootfd. */
+int msp_open_dir_at(int rootfd, const char *rel_dir, int create);
+
+/* Creates `name` in dirfd from iov: a temporary `.<name>.<pid>.<tid>.tmp`
+ * (O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC, 0640), every write checked, then
+ * renameat into place. On failure the temporary is removed and -errno is
+ * returned; a partial file is never left under `name`. */
+int msp_write_file_at(int dirfd, const char *name, const struct iovec *iov, int iovcnt);
+
+/* mkdir -p of an absolute path (the user's output root). 0 or -1/errno. */
+int msp_mkdir_p(const char *path, unsigned mode);
+
+#endif

@@ -1,0 +1,361 @@
+/* Hook semantics (see docs/contracts.md and the issue): asleep, every
+ * predicate is the attach check, one snapshot load and a branch. */
+#define _GNU_SOURCE
+#include "hooks.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attach.h"
+#include "dtype.h"
+#include "filter.h"
+#include "fsutil.h"
+#include "record.h"
+#include "snapshot.h"
+#include "util.h"
+#include "writer.h"
+
+#define MAX_NUM_STR 16   /* format / dtype: a decimal enum value */
+#define MAX_DIMS_STR 1024
+
+/* The snapshot if awake, else NULL. */
+static inline struct msp_snap *awake(void)
+{
+    msp_ensure_attached();
+    struct msp_snap *s = msp_snap_get();
+    return s && s->awake ? s : NULL;
+}
+
+static inline int overflow_task(const struct msp_snap *s)
+{
+    return (s->cfg.task & MSP_TASK_OVERFLOW) != 0;
+}
+
+/* Overflow task: the kernel that overflowed on this thread and is waiting
+ * for its `after` save. */
+static __thread char t_pending[512];
+static __thread size_t t_pending_n;
+
+int msp_hook_is_tensor_need_save(void)
+{
+    msp_ensure_attached();
+    msp_snap_check();
+    /* ATB caches the answer for children and kernels, so it must not
+     * depend on the current config: the other predicates filter. */
+    return g_msp.active;
+}
+
+void msp_hook_update_config(void)
+{
+    msp_ensure_attached();
+    msp_count_op();
+    msp_snap_check();
+}
+
+int msp_hook_is_save_tensor_desc(void)
+{
+    msp_ensure_attached();
+    return 1; /* ATB builds the {dev}_{pid}/{exec}/... paths only if true */
+}
+
+int msp_hook_is_save_tensor_data(void)
+{
+    return awake() != NULL;
+}
+
+int msp_hook_is_execute_count_in_range(uint64_t count)
+{
+    struct msp_snap *s = awake();
+    return s && (overflow_task(s) || msp_exec_selected(&s->cfg, count));
+}
+
+int msp_hook_is_save_tensor_before(void)
+{
+    struct msp_snap *s = awake();
+    return s && !overflow_task(s);
+}
+
+int msp_hook_is_save_tensor_after(void)
+{
+    struct msp_snap *s = awake();
+    return s && (!overflow_task(s) || t_pending_n > 0);
+}
+
+int msp_hook_is_save_param(void)
+{
+    struct msp_snap *s = awake();
+    return s && !overflow_task(s);
+}
+
+int msp_hook_is_save_in_dir(msp_sv dir)
+{
+    struct msp_snap *s = awake();
+    if (!s || !msp_device_selected(&s->cfg, dir.p, dir.n))
+        return 0;
+    if (!overflow_task(s))
+        return msp_op_selected(&s->cfg, dir.p, dir.n);
+    if (t_pending_n && msp_kernel_dir_matches(t_pending, t_pending_n, dir.p, dir.n)) {
+        t_pending_n = 0; /* this kernel's after save is now allowed, once */
+        return 1;
+    }
+    return 0;
+}
+
+int msp_hook_is_overflow_check(void)
+{
+    struct msp_snap *s = awake();
+    if (!s || !overflow_task(s))
+        return 0;
+    int64_t limit = s->cfg.overflow_nums;
+    return limit < 0 || __atomic_load_n(&g_msp.overflow_events, __ATOMIC_RELAXED) < (uint64_t)limit;
+}
+
+void msp_hook_report_overflow_kernel(msp_sv kernel)
+{
+    struct msp_snap *s = awake();
+    if (!s || !overflow_task(s))
+        return;
+    uint64_t n = __atomic_fetch_add(&g_msp.overflow_events, 1, __ATOMIC_RELAXED);
+    if (s->cfg.overflow_nums >= 0 && n >= (uint64_t)s->cfg.overflow_nums)
+        return;
+    MSP_COUNT(overflow_events, 1);
+    struct jbuf b;
+    msp_rec_begin(&b, "overflow");
+    jb_ku64(&b, "seq", __atomic_fetch_add(&g_msp.seq, 1, __ATOMIC_RELAXED));
+    jb_kstr(&b, "kernel", kernel.p, kernel.n);
+    jb_ki64(&b, "dev", msp_acl_device());
+    msp_rec_commit(&b);
+    if (kernel.n < sizeof t_pending) {
+        memcpy(t_pending, kernel.p, kernel.n);
+        t_pending_n = kernel.n;
+    }
+}
+
+int msp_hook_report_graph_enable(void)
+{
+    msp_ensure_attached();
+    return g_msp.active;
+}
+
+static void report_json(const char *kind, const char *name_key, msp_sv name, msp_sv json)
+{
+    msp_ensure_attached();
+    if (!g_msp.active)
+        return;
+    struct jbuf b;
+    msp_rec_begin(&b, kind);
+    jb_kstr(&b, name_key, name.p, name.n);
+    jb_ki64(&b, "dev", msp_acl_device());
+    /* raw and unparsed: the control plane builds info/ from it and copes
+     * with whatever it holds */
+    jb_kstr(&b, "json", json.p, json.n);
+    msp_rec_commit(&b);
+}
+
+void msp_hook_report_graph(msp_sv name, msp_sv json)
+{
+    report_json("graph", "name", name, json);
+}
+
+int msp_hook_is_report_topo(msp_sv model)
+{
+    msp_ensure_attached();
+    return g_msp.active && msp_topo_first(model.p, model.n);
+}
+
+void msp_hook_report_topo(msp_sv model, msp_sv json)
+{
+    report_json("topo", "model", model, json);
+}
+
+/* ---- SaveTensor / SaveParam ---- */
+
+static int is_int_str(msp_sv s)
+{
+    size_t i = s.n && s.p[0] == '-' ? 1 : 0;
+    if (i == s.n || s.n > MAX_NUM_STR)
+        return 0;
+    for (; i < s.n; i++)
+        if (s.p[i] < '0' || s.p[i] > '9')
+            return 0;
+    return 1;
+}
+
+/* Element count of ATB's dims string ("" is a scalar: 1). -1 if malformed
+ * or overflowing. */
+static int64_t dims_numel(msp_sv d)
+{
+    if (d.n > MAX_DIMS_STR)
+        return -1;
+    uint64_t numel = 1, cur = 0;
+    int digits = 0;
+    for (size_t i = 0; i <= d.n; i++) {
+        if (i < d.n && d.p[i] >= '0' && d.p[i] <= '9') {
+            cur = cur * 10 + (uint64_t)(d.p[i] - '0');
+            if (++digits > 15)
+                return -1;
+            continue;
+        }
+        if (i < d.n && d.p[i] != ',')
+            return -1;
+        if (d.n == 0)
+            break;
+        if (!digits)
+            return -1;
+        if (cur && numel > (UINT64_C(1) << 62) / cur)
+            return -1;
+        numel *= cur;
+        cur = 0;
+        digits = 0;
+    }
+    return (int64_t)numel;
+}
+
+/* NULL if the arguments describe a tensor we can write, else why not. */
+static const char *check_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const void *host,
+                                uint64_t size, msp_sv path, char *why, size_t cap)
+{
+    const char *bad = msp_path_check(path.p, path.n);
+    if (bad) {
+        snprintf(why, cap, "refused path: %s", bad);
+        return why;
+    }
+    if (!is_int_str(format) || !is_int_str(dtype))
+        return "format and dtype must be decimal enum values";
+    int64_t numel = dims_numel(dims);
+    if (numel < 0)
+        return "dims must be a comma list of non-negative integers";
+    if (!host && size > 0) {
+        snprintf(why, cap, "null data pointer with size %llu", (unsigned long long)size);
+        return why;
+    }
+    char tmp[MAX_NUM_STR + 1];
+    memcpy(tmp, dtype.p, dtype.n);
+    tmp[dtype.n] = 0;
+    unsigned bits = msp_dtype_bits(atoi(tmp));
+    if (bits) {
+        uint64_t want = ((uint64_t)numel * bits + 7) / 8;
+        if (want != size) {
+            snprintf(why, cap, "size %llu does not match dims %.*s x %u-bit dtype (%llu bytes)",
+                     (unsigned long long)size, (int)(dims.n > 64 ? 64 : dims.n), dims.p, bits,
+                     (unsigned long long)want);
+            return why;
+        }
+    }
+    return NULL;
+}
+
+static char *put(char **cursor, msp_sv s)
+{
+    char *dst = *cursor;
+    memcpy(dst, s.p, s.n);
+    dst[s.n] = 0;
+    *cursor += s.n + 1;
+    return dst;
+}
+
+/* Copies everything into one allocation (the caller frees its buffer as
+ * soon as we return) and queues it. */
+static void enqueue(const struct msp_snap *s, enum msp_item_kind kind, uint64_t seq, msp_sv format,
+                    msp_sv dtype, msp_sv dims, const void *data, uint64_t size, int add_newline,
+                    msp_sv path, const struct msp_tensor_desc *desc /* tensors only */)
+{
+    uint64_t payload = size + (add_newline ? 1 : 0);
+    size_t strings = format.n + dtype.n + dims.n + path.n + 4;
+    struct msp_item *it = malloc(sizeof *it + strings + payload);
+    if (!it) {
+        MSP_COUNT(errors, 1);
+        if (kind == MSP_ITEM_PARAM)
+            msp_param_lost(seq, path.p, path.n, "out of memory copying the param");
+        else
+            msp_tensor_lost(desc, "out of memory copying the tensor");
+        return;
+    }
+    char *cur = (char *)(it + 1);
+    it->kind = kind;
+    it->task = s->cfg.task;
+    it->save_child = s->cfg.save_child;
+    it->filter_level = s->cfg.filter_level;
+    it->seq = seq;
+    it->path = put(&cur, path);
+    it->format_s = put(&cur, format);
+    it->dtype_s = put(&cur, dtype);
+    it->dims = put(&cur, dims);
+    it->dtype = atoi(it->dtype_s);
+    it->data = (unsigned char *)cur;
+    if (size)
+        memcpy(it->data, data, size);
+    if (add_newline)
+        it->data[size] = '\n';
+    it->size = payload;
+    it->cost = sizeof *it + strings + payload;
+    int w = msp_writer_for(path.p, path.n, g_msp.nwriters);
+    /* counted in the slot before it is queued and until its record is
+     * written, so the control plane never sees an empty queue too early */
+    uint64_t cost = it->cost;
+    MSP_COUNT(queue_depth, 1);
+    MSP_COUNT(queue_bytes, cost);
+    int rc = msp_queue_push(&g_msp.q, w, it, s->cfg.queue_budget_bytes,
+                            s->cfg.queue_policy != MSP_POLICY_DROP);
+    if (rc == MSP_PUSH_OK)
+        return;
+    if (rc == MSP_PUSH_DROPPED) {
+        MSP_COUNT(drops, 1);
+        msp_item_lost(it, "dropped: copy queue full (queue_full_policy drop)");
+    } else {
+        MSP_COUNT(errors, 1);
+        msp_item_lost(it, "process is exiting");
+    }
+    free(it);
+    MSP_UNCOUNT(queue_depth, 1);
+    MSP_UNCOUNT(queue_bytes, cost);
+}
+
+/* The snapshot to save under, or NULL: ATB gates the calls with our
+ * predicates, so anything that arrives after the first wake is taken. */
+static struct msp_snap *save_snapshot(void)
+{
+    msp_ensure_attached();
+    if (!g_msp.active || !__atomic_load_n(&g_msp.awake_seen, __ATOMIC_ACQUIRE))
+        return NULL;
+    return msp_snap_get();
+}
+
+void msp_hook_save_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const void *host,
+                          uint64_t size, msp_sv path)
+{
+    struct msp_snap *s = save_snapshot();
+    if (!s)
+        return;
+    uint64_t seq = __atomic_fetch_add(&g_msp.seq, 1, __ATOMIC_RELAXED);
+    struct msp_tensor_desc d = {.seq = seq, .path = path.p, .pathn = path.n,
+                                .dims = dims.p, .dimsn = dims.n, .format_s = format.p,
+                                .formatn = format.n, .dtype_s = dtype.p, .dtypen = dtype.n,
+                                .size = size, .task = s->cfg.task};
+    char why[256];
+    const char *bad = check_tensor(format, dtype, dims, host, size, path, why, sizeof why);
+    if (bad) {
+        MSP_COUNT(errors, 1);
+        msp_tensor_lost(&d, bad);
+        return;
+    }
+    MSP_COUNT(tensors_selected, 1);
+    enqueue(s, MSP_ITEM_TENSOR, seq, format, dtype, dims, host, size, 0, path, &d);
+}
+
+void msp_hook_save_param(msp_sv param, msp_sv path)
+{
+    struct msp_snap *s = save_snapshot();
+    if (!s || !msp_device_selected(&s->cfg, path.p, path.n))
+        return;
+    uint64_t seq = __atomic_fetch_add(&g_msp.seq, 1, __ATOMIC_RELAXED);
+    const char *bad = msp_path_check(path.p, path.n);
+    if (bad) {
+        MSP_COUNT(errors, 1);
+        msp_param_lost(seq, path.p, path.n, bad);
+        return;
+    }
+    msp_sv none = {"", 0};
+    enqueue(s, MSP_ITEM_PARAM, seq, none, none, none, param.p, param.n, 1, path, NULL);
+}

@@ -1,0 +1,18 @@
+/* The per-process record log (docs/contracts.md §4): one JSON object per
+ * line, each appended with a single write(2) to an O_APPEND file. */
+#ifndef MSP_RECORD_H
+#define MSP_RECORD_H
+
+#include <stdint.h>
+
+#include "jsonw.h"
+
+/* Opens <dump_root>/.probe/records/<pid>-<start_ns>.jsonl. fd or -1. */
+int msp_rec_open(const char *dump_root, uint64_t pid, uint64_t start_ns);
+/* Starts a record: {"k":kind,"t":now */
+void msp_rec_begin(struct jbuf *b, const char *kind);
+/* Closes the object, appends it to the log and frees the buffer. Counts
+ * the record and the activity in the proc slot. Returns 0 or -1. */
+int msp_rec_commit(struct jbuf *b);
+
+#endif

@@ -1,0 +1,63 @@
+#define _GNU_SOURCE
+#include "snapshot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "record.h"
+#include "util.h"
+
+static const char WAKE_MSG[] =
+    MSP_LOG_PREFIX "Ready to dump ATB data, the running speed of the model will be affected\n";
+
+static void wake_up(uint64_t generation)
+{
+    msp_write_tty(STDOUT_FILENO, WAKE_MSG, sizeof WAKE_MSG - 1);
+    char path[MSP_PATH_LEN + 16];
+    snprintf(path, sizeof path, "%s/data", g_msp.dump_root);
+    if (mkdir(path, 0750) != 0 && errno != EEXIST)
+        msp_log("cannot create %s: %s; selected tensors will be counted as lost", path,
+                strerror(errno));
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        msp_log("cannot open %s: %s; selected tensors will be counted as lost", path,
+                strerror(errno));
+    __atomic_store_n(&g_msp.data_fd, fd, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_msp.awake_seen, 1, __ATOMIC_RELEASE);
+    __atomic_fetch_or(&g_msp.proc->flags, (uint32_t)MSP_PROC_AWAKE_SEEN, __ATOMIC_RELAXED);
+    struct jbuf b;
+    msp_rec_begin(&b, "wake");
+    jb_ku64(&b, "generation", generation);
+    msp_rec_commit(&b);
+}
+
+/* Snapshots are leaked by design: the hot path reads a snapshot through a
+ * plain pointer with no reference count or RCU, so a reader on another
+ * thread may still use the old one. A new snapshot is made only when the
+ * daemon publishes (on a config edit: human speed), so the leak is ~17 KiB
+ * per edit. */
+void msp_snap_refresh(void)
+{
+    pthread_mutex_lock(&g_msp.snap_mu);
+    struct msp_snap *cur = msp_snap_get();
+    struct msp_control *ctl = g_msp.ctl;
+    if (!cur || cur->generation != msp_ctl_generation(ctl)) {
+        struct msp_snap *s = malloc(sizeof *s);
+        if (s) {
+            s->generation = msp_ctl_read_config(ctl, &s->cfg);
+            s->awake = s->cfg.state == MSP_STATE_AWAKE;
+            if (s->cfg.queue_budget_bytes == 0)
+                s->cfg.queue_budget_bytes = (uint64_t)1 << 30;
+            if (s->awake && !g_msp.awake_seen)
+                wake_up(s->generation);
+            __atomic_store_n(&g_msp.snap, s, __ATOMIC_RELEASE);
+            __atomic_store_n(&g_msp.proc->config_generation, s->generation, __ATOMIC_RELAXED);
+        }
+    }
+    pthread_mutex_unlock(&g_msp.snap_mu);
+}

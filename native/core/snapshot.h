@@ -1,0 +1,28 @@
+/* The process-local config snapshot that the hot path reads. */
+#ifndef MSP_SNAPSHOT_H
+#define MSP_SNAPSHOT_H
+
+#include "state.h"
+
+/* Copies the published config into a new snapshot if the block's
+ * generation moved; on the first awake snapshot runs the wake-up (message,
+ * data/ directory, `wake` record). */
+void msp_snap_refresh(void);
+
+static inline struct msp_snap *msp_snap_get(void)
+{
+    return __atomic_load_n(&g_msp.snap, __ATOMIC_ACQUIRE);
+}
+
+/* Cheap generation compare; the copy happens only on a change. */
+static inline void msp_snap_check(void)
+{
+    struct msp_control *ctl = g_msp.ctl;
+    if (!ctl || !g_msp.active)
+        return;
+    struct msp_snap *s = msp_snap_get();
+    if (__builtin_expect(!s || s->generation != msp_ctl_generation(ctl), 0))
+        msp_snap_refresh();
+}
+
+#endif

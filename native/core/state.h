@@ -1,0 +1,62 @@
+/* The probe's process-wide state, shared by the core's modules. One
+ * instance per address space (g_msp); a forked child resets it and
+ * attaches again on its own first hook call. */
+#ifndef MSP_STATE_H
+#define MSP_STATE_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "msprobe_atb/control.h"
+#include "queue.h"
+
+/* A copy of the published config plus what the hot path derives from it.
+ * Snapshots are never freed (see snapshot.c). */
+struct msp_snap {
+    uint64_t generation;
+    int awake;
+    struct msp_config cfg;
+};
+
+enum { MSP_ATTACH_NONE = 0, MSP_ATTACH_BUSY = 1, MSP_ATTACH_DONE = 2 };
+
+struct msp_state {
+    int attach_state;          /* MSP_ATTACH_*, atomic */
+    int active;                /* config path set and the block usable */
+    pthread_mutex_t attach_mu;
+
+    uint64_t pid, start_ns;
+    int host_abi;              /* 0/1, -1 unknown */
+    char out[MSP_PATH_LEN];    /* absolute output root */
+    char dump_root[MSP_PATH_LEN]; /* <out>/atb_dump_data */
+    char config[MSP_PATH_LEN];
+    char python[MSP_PATH_LEN];
+    int nwriters;
+
+    struct msp_control *ctl;
+    struct msp_proc *proc;     /* our slot, or a private dummy if the table is full */
+    struct msp_proc dummy_proc;
+    int slot;
+
+    int rec_fd;                /* record log */
+    int data_fd;               /* <dump_root>/data, opened at the first wake; atomic */
+
+    struct msp_snap *snap;     /* atomic; NULL until attached */
+    pthread_mutex_t snap_mu;
+    int awake_seen;
+
+    struct msp_queue q;
+    int closing;               /* atomic: exit drain started */
+    uint64_t seq;              /* atomic: per-process SaveTensor/SaveParam order */
+    uint64_t overflow_events;  /* atomic */
+};
+
+extern struct msp_state g_msp;
+/* The shim build's ABI, defined by the adapter (0 or 1). */
+extern const int msp_build_abi;
+
+/* Relaxed counter bump on our proc slot (several threads of this process). */
+#define MSP_COUNT(field, v) __atomic_fetch_add(&g_msp.proc->field, (uint64_t)(v), __ATOMIC_RELAXED)
+#define MSP_UNCOUNT(field, v) __atomic_fetch_sub(&g_msp.proc->field, (uint64_t)(v), __ATOMIC_RELAXED)
+
+#endif

@@ -1,0 +1,141 @@
+#define _GNU_SOURCE
+#include "util.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ERROR_LINES_BEFORE_QUIET 50
+
+static uint64_t g_error_lines;
+
+void msp_write_tty(int fd, const char *buf, size_t len)
+{
+    /* A hook thread belongs to the host: if its stdout/stderr is a closed
+     * pipe, the SIGPIPE our write raises must not kill it. Block the
+     * signal around the write and swallow the one we caused. */
+    int saved = errno;
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    sigset_t pending;
+    sigpending(&pending);
+    int was_pending = sigismember(&pending, SIGPIPE);
+    ssize_t w;
+    do
+        w = write(fd, buf, len);
+    while (w < 0 && errno == EINTR);
+    if (w < 0 && errno == EPIPE && !was_pending) {
+        struct timespec zero = {0, 0};
+        sigtimedwait(&pipe_set, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = saved;
+}
+
+static void vlog(const char *fmt, va_list ap)
+{
+    char line[2048];
+    int n = snprintf(line, sizeof line, "%s", MSP_LOG_PREFIX);
+    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    if (m < 0)
+        return;
+    size_t len = (size_t)n + ((size_t)m < sizeof line - (size_t)n - 1 ? (size_t)m
+                                                                      : sizeof line - (size_t)n - 2);
+    line[len++] = '\n';
+    msp_write_tty(STDERR_FILENO, line, len);
+}
+
+void msp_log(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(fmt, ap);
+    va_end(ap);
+}
+
+void msp_log_error(const char *fmt, ...)
+{
+    uint64_t n = __atomic_fetch_add(&g_error_lines, 1, __ATOMIC_RELAXED);
+    if (n > ERROR_LINES_BEFORE_QUIET)
+        return;
+    if (n == ERROR_LINES_BEFORE_QUIET) {
+        msp_log("further per-tensor errors are only counted (see `msprobe-atb status` "
+                "and the record log)");
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(fmt, ap);
+    va_end(ap);
+}
+
+void msp_log_reset(void)
+{
+    __atomic_store_n(&g_error_lines, 0, __ATOMIC_RELAXED);
+}
+
+static uint64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t msp_now_ns(void)
+{
+    return clock_ns(CLOCK_REALTIME);
+}
+
+uint64_t msp_mono_ns(void)
+{
+    return clock_ns(CLOCK_MONOTONIC);
+}
+
+long msp_env_long(const char *name, long def, long lo, long hi)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return def;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end) {
+        msp_log("ignoring %s=%s: not an integer, using %ld", name, s, def);
+        return def;
+    }
+    if (v < lo || v > hi) {
+        long c = v < lo ? lo : hi;
+        msp_log("%s=%ld is outside %ld..%ld, using %ld", name, v, lo, hi, c);
+        return c;
+    }
+    return v;
+}
+
+uint64_t msp_fnv1a(uint64_t seed, const void *data, size_t len)
+{
+    /* FNV-1a over 64-bit words (then the tail bytes): 8x fewer dependent
+     * multiplies than the byte-wise original, same mixing per step. */
+    const unsigned char *p = data;
+    uint64_t h = seed;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h ^= w;
+        h *= 0x100000001b3ULL;
+        h ^= h >> 29;
+    }
+    for (; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}

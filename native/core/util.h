@@ -1,0 +1,34 @@
+/* Small process-wide helpers of the probe core: logging, clocks, env. */
+#ifndef MSP_UTIL_H
+#define MSP_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MSP_LOG_PREFIX "[msprobe-atb] "
+
+/* One line to stderr with the prefix, written with a single write(2) so
+ * lines of concurrent threads never interleave. */
+void msp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Like msp_log but for per-tensor errors: after a burst of lines it only
+ * counts (a full disk must not flood the host's stderr); the counters in
+ * the control block and the record log still carry every loss. */
+void msp_log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void msp_log_reset(void);
+
+/* write(2) to the host's stdout/stderr that never raises SIGPIPE in it. */
+void msp_write_tty(int fd, const char *buf, size_t len);
+
+uint64_t msp_now_ns(void);  /* CLOCK_REALTIME */
+uint64_t msp_mono_ns(void); /* CLOCK_MONOTONIC */
+
+/* Integer from the environment, clamped to [lo, hi]; def if unset or bad. */
+long msp_env_long(const char *name, long def, long lo, long hi);
+
+/* 64-bit FNV-1a style hash over words, chainable: pass the previous result
+ * as seed (start with MSP_FNV_SEED). Not cryptographic: dedup verifies the
+ * bytes before aliasing, the hash only finds candidates. */
+#define MSP_FNV_SEED 0xcbf29ce484222325ULL
+uint64_t msp_fnv1a(uint64_t seed, const void *data, size_t len);
+
+#endif

@@ -1,0 +1,380 @@
+#define _GNU_SOURCE
+#include "writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "binfile.h"
+#include "dedup.h"
+#include "fsutil.h"
+#include "record.h"
+#include "state.h"
+#include "util.h"
+
+#define HEADER_CAP 4096
+
+struct writer {
+    int idx;
+    struct msp_dedup *dedup;
+    char dir[MSP_PATH_LEN]; /* cached open directory (consecutive tensors share it) */
+    int dirfd;
+};
+
+static struct writer g_writers[MSP_MAX_WRITERS];
+
+static const char *task_name(uint32_t task)
+{
+    if (task & MSP_TASK_OVERFLOW)
+        return "all"; /* an overflowing kernel's tensors get data and stats */
+    switch (task & (MSP_TASK_TENSOR | MSP_TASK_STATISTICS)) {
+    case MSP_TASK_TENSOR: return "tensor";
+    case MSP_TASK_STATISTICS: return "statistics";
+    default: return "all";
+    }
+}
+
+static int64_t int_or(const char *s, size_t n, int64_t fallback)
+{
+    if (n == 0 || n > 18)
+        return fallback;
+    char buf[24];
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    char *end;
+    long long v = strtoll(buf, &end, 10);
+    return *end ? fallback : (int64_t)v;
+}
+
+void msp_tensor_record(const struct msp_tensor_desc *d, const char *file, const char *alias,
+                       const struct msp_stats *stats, const char *note)
+{
+    struct jbuf b;
+    msp_rec_begin(&b, "tensor");
+    jb_ku64(&b, "seq", d->seq);
+    jb_kstr(&b, "path", d->path, d->pathn);
+    jb_ki64(&b, "format", int_or(d->format_s, d->formatn, -1));
+    jb_ki64(&b, "dtype", int_or(d->dtype_s, d->dtypen, -1));
+    jb_kstr(&b, "dims", d->dims, d->dimsn);
+    jb_ku64(&b, "size", d->size);
+    jb_kcstr(&b, "task", task_name(d->task));
+    jb_kcstr(&b, "file", file);
+    if (alias)
+        jb_kcstr(&b, "alias", alias);
+    jb_key(&b, "stats");
+    if (stats)
+        msp_stats_json(&b, stats);
+    else
+        jb_null(&b);
+    if (note && note[0])
+        jb_kcstr(&b, "note", note);
+    msp_rec_commit(&b);
+}
+
+void msp_tensor_lost(const struct msp_tensor_desc *d, const char *note)
+{
+    msp_log_error("tensor %.*s not written: %s", (int)(d->pathn > 300 ? 300 : d->pathn), d->path,
+                  note);
+    msp_tensor_record(d, "lost", NULL, NULL, note);
+}
+
+static void desc_of(const struct msp_item *it, struct msp_tensor_desc *d)
+{
+    d->seq = it->seq;
+    d->path = it->path;
+    d->pathn = strlen(it->path);
+    d->dims = it->dims;
+    d->dimsn = strlen(it->dims);
+    d->format_s = it->format_s;
+    d->formatn = strlen(it->format_s);
+    d->dtype_s = it->dtype_s;
+    d->dtypen = strlen(it->dtype_s);
+    d->size = it->size;
+    d->task = it->task;
+}
+
+static void param_record(uint64_t seq, const char *path, size_t pathn, const char *file,
+                         const char *note)
+{
+    struct jbuf b;
+    msp_rec_begin(&b, "param");
+    jb_ku64(&b, "seq", seq);
+    jb_kstr(&b, "path", path, pathn);
+    jb_kcstr(&b, "file", file);
+    if (note)
+        jb_kcstr(&b, "note", note);
+    msp_rec_commit(&b);
+}
+
+void msp_param_lost(uint64_t seq, const char *path, size_t pathn, const char *note)
+{
+    msp_log_error("%.*s not written: %s", (int)(pathn > 300 ? 300 : pathn), path, note);
+    param_record(seq, path, pathn, "lost", note);
+}
+
+void msp_item_lost(const struct msp_item *it, const char *note)
+{
+    if (it->kind == MSP_ITEM_PARAM) {
+        msp_param_lost(it->seq, it->path, strlen(it->path), note);
+        return;
+    }
+    struct msp_tensor_desc d;
+    desc_of(it, &d);
+    msp_tensor_lost(&d, note);
+}
+
+int msp_writer_for(const char *path, size_t n, int nwriters)
+{
+    size_t scope = 0;
+    int slashes = 0;
+    for (size_t i = 0; i < n; i++)
+        if (path[i] == '/' && ++slashes == 3) {
+            scope = i;
+            break;
+        }
+    if (!scope)
+        scope = n;
+    return (int)(msp_fnv1a(MSP_FNV_SEED, path, scope) % (uint64_t)(nwriters < 1 ? 1 : nwriters));
+}
+
+/* The open fd of the item's directory (cached per writer). */
+static int dir_fd(struct writer *w, const char *dir)
+{
+    if (w->dirfd >= 0 && strcmp(w->dir, dir) == 0)
+        return w->dirfd;
+    if (w->dirfd >= 0)
+        close(w->dirfd);
+    w->dirfd = -1;
+    int root = __atomic_load_n(&g_msp.data_fd, __ATOMIC_ACQUIRE);
+    if (root < 0) {
+        errno = ENOENT;
+        return -1;
+    }
+    int fd = msp_open_dir_at(root, dir, 1);
+    if (fd >= 0) {
+        snprintf(w->dir, sizeof w->dir, "%s", dir);
+        w->dirfd = fd;
+    }
+    return fd;
+}
+
+/* dedup support: does the real file hold exactly header + payload? */
+struct cmp_ctx {
+    const char *header;
+    size_t hlen;
+    const unsigned char *data;
+    uint64_t size;
+};
+
+static int file_equals(int fd, const char *buf, size_t len, off_t off)
+{
+    char chunk[1 << 16];
+    while (len) {
+        size_t n = len < sizeof chunk ? len : sizeof chunk;
+        ssize_t r = pread(fd, chunk, n, off);
+        if (r <= 0 || memcmp(chunk, buf, (size_t)r) != 0)
+            return 0;
+        buf += r;
+        len -= (size_t)r;
+        off += r;
+    }
+    return 1;
+}
+
+static int same_bytes(const char *real, void *arg)
+{
+    const struct cmp_ctx *c = arg;
+    int root = __atomic_load_n(&g_msp.data_fd, __ATOMIC_ACQUIRE);
+    const char *slash = strrchr(real, '/');
+    char dir[MSP_PATH_LEN];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - real) : 0, real);
+    int dfd = msp_open_dir_at(root, dir, 0);
+    if (dfd < 0)
+        return 0;
+    int fd = openat(dfd, slash ? slash + 1 : real, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    close(dfd);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    int eq = fstat(fd, &st) == 0 && (uint64_t)st.st_size == c->hlen + c->size &&
+             file_equals(fd, c->header, c->hlen, 0) &&
+             file_equals(fd, (const char *)c->data, c->size, (off_t)c->hlen);
+    close(fd);
+    return eq;
+}
+
+/* filter_level 2: tensors of kernels (the op segment above before/after
+ * ends with "Kernel", as msProbe documents) are not saved. */
+static int is_kernel_tensor(const char *dir)
+{
+    const char *last = strrchr(dir, '/');
+    const char *seg = last ? last + 1 : dir;
+    size_t segn = strlen(seg);
+    if ((segn == 6 && !memcmp(seg, "before", 6)) || (segn == 5 && !memcmp(seg, "after", 5))) {
+        if (!last)
+            return 0;
+        const char *end = last;
+        const char *start = end;
+        while (start > dir && start[-1] != '/')
+            start--;
+        seg = start;
+        segn = (size_t)(end - start);
+    }
+    return segn >= 6 && memcmp(seg + segn - 6, "Kernel", 6) == 0;
+}
+
+static void write_tensor(struct writer *w, struct msp_item *it, const char *dir, const char *name)
+{
+    struct msp_tensor_desc d;
+    desc_of(it, &d);
+    int want_bin = (it->task & (MSP_TASK_TENSOR | MSP_TASK_OVERFLOW)) != 0;
+    int want_stats = (it->task & (MSP_TASK_STATISTICS | MSP_TASK_OVERFLOW)) != 0;
+    struct msp_stats st;
+    char note[192] = "";
+    const struct msp_stats *stats = NULL;
+    if (want_stats && msp_stats_compute(it->dtype, it->data, it->size, &st, note, sizeof note) == 0)
+        stats = &st;
+    if (!want_bin) {
+        MSP_COUNT(tensors_written, 1);
+        msp_tensor_record(&d, "none", NULL, stats, note);
+        return;
+    }
+    int dfd = dir_fd(w, dir);
+    if (dfd < 0) {
+        char why[MSP_PATH_LEN + 64];
+        snprintf(why, sizeof why, "cannot create directory data/%s: %s", dir, strerror(errno));
+        MSP_COUNT(errors, 1);
+        msp_tensor_lost(&d, why);
+        return;
+    }
+    char header[HEADER_CAP];
+    int hlen = msp_bin_header(header, sizeof header, it->format_s, it->dtype_s, it->dims, it->size,
+                              NULL);
+    /* dedup only where msProbe applies filter_level: child ops are saved
+     * (save_child) and the task writes data */
+    char alias[MSP_PATH_LEN];
+    const char *stub = NULL;
+    uint64_t hash = 0;
+    int dedup = it->save_child && it->filter_level >= 1 && hlen > 0;
+    if (dedup && it->filter_level >= 2 && is_kernel_tensor(dir)) {
+        stub = name;
+    } else if (dedup) {
+        hash = msp_fnv1a(msp_fnv1a(MSP_FNV_SEED, header, (size_t)hlen), it->data, it->size);
+        struct cmp_ctx c = {header, (size_t)hlen, it->data, it->size};
+        const char *real = msp_dedup_find(w->dedup, it->path, hash, same_bytes, &c);
+        if (real && msp_relpath(it->path, real, alias, sizeof alias) == 0)
+            stub = alias;
+    }
+    struct iovec iov[2];
+    int rc;
+    if (stub) {
+        int slen = msp_bin_header(header, sizeof header, it->format_s, it->dtype_s, it->dims, 0, stub);
+        iov[0].iov_base = header;
+        iov[0].iov_len = slen > 0 ? (size_t)slen : 0;
+        rc = slen > 0 ? msp_write_file_at(dfd, name, iov, 1) : -ENAMETOOLONG;
+    } else {
+        iov[0].iov_base = header;
+        iov[0].iov_len = hlen > 0 ? (size_t)hlen : 0;
+        iov[1].iov_base = it->data;
+        iov[1].iov_len = it->size;
+        rc = hlen > 0 ? msp_write_file_at(dfd, name, iov, 2) : -ENAMETOOLONG;
+    }
+    if (rc != 0) {
+        char why[256];
+        snprintf(why, sizeof why, "cannot write the .bin: %s", strerror(-rc));
+        MSP_COUNT(errors, 1);
+        msp_tensor_lost(&d, why);
+        return;
+    }
+    if (dedup && !stub)
+        msp_dedup_add(w->dedup, it->path, hash);
+    MSP_COUNT(tensors_written, 1);
+    if (!stub)
+        MSP_COUNT(bytes_written, it->size);
+    msp_tensor_record(&d, stub ? "stub" : "bin", stub, stats, note);
+}
+
+static void write_param(struct writer *w, struct msp_item *it, const char *dir, const char *name)
+{
+    int dfd = dir_fd(w, dir);
+    int rc = -errno;
+    if (dfd >= 0) {
+        struct iovec iov = {it->data, it->size};
+        rc = msp_write_file_at(dfd, name, &iov, 1);
+    }
+    if (rc != 0) {
+        char why[256];
+        snprintf(why, sizeof why, "cannot write op_param.json: %s", strerror(-rc));
+        MSP_COUNT(errors, 1);
+        msp_item_lost(it, why);
+        return;
+    }
+    param_record(it->seq, it->path, strlen(it->path), "json", NULL);
+}
+
+static void set_device(const char *path)
+{
+    if (__atomic_load_n(&g_msp.proc->device, __ATOMIC_RELAXED) != -1)
+        return;
+    char *end;
+    long dev = strtol(path, &end, 10);
+    if (end != path && *end == '_')
+        __atomic_store_n(&g_msp.proc->device, (int64_t)dev, __ATOMIC_RELAXED);
+}
+
+static void process(struct writer *w, struct msp_item *it)
+{
+    char dir[MSP_PATH_LEN];
+    const char *slash = strrchr(it->path, '/');
+    const char *name = slash ? slash + 1 : it->path;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - it->path) : 0, it->path);
+    set_device(it->path);
+    if (it->kind == MSP_ITEM_PARAM)
+        write_param(w, it, dir, name);
+    else
+        write_tensor(w, it, dir, name);
+}
+
+static void *writer_main(void *arg)
+{
+    struct writer *w = arg;
+    struct msp_item *it;
+    while ((it = msp_queue_pop(&g_msp.q, w->idx))) {
+        process(w, it); /* its record is written now */
+        uint64_t cost = it->cost;
+        free(it);
+        MSP_UNCOUNT(queue_depth, 1);
+        MSP_UNCOUNT(queue_bytes, cost);
+        msp_queue_done(&g_msp.q, cost); /* last: the exit drain waits for it */
+    }
+    return NULL;
+}
+
+int msp_writers_start(int n)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    /* writer threads never take the host's signals */
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int started = 0;
+    for (int i = 0; i < n && i < MSP_MAX_WRITERS; i++) {
+        struct writer *w = &g_writers[i];
+        w->idx = i;
+        w->dirfd = -1;
+        w->dir[0] = 0;
+        if (!w->dedup)
+            w->dedup = msp_dedup_new();
+        pthread_t t;
+        if (pthread_create(&t, NULL, writer_main, w) != 0)
+            break;
+        pthread_detach(t);
+        started++;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return started;
+}

@@ -1,0 +1,38 @@
+/* Writer threads: turn queued items into files and records. */
+#ifndef MSP_WRITER_H
+#define MSP_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "queue.h"
+#include "stats.h"
+
+/* What a `tensor` record describes; strings are (pointer, length) views. */
+struct msp_tensor_desc {
+    uint64_t seq;
+    const char *path, *dims, *format_s, *dtype_s;
+    size_t pathn, dimsn, formatn, dtypen;
+    uint64_t size;
+    uint32_t task;
+};
+
+/* Starts n writer threads on g_msp.q. Returns how many started. */
+int msp_writers_start(int n);
+
+/* Appends a `tensor` record. file: "bin", "stub", "none" or "lost". */
+void msp_tensor_record(const struct msp_tensor_desc *d, const char *file, const char *alias,
+                       const struct msp_stats *stats, const char *note);
+/* A selected tensor that will not be written: record + log (counters are
+ * the caller's, since drops and errors are counted apart). */
+void msp_tensor_lost(const struct msp_tensor_desc *d, const char *note);
+/* An op_param.json that will not be written. */
+void msp_param_lost(uint64_t seq, const char *path, size_t pathn, const char *note);
+/* The same for a queued item (tensor or param). */
+void msp_item_lost(const struct msp_item *it, const char *note);
+
+/* The writer list an item of this path goes to: items of one layer scope
+ * always share a writer (dedup order, see dedup.h). */
+int msp_writer_for(const char *path, size_t n, int nwriters);
+
+#endif

@@ -1,0 +1,319 @@
+// A minimal ATB stand-in for the probe's own tests: calls the atb::Probe /
+// atb_speed::SpeedProbe hooks as ATB does, driven by a command script on
+// stdin (one command per line, fields separated by TAB), and can publish a
+// config into a control block. Predicate results are printed as
+// "<command>=<0|1>" lines.
+//
+//   probe_host publish <dump_root> key=value...     publish a config and exit
+//   probe_host [script] < commands                  run commands
+//
+// Commands: need <opType> | update | range <n> | dir <path> | before | after |
+// data | desc | isparam | ovcheck | graphen | topo? <model> |
+// save <format> <dtype> <dims> <src> <path>   (src: @file, hex:<hex>, null:<size>,
+//                                              fill:<byte>:<size>)
+// param <path> <text> | graph <name> <json> | topo <model> <json> |
+// overflow <kernel> | sleep <ms> | stress <threads> <per-thread> <bytes> |
+// bench <runners> (prints ns per runner of UpdateConfig + 3 predicate pairs) |
+// fork <command...> (run one command in a forked child and wait) | exit <code>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <pthread.h>
+#include <string>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <vector>
+
+extern "C" {
+#include "msprobe_atb/control.h"
+}
+
+namespace atb {
+class Probe {
+public:
+    struct Tensor {
+        std::string dtype, format, shape, filePath;
+    };
+    static bool IsTensorNeedSave(const std::vector<int64_t> &ids, const std::string &opType);
+    static bool IsSaveTensorData();
+    static bool IsSaveTensorDesc();
+    static bool IsExecuteCountInRange(const uint64_t executeCount);
+    static bool IsSaveTensorBefore();
+    static bool IsSaveTensorAfter();
+    static void SaveTensor(const std::string &format, const std::string &dtype,
+                           const std::string &dims, const void *hostData, uint64_t dataSize,
+                           const std::string &filePath);
+    static void SaveParam(const std::string &param, const std::string &filePath);
+    static bool IsSaveParam();
+    static bool ReportOperationGraphEnable();
+    static void ReportOperationGraph(const std::string &opName, const std::string &graph);
+    static bool IsOverflowCheck();
+    static void ReportOverflowKernel(const std::string &kernelPath);
+    static void UpdateConfig();
+    static bool IsSaveTensorInSpecificDir(const std::string &tensorDir);
+};
+} // namespace atb
+namespace atb_speed {
+class SpeedProbe {
+public:
+    static bool IsReportModelTopoInfo(const std::string &modelName);
+    static void ReportModelTopoInfo(const std::string &modelName, const std::string &graph);
+};
+} // namespace atb_speed
+
+using atb::Probe;
+
+static void copy_str(char *dst, size_t cap, const std::string &s)
+{
+    snprintf(dst, cap, "%s", s.c_str());
+}
+
+static std::vector<std::string> split(const std::string &s, char sep)
+{
+    std::vector<std::string> out;
+    size_t start = 0;
+    for (;;) {
+        size_t p = s.find(sep, start);
+        out.push_back(s.substr(start, p == std::string::npos ? std::string::npos : p - start));
+        if (p == std::string::npos)
+            return out;
+        start = p + 1;
+    }
+}
+
+static int publish(const char *root, int argc, char **argv)
+{
+    msp_control *ctl;
+    char err[512];
+    if (msp_ctl_open(root, 1, &ctl, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    msp_config c;
+    msp_ctl_read_config(ctl, &c);
+    for (int i = 0; i < argc; i++) {
+        std::string kv = argv[i];
+        size_t eq = kv.find('=');
+        std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
+        if (k == "state") c.state = (uint32_t)atoi(v.c_str());
+        else if (k == "task") c.task = (uint32_t)atoi(v.c_str());
+        else if (k == "exec") {
+            if (v == "all") c.exec_mode = MSP_EXEC_ALL;
+            else if (v == "none") c.exec_mode = MSP_EXEC_NONE;
+            else {
+                auto xs = split(v, ',');
+                c.exec_mode = MSP_EXEC_RANGES;
+                c.n_ranges = 0;
+                for (size_t j = 0; j + 1 < xs.size(); j += 2) {
+                    c.ranges[c.n_ranges].lo = strtoull(xs[j].c_str(), nullptr, 10);
+                    c.ranges[c.n_ranges].hi = strtoull(xs[j + 1].c_str(), nullptr, 10);
+                    c.n_ranges++;
+                }
+            }
+        } else if (k == "ids") {
+            c.n_ids = 0;
+            for (auto &x : split(v, ','))
+                if (!x.empty()) copy_str(c.ids[c.n_ids++], MSP_ID_LEN, x);
+        } else if (k == "names") {
+            c.n_op_names = 0;
+            for (auto &x : split(v, ','))
+                if (!x.empty()) copy_str(c.op_names[c.n_op_names++], MSP_OP_NAME_LEN, x);
+        } else if (k == "devices") {
+            c.n_devices = 0;
+            for (auto &x : split(v, ','))
+                if (!x.empty()) c.devices[c.n_devices++] = atoi(x.c_str());
+        } else if (k == "save_child") c.save_child = (uint32_t)atoi(v.c_str());
+        else if (k == "filter_level") c.filter_level = (uint32_t)atoi(v.c_str());
+        else if (k == "budget") c.queue_budget_bytes = strtoull(v.c_str(), nullptr, 10);
+        else if (k == "policy") c.queue_policy = v == "drop" ? MSP_POLICY_DROP : MSP_POLICY_BLOCK;
+        else if (k == "overflow_nums") c.overflow_nums = atoll(v.c_str());
+        else if (k == "error") msp_ctl_set_error(ctl, v.c_str());
+        else {
+            fprintf(stderr, "unknown key %s\n", k.c_str());
+            return 2;
+        }
+    }
+    msp_ctl_publish(ctl, &c);
+    msp_ctl_close(ctl);
+    return 0;
+}
+
+static std::string unhex(const std::string &h)
+{
+    std::string out;
+    for (size_t i = 0; i + 1 < h.size(); i += 2)
+        out.push_back((char)strtol(h.substr(i, 2).c_str(), nullptr, 16));
+    return out;
+}
+
+static void save(const std::vector<std::string> &f)
+{
+    const std::string &src = f[4];
+    std::string data;
+    const void *ptr;
+    uint64_t size;
+    if (src.rfind("null:", 0) == 0) {
+        ptr = nullptr;
+        size = strtoull(src.c_str() + 5, nullptr, 10);
+    } else {
+        if (src.rfind("hex:", 0) == 0) {
+            data = unhex(src.substr(4));
+        } else if (src.rfind("fill:", 0) == 0) {
+            auto parts = split(src, ':');
+            data.assign(strtoull(parts[2].c_str(), nullptr, 10), (char)atoi(parts[1].c_str()));
+        } else if (src[0] == '@') {
+            FILE *fp = fopen(src.c_str() + 1, "rb");
+            if (!fp) {
+                perror(src.c_str() + 1);
+                exit(3);
+            }
+            char buf[65536];
+            size_t n;
+            while ((n = fread(buf, 1, sizeof buf, fp)) > 0)
+                data.append(buf, n);
+            fclose(fp);
+        }
+        ptr = data.data();
+        size = data.size();
+    }
+    std::string dims = f[3] == "-" ? "" : f[3];
+    Probe::SaveTensor(f[1], f[2], dims, ptr, size, f[5]);
+    // ATB frees its host buffer right after: poison it so a probe that kept
+    // the pointer would write garbage (and the payload check would fail).
+    if (!data.empty())
+        memset(&data[0], 0xA5, data.size());
+}
+
+struct stress_arg {
+    int thread, count;
+    size_t bytes;
+};
+
+static void *stress_main(void *p)
+{
+    auto *a = (stress_arg *)p;
+    std::string buf(a->bytes, '\0');
+    for (int i = 0; i < a->count; i++) {
+        for (size_t j = 0; j < buf.size(); j++)
+            buf[j] = (char)(j * 31 + (size_t)i * 7 + (size_t)a->thread);
+        char path[256];
+        snprintf(path, sizeof path, "0_%d/%d/%d_Layer/before/intensor%d.bin", (int)getpid(),
+                 i % 3, a->thread, i);
+        std::string dir(path, strstr(path, "/before") - path); // the runner dir
+        Probe::UpdateConfig();
+        if (Probe::IsExecuteCountInRange((uint64_t)i) && Probe::IsSaveTensorInSpecificDir(dir)) {
+            Probe::SaveTensor("2", "4", std::to_string(a->bytes), buf.data(), buf.size(), path);
+            memset(&buf[0], 0xA5, buf.size());
+        }
+    }
+    return nullptr;
+}
+
+static int run(const std::vector<std::string> &f);
+
+static int run_line(const std::string &line)
+{
+    if (line.empty() || line[0] == '#')
+        return -1;
+    return run(split(line, '\t'));
+}
+
+static void say(const std::string &name, bool v)
+{
+    printf("%s=%d\n", name.c_str(), v ? 1 : 0);
+    fflush(stdout);
+}
+
+static int run(const std::vector<std::string> &f)
+{
+    const std::string &c = f[0];
+    auto arg = [&](size_t i) -> std::string { return i < f.size() ? f[i] : std::string(); };
+    if (c == "need") say(c, Probe::IsTensorNeedSave({0}, arg(1)));
+    else if (c == "update") Probe::UpdateConfig();
+    else if (c == "range") say(c, Probe::IsExecuteCountInRange(strtoull(arg(1).c_str(), nullptr, 10)));
+    else if (c == "dir") say(c, Probe::IsSaveTensorInSpecificDir(arg(1)));
+    else if (c == "before") say(c, Probe::IsSaveTensorBefore());
+    else if (c == "after") say(c, Probe::IsSaveTensorAfter());
+    else if (c == "data") say(c, Probe::IsSaveTensorData());
+    else if (c == "desc") say(c, Probe::IsSaveTensorDesc());
+    else if (c == "isparam") say(c, Probe::IsSaveParam());
+    else if (c == "ovcheck") say(c, Probe::IsOverflowCheck());
+    else if (c == "graphen") say(c, Probe::ReportOperationGraphEnable());
+    else if (c == "topo?") say(c, atb_speed::SpeedProbe::IsReportModelTopoInfo(arg(1)));
+    else if (c == "save") save(f);
+    else if (c == "param") Probe::SaveParam(arg(2), arg(1));
+    else if (c == "graph") Probe::ReportOperationGraph(arg(1), arg(2));
+    else if (c == "topo") atb_speed::SpeedProbe::ReportModelTopoInfo(arg(1), arg(2));
+    else if (c == "overflow") Probe::ReportOverflowKernel(arg(1));
+    else if (c == "sleep") usleep((useconds_t)atoi(arg(1).c_str()) * 1000);
+    else if (c == "stress") {
+        int threads = atoi(arg(1).c_str()), count = atoi(arg(2).c_str());
+        std::vector<pthread_t> ts((size_t)threads);
+        std::vector<stress_arg> args((size_t)threads);
+        for (int i = 0; i < threads; i++) {
+            args[(size_t)i] = {i, count, (size_t)strtoull(arg(3).c_str(), nullptr, 10)};
+            pthread_create(&ts[(size_t)i], nullptr, stress_main, &args[(size_t)i]);
+        }
+        for (auto &t : ts)
+            pthread_join(t, nullptr);
+    } else if (c == "bench") {
+        // one runner's asleep/awake predicate traffic: setup + 3 execute checks
+        long n = atol(arg(1).c_str());
+        std::string dir = "0_1/0/5_Layer/1_LinearOperation";
+        timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        long yes = 0;
+        for (long i = 0; i < n; i++) {
+            Probe::UpdateConfig();
+            for (int k = 0; k < 3; k++)
+                yes += Probe::IsExecuteCountInRange((uint64_t)i) &&
+                       Probe::IsSaveTensorInSpecificDir(dir);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+        printf("bench_ns_per_runner=%.1f selected=%ld\n", ns / (double)n, yes);
+    } else if (c == "fork") {
+        pid_t pid = fork();
+        if (pid == 0) {
+            std::vector<std::string> rest(f.begin() + 1, f.end());
+            run(rest);
+            exit(0);
+        }
+        int st;
+        waitpid(pid, &st, 0);
+    } else if (c == "exit") {
+        return atoi(arg(1).c_str());
+    } else {
+        fprintf(stderr, "unknown command %s\n", c.c_str());
+        return 2;
+    }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 3 && strcmp(argv[1], "publish") == 0)
+        return publish(argv[2], argc - 3, argv + 3);
+    FILE *in = argc >= 2 ? fopen(argv[1], "r") : stdin;
+    if (!in) {
+        perror(argv[1]);
+        return 2;
+    }
+    char *line = nullptr;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, in)) > 0) {
+        std::string s(line, (size_t)n);
+        while (!s.empty() && (s.back() == '\n' || s.back() == '\r'))
+            s.pop_back();
+        int rc = run_line(s);
+        if (rc >= 0) {
+            free(line);
+            return rc;
+        }
+    }
+    free(line);
+    return 0;
+}

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Runs the probe's native tests: the core unit tests (ASan+UBSan), a
+# multi-threaded SaveTensor stress per ABI through the real hook symbols
+# (ASan+UBSan) and the same stress under TSan. The last line is
+# "N passed, N failed".
+set -u
+BIN=${1:?usage: run_native_tests.sh <bin dir>}
+pass=0
+fail=0
+work=$(mktemp -d /tmp/msp_native_XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+result() { # name rc
+    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "PASS $1"; else fail=$((fail + 1)); echo "FAIL $1"; fi
+}
+
+# the unit tests count their own checks: add them to the totals
+"$BIN/test_core_asan" >"$work/unit.log" 2>&1
+rc=$?
+grep -v -E '^[0-9]+ passed, [0-9]+ failed$' "$work/unit.log"
+read -r up uf < <(sed -n -E 's/^([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' "$work/unit.log")
+if [ -n "${up:-}" ] && [ "$rc" -eq 0 ]; then
+    pass=$((pass + up))
+    echo "PASS unit-tests ($up checks)"
+else
+    fail=$((fail + ${uf:-0} + 1))
+    echo "FAIL unit-tests (exit $rc)"
+fi
+
+# stress <name> <binary>: 4 threads x 150 tensors of 4 KiB with a 64 KiB
+# budget (the writers must keep up through the blocking policy), then every
+# .bin and record is checked.
+stress() {
+    local name=$1 bin=$2 out="$work/$1"
+    mkdir -p "$out/atb_dump_data/.probe"
+    : >"$out/config.json"
+    "$bin" publish "$out/atb_dump_data" state=1 task=3 exec=all save_child=0 budget=65536 || {
+        result "$name" 1
+        return
+    }
+    # hold the daemon lock so the shim does not start a control plane
+    printf 'stress\t4\t150\t4096\n' |
+        flock "$out/atb_dump_data/.probe/daemon.lock" env ATB_OUTPUT_DIR="$out" \
+            ATB_DUMP_CONFIG="$out/config.json" MSPROBE_ATB_ATTACH_WAIT_MS=0 \
+            "$bin" >"$out/host.log" 2>&1
+    local rc=$?
+    if [ $rc -ne 0 ]; then
+        cat "$out/host.log"
+        result "$name" $rc
+        return
+    fi
+    python3 - "$out" <<'PY'
+import glob, json, os, sys
+out = sys.argv[1]
+recs = [json.loads(l) for f in glob.glob(out + "/atb_dump_data/.probe/records/*.jsonl") for l in open(f)]
+tensors = [r for r in recs if r["k"] == "tensor"]
+bad = []
+if len(tensors) != 600 or any(r["file"] != "bin" for r in tensors):
+    bad.append("expected 600 bin records, got %d" % len(tensors))
+if sorted(r["seq"] for r in tensors) != list(range(600)):
+    bad.append("seq numbers are not 0..599")
+for r in tensors:
+    path = os.path.join(out, "atb_dump_data/data", r["path"])
+    blob = open(path, "rb").read()
+    payload = blob.split(b"$End=1\n", 1)[1]
+    parts = r["path"].split("/")
+    t, i = int(parts[2].split("_")[0]), int(parts[-1][len("intensor"):-4])
+    want = bytes((j * 31 + i * 7 + t) & 0xFF for j in range(4096))
+    if payload != want:
+        bad.append("payload mismatch " + r["path"])
+        break
+    if r["stats"]["count"] != 4096 or r["stats"]["max"] != max(want):
+        bad.append("stats mismatch " + r["path"])
+        break
+ex = [r for r in recs if r["k"] == "exit"]
+if not ex or not ex[0]["drained"]:
+    bad.append("no drained exit record")
+print("\n".join(bad) or "ok: 600 tensors verified")
+sys.exit(1 if bad else 0)
+PY
+    rc=$?
+    grep -E "ERROR|WARNING: ThreadSanitizer|runtime error" "$out/host.log" && rc=1
+    result "$name" $rc
+}
+
+stress stress-asan-abi0 "$BIN/stress_asan_abi0"
+stress stress-asan-abi1 "$BIN/stress_asan_abi1"
+TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" stress stress-tsan-abi1 "$BIN/stress_tsan_abi1"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

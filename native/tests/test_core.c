@@ -1,0 +1,320 @@
+/* Unit tests of the probe core's pure modules (built with ASan+UBSan).
+ * Last line of output: "N passed, N failed". */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "binfile.h"
+#include "dedup.h"
+#include "filter.h"
+#include "fsutil.h"
+#include "jsonw.h"
+#include "queue.h"
+#include "stats.h"
+
+static int g_pass, g_fail;
+
+#define CHECK(cond)                                                                               \
+    do {                                                                                          \
+        if (cond) {                                                                               \
+            g_pass++;                                                                             \
+        } else {                                                                                  \
+            g_fail++;                                                                             \
+            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                                \
+        }                                                                                         \
+    } while (0)
+
+static struct msp_config cfg_with(const char *ids, const char *names, int save_child)
+{
+    struct msp_config c;
+    memset(&c, 0, sizeof c);
+    c.save_child = (uint32_t)save_child;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", ids);
+    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ","))
+        snprintf(c.ids[c.n_ids++], MSP_ID_LEN, "%s", t);
+    snprintf(buf, sizeof buf, "%s", names);
+    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ","))
+        snprintf(c.op_names[c.n_op_names++], MSP_OP_NAME_LEN, "%s", t);
+    return c;
+}
+
+static int sel(const struct msp_config *c, const char *dir)
+{
+    return msp_op_selected(c, dir, strlen(dir));
+}
+
+static void test_filters(void)
+{
+    struct msp_config c = cfg_with("", "", 0);
+    CHECK(sel(&c, "0_1/0/2_Layer") == 1);
+    CHECK(sel(&c, "0_1/0/2_Layer/0_Linear") == 0);
+    CHECK(sel(&c, "0_1/0") == 0);
+    c.save_child = 1;
+    CHECK(sel(&c, "0_1/0/2_Layer/0_Linear/1_MatMulKernel") == 1);
+
+    c = cfg_with("5", "", 0);
+    CHECK(sel(&c, "0_1/0/5_Layer") == 1);
+    CHECK(sel(&c, "0_1/0/50_Layer") == 0);
+    CHECK(sel(&c, "0_1/0/5_Layer/0_Linear") == 0);
+    c.save_child = 1;
+    CHECK(sel(&c, "0_1/0/5_Layer/0_Linear") == 1);
+    CHECK(sel(&c, "0_1/0/50_Layer/0_Linear") == 0);
+    /* a name containing "_5" is never taken for an id */
+    CHECK(sel(&c, "0_1/0/7_Prefill_5/0_Linear") == 0);
+
+    c = cfg_with("2_1", "", 0);
+    CHECK(sel(&c, "0_1/0/2_Layer/1_Linear") == 1);
+    CHECK(sel(&c, "0_1/0/2_Layer/1_Linear/0_K") == 0);
+    CHECK(sel(&c, "0_1/0/2_Layer/10_Linear") == 0);
+    CHECK(sel(&c, "0_1/0/2_Layer") == 0);
+
+    c = cfg_with("", "linear", 0);
+    CHECK(sel(&c, "0_1/0/2_Layer/1_LinearOperation") == 1);
+    CHECK(sel(&c, "0_1/0/2_Layer/1_LinearOperation/0_MatMulKernel") == 0);
+    CHECK(sel(&c, "0_1/0/2_Layer/0_LinearKernel") == 1);
+    c.save_child = 1;
+    CHECK(sel(&c, "0_1/0/2_Layer/1_LinearOperation/0_MatMulKernel") == 1);
+    CHECK(sel(&c, "0_1/0/2_Layer/1_Other") == 0);
+
+    /* union of ids and op_name; a failing id does not hide the name */
+    c = cfg_with("9", "layer", 0);
+    CHECK(sel(&c, "0_1/0/2_Layer") == 1);
+    CHECK(sel(&c, "0_1/0/9_Embedding") == 1);
+    CHECK(sel(&c, "0_1/0/3_Embedding") == 0);
+    /* a segment without '_' and filters set */
+    CHECK(sel(&c, "0_1/0/Layer") == 0);
+
+    c = cfg_with("", "", 0);
+    CHECK(msp_device_selected(&c, "3_77/0/1_A", 10) == 1);
+    c.n_devices = 2;
+    c.devices[0] = 0;
+    c.devices[1] = -1;
+    CHECK(msp_device_selected(&c, "0_77/0/1_A", 10) == 1);
+    CHECK(msp_device_selected(&c, "-1_77/0/1_A", 11) == 1);
+    CHECK(msp_device_selected(&c, "3_77/0/1_A", 10) == 0);
+    CHECK(msp_device_selected(&c, "x_77/0", 6) == 0);
+
+    c.exec_mode = MSP_EXEC_RANGES;
+    c.n_ranges = 2;
+    c.ranges[0].lo = 0; c.ranges[0].hi = 2;
+    c.ranges[1].lo = 5; c.ranges[1].hi = 5;
+    CHECK(msp_exec_selected(&c, 0) && msp_exec_selected(&c, 2) && msp_exec_selected(&c, 5));
+    CHECK(!msp_exec_selected(&c, 3) && !msp_exec_selected(&c, 6));
+    c.exec_mode = MSP_EXEC_NONE;
+    CHECK(!msp_exec_selected(&c, 0));
+    c.exec_mode = MSP_EXEC_ALL;
+    CHECK(msp_exec_selected(&c, 123456));
+
+    const char *k = "LinearOperation_5_3:MatMulKernel";
+    const char *d1 = "0_1/0/5_Layer/3_LinearOperation/0_MatMulKernel";
+    CHECK(msp_kernel_dir_matches(k, strlen(k), d1, strlen(d1)));
+    const char *d2 = "0_1/0/5_Layer/4_LinearOperation/0_MatMulKernel";
+    CHECK(!msp_kernel_dir_matches(k, strlen(k), d2, strlen(d2)));
+    const char *d3 = "0_1/0/5_Layer/3_LinearOperation/0_AddKernel";
+    CHECK(!msp_kernel_dir_matches(k, strlen(k), d3, strlen(d3)));
+    const char *k2 = "Prefill_layer_5:GatherKernel";
+    const char *d4 = "0_1/0/5_Prefill_layer/1_GatherKernel";
+    CHECK(msp_kernel_dir_matches(k2, strlen(k2), d4, strlen(d4)));
+}
+
+static void test_paths(void)
+{
+    CHECK(msp_path_check("0_1/0/2_L/before/intensor0.bin", 29) == NULL);
+    CHECK(msp_path_check("/abs/x.bin", 10) != NULL);
+    CHECK(msp_path_check("a//b", 4) != NULL);
+    CHECK(msp_path_check("a/../b", 6) != NULL);
+    CHECK(msp_path_check("a/./b", 5) != NULL);
+    CHECK(msp_path_check("a/b/", 4) != NULL);
+    CHECK(msp_path_check("a/\nb", 4) != NULL);
+    CHECK(msp_path_check("a\0b", 3) != NULL);
+    CHECK(msp_path_check("", 0) != NULL);
+    char longc[300];
+    memset(longc, 'x', sizeof longc);
+    CHECK(msp_path_check(longc, 256) != NULL);
+    CHECK(msp_path_check(longc, 255) == NULL);
+    char rel[256];
+    CHECK(msp_relpath("a/b/c/x.bin", "a/b/y.bin", rel, sizeof rel) == 0 && !strcmp(rel, "../y.bin"));
+    CHECK(msp_relpath("a/b/x.bin", "a/b/y.bin", rel, sizeof rel) == 0 && !strcmp(rel, "y.bin"));
+    CHECK(msp_relpath("a/b/c/d/x.bin", "a/b/e/y.bin", rel, sizeof rel) == 0 &&
+          !strcmp(rel, "../../e/y.bin"));
+    CHECK(msp_relpath("a/bc/x.bin", "a/b/y.bin", rel, sizeof rel) == 0 && !strcmp(rel, "../b/y.bin"));
+    CHECK(msp_dedup_scope_len("0_1/0/2_L/before/x.bin") == strlen("0_1/0/2_L"));
+    CHECK(msp_dedup_scope_len("0_1/0/x.bin") == 0);
+}
+
+static void test_fs(void)
+{
+    char tmpl[] = "/tmp/msp_test_XXXXXX";
+    char *root = mkdtemp(tmpl);
+    CHECK(root != NULL);
+    int rfd = open(root, O_RDONLY | O_DIRECTORY);
+    int d = msp_open_dir_at(rfd, "a/b/c", 1);
+    CHECK(d >= 0);
+    struct iovec iov[2] = {{"hello ", 6}, {"world", 5}};
+    CHECK(msp_write_file_at(d, "f.txt", iov, 2) == 0);
+    CHECK(msp_write_file_at(d, "f.txt", iov, 1) == 0); /* replaced, not appended */
+    struct stat st;
+    CHECK(fstatat(d, "f.txt", &st, 0) == 0 && st.st_size == 6 && (st.st_mode & 0137) == 0);
+    close(d);
+    /* a symlink in the tree is never followed */
+    char link[512];
+    snprintf(link, sizeof link, "%s/a/evil", root);
+    CHECK(symlink("/tmp", link) == 0);
+    errno = 0;
+    CHECK(msp_open_dir_at(rfd, "a/evil/x", 1) < 0);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    close(rfd);
+    CHECK(system(cmd) == 0);
+}
+
+static void test_binfile(void)
+{
+    char buf[512];
+    int n = msp_bin_header(buf, sizeof buf, "2", "1", "2,2", 8, NULL);
+    const char *want = "$Version=1.0\n$Object.Count=1\n$Object.Length=8\nformat=2\ndtype=1\n"
+                       "dims=2,2\n$Object.data=0,8\n$End=1\n";
+    CHECK(n == (int)strlen(want) && !memcmp(buf, want, (size_t)n));
+    n = msp_bin_header(buf, sizeof buf, "2", "1", "2,2", 8, "../x.bin");
+    const char *stub = "$Version=1.0\n$Object.Count=0\n$Object.Length=0\nformat=2\ndtype=1\n"
+                       "dims=2,2\ndata=../x.bin\n$End=1\n";
+    CHECK(n == (int)strlen(stub) && !memcmp(buf, stub, (size_t)n));
+    CHECK(msp_bin_header(buf, 10, "2", "1", "2,2", 8, NULL) == -1);
+}
+
+static void test_stats(void)
+{
+    char note[128];
+    struct msp_stats s;
+    /* fp16 edge cases: exact decode */
+    CHECK(msp_fp16_to_float(0x3c00) == 1.0f);
+    CHECK(msp_fp16_to_float(0xc000) == -2.0f);
+    CHECK(msp_fp16_to_float(0x0001) == ldexpf(1, -24)); /* smallest subnormal */
+    CHECK(msp_fp16_to_float(0x03ff) == ldexpf(1023, -24));
+    CHECK(msp_fp16_to_float(0x7bff) == 65504.0f);
+    CHECK(isinf(msp_fp16_to_float(0x7c00)) && msp_fp16_to_float(0xfc00) < 0);
+    CHECK(isnan(msp_fp16_to_float(0x7e00)));
+    CHECK(signbit(msp_fp16_to_float(0x8000)) && msp_fp16_to_float(0x8000) == 0);
+    CHECK(msp_bf16_to_float(0x3f80) == 1.0f && msp_bf16_to_float(0xc040) == -3.0f);
+    CHECK(isnan(msp_bf16_to_float(0x7fc0)));
+    CHECK(msp_fp8_e4m3fn_to_float(0x38) == 1.0f && msp_fp8_e4m3fn_to_float(0x7e) == 448.0f);
+    CHECK(isnan(msp_fp8_e4m3fn_to_float(0x7f)) && msp_fp8_e4m3fn_to_float(0x01) == ldexpf(1, -9));
+    CHECK(msp_fp8_e5m2_to_float(0x3c) == 1.0f && isinf(msp_fp8_e5m2_to_float(0x7c)));
+
+    float f[] = {1.0f, -3.0f, 0.0f, 2.5f};
+    CHECK(msp_stats_compute(0, f, sizeof f, &s, note, sizeof note) == 0);
+    CHECK(s.count == 4 && s.max == 2.5 && s.min == -3.0 && s.mean == 0.125 && s.zero == 1);
+    CHECK(fabs(s.norm - sqrt(1 + 9 + 6.25)) < 1e-12);
+    /* tiny values keep full precision (msProbe printed 0.000000) */
+    float tiny[] = {1e-7f, 1e-7f};
+    CHECK(msp_stats_compute(0, tiny, sizeof tiny, &s, note, sizeof note) == 0 &&
+          s.max == (double)1e-7f);
+    /* all-NaN: no ±FLT_MAX */
+    float nans[] = {NAN, NAN};
+    CHECK(msp_stats_compute(0, nans, sizeof nans, &s, note, sizeof note) == 0);
+    CHECK(!s.has_minmax && s.nan == 2 && isnan(s.mean));
+    struct jbuf b;
+    jb_init(&b, 64);
+    msp_stats_json(&b, &s);
+    jb_raw(&b, "", 1);
+    CHECK(strstr(b.p, "\"max\":\"nan\"") && strstr(b.p, "\"min\":\"nan\""));
+    jb_free(&b);
+    /* infinities */
+    float infs[] = {INFINITY, -INFINITY, 1.0f};
+    CHECK(msp_stats_compute(0, infs, sizeof infs, &s, note, sizeof note) == 0 && s.pinf == 1 &&
+          s.ninf == 1 && isinf(s.max) && isinf(s.min) && isnan(s.mean));
+    uint16_t h[] = {0x3c00, 0x7c00, 0x0001, 0x8000};
+    CHECK(msp_stats_compute(1, h, sizeof h, &s, note, sizeof note) == 0 && s.pinf == 1 &&
+          s.zero == 1 && s.min == 0 && isinf(s.max));
+    uint16_t bf[] = {0x3f80, 0xc040};
+    CHECK(msp_stats_compute(27, bf, sizeof bf, &s, note, sizeof note) == 0 && s.max == 1 &&
+          s.min == -3 && s.mean == -1);
+    int64_t big[] = {INT64_MAX, INT64_MIN, 0};
+    CHECK(msp_stats_compute(9, big, sizeof big, &s, note, sizeof note) == 0 &&
+          s.kind == MSP_STATS_INT && s.imax == INT64_MAX && s.imin == INT64_MIN && s.zero == 1);
+    uint64_t ubig[] = {UINT64_MAX, 3};
+    CHECK(msp_stats_compute(10, ubig, sizeof ubig, &s, note, sizeof note) == 0 &&
+          s.umax == UINT64_MAX && s.umin == 3);
+    uint8_t bools[] = {0, 1, 7};
+    CHECK(msp_stats_compute(12, bools, sizeof bools, &s, note, sizeof note) == 0 &&
+          s.imax == 1 && s.imin == 0 && fabs(s.mean - 2.0 / 3) < 1e-15);
+    int8_t i8[] = {-128, 127};
+    CHECK(msp_stats_compute(2, i8, sizeof i8, &s, note, sizeof note) == 0 && s.imin == -128 &&
+          s.imax == 127 && s.mean == -0.5);
+    float cx[] = {3, 4, 0, 1, 1, 0};
+    CHECK(msp_stats_compute(16, cx, sizeof cx, &s, note, sizeof note) == 0 &&
+          s.kind == MSP_STATS_COMPLEX && s.cmax[0] == 3 && s.cmax[1] == 4 && s.norm == sqrt(27));
+    double d[] = {0.1, 0.2};
+    CHECK(msp_stats_compute(11, d, sizeof d, &s, note, sizeof note) == 0 && s.max == 0.2);
+    CHECK(msp_stats_compute(29, d, 4, &s, note, sizeof note) == -1 &&
+          !strcmp(note, "unsupported dtype int4"));
+    CHECK(msp_stats_compute(0, f, 0, &s, note, sizeof note) == -1 && !strcmp(note, "empty tensor"));
+    CHECK(msp_stats_compute(0, f, 7, &s, note, sizeof note) == -1);
+    CHECK(msp_stats_compute(999, f, 4, &s, note, sizeof note) == -1);
+}
+
+static void test_json(void)
+{
+    struct jbuf b;
+    jb_init(&b, 8);
+    jb_open(&b, '{');
+    jb_kstr(&b, "a", "q\"\\\n\x01\xff\xc3\xa9", 8);
+    jb_key(&b, "n");
+    jb_f64(&b, 0.1);
+    jb_key(&b, "i");
+    jb_f64(&b, -INFINITY);
+    jb_key(&b, "f");
+    jb_f64(&b, -3.0);
+    jb_key(&b, "g");
+    jb_f64(&b, 1e300);
+    jb_close(&b, '}');
+    jb_raw(&b, "", 1);
+    CHECK(!strcmp(b.p, "{\"a\":\"q\\\"\\\\\\u000a\\u0001\\ufffd\xc3\xa9\",\"n\":0.10000000000000001,"
+                       "\"i\":\"-inf\",\"f\":-3.0,\"g\":1.0000000000000001e+300}"));
+    jb_free(&b);
+}
+
+static void test_queue(void)
+{
+    struct msp_queue q;
+    msp_queue_init(&q, 2);
+    struct msp_item a = {0}, b2 = {0}, c = {0};
+    a.cost = 60;
+    b2.cost = 60;
+    c.cost = 500;
+    CHECK(msp_queue_push(&q, 0, &a, 100, 0) == MSP_PUSH_OK);
+    CHECK(msp_queue_push(&q, 1, &b2, 100, 0) == MSP_PUSH_DROPPED);
+    CHECK(msp_queue_pop(&q, 0) == &a);
+    msp_queue_done(&q, a.cost);
+    /* larger than the budget: admitted when the queue is empty */
+    CHECK(msp_queue_push(&q, 1, &c, 100, 0) == MSP_PUSH_OK);
+    uint64_t depth, bytes;
+    msp_queue_stats(&q, &depth, &bytes);
+    CHECK(depth == 1 && bytes == 500);
+    CHECK(msp_queue_wait_idle(&q, 0) == 0);
+    uint64_t inflight;
+    struct msp_item *left = msp_queue_close(&q, &inflight);
+    CHECK(left == &c && left->next == NULL && inflight == 0);
+    CHECK(msp_queue_push(&q, 0, &a, 100, 1) == MSP_PUSH_CLOSED);
+    CHECK(msp_queue_pop(&q, 0) == NULL);
+}
+
+int main(void)
+{
+    test_filters();
+    test_paths();
+    test_fs();
+    test_binfile();
+    test_stats();
+    test_json();
+    test_queue();
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}

@@ -1,0 +1,34 @@
+"""Fixtures for the native probe tests (helpers in probe_helpers.py)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from probe_helpers import REPO, Dump, atbsim_bin, host_bin, shim_lib
+
+
+@pytest.fixture(scope="session", autouse=True)
+def probe_built() -> None:
+    """The shim and the hook host are built from the current sources."""
+    subprocess.run(["make", "-s", "-j2", "probe"], cwd=REPO, check=True, capture_output=True)
+    for abi in (0, 1):
+        assert shim_lib(abi).exists() and host_bin(abi).exists()
+
+
+@pytest.fixture(params=(0, 1), ids=lambda a: f"abi{a}")
+def abi(request) -> int:
+    return request.param
+
+
+@pytest.fixture
+def dump(tmp_path):
+    d = Dump(tmp_path)
+    yield d
+    d.close()
+
+
+@pytest.fixture
+def need_atbsim(abi) -> None:
+    if not atbsim_bin(abi).exists():
+        pytest.skip("atbsim is not built (make native)")

@@ -1,0 +1,463 @@
+"""The hooks called directly by a tiny ATB stand-in (native/tests/probe_host.cpp
+linked against the real shim), with configs published into the control block
+by the test itself: no atbsim, no daemon."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import struct
+import subprocess
+import time
+
+import numpy as np
+import pytest
+from probe_helpers import Dump, host_bin, oracle_selected, read_bin
+
+AWAKE = {"dump_enable": True, "task": "all", "exec_range": "all"}
+L = "0_7/0/2_Layer"
+
+
+def say(p: subprocess.CompletedProcess) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for line in p.stdout.splitlines():
+        if "=" in line and not line.startswith("["):
+            k, v = line.rsplit("=", 1)
+            out.setdefault(k, []).append(int(v))
+    return out
+
+
+def f16(*vals: float) -> str:
+    return "hex:" + np.array(vals, dtype=np.float16).tobytes().hex()
+
+
+def test_asleep_hooks_say_no_and_write_nothing(dump, abi):
+    dump.publish({"dump_enable": False, "task": "all", "exec_range": "all"})
+    p = dump.host(abi, ["update", ["need", "Layer"], "desc", "data", ["range", 0], "before",
+                        "after", ["dir", L], "isparam", "ovcheck", "graphen",
+                        ["save", 2, 1, 1, f16(1), f"{L}/before/intensor0.bin"]])
+    assert say(p) == {"need": [1], "desc": [1], "data": [0], "range": [0], "before": [0],
+                      "after": [0], "dir": [0], "isparam": [0], "ovcheck": [0], "graphen": [1]}
+    assert "Ready to dump" not in p.stdout
+    assert not dump.data.exists()
+    kinds = [r["k"] for r in dump.records()]
+    assert kinds == ["attach", "exit"]
+
+
+def test_without_config_the_process_stays_out(tmp_path, abi):
+    d = Dump(tmp_path)
+    try:
+        p = d.host(abi, ["update", ["need", "X"], "desc", "graphen"], ATB_DUMP_CONFIG="")
+        assert say(p) == {"need": [0], "desc": [1], "graphen": [0]}
+        assert "ATB_DUMP_CONFIG is not set" in p.stderr
+        assert not (d.root / ".probe" / "records").exists()
+    finally:
+        d.close()
+
+
+def test_refused_block_stays_asleep_and_says_why(dump, abi):
+    (dump.root / ".probe" / "control.block").write_bytes(b"\0" * 100)
+    p = dump.host(abi, ["update", ["need", "X"], ["range", 0]])
+    assert say(p) == {"need": [0], "range": [0]}
+    assert "remove the .probe directory" in p.stderr
+
+
+DIRS = [L, "0_7/0/50_Layer", "0_7/0/2_Layer/0_LinearOperation",
+        "0_7/0/2_Layer/1_LinearOperation/0_MatMulKernel", "0_7/0/2_Layer/10_Rope",
+        "0_7/3/5_Prefill_layer", "0_7/3/5_Prefill_layer/2_RmsNorm", "1_7/0/2_Layer",
+        "0_7/1/7_Prefill_5/0_Linear", "0_7/0", "0_7/0/NoId"]
+CONFIGS = [
+    {},
+    {"save_child": True},
+    {"ids": "2"},
+    {"ids": "2", "save_child": True},
+    {"ids": "2_1,5"},
+    {"ids": "5", "save_child": True, "exec_range": "3,3"},
+    {"op_name": "linear"},
+    {"op_name": "LINEAR,rms", "save_child": True},
+    {"ids": "50", "op_name": "rope"},
+    {"device": "1"},
+    {"exec_range": "0,0,3,4"},
+    {"exec_range": "none"},
+]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: json.dumps(c, sort_keys=True))
+def test_selection_matches_the_rules(dump, cfg):
+    raw = {"dump_enable": True, "task": "all", "exec_range": "all", **cfg}
+    dump.publish(raw)
+    lines = []
+    for d in DIRS:
+        count = d.split("/")[1]
+        lines += [["range", count], ["dir", d]]
+    got = say(dump.host(1, lines))
+    for i, d in enumerate(DIRS):
+        want = oracle_selected(d, raw)
+        assert bool(got["range"][i] and got["dir"][i]) == want, (d, raw)
+
+
+def test_tensor_bin_record_and_stats(dump, abi):
+    dump.publish(AWAKE)
+    vals = [1.0, -2.5, 0.0, 65504.0, float("inf"), 6e-8]
+    src = f16(*vals)
+    path = f"{L}/before/intensor0_x.bin"
+    p = dump.host(abi, [["save", 2, 1, "2,3", src, path]])
+    assert p.stdout.count("Ready to dump ATB data, the running speed of the model will be "
+                          "affected") == 1
+    blob = (dump.data / path).read_bytes()
+    payload = np.array(vals, dtype=np.float16).tobytes()
+    assert blob == (b"$Version=1.0\n$Object.Count=1\n$Object.Length=12\nformat=2\ndtype=1\n"
+                    b"dims=2,3\n$Object.data=0,12\n$End=1\n" + payload)
+    assert (os.stat(dump.data / path).st_mode & 0o777) == 0o640
+    [rec] = dump.tensors()
+    assert rec["file"] == "bin" and rec["task"] == "all" and rec["path"] == path
+    assert (rec["format"], rec["dtype"], rec["dims"], rec["size"]) == (2, 1, "2,3", 12)
+    st = rec["stats"]
+    assert st["count"] == 6 and st["max"] == "inf" and st["min"] == -2.5
+    assert st["pinf"] == 1 and st["zero"] == 1 and st["nan"] == 0
+    assert st["mean"] == "inf" and st["norm"] == "inf"
+    # the smallest fp16 subnormal survives with full precision
+    p = dump.host(abi, [["save", 2, 1, "1", f16(6e-8), f"{L}/after/outtensor0.bin"]])
+    small = [r for r in dump.tensors() if r["path"].endswith("outtensor0.bin")][0]["stats"]
+    assert small["max"] == float(np.float16(6e-8)) == 5.960464477539063e-08
+
+
+@pytest.mark.parametrize("task,want_file,want_stats", [
+    ("tensor", "bin", False), ("statistics", "none", True), ("all", "bin", True)])
+def test_task_decides_bin_and_stats(dump, task, want_file, want_stats):
+    dump.publish({**AWAKE, "task": task})
+    path = f"{L}/after/outtensor0.bin"
+    dump.host(1, [["save", 2, 3, "3", "hex:" + struct.pack("<3i", -7, 0, 9).hex(), path]])
+    [rec] = dump.tensors()
+    assert rec["file"] == want_file and rec["task"] == task
+    assert (dump.data / path).exists() == (want_file == "bin")
+    if want_stats:
+        assert rec["stats"] == {"count": 3, "max": 9, "min": -7, "mean": 2 / 3,
+                                "norm": 130 ** 0.5, "nan": 0, "pinf": 0, "ninf": 0, "zero": 1}
+    else:
+        assert rec["stats"] is None
+
+
+def test_empty_and_unsupported_tensors(dump):
+    dump.publish(AWAKE)
+    dump.host(1, [["save", 2, 1, "0,4", "hex:", f"{L}/before/intensor0.bin"],
+                  ["save", 2, 29, "4", "hex:1234", f"{L}/before/intensor1.bin"]])
+    recs = {r["path"].rsplit("/", 1)[1]: r for r in dump.tensors()}
+    assert recs["intensor0.bin"]["file"] == "bin" and recs["intensor0.bin"]["stats"] is None
+    assert recs["intensor0.bin"]["note"] == "empty tensor"
+    attrs, payload = read_bin(dump.data / L / "before/intensor0.bin")
+    assert attrs["$Object.Length"] == "0" and payload == b""
+    assert recs["intensor1.bin"]["note"] == "unsupported dtype int4"
+
+
+BAD = [
+    (["save", 2, 1, "2", "null:4", f"{L}/before/intensor0.bin"], "null data pointer"),
+    (["save", 2, 1, "3", "hex:0000", f"{L}/before/intensor1.bin"], "does not match dims"),
+    (["save", 2, 1, "1", "hex:0000", "0_7/0/../../../escape.bin"], "'..'"),
+    (["save", 2, 1, "1", "hex:0000", "/tmp/abs.bin"], "absolute"),
+    (["save", 2, 1, "1", "hex:0000", "0_7/0/a\x01b/x.bin"], "control character"),
+    (["save", 2, 1, "1", "hex:0000", "0_7/0//x.bin"], "empty path component"),
+    (["save", 2, 1, "1", "hex:0000", "0_7/0/" + "n" * 300 + "/x.bin"], "longer than 255"),
+    (["save", "ND", 1, "1", "hex:0000", f"{L}/before/intensor2.bin"], "decimal enum"),
+    (["save", 2, 1, "1,x", "hex:0000", f"{L}/before/intensor3.bin"], "comma list"),
+]
+
+
+def test_bad_inputs_are_survived_counted_and_recorded(dump, abi):
+    dump.publish(AWAKE)
+    good = ["save", 2, 1, "1", "hex:003c", f"{L}/before/intensor9.bin"]
+    p = dump.host(abi, [b[0] for b in BAD] + [good])
+    lost = dump.tensors("lost")
+    assert len(lost) == len(BAD)
+    for (_, why), rec in zip(BAD, sorted(lost, key=lambda r: r["seq"])):
+        assert why in rec["note"]
+    assert [r["path"] for r in dump.tensors("bin")] == [good[-1]]
+    assert p.stderr.count("not written") == len(BAD)
+    # nothing escaped the dump root
+    assert sorted(os.listdir(dump.out)) == ["atb_dump_data"]
+    assert not (dump.base / "escape.bin").exists()
+    exit_rec = [r for r in dump.records() if r["k"] == "exit"][0]
+    assert exit_rec["errors"] == len(BAD) and exit_rec["tensors_written"] == 1
+
+
+def test_symlinked_dir_in_tree_is_not_followed(dump, tmp_path):
+    dump.publish(AWAKE)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (dump.data / "0_7" / "0").mkdir(parents=True)
+    os.symlink(outside, dump.data / "0_7" / "0" / "2_Layer")
+    dump.host(1, [["save", 2, 1, "1", "hex:003c", f"{L}/before/intensor0.bin"]])
+    assert list(outside.iterdir()) == []
+    [rec] = dump.tensors()
+    assert rec["file"] == "lost" and "cannot create directory" in rec["note"]
+
+
+def dedup_script(round_: int = 0) -> list:
+    base = f"0_7/{round_}/2_Layer"
+    same, other = f16(1, 2), f16(3, 4)
+    return [
+        ["save", 2, 1, "2", same, f"{base}/before/intensor0.bin"],
+        ["save", 2, 1, "2", same, f"{base}/0_LinearOperation/before/intensor0_x.bin"],
+        ["save", 2, 1, "2", other, f"{base}/0_LinearOperation/after/outtensor0_y.bin"],
+        ["save", 2, 1, "2", same, f"{base}/0_LinearOperation/0_MatMulKernel/before/intensor0.bin"],
+        ["save", 2, 1, "1,2", same, f"{base}/1_Add/before/intensor0.bin"],  # other dims
+        ["save", 2, 1, "2", other, f"{base}/after/outtensor0.bin"],
+    ]
+
+
+def test_filter_level_1_stubs_identical_tensors_per_layer_and_round(dump):
+    dump.publish({**AWAKE, "save_child": True, "filter_level": 1})
+    dump.host(1, dedup_script(0) + dedup_script(1))
+    for rnd in (0, 1):
+        recs = {r["path"]: r for r in dump.tensors() if r["path"].startswith(f"0_7/{rnd}/")}
+        base = f"0_7/{rnd}/2_Layer"
+        files = {p[len(base) + 1:]: r["file"] for p, r in recs.items()}
+        assert files == {"before/intensor0.bin": "bin",
+                         "0_LinearOperation/before/intensor0_x.bin": "stub",
+                         "0_LinearOperation/after/outtensor0_y.bin": "bin",
+                         "0_LinearOperation/0_MatMulKernel/before/intensor0.bin": "stub",
+                         "1_Add/before/intensor0.bin": "bin",
+                         "after/outtensor0.bin": "stub"}
+        stub = f"{base}/0_LinearOperation/before/intensor0_x.bin"
+        attrs, payload = read_bin(dump.data / stub)
+        assert attrs["$Object.Count"] == "0" and attrs["data"] == "../../before/intensor0.bin"
+        assert payload == b"" and recs[stub]["alias"] == attrs["data"]
+        assert (dump.data / stub).parent.joinpath(attrs["data"]).resolve() == \
+            (dump.data / base / "before/intensor0.bin").resolve()
+        # stats are still there for a stub
+        assert recs[stub]["stats"]["count"] == 2
+        assert read_bin(dump.data / base / "after/outtensor0.bin")[0]["data"] == \
+            "../0_LinearOperation/after/outtensor0_y.bin"
+
+
+def test_filter_level_2_stubs_kernels_and_level_0_saves_all(dump):
+    dump.publish({**AWAKE, "save_child": True, "filter_level": 2})
+    dump.host(1, dedup_script(0))
+    k = "0_7/0/2_Layer/0_LinearOperation/0_MatMulKernel/before/intensor0.bin"
+    assert read_bin(dump.data / k)[0]["data"] == "intensor0.bin"
+    dump.publish({**AWAKE, "save_child": True, "filter_level": 0})
+    dump.host(1, dedup_script(5))
+    assert {r["file"] for r in dump.tensors() if r["path"].startswith("0_7/5/")} == {"bin"}
+    # without save_child there is no dedup at all (msProbe's precondition)
+    dump.publish({**AWAKE, "save_child": False, "filter_level": 1})
+    dump.host(1, dedup_script(6))
+    assert {r["file"] for r in dump.tensors() if r["path"].startswith("0_7/6/")} == {"bin"}
+
+
+def test_param_graph_topo_records(dump, abi):
+    dump.publish({**AWAKE, "device": "0"})
+    graph = '{"opName":"Layer_2","nodes":[{"opName":"E"}],"x":"\x01"}'
+    p = dump.host(abi, [["param", f"{L}/op_param.json", '{"a":1}'],
+                        ["param", "3_7/0/2_Layer/op_param.json", '{"b":2}'],
+                        ["graph", "Layer_2", graph], ["topo?", "M"], ["topo?", "M"],
+                        ["topo?", "N"], ["topo", "M", '{"modelName":"M"}']])
+    assert say(p)["topo?"] == [1, 0, 1]
+    assert (dump.data / L / "op_param.json").read_text() == '{"a":1}\n'
+    assert not (dump.data / "3_7").exists()  # device filter
+    recs = dump.records()
+    [param] = [r for r in recs if r["k"] == "param"]
+    assert param["file"] == "json" and param["path"] == f"{L}/op_param.json"
+    [g] = [r for r in recs if r["k"] == "graph"]
+    assert g["name"] == "Layer_2" and g["json"] == graph and g["dev"] == -1
+    [t] = [r for r in recs if r["k"] == "topo"]
+    assert t["model"] == "M" and json.loads(t["json"]) == {"modelName": "M"}
+
+
+def test_graph_json_with_invalid_utf8_stays_valid_json(dump):
+    dump.publish(AWAKE)
+    script = b"graph\tLayer_\xff\t{\"a\":\"\xc3(\xed\xa0\x80\"}\n"
+    subprocess.run([str(host_bin(1))], input=script, env=dump.env(), check=True,
+                   capture_output=True)
+    [g] = [r for r in dump.records() if r["k"] == "graph"]
+    assert g["name"] == "Layer_\ufffd" and "\ufffd" in g["json"]
+
+
+def test_overflow_dumps_the_after_tensors_of_the_overflowing_kernel(dump, abi):
+    raw = {"dump_enable": True, "task": "overflow_check", "exec_range": "0,0",
+           "overflow_check": {"overflow_nums": 1}}
+    dump.publish(raw)
+    kdir = "0_7/3/5_Layer/3_LinearOperation/0_MatMulKernel"
+    p = dump.host(abi, [
+        "ovcheck", ["range", 3], "before", "after", ["dir", "0_7/3/5_Layer"],
+        ["overflow", "LinearOperation_5_3:MatMulKernel"],
+        ["range", 3], "after", ["dir", "0_7/3/5_Layer/4_LinearOperation/0_MatMulKernel"],
+        ["dir", kdir],
+        ["save", 2, 1, "1", f16(float("inf")), f"{kdir}/after/outtensor0.bin"],
+        "after", "ovcheck", ["overflow", "LinearOperation_5_3:MatMulKernel"], "after"])
+    assert say(p) == {"ovcheck": [1, 0], "range": [1, 1], "before": [0],
+                      "after": [0, 1, 0, 0], "dir": [0, 0, 1]}
+    recs = dump.records()
+    ov = [r for r in recs if r["k"] == "overflow"]
+    assert [r["kernel"] for r in ov] == ["LinearOperation_5_3:MatMulKernel"]
+    [t] = dump.tensors()
+    assert t["file"] == "bin" and t["stats"]["pinf"] == 1
+    assert [r for r in recs if r["k"] == "exit"][0]["overflow_events"] == 1
+
+
+def test_config_changes_apply_at_the_next_op_and_errors_print_once(dump, abi):
+    dump.publish({"dump_enable": False})
+    proc = subprocess.Popen([str(host_bin(abi))], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dump.env())
+
+    def ask(script: str, lines: int) -> list[str]:
+        proc.stdin.write(script)
+        proc.stdin.flush()
+        return [proc.stdout.readline().strip() for _ in range(lines)]
+
+    assert ask("update\nrange\t0\n", 1) == ["range=0"]
+    dump.publish(AWAKE, error="line 3: dump_enable must be true or false")
+    woke, answer = ask("update\nrange\t0\nsleep\t800\n", 2)
+    assert woke.endswith("Ready to dump ATB data, the running speed of the model will be affected")
+    assert answer == "range=1"
+    dump.publish({"dump_enable": False})  # back to sleep, cheaply
+    proc.stdin.write("update\nrange\t0\nupdate\n")
+    rest, err = proc.communicate(timeout=30)
+    assert rest.split() == ["range=0"]
+    assert err.count("[msprobe-atb] config rejected, keeping the previous one: line 3: "
+                     "dump_enable must be true or false") == 1
+    assert [r["k"] for r in dump.records()].count("wake") == 1
+
+
+def test_forked_child_attaches_as_its_own_process(dump):
+    dump.publish(AWAKE)
+    dump.host(1, [["save", 2, 1, "1", "hex:003c", f"{L}/before/intensor0.bin"],
+                  ["fork", "save", 2, 1, "1", "hex:0040", "0_8/0/2_Layer/before/intensor0.bin"]])
+    logs = list((dump.root / ".probe" / "records").glob("*.jsonl"))
+    assert len(logs) == 2
+    attaches = [r for r in dump.records() if r["k"] == "attach"]
+    assert len({a["pid"] for a in attaches}) == 2
+    assert {r["path"] for r in dump.tensors("bin")} == {
+        f"{L}/before/intensor0.bin", "0_8/0/2_Layer/before/intensor0.bin"}
+    assert len([r for r in dump.records() if r["k"] == "exit"]) == 2
+
+
+def publish_compiled(dump: Dump, **changes) -> None:
+    from msprobe_atb.config.schema import compile_config, validate
+    from msprobe_atb.control.block import ControlBlock
+
+    cfg = dataclasses.replace(compile_config(validate(AWAKE)), **changes)
+    with ControlBlock(dump.root, create=True) as block:
+        block.publish(cfg)
+
+
+def test_drop_policy_counts_and_records_every_drop(dump):
+    publish_compiled(dump, queue_budget_bytes=1000, queue_policy=1)
+    n = 300
+    dump.host(1, [["save", 2, 4, "65536", "fill:7:65536", f"{L}/before/intensor{i}.bin"]
+                  for i in range(n)])
+    lost = dump.tensors("lost")
+    written = dump.tensors("bin")
+    assert len(lost) + len(written) == n
+    assert lost, "a 1000-byte budget with 64 KiB tensors must drop some"
+    assert all("queue_full_policy drop" in r["note"] for r in lost)
+    ex = [r for r in dump.records() if r["k"] == "exit"][0]
+    assert ex["drops"] == len(lost) and ex["tensors_written"] == len(written)
+
+
+def test_block_policy_is_lossless_with_a_tiny_budget(dump):
+    publish_compiled(dump, queue_budget_bytes=1000, queue_policy=0)
+    dump.host(1, [["stress", 2, 60, 8192]])
+    assert len(dump.tensors("bin")) == 120 and not dump.tensors("lost")
+    from msprobe_atb.control.block import PROC_EXITED, ControlBlock
+
+    with ControlBlock(dump.root) as block:
+        [slot] = [s for s in block.procs() if s.pid]
+        assert slot.flags & PROC_EXITED
+        assert (slot.queue_depth, slot.queue_bytes) == (0, 0)
+        assert (slot.tensors_selected, slot.tensors_written) == (120, 120)
+        assert slot.bytes_written == 120 * 8192 and slot.ops_seen == 120
+
+
+def test_exit_drain_is_bounded_and_counts_what_is_left(dump):
+    publish_compiled(dump)
+    start = time.monotonic()
+    dump.host(1, [["save", 2, 4, str(8 << 20), f"fill:1:{8 << 20}", f"{L}/before/intensor{i}.bin"]
+                  for i in range(12)], MSPROBE_ATB_EXIT_DRAIN_S="0")
+    assert time.monotonic() - start < 30
+    ex = [r for r in dump.records() if r["k"] == "exit"][0]
+    lost = [r for r in dump.tensors("lost") if "exited" in r["note"]]
+    assert ex["lost"] >= len(lost)
+    assert len(dump.tensors("bin")) + ex["lost"] == 12
+    assert ex["drained"] == (ex["lost"] == 0)
+    # no partial file is ever visible under a final name
+    for r in dump.tensors("bin"):
+        assert (dump.data / r["path"]).stat().st_size > 8 << 20
+
+
+def test_closed_stderr_pipe_does_not_kill_the_host(dump):
+    dump.publish(AWAKE)
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run([str(host_bin(1))], input="save\t2\t1\t1\tnull:2\tx/y.bin\n"
+                           "update\nrange\t0\n", stdout=subprocess.PIPE, stderr=w, text=True,
+                           env=dump.env(), timeout=60)
+    finally:
+        os.close(w)
+    assert p.returncode == 0 and p.stdout.strip().endswith("range=1")
+    assert dump.tensors("lost")
+
+
+def test_a_failing_write_leaves_no_partial_file(dump):
+    """A file size limit makes the .bin write fail half way (like a full disk):
+    the tensor is recorded as lost with the reason and no file is left behind."""
+    import resource
+
+    dump.publish(AWAKE)
+    limit = 16384
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    script = "".join(f"save\t2\t4\t{n}\tfill:3:{n}\t{L}/before/intensor{i}.bin\n"
+                     for i, n in enumerate((100, 65536, 200)))
+    p = subprocess.run([str(host_bin(1))], input=script, capture_output=True, text=True,
+                       env=dump.env(), preexec_fn=small_files, timeout=60)
+    assert p.returncode == 0, p.stderr
+    files = {r["path"].rsplit("/", 1)[1]: r for r in dump.tensors()}
+    assert files["intensor1.bin"]["file"] == "lost"
+    assert "cannot write the .bin" in files["intensor1.bin"]["note"]
+    assert files["intensor0.bin"]["file"] == files["intensor2.bin"]["file"] == "bin"
+    assert sorted(os.listdir(dump.data / L / "before")) == ["intensor0.bin", "intensor2.bin"]
+
+
+def test_a_killed_control_plane_is_restarted(tmp_path):
+    import signal
+    import sys
+
+    from probe_helpers import REPO
+
+    from msprobe_atb.control.block import ControlBlock
+    from msprobe_atb.control.liveness import pid_alive
+
+    d = Dump(tmp_path, locked=False)
+    d.config.write_text(json.dumps({"dump_enable": True, "exec_range": "all"}))
+    proc = subprocess.Popen([str(host_bin(1))], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env=d.env(MSPROBE_ATB_ATTACH_WAIT_MS="30000"))
+    try:
+        proc.stdin.write("update\nrange\t0\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip().endswith("affected")  # the daemon published
+        assert proc.stdout.readline().strip() == "range=1"
+        with ControlBlock(d.root) as block:
+            first = block.daemon_pid
+            assert first and pid_alive(first)
+            os.kill(first, signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                pid = block.daemon_pid
+                if pid and pid != first and pid_alive(pid):
+                    break
+                time.sleep(0.1)
+            else:
+                pytest.fail("the shim did not restart the control plane: " +
+                            (d.root / ".probe" / "daemon.log").read_text())
+        proc.stdin.write(f"save\t2\t1\t1\thex:003c\t{L}/before/intensor0.bin\n")
+    finally:
+        proc.communicate(timeout=60)
+        subprocess.run([sys.executable, "-m", "msprobe_atb", "daemon", "--stop", "--output",
+                        str(d.out)], cwd=REPO, capture_output=True, timeout=60)
+        d.close()
+    assert d.tensors("bin")
