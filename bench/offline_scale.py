@@ -1,5 +1,7 @@
-"""Offline tools at scale: a statistics-only dump of ~1M CSV rows (generated
-here in a temp dir), timed through open_dump, stats, filter and compare.
+"""Offline tools on a 1M-row statistics dump: open, stats, filter, compare.
+
+The dump (statistic.csv + statistic_extra.csv, 100 round dirs, and a golden twin)
+is generated in a temp dir and removed afterwards.
 
 `run()` returns lines of measured figures; `python bench/offline_scale.py [rows]`
 prints them."""

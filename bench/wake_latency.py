@@ -53,7 +53,7 @@ def _latencies(samples: int, events: bool) -> list[float]:
                     write_config(cfg, dump_enable=True, exec_range="none" if i % 2 else
                                  "1000000,1000001")
                     t0 = time.perf_counter()
-                    applied = _wait(lambda: block.generation != before and
+                    applied = _wait(lambda before=before: block.generation != before and
                                     applied_gen() == block.generation,
                                     30)
                     if applied:

@@ -10,6 +10,8 @@ command -v cc >/dev/null || need_apt+=(gcc)
 command -v g++ >/dev/null || need_apt+=(g++)
 command -v nm >/dev/null || need_apt+=(binutils)
 "$python" -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+# Headless Chromium renders the offline HTML report in tests/offline.
+command -v chromium >/dev/null || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "installing system packages: ${need_apt[*]}"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"

@@ -1,0 +1,198 @@
+"""Reading `.bin` tensor files (spec §7, contracts §6): header, payload, alias stubs.
+
+A `.bin` is a text header of `key=value` lines ending with `$End=1`, then the raw
+payload. A dedup stub has `$Object.Count=0` and `data=<relative path of the real
+file>`; a filter_level-2 kernel stub names itself in `data=`, meaning the tensor
+was intentionally not saved. Every error names the file and what is wrong.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .dtypes import SPECS, dtype_name, format_name
+
+MAX_HEADER = 64 * 1024  # a real header is ~120 bytes; anything longer is not a .bin
+MAX_ALIAS_HOPS = 32
+
+
+class BinFileError(ValueError):
+    """A `.bin` file that cannot be read; the message names the file and the problem."""
+
+    def __init__(self, path: os.PathLike | str, problem: str):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
+
+
+class TensorNotSaved(BinFileError):
+    """A filter_level-2 kernel stub: the probe chose not to save this tensor."""
+
+
+@dataclass
+class BinHeader:
+    path: Path
+    version: str
+    object_count: int
+    length: int  # payload bytes promised by $Object.Length
+    dtype: int
+    format: int
+    dims: tuple[int, ...]
+    data_offset: int  # absolute offset of the payload in the file
+    alias: str | None = None  # the `data=` attribute of a stub
+    attrs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def dtype_name(self) -> str:
+        return dtype_name(self.dtype)
+
+    @property
+    def format_name(self) -> str:
+        return format_name(self.format)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.dims)
+
+    @property
+    def is_stub(self) -> bool:
+        return self.alias is not None
+
+    @property
+    def not_saved(self) -> bool:
+        """A filter_level-2 stub that names itself: intentionally not saved."""
+        return self.alias is not None and self.alias == self.path.name
+
+
+def _int(path: Path, key: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise BinFileError(path, f"header field {key}={value!r} is not an integer") from None
+
+
+def read_header(path: os.PathLike | str) -> BinHeader:
+    """Parse the header of one `.bin`; checks the payload size against the file size."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(MAX_HEADER)
+            size = os.fstat(f.fileno()).st_size
+    except OSError as e:
+        raise BinFileError(path, f"cannot open: {e.strerror}") from None
+    if not head:
+        raise BinFileError(path, "file is empty (0 bytes): the write never completed")
+    if not head.startswith(b"$Version="):
+        raise BinFileError(path, "does not start with '$Version=': not an ATB .bin tensor file")
+    end = head.find(b"\n$End=")
+    eol = head.find(b"\n", end + 1) if end >= 0 else -1
+    if end < 0 or eol < 0:
+        problem = ("header has no '$End=' line: the file is truncated inside its header"
+                   if size < MAX_HEADER else "no '$End=' line in the first 64 KiB: not a .bin")
+        raise BinFileError(path, problem)
+    fields: dict[str, str] = {}
+    objects: list[tuple[int, int]] = []
+    for n, raw in enumerate(head[:end].split(b"\n"), start=1):
+        line = raw.decode("utf-8", "replace")
+        key, sep, value = line.partition("=")
+        if not sep or not key:
+            raise BinFileError(path, f"header line {n} {line!r} is not key=value")
+        if key.startswith("$Object.") and key not in ("$Object.Count", "$Object.Length"):
+            off, _, ln = value.partition(",")
+            objects.append((_int(path, key, off), _int(path, key, ln)))
+        else:
+            fields[key] = value
+    for key in ("$Object.Count", "$Object.Length", "dtype", "dims"):
+        if key not in fields:
+            raise BinFileError(path, f"header lacks the {key} field")
+    dims_text = fields["dims"].strip()
+    dims = tuple(_int(path, "dims", d) for d in dims_text.split(",")) if dims_text else ()
+    if any(d < 0 for d in dims):
+        raise BinFileError(path, f"negative dimension in dims={dims_text}")
+    hdr = BinHeader(
+        path=path, version=fields.get("$Version", ""),
+        object_count=_int(path, "$Object.Count", fields["$Object.Count"]),
+        length=_int(path, "$Object.Length", fields["$Object.Length"]),
+        dtype=_int(path, "dtype", fields["dtype"]), format=_int(path, "format",
+                                                                 fields.get("format", "-1")),
+        dims=dims, data_offset=eol + 1, alias=fields.get("data"),
+        attrs={k: v for k, v in fields.items() if not k.startswith("$")},
+    )
+    if hdr.alias is not None:
+        if hdr.object_count != 0 or hdr.length != 0:
+            raise BinFileError(path, f"stub (data={hdr.alias}) also claims "
+                                     f"{hdr.object_count} object(s) of {hdr.length} bytes")
+        return hdr
+    if hdr.object_count != 1:
+        raise BinFileError(path, f"$Object.Count={hdr.object_count} without a data= alias; "
+                                 "only single-object files are written by the probe")
+    if objects:
+        hdr.data_offset += objects[0][0]
+    have = size - hdr.data_offset
+    if have < hdr.length:
+        raise BinFileError(path, f"file is truncated: the header promises {hdr.length} payload "
+                                 f"bytes, the file holds {have}")
+    if have > hdr.length:
+        raise BinFileError(path, f"{have - hdr.length} unexpected bytes after the "
+                                 f"{hdr.length}-byte payload (two records appended to one file?)")
+    return hdr
+
+
+def resolve(path: os.PathLike | str) -> BinHeader:
+    """The header of the file holding the data: alias stubs are followed."""
+    hdr = read_header(path)
+    seen = {Path(path).resolve()}
+    while hdr.is_stub:
+        if hdr.not_saved:
+            raise TensorNotSaved(hdr.path, "filter_level-2 stub: this kernel tensor was "
+                                           "intentionally not saved (data= names the stub itself)")
+        target = (hdr.path.parent / hdr.alias).resolve()
+        if target in seen:
+            raise BinFileError(path, f"alias loop through {target}")
+        if len(seen) > MAX_ALIAS_HOPS:
+            raise BinFileError(path, f"more than {MAX_ALIAS_HOPS} alias hops")
+        if not target.is_file():
+            raise BinFileError(hdr.path, f"alias stub points to {hdr.alias} ({target}), "
+                                         "which does not exist")
+        seen.add(target)
+        stub = hdr.path
+        try:
+            hdr = read_header(target)
+        except BinFileError as e:
+            raise BinFileError(stub, f"alias target {e.path}: {e.problem}") from None
+    return hdr
+
+
+def load_payload(hdr: BinHeader, raw: bool = False) -> np.ndarray:
+    """Decode the payload of a resolved (non-stub) header into an array of `hdr.dims`."""
+    spec = SPECS.get(hdr.dtype)
+    if spec is None:
+        raise BinFileError(hdr.path, f"unknown dtype code {hdr.dtype}; use raw bytes "
+                                     "(numpy.fromfile with the header's offset)")
+    with open(hdr.path, "rb") as f:
+        f.seek(hdr.data_offset)
+        buf = np.frombuffer(f.read(hdr.length), dtype=np.uint8)
+    if hdr.dtype == 13:  # string: raw bytes, no element shape
+        return buf
+    n = hdr.numel
+    if hdr.length not in spec.nbytes(n):
+        raise BinFileError(hdr.path, f"payload of {hdr.length} bytes does not fit dims="
+                                     f"{','.join(map(str, hdr.dims))} of dtype {spec.name} "
+                                     f"(expected {' or '.join(map(str, spec.nbytes(n)))} bytes; "
+                                     f"format {hdr.format_name})")
+    arr = spec.decode(buf, n, raw)
+    packed_raw = raw and hdr.dtype in (29, 30)  # raw int4/uint1 stay packed bytes
+    return arr if packed_raw else arr.reshape(hdr.dims)
+
+
+def load_bin(path: os.PathLike | str, raw: bool = False) -> np.ndarray:
+    """Load one `.bin` as a numpy array, following alias stubs.
+
+    bf16/fp8/fp6/fp4 decode to float32 unless `raw` (then the bit patterns);
+    int4/uint1 are unpacked unless `raw` (then the packed bytes)."""
+    return load_payload(resolve(path), raw=raw)

@@ -1,0 +1,191 @@
+"""Subcommands convert, stats, compare, overflow, report (registered into `msprobe-atb`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from .layout import DumpNotFound
+
+
+def _err(cmd: str, msg: str) -> int:
+    print(f"msprobe-atb {cmd}: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _jsonable(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def _bar(desc: str):
+    from tqdm import tqdm
+    return tqdm(desc=desc, unit="file", disable=None, file=sys.stderr, leave=False)
+
+
+def _filters(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--op", help="op id (5_1, with its children) or part of the op name path")
+    p.add_argument("--layer", help="top-level op: its id, its name, or a trailing number")
+    p.add_argument("--round", help="rounds, e.g. 0 or 0,2-4")
+    p.add_argument("--device", help="devices, e.g. 0 or 0-3")
+
+
+def _open(path: str, fill_stats: bool):
+    from .table import open_dump
+    return open_dump(path, fill_stats=fill_stats)
+
+
+def cmd_stats(a) -> int:
+    from .summary import format_text, summarize
+    from .table import filter_tensors, verify_files
+    try:
+        dump = _open(a.dir, fill_stats=not a.no_files)
+        if a.verify:
+            verify_files(dump)
+        df = filter_tensors(dump.tensors, op=a.op, layer=a.layer, round=a.round,
+                            device=a.device)
+    except (DumpNotFound, ValueError) as e:
+        return _err("stats", str(e))
+    s = summarize(dump, df)
+    if a.csv:
+        df.drop("key", "seq_exact").write_csv(a.csv)
+    if a.json:
+        print(json.dumps(_jsonable(s), indent=1))
+    else:
+        print(format_text(s))
+        if a.csv:
+            print(f"Tensor table ({df.height} rows): {a.csv}")
+    return 0
+
+
+def cmd_compare(a) -> int:
+    from .compare import compare_dumps, format_summary
+    try:
+        golden, target = _open(a.golden_path, False), _open(a.target_path, False)
+    except DumpNotFound as e:
+        return _err("compare", str(e))
+    bar = _bar("compare")
+    try:
+        res = compare_dumps(golden, target, rtol=a.rtol, atol=a.atol, min_within=a.min_within,
+                            min_cosine=a.min_cosine, jobs=a.jobs, progress=bar.update)
+    finally:
+        bar.close()
+    out = Path(a.output)
+    if out.suffix != ".csv":
+        out.mkdir(parents=True, exist_ok=True)
+        out = out / f"atb_compare_result_{datetime.now().strftime('%Y%m%d%H%M%S')}.csv"
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    res.rows.write_csv(out)
+    print(format_summary(res, str(out)))
+    return 1 if res.count("fail") else 0
+
+
+def cmd_convert(a) -> int:
+    from .convert import convert
+    bar = _bar("convert")
+    try:
+        rep = convert(a.src, a.output, jobs=a.jobs, raw=a.raw, progress=bar.update,
+                      total=lambda n: setattr(bar, "total", n))
+    except FileNotFoundError as e:
+        return _err("convert", str(e))
+    finally:
+        bar.close()
+    print(f"converted {rep.converted}, up to date {rep.up_to_date}, "
+          f"not saved (kernel stubs) {rep.not_saved}, errors {len(rep.errors)} -> {a.output}")
+    for e in rep.errors[:50]:
+        print(f"  error: {e}", file=sys.stderr)
+    return 1 if rep.errors else 0
+
+
+def cmd_overflow(a) -> int:
+    from .overflow import format_events, overflow_events
+    try:
+        dump = _open(a.dir, fill_stats=True)
+    except DumpNotFound as e:
+        return _err("overflow", str(e))
+    ev = overflow_events(dump, all_ops=a.all)
+    if a.json:
+        print(json.dumps(_jsonable(ev), indent=1))
+    else:
+        print(format_events(ev, a.limit))
+        for p in dump.problems[:20]:
+            print(f"  problem: {p}")
+    return 0
+
+
+def cmd_report(a) -> int:
+    from .compare import compare_dumps
+    from .report import build_report
+    try:
+        dump = _open(a.dir, fill_stats=True)
+        comp = compare_dumps(_open(a.golden, False), dump, jobs=a.jobs) if a.golden else None
+    except DumpNotFound as e:
+        return _err("report", str(e))
+    out = Path(a.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(build_report(dump, comp, a.golden), encoding="utf-8")
+    print(f"report: {out}")
+    return 0
+
+
+def register(sub) -> None:
+    from .compare import default_jobs
+
+    p = sub.add_parser("stats", help="summary of a dump: rounds, ops, first NaN/Inf, "
+                                     "largest values per layer")
+    p.add_argument("dir", help="output root, atb_dump_data, data/, {dev}_{pid} or round dir")
+    _filters(p)
+    p.add_argument("--csv", metavar="FILE", help="also write the (filtered) tensor table")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--verify", action="store_true",
+                   help="check every file's header, size and alias target (reads no data)")
+    p.add_argument("--no-files", action="store_true",
+                   help="do not read .bin files for tensors without statistics")
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("compare", help="compare a target dump with a golden one "
+                                       "(exit 1 if any tensor diverges)")
+    p.add_argument("-gp", "--golden_path", required=True, help="golden dump or round dir")
+    p.add_argument("-tp", "--target_path", required=True, help="target dump or round dir")
+    p.add_argument("-o", "--output", default="./output",
+                   help="result CSV file, or a directory for a timestamped one (./output)")
+    p.add_argument("--rtol", type=float, help="override the target dtype's rtol")
+    p.add_argument("--atol", type=float, help="override the target dtype's atol")
+    p.add_argument("--min-within", type=float, default=0.95,
+                   help="share of elements within tolerance to pass (0.95)")
+    p.add_argument("--min-cosine", type=float, default=0.999, help="cosine to pass (0.999)")
+    p.add_argument("-j", "--jobs", type=int, default=default_jobs())
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("convert", help=".bin to .npy, recursively, keeping the tree")
+    p.add_argument("src", help="a .bin file or a directory")
+    p.add_argument("-o", "--output", required=True, help="output directory (or .npy file)")
+    p.add_argument("-j", "--jobs", type=int, default=default_jobs())
+    p.add_argument("--raw", action="store_true",
+                   help="keep bf16/fp8/fp4 bit patterns and packed int4/uint1 bytes")
+    p.set_defaults(func=cmd_convert)
+
+    p = sub.add_parser("overflow", help="overflow events in order, with the op's tensors")
+    p.add_argument("dir")
+    p.add_argument("--all", action="store_true",
+                   help="derived events: also ops that only pass NaN/Inf on")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_overflow)
+
+    p = sub.add_parser("report", help="self-contained HTML report with plots")
+    p.add_argument("dir")
+    p.add_argument("--golden", help="golden dump: adds the error growth along the layers")
+    p.add_argument("-o", "--output", default="report.html")
+    p.add_argument("-j", "--jobs", type=int, default=default_jobs())
+    p.set_defaults(func=cmd_report)

@@ -1,0 +1,378 @@
+"""`msprobe-atb compare`: a target dump against a golden one.
+
+Tensors are matched by process pair, round, op id path, op name path, stage
+(before/after), io and index (the n-th occurrence of the same key in a round
+pairs with the n-th); leftovers on both sides then pair by op id path alone
+(kernel names carry the dtype: AddF16Kernel vs AddF32Kernel), noted in `reason`.
+Every tensor appears in the result: matched pairs get metrics and a verdict, the
+rest are `golden-only` / `target-only`. Tensor dumps are compared element-wise
+(metrics.py); statistics-only dumps by their statistics:
+* Max, Min, Norm pass if |Δ| ≤ atol + 10·rtol·|golden| (10× the element
+  tolerance of the target dtype, since statistics accumulate rounding);
+* Mean passes if |Δ| ≤ atol + 10·rtol·rms(golden) (rms = Norm/sqrt(count));
+* NaN/+Inf/−Inf counts must be equal when both sides have them.
+A tensor passes if its non-finite values agree, within_tol ≥ --min-within (0.95)
+and cosine ≥ --min-cosine (0.999) (tensor mode), or every statistic is within
+(stats mode). Other verdicts: `unreadable` (a bad file, named in `reason`),
+`not-saved` (filter_level-2 kernel stubs), `no-data`. The headline (first
+divergent op, error growth) considers inputs before and outputs after each op;
+an output buffer before the op ran (`before/outtensor*`) is compared but not
+headlined.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from .dtypes import TOLERANCES
+from .metrics import file_metrics
+from .table import Dump, op_path
+
+STATS_FACTOR = 10.0
+RESULT_COLUMNS = [
+    "verdict", "mode", "golden_process", "target_process", "round", "op", "stage", "io",
+    "index", "primary", "golden_dtype", "target_dtype", "golden_shape", "target_shape",
+    "cosine", "max_abs_err", "max_rel_err", "rmse", "rel_rmse", "within_tol", "rtol", "atol",
+    "nonfinite_match",
+    "golden_nan", "golden_pinf", "golden_ninf", "target_nan", "target_pinf", "target_ninf",
+    "golden_max", "target_max", "golden_min", "target_min", "golden_mean", "target_mean",
+    "golden_norm", "target_norm", "reason", "golden_path", "target_path", "target_seq",
+    "golden_seq", "op_id", "op_name",
+]
+
+
+@dataclass
+class CompareResult:
+    rows: pl.DataFrame  # RESULT_COLUMNS, in target execution order, then golden-only
+    process_pairs: list[tuple[str, str]]
+    unpaired: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def count(self, verdict: str) -> int:
+        return self.rows.filter(pl.col("verdict") == verdict).height
+
+
+def pair_processes(g: pl.DataFrame, t: pl.DataFrame) -> tuple[list[tuple[str, str]], list[str]]:
+    """Pair golden and target processes: by device id when each side has one
+    process per device, else in sorted order. Returns pairs and notes on leftovers."""
+    gp = g.select("dev_pid", "device").unique().sort("dev_pid").rows()
+    tp = t.select("dev_pid", "device").unique().sort("dev_pid").rows()
+    gdev, tdev = [d for _, d in gp], [d for _, d in tp]
+    pairs: list[tuple[str, str]] = []
+    if len(set(gdev)) == len(gdev) and len(set(tdev)) == len(tdev) and set(gdev) & set(tdev):
+        tby = {d: p for p, d in tp}
+        pairs = [(p, tby[d]) for p, d in gp if d in tby]
+    else:
+        pairs = list(zip([p for p, _ in gp], [p for p, _ in tp]))
+    used_g, used_t = {a for a, _ in pairs}, {b for _, b in pairs}
+    notes = [f"golden process {p} has no target counterpart" for p, _ in gp if p not in used_g]
+    notes += [f"target process {p} has no golden counterpart" for p, _ in tp if p not in used_t]
+    return pairs, notes
+
+
+def _keyed(df: pl.DataFrame, side: str) -> pl.DataFrame:
+    df = df.with_columns(pl.int_range(pl.len()).over(["dev_pid", "round", "key"]).alias("occ"))
+    keep = ["dev_pid", "round", "key", "occ", "op_id", "op_name", "stage", "primary", "io",
+            "index", "dtype", "shape", "max", "min", "mean", "norm", "count", "nan", "pinf",
+            "ninf", "path", "status", "seq"]
+    return df.select([pl.col(c).alias(f"{side}_{c}") if c not in ("round", "key", "occ")
+                      else pl.col(c) for c in keep])
+
+
+def _ok(g: pl.Expr, t: pl.Expr, tol: pl.Expr) -> pl.Expr:
+    """A statistic agrees: within tol, or the same NaN/Inf; missing counts as agreeing."""
+    return (pl.when(g.is_null() | t.is_null()).then(True)
+            .when(g.is_nan() | t.is_nan()).then(g.is_nan() & t.is_nan())
+            .when(g.is_infinite() | t.is_infinite()).then(g == t)
+            .otherwise((t - g).abs() <= tol))
+
+
+def _stats_columns(rtol: pl.Expr, atol: pl.Expr) -> list[pl.Expr]:
+    """Vectorised stats-mode metrics: reason (empty if all agree), nonfinite_match,
+    rel_rmse (relative Norm error, for growth ranking)."""
+    rs = STATS_FACTOR * rtol
+
+    def c(side: str, k: str) -> pl.Expr:
+        return pl.col(f"{side}_{k}")
+
+    def fmt(v: pl.Expr) -> pl.Expr:
+        return v.cast(pl.Utf8).fill_null("-")
+
+    pieces = []
+    for k in ("max", "min", "norm"):
+        g, t = c("golden", k), c("target", k)
+        tol = pl.when(g.is_finite()).then(atol + rs * g.abs()).otherwise(0.0)
+        pieces.append(pl.when(~_ok(g, t, tol)).then(
+            pl.concat_str([pl.lit(f"{k} "), fmt(g), pl.lit(" vs "), fmt(t)])))
+    gn, n = c("golden", "norm"), c("golden", "count")
+    rms = pl.when(gn.is_finite() & (n > 0)).then(gn / n.cast(pl.Float64).sqrt()).otherwise(0.0)
+    g, t = c("golden", "mean"), c("target", "mean")
+    pieces.append(pl.when(~_ok(g, t, atol + rs * rms)).then(
+        pl.concat_str([pl.lit("mean "), fmt(g), pl.lit(" vs "), fmt(t)])))
+    counts = ("nan", "pinf", "ninf")
+    for k in counts:
+        g, t = c("golden", k), c("target", k)
+        pieces.append(pl.when(g.is_not_null() & t.is_not_null() & (g != t)).then(
+            pl.concat_str([pl.lit(f"{k} count "), fmt(g), pl.lit(" vs "), fmt(t)])))
+    have = pl.all_horizontal([c(s, k).is_not_null() for s in ("golden", "target")
+                              for k in counts])
+    match = pl.all_horizontal([c("golden", k) == c("target", k) for k in counts])
+    gn, tn = c("golden", "norm"), c("target", "norm")
+    d = (tn - gn).abs()
+    rel = (pl.when(~gn.is_finite() | ~tn.is_finite())
+           .then(pl.when((gn.is_nan() & tn.is_nan()) | (gn == tn)).then(0.0)
+                 .otherwise(float("inf")))
+           .when(gn == 0).then(pl.when(d == 0).then(0.0).otherwise(float("inf")))
+           .otherwise(d / gn.abs()))
+    no_stats = pl.all_horizontal([c(s, k).is_null() for s in ("golden", "target")
+                                  for k in ("max", "norm", "nan")])
+    return [
+        pl.concat_str(pieces, separator="; ", ignore_nulls=True).fill_null("").alias("_sreason"),
+        pl.when(have).then(match).alias("_snf"), rel.alias("_srel"),
+        no_stats.alias("_snostats"), (STATS_FACTOR * rtol).alias("_srtol"),
+    ]
+
+
+def _verdict(m: dict, min_within: float, min_cosine: float) -> tuple[str, str]:
+    """Verdict of a tensor-mode pair from its metrics."""
+    state = m.get("state", "ok")
+    if state != "ok":
+        return state, m.get("reason", "")
+    if "within_tol" not in m:
+        return "fail", m.get("reason", "not comparable")
+    why = []
+    if not m.get("nonfinite_match", True):
+        why.append(f"NaN/Inf differ (golden nan/+inf/-inf {m['golden_nan']}/"
+                   f"{m['golden_pinf']}/{m['golden_ninf']}, target {m['target_nan']}/"
+                   f"{m['target_pinf']}/{m['target_ninf']})")
+    if m["within_tol"] < min_within:
+        why.append(f"only {m['within_tol']:.2%} within rtol {m['rtol']:g} atol {m['atol']:g}")
+    cos = m.get("cosine")
+    if cos is not None and cos < min_cosine:
+        why.append(f"cosine {cos:.6f} < {min_cosine}")
+    return ("fail", "; ".join(why)) if why else ("pass", "")
+
+
+def _tensor_job(args: tuple) -> dict:
+    return file_metrics(*args)
+
+
+TENSOR_METRICS = {
+    "cosine": pl.Float64, "max_abs_err": pl.Float64, "max_rel_err": pl.Float64,
+    "rmse": pl.Float64, "rel_rmse": pl.Float64, "within_tol": pl.Float64, "rtol": pl.Float64,
+    "atol": pl.Float64, "nonfinite_match": pl.Boolean, "golden_nan": pl.Int64,
+    "golden_pinf": pl.Int64, "golden_ninf": pl.Int64, "target_nan": pl.Int64,
+    "target_pinf": pl.Int64, "target_ninf": pl.Int64, "verdict": pl.Utf8, "reason": pl.Utf8,
+}
+
+
+def _tensor_metrics(work: pl.DataFrame, rtol, atol, min_within, min_cosine, jobs,
+                    progress) -> pl.DataFrame:
+    args = [(g, t, d or "", rtol, atol) for g, t, d in
+            work.select("golden_path", "target_path", "target_dtype").iter_rows()]
+    out: list[dict] = []
+
+    def take(m: dict) -> None:
+        m["verdict"], m["reason"] = _verdict(m, min_within, min_cosine)
+        out.append({k: m.get(k) for k in TENSOR_METRICS})
+        if progress:
+            progress(1)
+
+    if jobs > 1 and len(args) > 32:
+        with ProcessPoolExecutor(max_workers=jobs) as ex:
+            for m in ex.map(_tensor_job, args, chunksize=8):
+                take(m)
+    else:
+        for a in args:
+            take(_tensor_job(a))
+    return pl.DataFrame(out, schema=TENSOR_METRICS).with_columns(
+        work.get_column("_i").alias("_i"))
+
+
+def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
+                  atol: float | None = None, min_within: float = 0.95,
+                  min_cosine: float = 0.999, jobs: int = 1,
+                  progress: Callable[[int], None] | None = None) -> CompareResult:
+    g, t = golden.tensors, target.tensors
+    if len(golden.layout.rounds) == 1 and len(target.layout.rounds) == 1:
+        # Two round dirs, as with msProbe's compare: pair them whatever their numbers.
+        t = t.with_columns(pl.lit(g.get_column("round")[0] if g.height else 0,
+                                  dtype=pl.Int64).alias("round"))
+    pairs, notes = pair_processes(g, t)
+    gk = _keyed(g.filter(pl.col("dev_pid").is_in([a for a, _ in pairs])), "golden")
+    tk = _keyed(t.filter(pl.col("dev_pid").is_in([b for _, b in pairs])), "target")
+    pmap = pl.DataFrame({"golden_dev_pid": [a for a, _ in pairs],
+                         "target_dev_pid": [b for _, b in pairs]},
+                        schema={"golden_dev_pid": pl.Utf8, "target_dev_pid": pl.Utf8})
+    gk = gk.join(pmap, on="golden_dev_pid", how="inner")
+    tk = tk.join(pmap, on="target_dev_pid", how="inner")
+    on = ["golden_dev_pid", "target_dev_pid", "round"]
+    j = gk.join(tk, on=[*on, "key", "occ"], how="full", coalesce=True)
+    # Second pass: a tensor left over on both sides at the same op id path, stage, io
+    # and index pairs up although the names differ (kernel names carry the dtype,
+    # e.g. AddF16Kernel vs AddF32Kernel).
+    both = pl.col("golden_op_id").is_not_null() & pl.col("target_op_id").is_not_null()
+    left = {s: j.filter(pl.col(f"{o}_op_id").is_null()).select(
+        *on, *[c for c in j.columns if c.startswith(f"{s}_") and c not in on])
+        for s, o in (("golden", "target"), ("target", "golden"))}
+    for s, d in left.items():
+        idkey = (pl.col(f"{s}_op_id") + "|" + pl.col(f"{s}_stage") + "|" + pl.col(f"{s}_io")
+                 + "." + pl.col(f"{s}_index"))
+        left[s] = d.with_columns(idkey.alias("key")).with_columns(
+            pl.int_range(pl.len()).over([*on, "key"]).alias("occ"))
+    j2 = left["golden"].join(left["target"], on=[*on, "key", "occ"], how="full",
+                             coalesce=True)
+    j = pl.concat([j.filter(both), j2], how="diagonal_relaxed")
+    j = j.sort([pl.col("target_dev_pid"), pl.col("target_seq").is_null(), pl.col("target_seq"),
+                pl.col("golden_seq")]).with_row_index("_i")
+
+    tdt = pl.col("target_dtype").fill_null("")
+    rt = pl.lit(rtol, pl.Float64) if rtol is not None else \
+        tdt.replace_strict({k: v[0] for k, v in TOLERANCES.items()}, default=0.0,
+                           return_dtype=pl.Float64)
+    at = pl.lit(atol, pl.Float64) if atol is not None else \
+        tdt.replace_strict({k: v[1] for k, v in TOLERANCES.items()}, default=0.0,
+                           return_dtype=pl.Float64)
+    files = both & pl.all_horizontal(
+        [pl.col(f"{s}_path").is_not_null() & pl.col(f"{s}_status").is_in(["bin", "stub"])
+         for s in ("golden", "target")])
+    j = j.with_columns(
+        pl.when(~both).then(pl.lit("-")).when(files).then(pl.lit("tensor"))
+        .otherwise(pl.lit("stats")).alias("mode"),
+        rt.alias("_rt"), at.alias("_at"))
+    j = j.with_columns(_stats_columns(pl.col("_rt"), pl.col("_at")))
+
+    tens = _tensor_metrics(j.filter(pl.col("mode") == "tensor"), rtol, atol, min_within,
+                           min_cosine, jobs, progress)
+    j = j.join(tens, on="_i", how="left", suffix="_m")
+
+    def pick(c: str) -> pl.Expr:
+        return pl.coalesce(f"target_{c}", f"golden_{c}")
+
+    stats = pl.col("mode") == "stats"
+    renamed = both & (pl.col("golden_op_name") != pl.col("target_op_name"))
+    verdict = (pl.when(pl.col("golden_op_id").is_null()).then(pl.lit("target-only"))
+               .when(pl.col("target_op_id").is_null()).then(pl.lit("golden-only"))
+               .when(stats & pl.col("_snostats")).then(pl.lit("no-data"))
+               .when(stats).then(pl.when(pl.col("_sreason") == "").then(pl.lit("pass"))
+                                 .otherwise(pl.lit("fail")))
+               .otherwise(pl.col("verdict")))
+    reason = (pl.when(pl.col("golden_op_id").is_null())
+              .then(pl.lit("no tensor with this op path/io/index in the golden dump"))
+              .when(pl.col("target_op_id").is_null())
+              .then(pl.lit("no tensor with this op path/io/index in the target dump"))
+              .when(stats & pl.col("_snostats")).then(pl.lit("neither files nor statistics"))
+              .when(stats).then(pl.col("_sreason")).otherwise(pl.col("reason")))
+    reason = (pl.when(renamed).then(pl.concat_str(
+        [pl.lit("matched by op id; golden name "), pl.col("golden_op_name"),
+         pl.when(reason != "").then(pl.lit("; ") + reason).otherwise(pl.lit(""))]))
+        .otherwise(reason))
+    op_ids, op_names = j.select(pick("op_id")).to_series(), j.select(pick("op_name")).to_series()
+    ops = pl.Series("op", [op_path(i, n) for i, n in zip(op_ids.to_list(),
+                                                           op_names.to_list())], pl.Utf8)
+    out = j.with_columns(ops).select(
+        verdict.alias("verdict"), "mode", pl.col("golden_dev_pid").alias("golden_process"),
+        pl.col("target_dev_pid").alias("target_process"), "round", "op",
+        pick("stage").alias("stage"), pick("io").alias("io"), pick("index").alias("index"),
+        pick("primary").alias("primary"), "golden_dtype", "target_dtype", "golden_shape",
+        "target_shape", "cosine", "max_abs_err", "max_rel_err", "rmse",
+        pl.when(stats).then(pl.col("_srel")).otherwise(pl.col("rel_rmse")).alias("rel_rmse"),
+        "within_tol",
+        pl.when(stats).then(pl.col("_srtol")).otherwise(pl.col("rtol")).alias("rtol"),
+        pl.when(pl.col("mode") == "-").then(None).otherwise(pl.coalesce("atol", "_at"))
+        .alias("atol"),
+        pl.when(stats).then(pl.col("_snf")).otherwise(pl.col("nonfinite_match"))
+        .alias("nonfinite_match"),
+        *[pl.coalesce(f"{s}_{k}_m", f"{s}_{k}").alias(f"{s}_{k}")
+          for s in ("golden", "target") for k in ("nan", "pinf", "ninf")],
+        *[f"{s}_{k}" for k in ("max", "min", "mean", "norm") for s in ("golden", "target")],
+        reason.alias("reason"), "golden_path", "target_path", "target_seq", "golden_seq",
+        pick("op_id").alias("op_id"), pick("op_name").alias("op_name"),
+    )
+    return CompareResult(out.select(RESULT_COLUMNS), pairs, notes,
+                         golden.problems + target.problems)
+
+
+def error_growth(res: CompareResult, top: int = 5) -> list[dict]:
+    """Ops whose outputs' error exceeds their inputs' error the most (ratio of the
+    worst output error to the worst input error, floored at 1e-7). The error of a
+    tensor is its relative RMSE (stats mode: relative Norm error), infinite where
+    the NaN/Inf pattern differs."""
+    err = (pl.when(pl.col("nonfinite_match") == False)  # noqa: E712 (null: unknown)
+           .then(float("inf")).otherwise(pl.col("rel_rmse").fill_nan(0.0).fill_null(0.0)))
+    ops = (res.rows.filter(pl.col("verdict").is_in(["pass", "fail"]) & pl.col("primary"))
+           .with_columns(err.alias("_e"))
+           .group_by(["target_process", "round", "op_id"])
+           .agg(pl.col("op").first(), pl.col("target_seq").min().alias("seq"),
+                pl.col("_e").filter(pl.col("io") == "input").max().fill_null(0.0)
+                .alias("err_in"),
+                pl.col("_e").filter(pl.col("io") == "output").max().fill_null(0.0)
+                .alias("err_out")))
+    growth = (pl.when(pl.col("err_out").is_infinite())
+              .then(pl.when(pl.col("err_in").is_infinite()).then(1.0).otherwise(float("inf")))
+              .otherwise(pl.col("err_out") / pl.max_horizontal(pl.col("err_in"), 1e-7)))
+    # Ties (an Inf shows up in an op and in every parent holding it): deepest op first.
+    ops = (ops.with_columns(growth.alias("growth"),
+                            pl.col("op").str.count_matches("/").alias("_depth"))
+           .filter(pl.col("growth") > 1.0)
+           .sort(["growth", "_depth", "seq"], descending=[True, True, False], nulls_last=True))
+    return [{"op": r["op"], "round": r["round"], "process": r["target_process"],
+             "err_in": r["err_in"], "err_out": r["err_out"], "seq": r["seq"],
+             "growth": r["growth"]} for r in ops.head(top).iter_rows(named=True)]
+
+
+def first_divergence(res: CompareResult) -> dict | None:
+    bad = res.rows.filter((pl.col("verdict") == "fail") & pl.col("primary"))
+    return bad.row(0, named=True) if bad.height else None
+
+
+def _g(v) -> str:
+    return "-" if v is None else (f"{v:.6g}" if isinstance(v, float) else str(v))
+
+
+def format_summary(res: CompareResult, out_csv: str | None) -> str:
+    n = res.rows.height
+    counts = {v: res.count(v) for v in ("pass", "fail", "golden-only", "target-only",
+                                          "unreadable", "not-saved", "no-data")}
+    lines = [f"Compared {n} tensors over {len(res.process_pairs)} process pair(s) "
+             + ", ".join(f"{a}→{b}" for a, b in res.process_pairs[:4]),
+             "  " + ", ".join(f"{k} {v}" for k, v in counts.items() if v or k in ("pass", "fail"))]
+    for note in res.unpaired + res.problems[:10]:
+        lines.append(f"  note: {note}")
+    fd = first_divergence(res)
+    lines.append("")
+    if fd is None:
+        lines.append("No divergent tensor: every matched tensor is within tolerance.")
+    else:
+        lines.append(f"FIRST DIVERGENT op (target execution order): round {fd['round']}, "
+                     f"{fd['op']} {fd['io']} {fd['index']} [{fd['mode']}]")
+        lines.append(f"  {fd['reason']}")
+        if fd["mode"] == "tensor":
+            lines.append(f"  cosine {_g(fd['cosine'])}, max abs err {_g(fd['max_abs_err'])}, "
+                         f"max rel err {_g(fd['max_rel_err'])}, rmse {_g(fd['rmse'])}, "
+                         f"within tol {_g(fd['within_tol'])}")
+        lines.append(f"  golden: {fd['golden_path'] or '-'}")
+        lines.append(f"  target: {fd['target_path'] or '-'}")
+    growth = error_growth(res)
+    if growth:
+        lines.append("Largest error growth (worst output error / worst input error):")
+        for o in growth:
+            lines.append(f"  round {o['round']} {o['op']}: {_g(o['err_in'])} -> "
+                         f"{_g(o['err_out'])} (x{_g(o['growth'])})")
+    un = res.rows.filter(pl.col("verdict").is_in(["golden-only", "target-only"]))
+    if un.height:
+        lines.append(f"Unmatched tensors ({un.height}), first ones:")
+        for r in un.head(10).iter_rows(named=True):
+            lines.append(f"  {r['verdict']}: round {r['round']} {r['op']} {r['io']} {r['index']}")
+    if out_csv:
+        lines.append(f"All rows: {out_csv}")
+    return "\n".join(lines)
+
+
+def default_jobs() -> int:
+    return max(1, min(4, os.cpu_count() or 1))

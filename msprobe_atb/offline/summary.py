@@ -1,0 +1,173 @@
+"""`msprobe-atb stats`: what a dump holds, where NaN/Inf first appears and what
+fed it, and the largest values per layer."""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+
+from .graph import load_layer_graphs, load_model_graphs, upstream
+from .table import Dump, op_path
+
+
+def _num(v):
+    """JSON-safe number (NaN/Inf as strings, as in the record logs)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    return v
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def tensor_ref(row: dict) -> dict:
+    """The user-facing description of one tensor row."""
+    return {
+        "dev_pid": row["dev_pid"], "round": row["round"], "seq": row["seq"],
+        "op": op_path(row["op_id"], row["op_name"]), "op_id": row["op_id"],
+        "stage": row["stage"], "io": row["io"], "index": row["index"], "dtype": row["dtype"],
+        "shape": row["shape"],
+        "nan": row["nan"], "pinf": row["pinf"], "ninf": row["ninf"], "zero": row["zero"],
+        "max": _num(row["max"]), "min": _num(row["min"]), "norm": _num(row["norm"]),
+        "path": row["path"], "status": row["status"],
+    }
+
+
+def first_nonfinite(df: pl.DataFrame) -> list[dict]:
+    """Per process, the first tensor in execution order with NaN/Inf; the list is
+    ordered with the earliest round first. Only inputs before and outputs after
+    an op count: an output buffer before the op ran holds stale data."""
+    bad = df.filter(pl.col("nonfinite") & pl.col("primary"))
+    if bad.height == 0:
+        return []
+    firsts = bad.group_by("dev_pid", maintain_order=True).first()
+    return [tensor_ref(r) for r in firsts.sort(["round", "seq"]).iter_rows(named=True)]
+
+
+def _feeders(df: pl.DataFrame, ref: dict, graphs, models) -> list[dict]:
+    """Upstream ops of a tensor, each with the statistics of its latest output
+    written before the tensor (so the user sees which feeder went bad first)."""
+    idx = int(ref["index"]) if str(ref["index"]).isdigit() else None
+    ups = upstream(graphs, ref["op_id"], ref["io"], idx, models=models)
+    proc = df.filter((pl.col("dev_pid") == ref["dev_pid"]) & (pl.col("seq") < ref["seq"])
+                     & (pl.col("io") == "output") & pl.col("primary"))
+    out = []
+    for u in ups:
+        item = {"op_id": u.op_id, "graph_name": u.op_name, "tensor": u.tensor,
+                "feeds": u.consumer, "hops": u.depth}
+        if u.op_id:
+            rows = proc.filter(pl.col("op_id") == u.op_id).tail(1)
+            if rows.height:
+                r = rows.row(0, named=True)
+                item.update(op=op_path(r["op_id"], r["op_name"]), nonfinite=r["nonfinite"],
+                            zero=r["zero"], count=r["count"], min=_num(r["min"]),
+                            max=_num(r["max"]), norm=_num(r["norm"]))
+        out.append(item)
+    return out
+
+
+def per_layer(df: pl.DataFrame) -> pl.DataFrame:
+    """Per top-level op (layer), in first-execution order: the largest norm and
+    abs-max, and the tensors that hold them, plus NaN/Inf tensor counts."""
+    df = df.filter(pl.col("primary"))
+    if df.height == 0:
+        return pl.DataFrame()
+    base = df.with_columns(pl.col("norm").fill_nan(None).alias("_n"),
+                           pl.col("abs_max").fill_nan(None).alias("_a"))
+    top_norm = base.sort("_n", descending=True, nulls_last=True).group_by("layer").first()
+    top_abs = base.sort("_a", descending=True, nulls_last=True).group_by("layer").first()
+    agg = base.group_by("layer").agg(pl.col("seq").min().alias("_first"),
+                                     pl.len().alias("tensors"),
+                                     pl.col("nonfinite").sum().alias("nonfinite_tensors"))
+    return (agg.join(top_norm.select("layer", pl.col("_n").alias("max_norm"),
+                                     (pl.col("op_id") + " " + pl.col("io") + pl.col("index"))
+                                     .alias("max_norm_at"), pl.col("round").alias("norm_round")),
+                     on="layer")
+            .join(top_abs.select("layer", pl.col("_a").alias("max_abs"),
+                                 (pl.col("op_id") + " " + pl.col("io") + pl.col("index"))
+                                 .alias("max_abs_at"), pl.col("round").alias("abs_round")),
+                  on="layer")
+            .sort("_first").drop("_first"))
+
+
+def summarize(dump: Dump, df: pl.DataFrame | None = None, *, top: int = 10) -> dict:
+    df = dump.tensors if df is None else df
+    procs = []
+    for (dp,), g in df.group_by(["dev_pid"], maintain_order=True):
+        procs.append({"dev_pid": dp, "device": g.get_column("device")[0],
+                      "rounds": sorted(g.get_column("round").unique().to_list()),
+                      "tensors": g.height, "ops": g.get_column("op_id").n_unique(),
+                      "layers": g.get_column("layer").n_unique()})
+    status = dict(df.group_by("status").len().iter_rows()) if df.height else {}
+    firsts = first_nonfinite(df)
+    graphs_cache: dict[str, tuple] = {}
+    info = dump.layout.info
+    for f in firsts:
+        if f["dev_pid"] not in graphs_cache:
+            graphs_cache[f["dev_pid"]] = (load_layer_graphs(info, f["dev_pid"], dump.problems),
+                                          load_model_graphs(info, f["dev_pid"], dump.problems))
+        f["upstream"] = _feeders(df, f, *graphs_cache[f["dev_pid"]])
+    layers = per_layer(df)
+    return {
+        "dump": str(dump.layout.root or dump.layout.given), "tensors": df.height,
+        "processes": procs, "status": status, "problems": dump.problems,
+        "nonfinite_tensors": int((df.get_column("nonfinite") & df.get_column("primary")).sum())
+        if df.height else 0,
+        "first_nonfinite": firsts,
+        "layers": [{k: _num(v) for k, v in r.items()} for r in layers.head(1000).iter_rows(
+            named=True)],
+        "top": top,
+    }
+
+
+def format_text(s: dict) -> str:
+    lines = [f"Dump {s['dump']}: {s['tensors']} tensors"]
+    for p in s["processes"]:
+        rounds = p["rounds"]
+        rtxt = f"{rounds[0]}-{rounds[-1]}" if len(rounds) > 2 else ",".join(map(str, rounds))
+        lines.append(f"  process {p['dev_pid']} (device {p['device']}): rounds {rtxt} "
+                     f"({len(rounds)}), {p['layers']} layers, {p['ops']} ops, "
+                     f"{p['tensors']} tensors")
+    if s["status"]:
+        lines.append("  files: " + ", ".join(f"{k} {v}" for k, v in sorted(s["status"].items())))
+    for prob in s["problems"][:20]:
+        lines.append(f"  problem: {prob}")
+    if len(s["problems"]) > 20:
+        lines.append(f"  ... and {len(s['problems']) - 20} more problems")
+    lines.append("")
+    if not s["first_nonfinite"]:
+        lines.append("No NaN/Inf in any tensor.")
+    for f in s["first_nonfinite"]:
+        lines.append(f"FIRST NaN/Inf in {f['dev_pid']}: round {f['round']}, {f['op']} "
+                     f"{f['io']} {f['index']} ({f['dtype']} {f['shape']}): "
+                     f"nan {_fmt(f['nan'])}, +inf {_fmt(f['pinf'])}, -inf {_fmt(f['ninf'])}")
+        if f["path"]:
+            lines.append(f"  file: {f['path']}")
+        if f.get("upstream"):
+            lines.append("  fed by (from info/layer, nearest first):")
+            for u in f["upstream"]:
+                who = u.get("op") or (u["op_id"] or u["graph_name"])
+                state = ""
+                if "nonfinite" in u:
+                    state = (f"  NaN/Inf={'yes' if u['nonfinite'] else 'no'} zeros="
+                             f"{_fmt(u['zero'])}/{_fmt(u['count'])} min={_fmt(u['min'])} "
+                             f"max={_fmt(u['max'])}")
+                lines.append(f"    {'  ' * (u['hops'] - 1)}{who} via {u['tensor']}{state}")
+        elif f is s["first_nonfinite"][0]:
+            lines.append("  (no info/layer graph for this op: upstream unknown)")
+    lines.append(f"{s['nonfinite_tensors']} tensors hold NaN/Inf in total.")
+    if s["layers"]:
+        lines.append("")
+        lines.append(f"{'layer':<28} {'max norm':>12} {'at':<22} {'max |x|':>12} "
+                     f"{'at':<22} {'NaN/Inf':>7}")
+        for r in s["layers"]:
+            lines.append(f"{r['layer']:<28} {_fmt(r['max_norm']):>12} "
+                         f"{str(r['max_norm_at']):<22} {_fmt(r['max_abs']):>12} "
+                         f"{str(r['max_abs_at']):<22} {r['nonfinite_tensors']:>7}")
+    return "\n".join(lines)

@@ -1,0 +1,58 @@
+"""Fixtures of the offline tools: synthetic dumps (no native build needed) and
+real dumps made by the stand-in ATB under the real probe (session-scoped)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import offline_synth as synth  # noqa: E402
+from offline_helpers import INJECT, make_real_dump, need_real  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def synth_pair(tmp_path_factory):
+    """fp32 golden vs fp16 target with an Inf in 2_Layer/1_Linear at round 0."""
+    d = tmp_path_factory.mktemp("synth")
+    with np.errstate(all="ignore"):
+        synth.small_model(d / "golden")
+        synth.small_model(d / "target", dtype=np.float16, inject=(1, "Linear"), pid=99)
+    return d / "golden", d / "target"
+
+
+@pytest.fixture(scope="session")
+def real_dumps(tmp_path_factory):
+    """golden fp32, target fp16, and target fp16 with INJECT (all: task all,
+    save_child true, filter_level 1, so some tensors are alias stubs)."""
+    need_real()
+    base = tmp_path_factory.mktemp("real")
+    dumps = {"golden": make_real_dump(base / "golden", "fp32"),
+             "target": make_real_dump(base / "target", "fp16"),
+             "injected": make_real_dump(base / "injected", "fp16", inject=INJECT)}
+    yield dumps
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def overflow_dump(tmp_path_factory):
+    """An overflow_check run of the injected model: the overflowing kernel is
+    reported (info/overflow) and only its tensors are dumped."""
+    need_real()
+    base = tmp_path_factory.mktemp("overflow")
+    yield make_real_dump(base / "ovf", "fp16", inject=INJECT, task="overflow_check")
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def stats_dump(tmp_path_factory):
+    """A statistics-only run of the injected model (no .bin files)."""
+    need_real()
+    base = tmp_path_factory.mktemp("stats")
+    yield make_real_dump(base / "st", "fp16", inject=INJECT, task="statistics")
+    shutil.rmtree(base, ignore_errors=True)

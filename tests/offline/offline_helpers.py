@@ -1,0 +1,108 @@
+"""Helpers of the offline tests: running a subcommand in-process, and making a
+real dump with the stand-in ATB under the real probe."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+# Same paths as tests/conftest.py (a conftest module is not importable by name).
+REPO = Path(__file__).resolve().parents[2]
+BUILD = REPO / "build"
+
+
+def atb_home(abi: int) -> Path:
+    return BUILD / "atbsim" / f"cxx_abi_{abi}"
+
+
+def atbsim_bin(abi: int) -> Path:
+    return atb_home(abi) / "bin" / "atbsim"
+
+
+def shim_lib(abi: int) -> Path:
+    return BUILD / "lib" / f"libatb_probe_abi{abi}.so"
+
+
+ABI = 1
+# The known fault of the injected runs: an Inf in the output of layer 0's
+# Attention op, prefill round 0.
+INJECT = "inf:layer=0,op=Attention,round=0"
+INJECT_OP = "Attention"
+MODEL = ["--layers", "2", "--hidden", "32", "--heads", "2", "--vocab", "64", "--prompt-len", "6",
+         "--decode-steps", "2", "--seed", "3"]
+
+
+def run_cli(*args: str) -> tuple[int, str]:
+    """Run an offline subcommand in-process; returns (exit code, stdout)."""
+    from msprobe_atb.offline import cli
+
+    p = argparse.ArgumentParser(prog="msprobe-atb")
+    cli.register(p.add_subparsers())
+    a = p.parse_args(list(args))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = a.func(a)
+    return rc, out.getvalue()
+
+
+
+def _daemon_alive(out: Path) -> bool:
+    r = subprocess.run([sys.executable, "-m", "msprobe_atb", "status", str(out), "--json"],
+                       capture_output=True, text=True, timeout=60, cwd=REPO)
+    try:
+        return bool(json.loads(r.stdout)["daemon"]["alive"])
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+def _wait_done(out: Path, timeout: float = 90.0) -> None:
+    """Wait until the control-plane daemon has drained the records and exited,
+    then rebuild the derived files from the record logs. The rebuild makes these
+    tests independent of the live writer's timing (seen once: a live
+    statistic.csv lacking a row that statistic_extra.csv had; the rebuild had it)."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout and _daemon_alive(out):
+        time.sleep(0.2)
+    r = subprocess.run([sys.executable, "-m", "msprobe_atb", "rebuild", str(out)],
+                       capture_output=True, text=True, timeout=120, cwd=REPO)
+    if r.returncode != 0:
+        raise RuntimeError(f"msprobe-atb rebuild {out} failed: {r.stderr[-2000:]}")
+
+
+def make_real_dump(out: Path, dtype: str, *, inject: str | None = None, task: str = "all",
+                   filter_level: int = 1) -> Path:
+    """Run the stand-in ATB under the real probe with a config enabled from the start."""
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = out / "config.json"
+    cfg.write_text(json.dumps({"task": task, "dump_enable": True, "exec_range": "all",
+                               "ids": "", "op_name": "", "save_child": True, "device": "",
+                               "filter_level": filter_level}))
+    home = atb_home(ABI)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LD_PRELOAD",) and not k.startswith(("MSPROBE_ATB_", "ATB_"))}
+    env.update(ATB_HOME_PATH=str(home), ATB_OUTPUT_DIR=str(out), ATB_DUMP_CONFIG=str(cfg),
+               MSPROBE_ATB_PYTHON=sys.executable, LD_PRELOAD=str(shim_lib(ABI)),
+               LD_LIBRARY_PATH=f"{home / 'lib'}:{env.get('LD_LIBRARY_PATH', '')}")
+    cmd = [str(atbsim_bin(ABI)), "run", "--dtype", dtype, *MODEL]
+    if inject:
+        cmd += ["--inject", inject]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError(f"atbsim failed ({r.returncode}): {r.stderr[-2000:]}")
+    _wait_done(out)
+    return out
+
+
+def need_real() -> None:
+    missing = [p for p in (atbsim_bin(ABI), shim_lib(ABI)) if not p.exists()]
+    if missing:
+        pytest.skip(f"real-dump tests need the native build (make): missing {missing}")

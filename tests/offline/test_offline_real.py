@@ -1,0 +1,174 @@
+"""The offline tools on real dumps: the stand-in ATB run under the real probe,
+fp32 golden vs fp16 target, and fp16 with an Inf injected into layer 0's
+Attention at prefill round 0 (conftest.INJECT)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import polars as pl
+import pytest
+from offline_helpers import INJECT_OP, REPO, run_cli
+
+from msprobe_atb.offline import compare_dumps, load_bin, open_dump, read_header
+from msprobe_atb.offline.overflow import overflow_events
+from msprobe_atb.offline.summary import summarize
+
+# Layer 0 of the prefill model is top-level op 1 (op 0 is WordEmbedding); its
+# Attention is node 5 (InputNorm QKV SplitQKV Rope ReshapeAndCache Attention ...).
+INJECTED = "1_Prefill_layer/5_"
+
+
+def _is_injected_op(op: str) -> bool:
+    return op.startswith(INJECTED) and INJECT_OP in op.split("/")[1]
+
+
+def test_clean_pair_all_pass(real_dumps, tmp_path):
+    res = compare_dumps(open_dump(real_dumps["golden"]), open_dump(real_dumps["target"]))
+    rows = res.rows
+    assert rows.height > 500
+    assert res.count("golden-only") == res.count("target-only") == 0
+    assert set(rows.get_column("mode")) == {"tensor"}
+    assert res.count("fail") == 0 and res.count("pass") == rows.height
+    # Kernel names carry the dtype, so they pair by op id, and say so.
+    renamed = rows.filter(pl.col("reason").str.contains("matched by op id"))
+    assert renamed.height > 0
+    assert set(rows.get_column("golden_dtype")) >= {"float"}
+    assert "float16" in set(rows.get_column("target_dtype"))
+    fp = rows.filter(pl.col("target_dtype") == "float16")
+    assert fp.get_column("cosine").min() > 0.999
+    assert fp.get_column("rtol").unique().to_list() == [1e-3]
+    rc, out = run_cli("compare", "-gp", str(real_dumps["golden"]), "-tp",
+                      str(real_dumps["target"]), "-o", str(tmp_path / "c.csv"))
+    assert rc == 0 and "No divergent tensor" in out
+    # A stricter verdict finds fp16 rounding: the verdict follows the thresholds.
+    rc, out = run_cli("compare", "-gp", str(real_dumps["golden"]), "-tp",
+                      str(real_dumps["target"]), "-o", str(tmp_path / "s.csv"),
+                      "--min-within", "1.0")
+    assert rc == 1 and "FIRST DIVERGENT op" in out and "within rtol 0.001" in out
+
+
+def test_injected_inf_named_first_by_stats_overflow_compare(real_dumps, tmp_path):
+    inj = real_dumps["injected"]
+    s = summarize(open_dump(inj, fill_stats=True))
+    first = s["first_nonfinite"][0]
+    assert _is_injected_op(first["op"]) and first["io"] == "output" and first["round"] == 0
+    assert first["pinf"] == 1
+    assert first["upstream"], "info/layer dataflow gives the feeding ops"
+    assert any("Rope" in (u.get("op") or "") for u in first["upstream"])
+
+    ev = overflow_events(open_dump(inj, fill_stats=True))
+    assert _is_injected_op(ev[0]["op"]) and ev[0]["round"] == 0
+    assert any(t["io"] == "output" and t["pinf"] == 1 for t in ev[0]["tensors"])
+
+    res = compare_dumps(open_dump(real_dumps["golden"]), open_dump(inj))
+    fd = res.rows.filter((pl.col("verdict") == "fail") & pl.col("primary")).row(0, named=True)
+    assert fd["op"] == first["op"] and fd["io"] == "output" and fd["nonfinite_match"] is False
+
+    rc, out = run_cli("stats", str(inj))
+    assert f"FIRST NaN/Inf in {first['dev_pid']}: round 0, {first['op']} output 0" in out
+    rc, out = run_cli("overflow", str(inj))
+    assert out.splitlines()[1].endswith(f"round 0 {first['op']}")
+    rc, out = run_cli("compare", "-gp", str(real_dumps["golden"]), "-tp", str(inj),
+                      "-o", str(tmp_path / "c.csv"))
+    assert rc == 1
+    assert f"FIRST DIVERGENT op (target execution order): round 0, {first['op']} output 0" in out
+    growth = out.split("Largest error growth")[1].splitlines()[1]
+    assert first["op"] + ":" in growth and "(xinf)" in growth
+
+
+def test_overflow_task_dump_names_the_kernel(overflow_dump):
+    rc, out = run_cli("overflow", str(overflow_dump))
+    lines = out.splitlines()
+    assert "from the overflow log" in lines[0]
+    assert INJECTED in lines[1] and "Attention" in lines[1]
+    assert "+inf 1" in out
+
+
+def test_alias_stubs_followed(real_dumps):
+    d = open_dump(real_dumps["golden"])
+    stubs = d.tensors.filter(pl.col("status") == "stub")
+    assert stubs.height > 0
+    checked = 0
+    for p in stubs.get_column("path").to_list()[:40]:
+        h = read_header(p)
+        assert h.is_stub
+        real = (h.path.parent / h.alias).resolve()
+        if h.not_saved:
+            continue
+        np.testing.assert_array_equal(load_bin(p), load_bin(real))
+        checked += 1
+    assert checked > 0
+    res = compare_dumps(d, open_dump(real_dumps["target"]))
+    stub_rows = res.rows.filter(pl.col("target_path").is_in(
+        open_dump(real_dumps["target"]).tensors.filter(pl.col("status") == "stub")
+        .get_column("path").implode()))
+    assert stub_rows.height > 0
+    assert set(stub_rows.get_column("verdict")) == {"pass"}
+
+
+def test_convert_real_round_trip_and_resume(real_dumps, tmp_path):
+    src = real_dumps["target"] / "atb_dump_data" / "data"
+    out = tmp_path / "npy"
+    rc, text = run_cli("convert", str(src), "-o", str(out), "-j", "2")
+    bins = sorted(src.rglob("*.bin"))
+    assert rc == 0 and f"converted {len(bins)}," in text
+    for b in bins[::25]:
+        np.testing.assert_array_equal(np.load(out / b.relative_to(src).with_suffix(".npy")),
+                                      load_bin(b))
+    rc, text = run_cli("convert", str(src), "-o", str(out))
+    assert f"converted 0, up to date {len(bins)}," in text
+
+
+def test_corrupt_files_and_mismatched_structure(real_dumps, tmp_path):
+    bad = tmp_path / "bad"
+    shutil.copytree(real_dumps["target"], bad, ignore=shutil.ignore_patterns(".probe"))
+    d = open_dump(bad)
+    victim = d.tensors.filter((pl.col("status") == "bin") & (pl.col("dtype") == "float16")) \
+        .row(0, named=True)
+    with open(victim["path"], "r+b") as f:
+        f.truncate(os.path.getsize(victim["path"]) - 5)
+    # A whole op missing on the target side: reported as golden-only, not dropped.
+    gone = d.tensors.filter(pl.col("op_id") == "2_3")
+    csv = next((bad / "atb_dump_data/data").glob("*/0/statistic.csv"))
+    extra = csv.with_name("statistic_extra.csv")
+    keep = [i for i, oid in enumerate(open_dump(csv.parent).tensors.sort("seq")
+                                      .get_column("op_id")) if oid != "2_3"]
+    for f in (csv, extra):
+        lines = f.read_text().splitlines()
+        f.write_text("\n".join([lines[0]] + [lines[i + 1] for i in keep]) + "\n")
+    res = compare_dumps(open_dump(real_dumps["golden"]), open_dump(bad))
+    unread = res.rows.filter(pl.col("verdict") == "unreadable")
+    assert unread.height >= 1
+    assert any(victim["path"] in r and "truncated" in r for r in unread.get_column("reason"))
+    assert res.count("golden-only") == gone.filter(pl.col("round") == 0).height > 0
+    rc, out = run_cli("compare", "-gp", str(real_dumps["golden"]), "-tp", str(bad),
+                      "-o", str(tmp_path / "c.csv"))
+    assert "unreadable 1" in out or "unreadable" in out
+    assert "golden-only: round 0 2_" in out
+    rc, out = run_cli("stats", str(bad), "--verify")
+    assert f"problem: {victim['path']}: file is truncated" in out, out[:3000]
+    assert "lost " in out
+
+
+def test_statistics_only_real_dump(stats_dump):
+    rc, out = run_cli("stats", str(stats_dump))
+    assert "files: none" in out
+    line = next(x for x in out.splitlines() if x.startswith("FIRST NaN/Inf"))
+    assert ": round 0, " + INJECTED in line and "Attention" in line and "output 0" in line
+
+
+def test_main_cli_entry(real_dumps):
+    r = subprocess.run([sys.executable, "-m", "msprobe_atb", "stats", "--json",
+                        str(real_dumps["injected"])], capture_output=True, text=True,
+                       cwd=REPO, timeout=120)
+    if r.returncode != 0 and "ModuleNotFoundError" in r.stderr:
+        pytest.fail(f"msprobe-atb CLI does not import: {r.stderr[-500:]}")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert _is_injected_op(s["first_nonfinite"][0]["op"])
