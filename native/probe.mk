@@ -10,7 +10,8 @@ PROBE_CORE_HDR := $(wildcard native/core/*.h) native/include/msprobe_atb/control
 PROBE_B := $(BUILD)/probe
 PROBE_LIBS := $(BUILD)/lib/libatb_probe_abi0.so $(BUILD)/lib/libatb_probe_abi1.so
 PROBE_HOSTS := $(PROBE_B)/bin/probe_host_abi0 $(PROBE_B)/bin/probe_host_abi1
-PROBE_INC := -Inative/include -Inative/core
+PROBE_INC := -Inative/include -Inative/core -Inative/adapter
+PROBE_DECL := native/adapter/atb_probe_decl.h
 PROBE_CFLAGS := -std=c11 $(WARN) -O2 -g -fPIC -pthread -fvisibility=hidden $(PROBE_INC)
 PROBE_CXXFLAGS := -std=c++17 $(WARN) -O2 -g -fPIC -fvisibility=hidden -fno-exceptions -fno-rtti \
 	-fno-asynchronous-unwind-tables $(PROBE_INC)
@@ -27,7 +28,7 @@ $(PROBE_B)/obj/%.o: native/core/%.c $(PROBE_CORE_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(PROBE_CFLAGS) -c $< -o $@
 
-$(PROBE_B)/obj/adapter_abi%.o: native/adapter/hooks.cpp native/core/hooks.h
+$(PROBE_B)/obj/adapter_abi%.o: native/adapter/hooks.cpp native/core/hooks.h $(PROBE_DECL)
 	@mkdir -p $(@D)
 	$(CXX) $(PROBE_CXXFLAGS) -D_GLIBCXX_USE_CXX11_ABI=$* -c $< -o $@
 
@@ -40,7 +41,7 @@ $(BUILD)/lib/libatb_probe_abi%.so: $(PROBE_CORE_OBJ) $(PROBE_B)/obj/adapter_abi%
 # A tiny ATB stand-in host that calls the hooks from a command script
 # (tests/probe drive it). It links the real shim, plus its own copy of the
 # control block code to publish configs.
-$(PROBE_B)/bin/probe_host_abi%: native/tests/probe_host.cpp native/core/control.c $(BUILD)/lib/libatb_probe_abi%.so
+$(PROBE_B)/bin/probe_host_abi%: native/tests/probe_host.cpp $(PROBE_DECL) native/core/control.c $(BUILD)/lib/libatb_probe_abi%.so
 	@mkdir -p $(@D)
 	$(CC) -std=c11 $(WARN) -O2 -g -Inative/include -c native/core/control.c -o $(PROBE_B)/obj/host_control_$*.o
 	$(CXX) -std=c++17 $(WARN) -O2 -g -pthread -D_GLIBCXX_USE_CXX11_ABI=$* $(PROBE_INC) \
@@ -66,17 +67,17 @@ $(PROBE_B)/bin/test_core_asan: native/tests/test_core.c $(foreach m,$(PROBE_UNIT
 	@mkdir -p $(@D)
 	$(CC) $(PROBE_CFLAGS) -O1 $(PROBE_SAN_asan) $^ -o $@ -lm
 
-$(PROBE_B)/bin/stress_asan_abi%: native/tests/probe_host.cpp native/adapter/hooks.cpp $(PROBE_ASAN_OBJ)
+$(PROBE_B)/bin/stress_asan_abi%: native/tests/probe_host.cpp native/adapter/hooks.cpp $(PROBE_DECL) $(PROBE_ASAN_OBJ)
 	@mkdir -p $(@D)
 	$(CXX) -std=c++17 $(WARN) -O1 -g -pthread -D_GLIBCXX_USE_CXX11_ABI=$* $(PROBE_INC) $(PROBE_SAN_asan) \
 		native/tests/probe_host.cpp native/adapter/hooks.cpp $(PROBE_ASAN_OBJ) -o $@ -lm -ldl
 
-$(PROBE_B)/bin/stress_tsan_abi1: native/tests/probe_host.cpp native/adapter/hooks.cpp $(PROBE_TSAN_OBJ)
+$(PROBE_B)/bin/stress_tsan_abi1: native/tests/probe_host.cpp native/adapter/hooks.cpp $(PROBE_DECL) $(PROBE_TSAN_OBJ)
 	@mkdir -p $(@D)
 	$(CXX) -std=c++17 $(WARN) -O1 -g -pthread -D_GLIBCXX_USE_CXX11_ABI=1 $(PROBE_INC) $(PROBE_SAN_tsan) \
 		native/tests/probe_host.cpp native/adapter/hooks.cpp $(PROBE_TSAN_OBJ) -o $@ -lm -ldl
 
-.PRECIOUS: $(PROBE_B)/obj/%.o $(PROBE_B)/asan/%.o $(PROBE_B)/tsan/%.o
+.PRECIOUS: $(PROBE_B)/obj/%.o $(PROBE_B)/obj/adapter_abi%.o $(PROBE_B)/asan/%.o $(PROBE_B)/tsan/%.o
 
 PROBE_TEST_BINS := $(PROBE_B)/bin/test_core_asan $(PROBE_B)/bin/stress_asan_abi0 \
 	$(PROBE_B)/bin/stress_asan_abi1 $(PROBE_B)/bin/stress_tsan_abi1

@@ -5,26 +5,9 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
-BUILD = REPO / "build"
-ABIS = (0, 1)
-
-
-def atb_home(abi: int) -> Path:
-    """The stand-in ATB install for one libstdc++ ABI (ATB_HOME_PATH)."""
-    return BUILD / "atbsim" / f"cxx_abi_{abi}"
-
-
-def atbsim_bin(abi: int) -> Path:
-    return atb_home(abi) / "bin" / "atbsim"
-
-
-def shim_lib(abi: int) -> Path:
-    return BUILD / "lib" / f"libatb_probe_abi{abi}.so"
+from testkit import ABIS
 
 
 @pytest.fixture(params=ABIS, ids=lambda a: f"abi{a}")

@@ -56,23 +56,28 @@ def load_layer_graphs(info: Path | None, dev_pid: str | None = None,
     """Top-level op id -> its graph, from info/layer/{dev_pid}/*.json (all
     processes if dev_pid is None or its folder is missing)."""
     graphs: dict[str, Node] = {}
-    if info is None or not (info / "layer").is_dir():
-        return graphs
-    base = info / "layer"
+    for f in _info_jsons(info, "layer", dev_pid):
+        try:
+            obj = json.loads(f.read_text(encoding="utf-8", errors="replace"))
+            m = _GID.search(str(obj.get("opName", ""))) or _GID.search(f.stem)
+            if not m:
+                raise ValueError("no trailing _<id> in opName or file name")
+            graphs.setdefault(m.group(1), _node(obj, m.group(1)))
+        except (ValueError, AttributeError, RecursionError) as e:
+            if problems is not None:
+                problems.append(f"{f}: layer graph skipped ({e})")
+    return graphs
+
+
+def _info_jsons(info: Path | None, kind: str, dev_pid: str | None) -> list[Path]:
+    """The JSON files of info/{kind}/{dev_pid}/, or of every process's folder
+    if dev_pid is None or its folder is missing."""
+    base = info / kind if info is not None else None
+    if base is None or not base.is_dir():
+        return []
     dirs = [base / dev_pid] if dev_pid and (base / dev_pid).is_dir() else \
         sorted(p for p in base.iterdir() if p.is_dir())
-    for d in dirs:
-        for f in sorted(d.glob("*.json")):
-            try:
-                obj = json.loads(f.read_text(encoding="utf-8", errors="replace"))
-                m = _GID.search(str(obj.get("opName", ""))) or _GID.search(f.stem)
-                if not m:
-                    raise ValueError("no trailing _<id> in opName or file name")
-                graphs.setdefault(m.group(1), _node(obj, m.group(1)))
-            except (ValueError, AttributeError, RecursionError) as e:
-                if problems is not None:
-                    problems.append(f"{f}: layer graph skipped ({e})")
-    return graphs
+    return [f for d in dirs for f in sorted(d.glob("*.json"))]
 
 
 @dataclass
@@ -91,28 +96,22 @@ def load_model_graphs(info: Path | None, dev_pid: str | None = None,
     """Top-level op id -> (its model's nodes in order, its position), from
     info/model/{dev_pid}/*.json, whose node names end in the global op id."""
     out: dict[str, tuple[list[ModelNode], int]] = {}
-    if info is None or not (info / "model").is_dir():
-        return out
-    base = info / "model"
-    dirs = [base / dev_pid] if dev_pid and (base / dev_pid).is_dir() else \
-        sorted(p for p in base.iterdir() if p.is_dir())
-    for d in dirs:
-        for f in sorted(d.glob("*.json")):
-            try:
-                obj = json.loads(f.read_text(encoding="utf-8", errors="replace"))
-                name = str(obj.get("modelName", f.stem))
-                nodes = []
-                for n in obj.get("nodes") or []:
-                    m = _GID.search(str(n.get("opName", "")))
-                    if m:
-                        nodes.append(ModelNode(m.group(1), str(n["opName"]),
-                                               _names(n.get("inTensors")),
-                                               _names(n.get("outTensors")), name))
-                for i, n in enumerate(nodes):
-                    out.setdefault(n.gid, (nodes, i))
-            except (ValueError, AttributeError, TypeError) as e:
-                if problems is not None:
-                    problems.append(f"{f}: model graph skipped ({e})")
+    for f in _info_jsons(info, "model", dev_pid):
+        try:
+            obj = json.loads(f.read_text(encoding="utf-8", errors="replace"))
+            name = str(obj.get("modelName", f.stem))
+            nodes = []
+            for n in obj.get("nodes") or []:
+                m = _GID.search(str(n.get("opName", "")))
+                if m:
+                    nodes.append(ModelNode(m.group(1), str(n["opName"]),
+                                           _names(n.get("inTensors")),
+                                           _names(n.get("outTensors")), name))
+            for i, n in enumerate(nodes):
+                out.setdefault(n.gid, (nodes, i))
+        except (ValueError, AttributeError, TypeError) as e:
+            if problems is not None:
+                problems.append(f"{f}: model graph skipped ({e})")
     return out
 
 

@@ -30,38 +30,7 @@ extern "C" {
 #include "msprobe_atb/control.h"
 }
 
-namespace atb {
-class Probe {
-public:
-    struct Tensor {
-        std::string dtype, format, shape, filePath;
-    };
-    static bool IsTensorNeedSave(const std::vector<int64_t> &ids, const std::string &opType);
-    static bool IsSaveTensorData();
-    static bool IsSaveTensorDesc();
-    static bool IsExecuteCountInRange(const uint64_t executeCount);
-    static bool IsSaveTensorBefore();
-    static bool IsSaveTensorAfter();
-    static void SaveTensor(const std::string &format, const std::string &dtype,
-                           const std::string &dims, const void *hostData, uint64_t dataSize,
-                           const std::string &filePath);
-    static void SaveParam(const std::string &param, const std::string &filePath);
-    static bool IsSaveParam();
-    static bool ReportOperationGraphEnable();
-    static void ReportOperationGraph(const std::string &opName, const std::string &graph);
-    static bool IsOverflowCheck();
-    static void ReportOverflowKernel(const std::string &kernelPath);
-    static void UpdateConfig();
-    static bool IsSaveTensorInSpecificDir(const std::string &tensorDir);
-};
-} // namespace atb
-namespace atb_speed {
-class SpeedProbe {
-public:
-    static bool IsReportModelTopoInfo(const std::string &modelName);
-    static void ReportModelTopoInfo(const std::string &modelName, const std::string &graph);
-};
-} // namespace atb_speed
+#include "atb_probe_decl.h"
 
 using atb::Probe;
 

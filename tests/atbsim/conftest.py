@@ -10,14 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from testkit import BUILD, atb_home
 
-# Same layout as tests/conftest.py (not importable from here: both are "conftest").
-BUILD = Path(__file__).resolve().parents[2] / "build"
 TEST_BUILD = BUILD / "test"
-
-
-def atb_home(abi: int) -> Path:
-    return BUILD / "atbsim" / f"cxx_abi_{abi}"
 
 
 def recording_probe(abi: int) -> Path:

@@ -9,74 +9,22 @@ import subprocess
 import threading
 
 import pytest
+from testkit import (
+    HOOKS_NEUTRAL,
+    atb_helpers,
+    dynamic_symbols,
+    fnv1a64,
+    hooks_by_abi,
+    speed_hooks,
+)
 
-NEUTRAL = [
-    "_ZN3atb5Probe16IsSaveTensorDataEv", "_ZN3atb5Probe16IsSaveTensorDescEv",
-    "_ZN3atb5Probe18IsSaveTensorBeforeEv", "_ZN3atb5Probe17IsSaveTensorAfterEv",
-    "_ZN3atb5Probe21IsExecuteCountInRangeEm", "_ZN3atb5Probe12IsSaveTilingEv",
-    "_ZN3atb5Probe11IsSaveParamEv", "_ZN3atb5Probe29ReportOperationIOTensorEnableEv",
-    "_ZN3atb5Probe30ReportOperationStatisticEnableEv",
-    "_ZN3atb5Probe26ReportKernelIOTensorEnableEv",
-    "_ZN3atb5Probe26ReportOperationGraphEnableEv", "_ZN3atb5Probe15IsOverflowCheckEv",
-    "_ZN3atb5Probe14IsOverflowStopEv", "_ZN3atb5Probe12UpdateConfigEv",
-]
-S1 = "NSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"
-BY_ABI = {
-    0: [
-        "_ZN3atb5Probe16IsTensorNeedSaveERKSt6vectorIlSaIlEERKSs",
-        "_ZN3atb5Probe10SaveTensorERKSsS2_S2_PKvmS2_",
-        "_ZN3atb5Probe10SaveTilingEPKhmRKSs",
-        "_ZN3atb5Probe9SaveParamERKSsS2_",
-        "_ZN3atb5Probe23ReportOperationIOTensorEmRKSsS2_RKSt6vectorINS0_6TensorESaIS4_EES8_",
-        "_ZN3atb5Probe29ReportOperationSetupStatisticEmRKSsS2_",
-        "_ZN3atb5Probe31ReportOperationExecuteStatisticEmRKSsS2_",
-        "_ZN3atb5Probe20ReportKernelIOTensorEmRKSsS2_RKSt6vectorINS0_6TensorESaIS4_EES8_",
-        "_ZN3atb5Probe20ReportOverflowKernelERKSs",
-        "_ZN3atb5Probe25IsSaveTensorInSpecificDirERKSs",
-        "_ZN3atb5Probe20ReportOperationGraphERKSsS2_",
-        "_ZN3atb5Probe25AsdopsTensorToProbeTensorERKN3Mki6TensorERNS0_6TensorERKSs",
-        "_ZN3atb5Probe22AtbTensorToProbeTensorERKNS_6TensorERNS0_6TensorERKSs",
-    ],
-    1: [
-        f"_ZN3atb5Probe16IsTensorNeedSaveERKSt6vectorIlSaIlEERK{S1}",
-        f"_ZN3atb5Probe10SaveTensorERK{S1}S8_S8_PKvmS8_",
-        f"_ZN3atb5Probe10SaveTilingEPKhmRK{S1}",
-        f"_ZN3atb5Probe9SaveParamERK{S1}S8_",
-        f"_ZN3atb5Probe23ReportOperationIOTensorEmRK{S1}S8_RKSt6vectorINS0_6TensorESaISA_EESE_",
-        f"_ZN3atb5Probe29ReportOperationSetupStatisticEmRK{S1}S8_",
-        f"_ZN3atb5Probe31ReportOperationExecuteStatisticEmRK{S1}S8_",
-        f"_ZN3atb5Probe20ReportKernelIOTensorEmRK{S1}S8_RKSt6vectorINS0_6TensorESaISA_EESE_",
-        f"_ZN3atb5Probe20ReportOverflowKernelERK{S1}",
-        f"_ZN3atb5Probe25IsSaveTensorInSpecificDirERK{S1}",
-        f"_ZN3atb5Probe20ReportOperationGraphERK{S1}S8_",
-        f"_ZN3atb5Probe25AsdopsTensorToProbeTensorERKN3Mki6TensorERNS0_6TensorERK{S1}",
-        f"_ZN3atb5Probe22AtbTensorToProbeTensorERKNS_6TensorERNS0_6TensorERK{S1}",
-    ],
-}
-SPEED = {
-    0: ["_ZN9atb_speed10SpeedProbe21IsReportModelTopoInfoERKSs",
-        "_ZN9atb_speed10SpeedProbe19ReportModelTopoInfoERKSsS2_"],
-    1: [f"_ZN9atb_speed10SpeedProbe21IsReportModelTopoInfoERK{S1}",
-        f"_ZN9atb_speed10SpeedProbe19ReportModelTopoInfoERK{S1}S8_"],
-}
+NEUTRAL = sorted(HOOKS_NEUTRAL)
+BY_ABI = {abi: sorted(hooks_by_abi(abi) | atb_helpers(abi)) for abi in (0, 1)}
+SPEED = {abi: sorted(speed_hooks(abi)) for abi in (0, 1)}
 STRING_HOOKS = {"IsTensorNeedSave", "SaveTensor", "SaveTiling", "SaveParam",
                 "ReportOperationIOTensor", "ReportOperationSetupStatistic",
                 "ReportKernelIOTensor", "ReportOverflowKernel", "IsSaveTensorInSpecificDir",
                 "ReportOperationGraph", "IsReportModelTopoInfo", "ReportModelTopoInfo"}
-
-
-def dynamic_symbols(lib) -> dict[str, str]:
-    out = subprocess.run(["nm", "-D", "--defined-only", str(lib)], check=True,
-                         capture_output=True, text=True).stdout
-    return {parts[2]: parts[1] for parts in (line.split() for line in out.splitlines())
-            if len(parts) == 3}
-
-
-def fnv1a64(data: bytes) -> str:
-    h = 0xCBF29CE484222325
-    for b in data:
-        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return f"{h:016x}"
 
 
 def test_hooks_exported_with_real_mangled_names(abi, atbsim_paths):

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from testkit import REPO
 
 
 def _ensure_extension() -> None:
@@ -22,23 +22,6 @@ def _ensure_extension() -> None:
 _ensure_extension()
 
 from msprobe_atb.control.block import ControlBlock  # noqa: E402
-
-
-def wait_until(pred, timeout: float = 10.0, step: float = 0.02, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def write_config(path: Path, **fields) -> None:
-    """Writes a config the way editors do: a temporary file renamed into place."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(fields) if fields.get("_raw") is None else fields["_raw"])
-    os.replace(tmp, path)
 
 
 class FakeShim:

@@ -8,7 +8,8 @@ import json
 import subprocess
 import sys
 
-from cp_helpers import REPO, derived
+from cp_helpers import derived
+from testkit import REPO
 
 from msprobe_atb.config import compile_config, validate
 from msprobe_atb.tree.builder import TreeBuilder

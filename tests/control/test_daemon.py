@@ -9,7 +9,8 @@ import sys
 import time
 
 import pytest
-from cp_helpers import REPO, derived, wait_until, write_config
+from cp_helpers import derived
+from testkit import REPO, save_config, wait_until
 
 from msprobe_atb.control.block import ControlBlock
 from msprobe_atb.tree.drain import rebuild
@@ -46,17 +47,17 @@ def test_edits_are_published(out_dir, daemons, daemon_env, mode):
         daemon_env["MSPROBE_ATB_NO_EVENTS"] = "1"
         daemon_env["MSPROBE_ATB_POLL_S"] = "0.5"
     cfg = out_dir / "config.json"
-    write_config(cfg, **WAKE)
+    save_config(cfg, **WAKE)
     daemons(out_dir, cfg, daemon_env)
     with block_of(out_dir) as block:
         wait_until(lambda: block.published, what="the first publish")
         c = config_of(block)
         assert (c.state, c.exec_mode) == (1, 0)
         assert block.config_path == str(cfg)
-        write_config(cfg, **LAYER2)
+        save_config(cfg, **LAYER2)
         wait_until(lambda: config_of(block).ids == ("2",), timeout=15, what="ids 2 published")
         assert config_of(block).exec_mode == 1
-        write_config(cfg, dump_enable=False)
+        save_config(cfg, dump_enable=False)
         wait_until(lambda: config_of(block).state == 0, timeout=15, what="asleep")
         watching = "watching" in (out_dir / "atb_dump_data/.probe/daemon.log").read_text()
         assert watching == (mode == "events")
@@ -65,16 +66,16 @@ def test_edits_are_published(out_dir, daemons, daemon_env, mode):
 def test_bad_edit_keeps_previous_config_and_reports_once(out_dir, daemons, daemon_env):
     daemon_env["MSPROBE_ATB_POLL_S"] = "0.2"
     cfg = out_dir / "config.json"
-    write_config(cfg, **LAYER2)
+    save_config(cfg, **LAYER2)
     d = daemons(out_dir, cfg, daemon_env)
     with block_of(out_dir) as block:
         wait_until(lambda: config_of(block).ids == ("2",), what="the first config")
         gen = block.generation
-        write_config(cfg, _raw='{"dump_enable": true, "exec_range": "3,1", "ids": "2"}')
+        save_config(cfg, raw='{"dump_enable": true, "exec_range": "3,1", "ids": "2"}')
         wait_until(lambda: block.error, timeout=15, what="the error in the block")
         assert '"exec_range": "3,1" is reversed' in block.error
         assert block.error_seq == 1
-        write_config(cfg, _raw='{"dump_enable": true, "exec_range": "3,1",  "ids": "2"}')
+        save_config(cfg, raw='{"dump_enable": true, "exec_range": "3,1",  "ids": "2"}')
         time.sleep(1.0)  # several polls: the same problem is not reported again
         assert block.generation == gen and config_of(block).ids == ("2",)
         assert block.error_seq == 1
@@ -82,22 +83,22 @@ def test_bad_edit_keeps_previous_config_and_reports_once(out_dir, daemons, daemo
         assert "keeping the previous config" in d.log_text
         r = cli("status", str(out_dir))
         assert "REJECTED EDIT" in r.stdout and "3,1" in r.stdout and '"ids": "2"' in r.stdout
-        write_config(cfg, dump_enable=True, exec_range="all", ids="3")
+        save_config(cfg, dump_enable=True, exec_range="all", ids="3")
         wait_until(lambda: config_of(block).ids == ("3",), timeout=15, what="the good edit")
         assert block.error == ""
-        write_config(cfg, _raw="{broken")
+        save_config(cfg, raw="{broken")
         wait_until(lambda: block.error_seq == 2, timeout=15, what="the second error")
         assert "not valid JSON at line 1" in block.error
 
 
 def test_never_valid_config_is_asleep_and_deleted_config_sleeps(out_dir, daemons, daemon_env):
     cfg = out_dir / "config.yaml"
-    write_config(cfg, _raw="dump_enable: yes please\n")
+    save_config(cfg, raw="dump_enable: yes please\n")
     daemons(out_dir, cfg, daemon_env)
     with block_of(out_dir) as block:
         wait_until(lambda: block.published, what="the first publish")
         assert config_of(block).state == 0 and "dump_enable" in block.error
-        write_config(cfg, _raw="dump_enable: true\nexec_range: all\n")
+        save_config(cfg, raw="dump_enable: true\nexec_range: all\n")
         wait_until(lambda: config_of(block).state == 1, timeout=15, what="awake")
         cfg.unlink()
         wait_until(lambda: config_of(block).state == 0, timeout=15, what="asleep after delete")
@@ -109,13 +110,13 @@ def test_missing_config_at_start_then_created(out_dir, daemons, daemon_env):
     with block_of(out_dir) as block:
         wait_until(lambda: block.published, what="the first publish")
         assert config_of(block).state == 0
-        write_config(cfg, **WAKE)
+        save_config(cfg, **WAKE)
         wait_until(lambda: config_of(block).state == 1, timeout=15, what="awake")
 
 
 def test_single_instance(out_dir, daemons, daemon_env):
     cfg = out_dir / "config.json"
-    write_config(cfg, **WAKE)
+    save_config(cfg, **WAKE)
     first = daemons(out_dir, cfg, daemon_env)
     with block_of(out_dir) as block:
         wait_until(lambda: block.daemon_pid == first.proc.pid, what="the daemon pid")
@@ -133,7 +134,7 @@ def test_idle_exit_without_any_process(out_dir, daemons, daemon_env):
 
 def test_exits_when_no_process_alive_with_everything_built(out_dir, shims, daemons, daemon_env):
     cfg = out_dir / "config.json"
-    write_config(cfg, **LAYER2)
+    save_config(cfg, **LAYER2)
     shim = shims(out_dir, dev=0, config=cfg)
     d = daemons(out_dir, cfg, daemon_env)
     with block_of(out_dir) as block:
@@ -153,7 +154,7 @@ def test_exits_when_no_process_alive_with_everything_built(out_dir, shims, daemo
 
 def test_sigkill_restart_loses_nothing(out_dir, shims, daemons, daemon_env):
     cfg = out_dir / "config.json"
-    write_config(cfg, **LAYER2)
+    save_config(cfg, **LAYER2)
     shim = shims(out_dir, dev=0, config=cfg)
     dump_root = out_dir / "atb_dump_data"
     first = daemons(out_dir, cfg, daemon_env)
@@ -182,7 +183,7 @@ def test_sigkill_restart_loses_nothing(out_dir, shims, daemons, daemon_env):
 def test_stop_waits_for_processes(out_dir, shims, daemons, daemon_env):
     daemon_env["MSPROBE_ATB_STOP_WAIT_S"] = "0.5"
     cfg = out_dir / "config.json"
-    write_config(cfg, **WAKE)
+    save_config(cfg, **WAKE)
     shim = shims(out_dir, dev=0, config=cfg)
     d = daemons(out_dir, cfg, daemon_env)
     with block_of(out_dir) as block:
@@ -207,7 +208,7 @@ def test_stop_without_processes(out_dir, daemons, daemon_env):
 
 def test_status_reports_processes(out_dir, shims, daemons, daemon_env):
     cfg = out_dir / "config.json"
-    write_config(cfg, **LAYER2)
+    save_config(cfg, **LAYER2)
     shim = shims(out_dir, dev=1, config=cfg)
     for name, value in (("tensors_selected", 5), ("tensors_written", 3), ("drops", 1),
                         ("queue_depth", 1), ("bytes_written", 3 << 20), ("ops_seen", 42)):

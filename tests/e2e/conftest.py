@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from e2e_helpers import REPO, Service
+from e2e_helpers import Service
+from testkit import REPO
 
 
 @pytest.fixture

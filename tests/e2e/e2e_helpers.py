@@ -10,29 +10,15 @@ import re
 import signal
 import subprocess
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from testkit import REPO, atb_home, atbsim_bin, shim_lib, wait_until
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD = REPO / "build"
 LOAD = REPO / "scripts" / "load_atb_probe.sh"
 UNLOAD = REPO / "scripts" / "unload_atb_probe.sh"
 ABI = 0
-
-
-def atb_home(abi: int) -> Path:
-    return BUILD / "atbsim" / f"cxx_abi_{abi}"
-
-
-def atbsim_bin(abi: int) -> Path:
-    return atb_home(abi) / "bin" / "atbsim"
-
-
-def shim_lib(abi: int) -> Path:
-    return BUILD / "lib" / f"libatb_probe_abi{abi}.so"
 
 
 def require_artifacts(abi: int = ABI) -> None:
@@ -42,23 +28,6 @@ def require_artifacts(abi: int = ABI) -> None:
         pytest.skip(f"not built yet: {', '.join(missing)} (run `make`)")
     if not list((REPO / "msprobe_atb" / "control").glob("_ctl*.so")):
         pytest.skip("the cffi extension is not built (run `make pyext`)")
-
-
-def wait_until(pred, timeout: float = 30.0, step: float = 0.05, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def write_config(path: Path, raw: str | None = None, **fields) -> None:
-    """An editor-style save: a temporary file renamed into place."""
-    tmp = path.with_name(f".{path.name}.swp")
-    tmp.write_text(raw if raw is not None else json.dumps(fields, indent=4))
-    os.replace(tmp, path)
 
 
 class Service:

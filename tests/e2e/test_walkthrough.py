@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from e2e_helpers import require_artifacts, unload, wait_until, write_config
+from e2e_helpers import require_artifacts, unload
+from testkit import save_config, wait_until
 
 from msprobe_atb.control.block import ControlBlock
 from msprobe_atb.control.liveness import pid_alive
@@ -118,7 +119,7 @@ def test_seed_003_walkthrough(tmp_path, services, service_env, abi):
         daemon_pid = block.daemon_pid
         assert daemon_pid and pid_alive(daemon_pid)
         # 3. wake-up edit: dump_enable true, exec_range "none"
-        write_config(svc.config, task="tensor", dump_enable=True, exec_range="none", ids="",
+        save_config(svc.config, task="tensor", dump_enable=True, exec_range="none", ids="",
                      op_name="", save_child=False, device="", filter_level=1)
         published(block, lambda c: c.state == 1 and c.exec_mode == 0, what="the wake-up config")
         # 4. a request, then the Ready line, once per worker process, and no data
@@ -126,7 +127,7 @@ def test_seed_003_walkthrough(tmp_path, services, service_env, abi):
         svc.wait_line(READY, count=2)
         assert not bins(dump_root)
         # 5. dump layer 2
-        write_config(svc.config, task="tensor", dump_enable=True, exec_range="all", ids="2",
+        save_config(svc.config, task="tensor", dump_enable=True, exec_range="all", ids="2",
                      op_name="", save_child=False, device="", filter_level=1)
         published(block, lambda c: c.ids == ("2",) and c.exec_mode == 1, what="ids 2")
         # 6. a request, then exactly layer 2's tensors on both devices, with correct CSVs
@@ -145,7 +146,7 @@ def test_seed_003_walkthrough(tmp_path, services, service_env, abi):
         assert n_rows == len(bins(dump_root)) > 0
         assert svc.count(READY) == 2  # printed once per process, not again
         # 7. dump_enable false, a request, nothing new written
-        write_config(svc.config, task="tensor", dump_enable=False, exec_range="all", ids="2")
+        save_config(svc.config, task="tensor", dump_enable=False, exec_range="all", ids="2")
         published(block, lambda c: c.state == 0, what="asleep")
         before = data_files(dump_root)
         selected = {p.pid: p.tensors_selected for p in block.procs()}
@@ -184,7 +185,7 @@ def test_bad_edit_mid_run_with_polling_only(tmp_path, services, service_env):
     out = tmp_path / "work"
     out.mkdir()
     dump_root = out / "atb_dump_data"
-    write_config(out / "config.json", dump_enable=True, exec_range="all", ids="2")
+    save_config(out / "config.json", dump_enable=True, exec_range="all", ids="2")
     svc = services(out, service_env)
     with block_of(out) as block:
         published(block, lambda c: c.ids == ("2",), what="ids 2")
@@ -192,7 +193,7 @@ def test_bad_edit_mid_run_with_polling_only(tmp_path, services, service_env):
         wait_tree_built(block, dump_root)
         n_before = len(bins(dump_root))
         gen = block.generation
-        write_config(svc.config, raw='{"dump_enable": "true", "exec_range": "all", "ids": "3"}')
+        save_config(svc.config, raw='{"dump_enable": "true", "exec_range": "all", "ids": "3"}')
         line = svc.wait_line(r"\[msprobe-atb\] config rejected, keeping the previous one: (.*)")
         assert '"dump_enable": "true" is a string' in line.group(1)
         assert block.generation == gen
@@ -206,7 +207,7 @@ def test_bad_edit_mid_run_with_polling_only(tmp_path, services, service_env):
         assert len(bins(dump_root)) > n_before
         check_round_csvs(dump_root, expect_op_id="2")
         # a fixed edit is picked up by the poll and clears the error
-        write_config(svc.config, dump_enable=True, exec_range="all", ids="3")
+        save_config(svc.config, dump_enable=True, exec_range="all", ids="3")
         published(block, lambda c: c.ids == ("3",), what="ids 3 (by the poll)")
         assert block.error == ""
     assert svc.count(r"config rejected") == 2  # once per worker process
@@ -217,7 +218,7 @@ def test_daemon_killed_mid_run_is_restarted_and_nothing_is_lost(tmp_path, servic
     out = tmp_path / "work"
     out.mkdir()
     dump_root = out / "atb_dump_data"
-    write_config(out / "config.json", dump_enable=True, exec_range="all", ids="2")
+    save_config(out / "config.json", dump_enable=True, exec_range="all", ids="2")
     svc = services(out, service_env)
     with block_of(out) as block:
         published(block, lambda c: c.ids == ("2",), what="ids 2")
@@ -245,13 +246,13 @@ def test_statistics_columns_from_the_real_shim(tmp_path, services, service_env):
     out = tmp_path / "work"
     out.mkdir()
     dump_root = out / "atb_dump_data"
-    write_config(out / "config.json", task="all", dump_enable=True, exec_range="all", ids="2")
+    save_config(out / "config.json", task="all", dump_enable=True, exec_range="all", ids="2")
     svc = services(out, service_env, devices=1)
     with block_of(out) as block:
         published(block, lambda c: c.task == 3, what="task all")
         svc.request()
         wait_tree_built(block, dump_root)
-        write_config(svc.config, task="statistics", dump_enable=True, exec_range="all", ids="3")
+        save_config(svc.config, task="statistics", dump_enable=True, exec_range="all", ids="3")
         published(block, lambda c: c.task == 2, what="task statistics")
         n_bins = len(bins(dump_root))
         svc.request()

@@ -14,23 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-# Same paths as tests/conftest.py (a conftest module is not importable by name).
-REPO = Path(__file__).resolve().parents[2]
-BUILD = REPO / "build"
-
-
-def atb_home(abi: int) -> Path:
-    return BUILD / "atbsim" / f"cxx_abi_{abi}"
-
-
-def atbsim_bin(abi: int) -> Path:
-    return atb_home(abi) / "bin" / "atbsim"
-
-
-def shim_lib(abi: int) -> Path:
-    return BUILD / "lib" / f"libatb_probe_abi{abi}.so"
-
+from testkit import REPO, atb_home, atbsim_bin, shim_lib
 
 ABI = 1
 # The known fault of the injected runs: an Inf in the output of layer 0's

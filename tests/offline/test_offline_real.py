@@ -13,7 +13,8 @@ import sys
 import numpy as np
 import polars as pl
 import pytest
-from offline_helpers import INJECT_OP, REPO, run_cli
+from offline_helpers import INJECT_OP, run_cli
+from testkit import REPO
 
 from msprobe_atb.offline import compare_dumps, load_bin, open_dump, read_header
 from msprobe_atb.offline.overflow import overflow_events

@@ -5,7 +5,8 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from probe_helpers import REPO, Dump, atbsim_bin, host_bin, shim_lib
+from probe_helpers import Dump, host_bin
+from testkit import REPO, atbsim_bin, shim_lib
 
 
 @pytest.fixture(scope="session", autouse=True)

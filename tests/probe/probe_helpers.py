@@ -15,21 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-REPO = Path(__file__).resolve().parents[2]
-BUILD = REPO / "build"
+from testkit import BUILD, atbsim_bin, shim_lib
 
 
 def host_bin(abi: int) -> Path:
     return BUILD / "probe" / "bin" / f"probe_host_abi{abi}"
-
-
-def shim_lib(abi: int) -> Path:
-    return BUILD / "lib" / f"libatb_probe_abi{abi}.so"
-
-
-def atbsim_bin(abi: int) -> Path:
-    return BUILD / "atbsim" / f"cxx_abi_{abi}" / "bin" / "atbsim"
 
 
 def base_env() -> dict[str, str]:
@@ -131,13 +121,6 @@ def read_bin(path: Path) -> tuple[dict[str, str], bytes]:
     head, payload = blob.split(b"$End=1\n", 1)
     attrs = dict(line.split("=", 1) for line in head.decode().splitlines())
     return attrs, payload
-
-
-def fnv1a64(data: bytes) -> str:
-    h = 0xCBF29CE484222325
-    for b in data:
-        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return f"{h:016x}"
 
 
 def real_payload(dump: Dump, rel: str) -> bytes:

@@ -16,18 +16,15 @@ import urllib.request
 import numpy as np
 import pytest
 from probe_helpers import (
-    REPO,
     Dump,
-    atbsim_bin,
     decode,
-    fnv1a64,
     norm,
     oracle_selected,
     read_bin,
     real_payload,
     runner_dir,
-    shim_lib,
 )
+from testkit import REPO, atbsim_bin, fnv1a64, shim_lib
 
 pytestmark = pytest.mark.usefixtures("need_atbsim")
 

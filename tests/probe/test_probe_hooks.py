@@ -426,7 +426,7 @@ def test_a_killed_control_plane_is_restarted(tmp_path):
     import signal
     import sys
 
-    from probe_helpers import REPO
+    from testkit import REPO
 
     from msprobe_atb.control.block import ControlBlock
     from msprobe_atb.control.liveness import pid_alive

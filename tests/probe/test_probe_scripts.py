@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from probe_helpers import REPO, atbsim_bin, base_env, shim_lib
+from probe_helpers import base_env
+from testkit import REPO, atbsim_bin, shim_lib
 
 LOAD = REPO / "scripts" / "load_atb_probe.sh"
 UNLOAD = REPO / "scripts" / "unload_atb_probe.sh"

@@ -22,7 +22,4 @@ struct JsonValue {
 // Parses a whole document; false with a message naming the offset on error.
 bool json_parse(const std::string &text, JsonValue *out, std::string *err);
 
-// `"..."` with JSON escapes (control characters as \u00XX).
-std::string json_quote(const std::string &s);
-
 }  // namespace atbsim_lm

@@ -18,11 +18,14 @@
 
 #include "http.h"
 #include "json.h"
+#include "atbsim/runtime.h"
 #include "llama.h"
 
 namespace atbsim_lm {
 
 namespace {
+
+std::string quote(const std::string &s) { return atbsim::Json::Str(s).Dump(); }
 
 constexpr int kMaxDevices = 64;
 constexpr int kMaxNewTokens = 4096;
@@ -178,7 +181,7 @@ void stop_workers(std::vector<Worker> &workers) {
 }
 
 std::string error_json(const std::string &msg) {
-    return "{\"error\":{\"message\":" + json_quote(msg) + ",\"type\":\"invalid_request_error\"}}";
+    return "{\"error\":{\"message\":" + quote(msg) + ",\"type\":\"invalid_request_error\"}}";
 }
 
 struct Front {
@@ -252,12 +255,12 @@ struct Front {
         if (!generate(prompt, n_new, &toks, &err)) {
             std::fprintf(stderr, "[atbsim] request failed: %s\n", err.c_str());
             return http_respond(conn, 500, "application/json",
-                                "{\"error\":{\"message\":" + json_quote(err) + ",\"type\":\"server_error\"}}");
+                                "{\"error\":{\"message\":" + quote(err) + ",\"type\":\"server_error\"}}");
         }
         std::ostringstream os;
         os << "{\"id\":\"chatcmpl-" << served++ << "\",\"object\":\"chat.completion\",\"created\":"
-           << static_cast<long long>(std::time(nullptr)) << ",\"model\":" << json_quote(model)
-           << ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":" << json_quote(detokenize(toks))
+           << static_cast<long long>(std::time(nullptr)) << ",\"model\":" << quote(model)
+           << ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":" << quote(detokenize(toks))
            << "},\"finish_reason\":\"length\"}],\"usage\":{\"prompt_tokens\":" << prompt.size()
            << ",\"completion_tokens\":" << toks.size() << ",\"total_tokens\":" << prompt.size() + toks.size()
            << "},\"tokens\":[";

@@ -1,0 +1,120 @@
+"""What every test folder shares: build artifact paths, waiting, editor-style
+config saves, and the hook symbols of the reference (callsites §1.3).
+
+Importable as `testkit` from any test module: pytest puts tests/ on sys.path
+because tests/conftest.py lives there."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BUILD = REPO / "build"
+ABIS = (0, 1)
+
+
+def atb_home(abi: int) -> Path:
+    """The stand-in ATB install for one libstdc++ ABI (ATB_HOME_PATH)."""
+    return BUILD / "atbsim" / f"cxx_abi_{abi}"
+
+
+def atbsim_bin(abi: int) -> Path:
+    return atb_home(abi) / "bin" / "atbsim"
+
+
+def shim_lib(abi: int) -> Path:
+    return BUILD / "lib" / f"libatb_probe_abi{abi}.so"
+
+
+def wait_until(pred, timeout: float = 30.0, step: float = 0.02, what: str = "condition"):
+    """Polls pred() until it returns something truthy, which is returned."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def save_config(path: Path, raw: str | None = None, **fields) -> None:
+    """Saves a config the way editors do: a temporary file renamed into place.
+    `raw` is written as is (for broken or YAML content), else the fields as JSON."""
+    tmp = path.with_name(f".{path.name}.swp")
+    tmp.write_text(raw if raw is not None else json.dumps(fields, indent=4))
+    os.replace(tmp, path)
+
+
+def dynamic_symbols(lib: Path) -> dict[str, str]:
+    """Defined dynamic symbols of a shared library: name -> nm type letter."""
+    out = subprocess.run(["nm", "-D", "--defined-only", str(lib)], check=True,
+                         capture_output=True, text=True).stdout
+    return {parts[2]: parts[1] for parts in (line.split() for line in out.splitlines())
+            if len(parts) == 3}
+
+
+def fnv1a64(data: bytes) -> str:
+    """The payload hash atbsim's ATBSIM_SAVE_TRACE records (64-bit FNV-1a, hex)."""
+    h = 0xCBF29CE484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+# ---- the hook surface, callsites §1.3 ----
+HOOKS_NEUTRAL = frozenset("""
+_ZN3atb5Probe16IsSaveTensorDataEv _ZN3atb5Probe16IsSaveTensorDescEv
+_ZN3atb5Probe18IsSaveTensorBeforeEv _ZN3atb5Probe17IsSaveTensorAfterEv
+_ZN3atb5Probe21IsExecuteCountInRangeEm _ZN3atb5Probe12IsSaveTilingEv
+_ZN3atb5Probe11IsSaveParamEv _ZN3atb5Probe29ReportOperationIOTensorEnableEv
+_ZN3atb5Probe30ReportOperationStatisticEnableEv _ZN3atb5Probe26ReportKernelIOTensorEnableEv
+_ZN3atb5Probe26ReportOperationGraphEnableEv _ZN3atb5Probe15IsOverflowCheckEv
+_ZN3atb5Probe14IsOverflowStopEv _ZN3atb5Probe12UpdateConfigEv
+""".split())
+# msProbe's legacy extras: declared by older ATB only, harmless to define.
+HOOKS_MSPROBE_EXTRAS = frozenset("""
+_ZN3atb5Probe11IsSaveChildEv _ZN3atb5Probe14IsSaveIntensorEv _ZN3atb5Probe15IsSaveOuttensorEv
+""".split())
+_S = {0: "Ss", 1: "NSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"}
+# Back-references to the first std::string differ with the ABI's substitution table.
+_S2 = {0: "S2_", 1: "S8_"}
+_VEC = {0: "RKSt6vectorINS0_6TensorESaIS4_EES8_", 1: "RKSt6vectorINS0_6TensorESaISA_EESE_"}
+
+
+def hooks_by_abi(abi: int) -> frozenset[str]:
+    """The atb::Probe hooks whose mangled names depend on the ABI."""
+    s, s2, vec = _S[abi], _S2[abi], _VEC[abi]
+    return frozenset({
+        f"_ZN3atb5Probe16IsTensorNeedSaveERKSt6vectorIlSaIlEERK{s}",
+        f"_ZN3atb5Probe10SaveTensorERK{s}{s2}{s2}PKvm{s2}",
+        f"_ZN3atb5Probe10SaveTilingEPKhmRK{s}",
+        f"_ZN3atb5Probe9SaveParamERK{s}{s2}",
+        f"_ZN3atb5Probe23ReportOperationIOTensorEmRK{s}{s2}{vec}",
+        f"_ZN3atb5Probe29ReportOperationSetupStatisticEmRK{s}{s2}",
+        f"_ZN3atb5Probe31ReportOperationExecuteStatisticEmRK{s}{s2}",
+        f"_ZN3atb5Probe20ReportKernelIOTensorEmRK{s}{s2}{vec}",
+        f"_ZN3atb5Probe20ReportOverflowKernelERK{s}",
+        f"_ZN3atb5Probe25IsSaveTensorInSpecificDirERK{s}",
+        f"_ZN3atb5Probe20ReportOperationGraphERK{s}{s2}",
+    })
+
+
+def atb_helpers(abi: int) -> frozenset[str]:
+    """ATB's real tensor-conversion helpers: defined by libatb.so, never by a probe."""
+    s = _S[abi]
+    return frozenset({
+        f"_ZN3atb5Probe25AsdopsTensorToProbeTensorERKN3Mki6TensorERNS0_6TensorERK{s}",
+        f"_ZN3atb5Probe22AtbTensorToProbeTensorERKNS_6TensorERNS0_6TensorERK{s}",
+    })
+
+
+def speed_hooks(abi: int) -> frozenset[str]:
+    s, s2 = _S[abi], _S2[abi]
+    return frozenset({
+        f"_ZN9atb_speed10SpeedProbe21IsReportModelTopoInfoERK{s}",
+        f"_ZN9atb_speed10SpeedProbe19ReportModelTopoInfoERK{s}{s2}",
+    })
