@@ -1,45 +1,110 @@
 """Cost of the preloaded probe on a running model: none vs asleep vs awake-but-idle.
 
 The stand-in runs with --no-compute, so the time is almost all ATB runtime and
-hook traffic: the worst case for the probe's relative overhead. The daemon is
-warmed up first so start-up is not counted."""
+hook traffic: the worst case for the probe's relative overhead. Each variant
+runs a short and a long workload; the difference isolates the per-op cost
+from once-per-process and once-per-op-object work (attach, graph reports).
+Wall time on a shared machine is noisy, so instructions are also counted
+with callgrind, which is exact whatever else the machine does."""
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
-from bench.common import atb_env, median_time, probe_env, run_atbsim, stop_daemon, write_config
+from bench.common import (
+    ATBSIM,
+    atb_env,
+    median_time,
+    probe_env,
+    run_atbsim,
+    stop_daemon,
+    write_config,
+)
 from msprobe_atb.control.block import ControlBlock, dump_root_of
 
-WORKLOAD = ["--no-compute", "--layers", "16", "--hidden", "64", "--requests", "10",
-            "--decode-steps", "32"]
+BASE = ["--no-compute", "--layers", "16", "--hidden", "64", "--decode-steps", "32"]
+SHORT, LONG = ["--requests", "2"], ["--requests", "12"]
 REPEAT = 5
 
 
 def _ops_per_run(output: Path) -> int:
     with ControlBlock(dump_root_of(output)) as block:
-        return max(p.ops_seen for p in block.procs() if p.pid)
+        return max(block.procs(), key=lambda p: p.start_ns).ops_seen
+
+
+def _measure(env: dict[str, str], output: Path | None) -> tuple[float, float, int]:
+    """(short run s, long run s, extra runner setups of the long run)."""
+    short = median_time(lambda: run_atbsim(BASE + SHORT, env), REPEAT)
+    ops_short = _ops_per_run(output) if output else 0
+    long = median_time(lambda: run_atbsim(BASE + LONG, env), REPEAT)
+    ops_long = _ops_per_run(output) if output else 0
+    return short, long, ops_long - ops_short
+
+
+def _instructions(env: dict[str, str], tmp: Path, args: list[str]) -> int:
+    """Instructions one run executes, counted by callgrind."""
+    out = tmp / "callgrind.out"
+    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                    str(ATBSIM), "run", *BASE, *args], env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    summary = re.search(r"^summary:\s+(\d+)", out.read_text(), re.M)
+    if not summary:
+        raise RuntimeError(f"no instruction summary in {out}")
+    return int(summary.group(1))
+
+
+def _instruction_lines(env: dict[str, str], tmp: Path, ops: int) -> list[str]:
+    """Per-runner-setup instructions of the asleep probe, as the slope between
+    the short and the long run, for a single-threaded host and a multi-threaded
+    one (--async, as ATB_OPERATION_EXECUTE_ASYNC). The shim's threads cost a
+    single-threaded host glibc malloc's single-thread fast path; real ATB hosts
+    are multi-threaded anyway."""
+    if not shutil.which("valgrind"):
+        return ["instructions: valgrind not found, skipped"]
+    lines = []
+    for mode, extra in (("single-threaded host", []), ("async host", ["--async"])):
+        slope = {}
+        for name, e in (("without", atb_env()), ("asleep", env)):
+            short, long = (_instructions(e, tmp, r + extra) for r in (SHORT, LONG))
+            slope[name] = (long - short) / ops
+        lines.append(f"instructions per runner setup ({mode}, callgrind): "
+                     f"{slope['without']:.0f} without the probe, {slope['asleep']:.0f} with it"
+                     f" asleep: +{slope['asleep'] - slope['without']:.0f}"
+                     f" (ratio {slope['asleep'] / slope['without']:.3f})")
+    return lines
 
 
 def run() -> list[str]:
     with tempfile.TemporaryDirectory(prefix="msprobe-bench-") as tmp:
         out, cfg = Path(tmp), Path(tmp) / "config.json"
-        base = median_time(lambda: run_atbsim(WORKLOAD, atb_env()), REPEAT)
+        base_s, base_l, _ = _measure(atb_env(), None)
         write_config(cfg, dump_enable=False)
         env = probe_env(out, cfg)
-        run_atbsim(WORKLOAD, env)  # starts the daemon
-        asleep = median_time(lambda: run_atbsim(WORKLOAD, env), REPEAT)
-        ops = _ops_per_run(out)
+        run_atbsim(BASE + SHORT, env)  # starts the daemon
+        asleep_s, asleep_l, ops = _measure(env, out)
+        instruction_lines = _instruction_lines(env, out, ops)
         write_config(cfg, dump_enable=True, exec_range="none")
-        run_atbsim(WORKLOAD, env)
-        idle = median_time(lambda: run_atbsim(WORKLOAD, env), REPEAT)
+        run_atbsim(BASE + SHORT, env)
+        idle_s, idle_l, _ = _measure(env, out)
         stop_daemon(out)
-    per_op = (asleep - base) / ops * 1e9 if ops else float("nan")
+
+    def per_op(short: float, long: float) -> float:
+        return ((long - short) - (base_l - base_s)) / ops * 1e9
+
     return [
-        f"workload: atbsim run {' '.join(WORKLOAD)} ({ops} runner setups per run)",
-        f"no probe:                    {base * 1e3:8.1f} ms (median of {REPEAT})",
-        f"probe asleep:                {asleep * 1e3:8.1f} ms  ratio {asleep / base:.3f}",
-        f"probe awake, exec_range none:{idle * 1e3:8.1f} ms  ratio {idle / base:.3f}",
-        f"asleep overhead per runner setup (incl. its execute's hooks): {per_op:.0f} ns",
+        f"workload: atbsim run {' '.join(BASE)} with {' '.join(SHORT)} and {' '.join(LONG)}"
+        f" ({ops} more runner setups in the long run); medians of {REPEAT}",
+        f"no probe:      short {base_s * 1e3:7.1f} ms   long {base_l * 1e3:7.1f} ms",
+        f"probe asleep:  short {asleep_s * 1e3:7.1f} ms   long {asleep_l * 1e3:7.1f} ms"
+        f"   long-run ratio {asleep_l / base_l:.3f}",
+        f"probe awake, exec_range none: short {idle_s * 1e3:7.1f} ms   long {idle_l * 1e3:7.1f} ms"
+        f"   long-run ratio {idle_l / base_l:.3f}",
+        f"wall time per runner setup, with its execute's hooks: asleep"
+        f" {per_op(asleep_s, asleep_l):+.0f} ns, awake-idle {per_op(idle_s, idle_l):+.0f} ns"
+        f" (the stand-in's own: {(base_l - base_s) / ops * 1e9:.0f} ns)",
+        *instruction_lines,
     ]

@@ -53,10 +53,16 @@ void msp_hook_update_config(void)
     msp_snap_check();
 }
 
+/* ATB builds the {dev}_{pid}/{exec}/... directory strings of every runner
+ * at every op setup only while this is true: that string work is most of
+ * what a preloaded probe costs a sleeping model, so it is asked for only
+ * while the config can select something. ATB asks in Reset(), right after
+ * IsTensorNeedSave() refreshed the snapshot, so an op set up after a publish
+ * has its paths; an op whose setup ran before the publish is left alone. */
 int msp_hook_is_save_tensor_desc(void)
 {
-    msp_ensure_attached();
-    return 1; /* ATB builds the {dev}_{pid}/{exec}/... paths only if true */
+    struct msp_snap *s = awake();
+    return s && (overflow_task(s) || s->cfg.exec_mode != MSP_EXEC_NONE);
 }
 
 int msp_hook_is_save_tensor_data(void)
