@@ -162,6 +162,8 @@ static void *monitor_main(void *arg)
         check_config_error();
         if (++tick % 2 == 0)
             msp_ensure_daemon();
+        if (tick % 8 == 0)
+            msp_queue_trim_idle(&g_msp.q); /* 2 s without a dump unmaps the copy ring */
     }
     pthread_mutex_unlock(&g_mon_mu);
     return NULL;
@@ -233,7 +235,7 @@ static void on_exit_drain(void)
         msp_item_lost(left, "process exited before it was written");
         MSP_UNCOUNT(queue_depth, 1);
         MSP_UNCOUNT(queue_bytes, left->cost);
-        free(left);
+        msp_queue_release(&g_msp.q, left);
         left = next;
         lost++;
     }
@@ -430,14 +432,9 @@ static int attach(void)
         goto fail;
     }
     attach_record();
+    /* the writer threads start at the first wake (snapshot.c): a process
+     * that never dumps gets only the monitor thread */
     msp_queue_init(&g_msp.q, g_msp.nwriters);
-    int started = msp_writers_start(g_msp.nwriters);
-    if (started == 0) {
-        msp_log("cannot start writer threads; this process will not dump");
-        goto fail;
-    }
-    g_msp.q.nlists = started;
-    g_msp.nwriters = started;
     msp_ensure_daemon();
     if (msp_ctl_get_word(&ctl->published) == 0)
         wait_first_publish();

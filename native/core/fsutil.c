@@ -74,24 +74,30 @@ int msp_open_dir_at(int rootfd, const char *rel_dir, int create)
     return cur;
 }
 
+/* One writev for header and payload; short writes (the kernel's 2 GiB
+ * cap, a full disk) continue where they stopped. */
 static int write_all(int fd, const struct iovec *iov, int iovcnt)
 {
-    for (int i = 0; i < iovcnt; i++) {
-        const char *p = iov[i].iov_base;
-        size_t left = iov[i].iov_len;
-        while (left) {
-            /* chunks keep a single write below the kernel's 2 GiB cap */
-            size_t chunk = left > (1u << 30) ? (1u << 30) : left;
-            ssize_t w = write(fd, p, chunk);
-            if (w < 0) {
-                if (errno == EINTR)
-                    continue;
-                return -errno;
-            }
-            if (w == 0)
-                return -EIO;
-            p += w;
-            left -= (size_t)w;
+    struct iovec v[MSP_WRITE_IOV_MAX];
+    if (iovcnt < 0 || iovcnt > MSP_WRITE_IOV_MAX)
+        return -EINVAL;
+    memcpy(v, iov, sizeof v[0] * (size_t)iovcnt);
+    int i = 0;
+    while (i < iovcnt) {
+        ssize_t w = writev(fd, v + i, iovcnt - i);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (w == 0 && v[i].iov_len)
+            return -EIO;
+        size_t done = (size_t)w;
+        while (i < iovcnt && done >= v[i].iov_len)
+            done -= v[i++].iov_len;
+        if (i < iovcnt) {
+            v[i].iov_base = (char *)v[i].iov_base + done;
+            v[i].iov_len -= done;
         }
     }
     return 0;

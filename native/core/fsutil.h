@@ -20,7 +20,10 @@ const char *msp_path_check(const char *rel, size_t len);
  * new fd or -1 with errno. rel_dir "" returns a dup of rootfd. */
 int msp_open_dir_at(int rootfd, const char *rel_dir, int create);
 
-/* Creates `name` in dirfd from iov: a temporary `.<name>.<pid>.<tid>.tmp`
+#define MSP_WRITE_IOV_MAX 4
+
+/* Creates `name` in dirfd from iov (at most MSP_WRITE_IOV_MAX parts, written
+ * with one writev): a temporary `.<name>.<pid>.<tid>.tmp`
  * (O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC, 0640), every write checked, then
  * renameat into place. On failure the temporary is removed and -errno is
  * returned; a partial file is never left under `name`. */

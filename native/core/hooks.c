@@ -261,21 +261,39 @@ static char *put(char **cursor, msp_sv s)
     return dst;
 }
 
-/* Copies everything into one allocation (the caller frees its buffer as
- * soon as we return) and queues it. */
+/* A selected item that msp_queue_reserve refused (rc): counted, recorded
+ * as lost, logged. */
+static void not_queued(int rc, enum msp_item_kind kind, uint64_t seq, msp_sv path,
+                       const struct msp_tensor_desc *desc)
+{
+    const char *note = rc == MSP_PUSH_DROPPED ? "dropped: copy queue full (queue_full_policy drop)"
+                       : rc == MSP_PUSH_CLOSED ? "process is exiting"
+                       : kind == MSP_ITEM_PARAM ? "out of memory copying the param"
+                                                : "out of memory copying the tensor";
+    if (rc == MSP_PUSH_DROPPED)
+        MSP_COUNT(drops, 1);
+    else
+        MSP_COUNT(errors, 1);
+    if (kind == MSP_ITEM_PARAM)
+        msp_param_lost(seq, path.p, path.n, note);
+    else
+        msp_tensor_lost(desc, note);
+}
+
+/* Copies everything into a queue item (the caller frees its buffer as soon
+ * as we return) and queues it. */
 static void enqueue(const struct msp_snap *s, enum msp_item_kind kind, uint64_t seq, msp_sv format,
                     msp_sv dtype, msp_sv dims, const void *data, uint64_t size, int add_newline,
                     msp_sv path, const struct msp_tensor_desc *desc /* tensors only */)
 {
     uint64_t payload = size + (add_newline ? 1 : 0);
     size_t strings = format.n + dtype.n + dims.n + path.n + 4;
-    struct msp_item *it = malloc(sizeof *it + strings + payload);
-    if (!it) {
-        MSP_COUNT(errors, 1);
-        if (kind == MSP_ITEM_PARAM)
-            msp_param_lost(seq, path.p, path.n, "out of memory copying the param");
-        else
-            msp_tensor_lost(desc, "out of memory copying the tensor");
+    struct msp_item *it;
+    int rc = msp_queue_reserve(&g_msp.q, sizeof *it + strings, payload,
+                               s->cfg.queue_budget_bytes, s->cfg.queue_policy != MSP_POLICY_DROP,
+                               &it);
+    if (rc != MSP_PUSH_OK) {
+        not_queued(rc, kind, seq, path, desc);
         return;
     }
     char *cur = (char *)(it + 1);
@@ -289,31 +307,22 @@ static void enqueue(const struct msp_snap *s, enum msp_item_kind kind, uint64_t 
     it->dtype_s = put(&cur, dtype);
     it->dims = put(&cur, dims);
     it->dtype = atoi(it->dtype_s);
-    it->data = (unsigned char *)cur;
     if (size)
         memcpy(it->data, data, size);
     if (add_newline)
         it->data[size] = '\n';
     it->size = payload;
-    it->cost = sizeof *it + strings + payload;
     int w = msp_writer_for(path.p, path.n, g_msp.nwriters);
     /* counted in the slot before it is queued and until its record is
      * written, so the control plane never sees an empty queue too early */
     uint64_t cost = it->cost;
     MSP_COUNT(queue_depth, 1);
     MSP_COUNT(queue_bytes, cost);
-    int rc = msp_queue_push(&g_msp.q, w, it, s->cfg.queue_budget_bytes,
-                            s->cfg.queue_policy != MSP_POLICY_DROP);
-    if (rc == MSP_PUSH_OK)
+    if (msp_queue_push(&g_msp.q, w, it) == MSP_PUSH_OK)
         return;
-    if (rc == MSP_PUSH_DROPPED) {
-        MSP_COUNT(drops, 1);
-        msp_item_lost(it, "dropped: copy queue full (queue_full_policy drop)");
-    } else {
-        MSP_COUNT(errors, 1);
-        msp_item_lost(it, "process is exiting");
-    }
-    free(it);
+    MSP_COUNT(errors, 1);
+    msp_item_lost(it, "process is exiting");
+    msp_queue_release(&g_msp.q, it);
     MSP_UNCOUNT(queue_depth, 1);
     MSP_UNCOUNT(queue_bytes, cost);
 }

@@ -2,8 +2,14 @@
 #include "queue.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
+
+/* Keeps the region arithmetic far from overflow (malloc would fail anyway). */
+#define MAX_ITEM (UINT64_C(1) << 62)
 
 static void cond_init_mono(pthread_cond_t *c)
 {
@@ -14,32 +20,209 @@ static void cond_init_mono(pthread_cond_t *c)
     pthread_condattr_destroy(&a);
 }
 
+static int clamp_lists(int n)
+{
+    return n < 1 ? 1 : n > MSP_MAX_WRITERS ? MSP_MAX_WRITERS : n;
+}
+
 void msp_queue_init(struct msp_queue *q, int nlists)
 {
     memset(q, 0, sizeof *q);
     pthread_mutex_init(&q->mu, NULL);
     cond_init_mono(&q->space);
     cond_init_mono(&q->idle);
-    q->nlists = nlists < 1 ? 1 : nlists > MSP_MAX_WRITERS ? MSP_MAX_WRITERS : nlists;
-    for (int i = 0; i < q->nlists; i++)
+    q->nlists = clamp_lists(nlists);
+    for (int i = 0; i < MSP_MAX_WRITERS; i++)
         pthread_cond_init(&q->work[i], NULL);
 }
 
-int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it, uint64_t budget, int block)
+void msp_queue_set_lists(struct msp_queue *q, int nlists)
 {
+    pthread_mutex_lock(&q->mu);
+    q->nlists = clamp_lists(nlists);
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* A ring region: this header, then the payload (64-byte aligned). */
+struct region {
+    uint64_t len; /* header included, multiple of REGION_ALIGN */
+    uint64_t busy;
+};
+#define REGION_ALIGN 64
+#define REGION_HDR REGION_ALIGN
+
+static struct region *region_at(struct msp_queue *q, uint64_t off)
+{
+    return (struct region *)(void *)(q->ring + off % q->ring_size);
+}
+
+/* Under mu: a region of len bytes at the ring's head, or NULL if the
+ * free space (tail to head) is too small. A region may run past the end:
+ * the mirror mapping continues it there. */
+static struct region *ring_alloc(struct msp_queue *q, uint64_t len)
+{
+    if (q->rhead + len - q->rtail > q->ring_size)
+        return NULL;
+    struct region *r = region_at(q, q->rhead);
+    r->len = len;
+    r->busy = 1;
+    q->rhead += len;
+    return r;
+}
+
+/* Under mu: releases a region; the tail moves over every released region
+ * in front of it, and an empty ring starts again at offset 0. */
+static void ring_free(struct msp_queue *q, struct region *r)
+{
+    r->busy = 0;
+    while (q->rtail < q->rhead) {
+        struct region *t = region_at(q, q->rtail);
+        if (t->busy)
+            break;
+        q->rtail += t->len;
+    }
+    if (q->rtail == q->rhead)
+        q->rtail = q->rhead = 0;
+}
+
+/* Maps `size` bytes of shared anonymous memory twice, back to back (the
+ * second view by mremap with old size 0): a region that runs past the end
+ * continues in the second view, so the ring needs no padding and, released
+ * in order, uses every byte of the budget. No file backs it, so no file
+ * size limit (SIGXFSZ) applies. NULL on failure. */
+static unsigned char *map_mirrored(uint64_t size)
+{
+    void *p = mmap(NULL, 2 * size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    void *second = (char *)p + size;
+    if (mmap(p, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+            MAP_FAILED ||
+        mremap(p, 0, size, MREMAP_MAYMOVE | MREMAP_FIXED, second) != second) {
+        munmap(p, 2 * size);
+        return NULL;
+    }
+    /* a forked child starts its own queue: it must not inherit the ring */
+    madvise(p, 2 * size, MADV_DONTFORK);
+    return p;
+}
+
+/* A mapping to unmap once the queue's lock is released. */
+struct mapping {
+    void *p;
+    uint64_t n;
+};
+
+/* Under mu, with nothing reserved: makes the ring match the budget (a
+ * budget change remaps it, an oversize item or a trim unmaps it). Returns
+ * the old mapping for the caller to unmap after unlocking. */
+static struct mapping ring_resize(struct msp_queue *q, uint64_t size)
+{
+    struct mapping old = {NULL, 0};
+    if (q->ring && q->ring_size == size)
+        return old;
+    old.p = q->ring;
+    old.n = 2 * q->ring_size;
+    q->ring = NULL;
+    q->ring_size = 0;
+    q->rhead = q->rtail = 0;
+    if (size == 0)
+        return old;
+    q->ring = map_mirrored(size); /* on failure payloads fall back to malloc */
+    if (q->ring) {
+        q->ring_size = size;
+        q->maps++;
+    }
+    return old;
+}
+
+static void unmap(struct mapping m)
+{
+    if (m.p)
+        munmap(m.p, m.n);
+}
+
+/* Under mu: takes `it` out of the budget and the ring; returns its payload
+ * if it is the caller's to free (not in the ring). */
+static void *put_back(struct msp_queue *q, struct msp_item *it)
+{
+    q->bytes -= it->cost;
+    pthread_cond_broadcast(&q->space);
+    if (!it->in_ring)
+        return it->data;
+    ring_free(q, (struct region *)(void *)(it->data - REGION_HDR));
+    return NULL;
+}
+
+int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint64_t budget,
+                      int block, struct msp_item **out)
+{
+    *out = NULL;
+    if (payload > MAX_ITEM || meta > MAX_ITEM)
+        return MSP_PUSH_NOMEM;
+    uint64_t len = (payload + REGION_HDR + REGION_ALIGN - 1) & ~(uint64_t)(REGION_ALIGN - 1);
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t ring_want = budget / page * page; /* the mirror maps whole pages */
+    struct msp_item *it = malloc(meta); /* small: glibc reuses its chunks */
+    if (!it)
+        return MSP_PUSH_NOMEM;
+    struct mapping old = {NULL, 0};
+    struct region *r = NULL;
+    uint64_t cost;
+    int rc;
     pthread_mutex_lock(&q->mu);
     for (;;) {
         if (q->closed) {
-            pthread_mutex_unlock(&q->mu);
-            return MSP_PUSH_CLOSED;
-        }
-        if (q->bytes == 0 || q->bytes + it->cost <= budget)
+            rc = MSP_PUSH_CLOSED;
             break;
+        }
+        int alone = q->bytes == 0;
+        if (alone) /* the ring is empty: fit it to this budget and item (once: alone never waits) */
+            old = ring_resize(q, len > ring_want ? 0 : ring_want);
+        int heap = q->ring == NULL;
+        cost = meta + (heap ? payload : len);
+        if ((alone || q->bytes + cost <= budget) && (heap || (r = ring_alloc(q, len)) != NULL)) {
+            rc = MSP_PUSH_OK;
+            break;
+        }
         if (!block) {
-            pthread_mutex_unlock(&q->mu);
-            return MSP_PUSH_DROPPED;
+            rc = MSP_PUSH_DROPPED;
+            break;
         }
         pthread_cond_wait(&q->space, &q->mu);
+    }
+    if (rc == MSP_PUSH_OK) {
+        q->used = 1;
+        q->bytes += cost;
+        q->heap_items += r == NULL;
+    }
+    pthread_mutex_unlock(&q->mu);
+    unmap(old);
+    if (rc != MSP_PUSH_OK) {
+        free(it);
+        return rc;
+    }
+    it->next = NULL;
+    it->cost = cost;
+    it->in_ring = r != NULL;
+    it->data = r ? (unsigned char *)r + REGION_HDR : malloc(payload ? payload : 1);
+    if (!it->data) {
+        pthread_mutex_lock(&q->mu);
+        put_back(q, it);
+        pthread_mutex_unlock(&q->mu);
+        free(it);
+        return MSP_PUSH_NOMEM;
+    }
+    *out = it;
+    return MSP_PUSH_OK;
+}
+
+int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it)
+{
+    pthread_mutex_lock(&q->mu);
+    if (q->closed) {
+        pthread_mutex_unlock(&q->mu);
+        return MSP_PUSH_CLOSED;
     }
     it->next = NULL;
     if (q->tail[w])
@@ -48,7 +231,6 @@ int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it, uint64_t bud
         q->head[w] = it;
     q->tail[w] = it;
     q->depth++;
-    q->bytes += it->cost;
     pthread_cond_signal(&q->work[w]);
     pthread_mutex_unlock(&q->mu);
     return MSP_PUSH_OK;
@@ -71,15 +253,25 @@ struct msp_item *msp_queue_pop(struct msp_queue *q, int w)
     return it;
 }
 
-void msp_queue_done(struct msp_queue *q, uint64_t cost)
+void msp_queue_done(struct msp_queue *q, struct msp_item *it)
 {
     pthread_mutex_lock(&q->mu);
-    q->bytes -= cost;
     q->inflight--;
-    pthread_cond_broadcast(&q->space);
     if (q->depth == 0 && q->inflight == 0)
         pthread_cond_broadcast(&q->idle);
+    void *own = put_back(q, it);
     pthread_mutex_unlock(&q->mu);
+    free(own);
+    free(it);
+}
+
+void msp_queue_release(struct msp_queue *q, struct msp_item *it)
+{
+    pthread_mutex_lock(&q->mu);
+    void *own = put_back(q, it);
+    pthread_mutex_unlock(&q->mu);
+    free(own);
+    free(it);
 }
 
 int msp_queue_wait_idle(struct msp_queue *q, uint64_t deadline)
@@ -119,4 +311,15 @@ void msp_queue_stats(struct msp_queue *q, uint64_t *depth, uint64_t *bytes)
     *depth = q->depth + q->inflight;
     *bytes = q->bytes;
     pthread_mutex_unlock(&q->mu);
+}
+
+void msp_queue_trim_idle(struct msp_queue *q)
+{
+    struct mapping old = {NULL, 0};
+    pthread_mutex_lock(&q->mu);
+    if (!q->used && q->bytes == 0)
+        old = ring_resize(q, 0);
+    q->used = 0;
+    pthread_mutex_unlock(&q->mu);
+    unmap(old);
 }

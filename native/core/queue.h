@@ -1,7 +1,12 @@
 /* The bounded copy queue between the hook threads and the writer threads.
  * One mutex, one FIFO per writer (items of one layer scope go to one
  * writer, so dedup and write order are deterministic), and one global byte
- * budget shared by all of them. */
+ * budget shared by all of them.
+ *
+ * Payloads go into a ring of the budget's size, mapped at the first dump
+ * and reused lap after lap (as tracing ring buffers do): a steady dump
+ * copies into memory that is already faulted in, instead of a fresh mmap
+ * per tensor that the kernel must fault and zero page by page. */
 #ifndef MSP_QUEUE_H
 #define MSP_QUEUE_H
 
@@ -9,10 +14,10 @@
 #include <stdint.h>
 
 #define MSP_MAX_WRITERS 32
-
 enum msp_item_kind { MSP_ITEM_TENSOR, MSP_ITEM_PARAM };
 
-/* One allocation: the struct, then the strings, then the payload. */
+/* The struct then its strings (one small malloc); the payload in the
+ * queue's ring (or its own malloc, see msp_queue_reserve). */
 struct msp_item {
     struct msp_item *next;
     enum msp_item_kind kind;
@@ -21,9 +26,10 @@ struct msp_item {
     int dtype;             /* parsed dtype_s, for the statistics */
     uint64_t seq;
     uint64_t size;         /* payload bytes */
-    uint64_t cost;         /* bytes charged to the budget */
+    uint64_t cost;         /* set by the queue: bytes charged to the budget (both parts) */
     char *path, *format_s, *dtype_s, *dims;
-    unsigned char *data;
+    unsigned char *data;   /* set by the queue: the payload buffer */
+    int in_ring;           /* set by the queue: data is a ring region, else its own malloc */
 };
 
 struct msp_queue {
@@ -33,28 +39,62 @@ struct msp_queue {
     pthread_cond_t work[MSP_MAX_WRITERS];
     struct msp_item *head[MSP_MAX_WRITERS], *tail[MSP_MAX_WRITERS];
     int nlists;
-    uint64_t depth, bytes, inflight;
+    uint64_t depth, inflight;
+    uint64_t bytes;         /* cost of the items reserved, queued or in flight */
+    /* The payload ring: `ring_size` bytes (the budget rounded down to
+     * pages) of shared anonymous memory, mapped lazily and twice in a row
+     * (the same pages) so a region can run past the end; regions are
+     * allocated at `rhead` and released at `rtail` (running offsets). Each
+     * region is charged to the budget with its item, so live regions never
+     * exceed the budget; the ring's memory is at most the budget too (only
+     * the part the head has reached is ever touched, and an empty ring
+     * starts again at 0). It is unmapped before an item larger than the
+     * budget is admitted alone, and after msp_queue_trim_idle. */
+    unsigned char *ring;
+    uint64_t ring_size, rhead, rtail;
+    uint64_t maps, heap_items; /* ring mappings / payloads malloc'd (tests, bench) */
+    int used;               /* a reservation since the last msp_queue_trim_idle */
     int closed;
 };
 
 void msp_queue_init(struct msp_queue *q, int nlists);
+/* Sets the number of writer lists (before anything is queued). */
+void msp_queue_set_lists(struct msp_queue *q, int nlists);
 
-enum { MSP_PUSH_OK = 0, MSP_PUSH_DROPPED = 1, MSP_PUSH_CLOSED = 2 };
-/* Queues `it` on list `w`. When the budget would be exceeded: block waits
- * (an item larger than the whole budget is admitted once the queue is
- * empty, so nothing deadlocks); otherwise the item is refused (DROPPED).
- * The caller keeps ownership of a refused item. */
-int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it, uint64_t budget, int block);
+enum { MSP_PUSH_OK = 0, MSP_PUSH_DROPPED = 1, MSP_PUSH_CLOSED = 2, MSP_PUSH_NOMEM = 3 };
+/* Reserves an item within the byte budget: `meta` bytes for the struct and
+ * its strings (malloc), and `payload` bytes in the ring. When the budget
+ * (or the ring, fragmented by out-of-order releases) has no room: `block`
+ * waits; otherwise the item is refused (DROPPED). An item larger than the
+ * whole budget is admitted once nothing else is reserved, with its payload
+ * in its own malloc, so nothing deadlocks; so are payloads when the ring
+ * cannot be mapped. On MSP_PUSH_OK *out is the item, with ->cost, ->data
+ * and ->in_ring set; the caller fills it and hands it to msp_queue_push
+ * (or msp_queue_release). MSP_PUSH_NOMEM: out of memory. */
+int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint64_t budget,
+                      int block, struct msp_item **out);
+/* Queues a reserved item on list `w`: MSP_PUSH_OK, or MSP_PUSH_CLOSED
+ * (the caller keeps it and releases it). */
+int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it);
 /* Next item of list w; blocks; NULL once closed and list w is empty. */
 struct msp_item *msp_queue_pop(struct msp_queue *q, int w);
-/* The writer finished `it` (and freed it): releases its budget. */
-void msp_queue_done(struct msp_queue *q, uint64_t cost);
+/* The writer finished a popped item: releases its budget and its ring
+ * region and frees it. */
+void msp_queue_done(struct msp_queue *q, struct msp_item *it);
+/* The same for a reserved item that was never queued, or one
+ * msp_queue_close handed back. */
+void msp_queue_release(struct msp_queue *q, struct msp_item *it);
 /* Waits until nothing is queued or in flight, or until deadline
  * (CLOCK_MONOTONIC ns). Returns 1 if drained. */
 int msp_queue_wait_idle(struct msp_queue *q, uint64_t deadline_mono_ns);
-/* Closes the queue and hands back every queued item (a list via ->next);
- * *inflight gets the number of items writers are still working on. */
+/* Closes the queue and hands back every queued item (a list via ->next,
+ * to be released); *inflight gets the number of items writers are still
+ * working on. */
 struct msp_item *msp_queue_close(struct msp_queue *q, uint64_t *inflight);
 void msp_queue_stats(struct msp_queue *q, uint64_t *depth, uint64_t *bytes);
+/* Unmaps the ring if it is empty and nothing was reserved since the
+ * previous call (the monitor calls it every 2 s): a process that stopped
+ * dumping gives the memory back. */
+void msp_queue_trim_idle(struct msp_queue *q);
 
 #endif

@@ -11,12 +11,33 @@
 
 #include "record.h"
 #include "util.h"
+#include "writer.h"
 
 static const char WAKE_MSG[] =
     MSP_LOG_PREFIX "Ready to dump ATB data, the running speed of the model will be affected\n";
 
-static void wake_up(uint64_t generation)
+/* Starts the writer threads; 0 if none could start (the process then
+ * stays asleep: ATB must not copy tensors nobody would write). */
+static int start_writers(void)
 {
+    int started = msp_writers_start(g_msp.nwriters);
+    if (started == 0) {
+        msp_log("cannot start writer threads (%s); this process stays asleep until the next "
+                "config change",
+                strerror(errno));
+        return 0;
+    }
+    /* published to the hooks by the awake_seen release below */
+    g_msp.nwriters = started;
+    msp_queue_set_lists(&g_msp.q, started);
+    return 1;
+}
+
+/* The first wake of this process. Returns 0 if it cannot dump after all. */
+static int wake_up(uint64_t generation)
+{
+    if (!start_writers())
+        return 0;
     msp_write_tty(STDOUT_FILENO, WAKE_MSG, sizeof WAKE_MSG - 1);
     char path[MSP_PATH_LEN + 16];
     snprintf(path, sizeof path, "%s/data", g_msp.dump_root);
@@ -34,6 +55,7 @@ static void wake_up(uint64_t generation)
     msp_rec_begin(&b, "wake");
     jb_ku64(&b, "generation", generation);
     msp_rec_commit(&b);
+    return 1;
 }
 
 /* Snapshots are leaked by design: the hot path reads a snapshot through a
@@ -53,8 +75,8 @@ void msp_snap_refresh(void)
             s->awake = s->cfg.state == MSP_STATE_AWAKE;
             if (s->cfg.queue_budget_bytes == 0)
                 s->cfg.queue_budget_bytes = (uint64_t)1 << 30;
-            if (s->awake && !g_msp.awake_seen)
-                wake_up(s->generation);
+            if (s->awake && !g_msp.awake_seen && !wake_up(s->generation))
+                s->awake = 0;
             __atomic_store_n(&g_msp.snap, s, __ATOMIC_RELEASE);
             __atomic_store_n(&g_msp.proc->config_generation, s->generation, __ATOMIC_RELAXED);
         }

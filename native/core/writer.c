@@ -346,11 +346,9 @@ static void *writer_main(void *arg)
     struct msp_item *it;
     while ((it = msp_queue_pop(&g_msp.q, w->idx))) {
         process(w, it); /* its record is written now */
-        uint64_t cost = it->cost;
-        free(it);
         MSP_UNCOUNT(queue_depth, 1);
-        MSP_UNCOUNT(queue_bytes, cost);
-        msp_queue_done(&g_msp.q, cost); /* last: the exit drain waits for it */
+        MSP_UNCOUNT(queue_bytes, it->cost);
+        msp_queue_done(&g_msp.q, it); /* last: the exit drain waits for it */
     }
     return NULL;
 }
@@ -370,8 +368,11 @@ int msp_writers_start(int n)
         if (!w->dedup)
             w->dedup = msp_dedup_new();
         pthread_t t;
-        if (pthread_create(&t, NULL, writer_main, w) != 0)
+        int rc = pthread_create(&t, NULL, writer_main, w);
+        if (rc != 0) {
+            errno = rc;
             break;
+        }
         pthread_detach(t);
         started++;
     }

@@ -17,7 +17,8 @@ struct msp_tensor_desc {
     uint32_t task;
 };
 
-/* Starts n writer threads on g_msp.q. Returns how many started. */
+/* Starts n writer threads on g_msp.q (at the process's first wake).
+ * Returns how many started; errno says why when fewer. */
 int msp_writers_start(int n);
 
 /* Appends a `tensor` record. file: "bin", "stub", "none" or "lost". */

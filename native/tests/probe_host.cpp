@@ -14,11 +14,13 @@
 // param <path> <text> | graph <name> <json> | topo <model> <json> |
 // overflow <kernel> | sleep <ms> | stress <threads> <per-thread> <bytes> |
 // bench <runners> (prints ns per runner of UpdateConfig + 3 predicate pairs) |
-// fork <command...> (run one command in a forked child and wait) | exit <code>
+// fork <command...> (run one command in a forked child and wait) |
+// threads (prints threads=<this process's thread count>) | exit <code>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <pthread.h>
 #include <string>
 #include <sys/wait.h>
@@ -252,6 +254,15 @@ static int run(const std::vector<std::string> &f)
         }
         int st;
         waitpid(pid, &st, 0);
+    } else if (c == "threads") {
+        int n = 0;
+        if (DIR *d = opendir("/proc/self/task")) {
+            while (dirent *e = readdir(d))
+                n += e->d_name[0] != '.';
+            closedir(d);
+        }
+        printf("threads=%d\n", n);
+        fflush(stdout);
     } else if (c == "exit") {
         return atoi(arg(1).c_str());
     } else {

@@ -83,6 +83,28 @@ PY
     result "$name" $rc
 }
 
+# The writer threads start at the first wake: asleep, the shim adds only
+# its monitor thread to the host (main + monitor = 2); awake, 2 writers more.
+lazy_writers() {
+    local bin=$1 out="$work/lazy" got
+    mkdir -p "$out/atb_dump_data/.probe"
+    : >"$out/config.json"
+    run_host() {
+        printf 'update\nneed\nthreads\n' |
+            flock "$out/atb_dump_data/.probe/daemon.lock" env ATB_OUTPUT_DIR="$out" \
+                ATB_DUMP_CONFIG="$out/config.json" MSPROBE_ATB_ATTACH_WAIT_MS=0 \
+                MSPROBE_ATB_WRITERS=2 "$bin" 2>>"$out/host.log"
+    }
+    "$bin" publish "$out/atb_dump_data" state=0 task=1 exec=all &&
+        got=$(run_host | grep threads=) &&
+        "$bin" publish "$out/atb_dump_data" state=1 task=1 exec=all &&
+        got="$got $(run_host | grep threads=)"
+    echo "lazy writers: asleep/awake: ${got:-no output}"
+    [ "${got:-}" = "threads=2 threads=4" ]
+    result lazy-writers $?
+}
+lazy_writers "$BIN/stress_asan_abi1"
+
 stress stress-asan-abi0 "$BIN/stress_asan_abi0"
 stress stress-asan-abi1 "$BIN/stress_asan_abi1"
 TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" stress stress-tsan-abi1 "$BIN/stress_tsan_abi1"

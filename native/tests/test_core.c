@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +163,14 @@ static void test_fs(void)
     CHECK(msp_write_file_at(d, "f.txt", iov, 1) == 0); /* replaced, not appended */
     struct stat st;
     CHECK(fstatat(d, "f.txt", &st, 0) == 0 && st.st_size == 6 && (st.st_mode & 0137) == 0);
+    /* one writev of several parts, empty ones included */
+    struct iovec parts[4] = {{"ab", 2}, {"", 0}, {"cde", 3}, {"", 0}};
+    CHECK(msp_write_file_at(d, "g.txt", parts, 4) == 0);
+    char got[8] = {0};
+    int g = openat(d, "g.txt", O_RDONLY);
+    CHECK(g >= 0 && read(g, got, sizeof got) == 5 && memcmp(got, "abcde", 5) == 0);
+    close(g);
+    CHECK(msp_write_file_at(d, "h.txt", parts, MSP_WRITE_IOV_MAX + 1) == -EINVAL);
     close(d);
     /* a symlink in the tree is never followed */
     char link[512];
@@ -281,29 +290,157 @@ static void test_json(void)
     jb_free(&b);
 }
 
+#define META (sizeof(struct msp_item) + 32)
+
+static struct msp_item *reserved(struct msp_queue *q, uint64_t payload, uint64_t budget)
+{
+    struct msp_item *it = NULL;
+    int rc = msp_queue_reserve(q, META, payload, budget, 0, &it);
+    CHECK(rc == MSP_PUSH_OK && it && it->cost >= META + payload);
+    if (it) { /* ASan: both parts are ours, whole */
+        memset(it + 1, 0x11, 32);
+        memset(it->data, 0x5a, payload);
+    }
+    return it;
+}
+
+static int in_ring(const struct msp_queue *q, const struct msp_item *it, uint64_t payload)
+{
+    return it->in_ring && it->data >= q->ring && it->data + payload <= q->ring + 2 * q->ring_size &&
+           ((uintptr_t)it->data & 63) == 0;
+}
+
 static void test_queue(void)
 {
     struct msp_queue q;
     msp_queue_init(&q, 2);
-    struct msp_item a = {0}, b2 = {0}, c = {0};
-    a.cost = 60;
-    b2.cost = 60;
-    c.cost = 500;
-    CHECK(msp_queue_push(&q, 0, &a, 100, 0) == MSP_PUSH_OK);
-    CHECK(msp_queue_push(&q, 1, &b2, 100, 0) == MSP_PUSH_DROPPED);
-    CHECK(msp_queue_pop(&q, 0) == &a);
-    msp_queue_done(&q, a.cost);
-    /* larger than the budget: admitted when the queue is empty */
-    CHECK(msp_queue_push(&q, 1, &c, 100, 0) == MSP_PUSH_OK);
+    const uint64_t budget = (uint64_t)sysconf(_SC_PAGESIZE); /* the ring maps whole pages */
+    struct msp_item *a = reserved(&q, budget * 3 / 8, budget);
+    CHECK(q.maps == 1 && q.ring_size == budget && in_ring(&q, a, budget * 3 / 8));
+    CHECK(msp_queue_push(&q, 0, a) == MSP_PUSH_OK);
+    struct msp_item *b = NULL;
+    CHECK(msp_queue_reserve(&q, META, budget * 3 / 4, budget, 0, &b) == MSP_PUSH_DROPPED && !b);
+    CHECK(msp_queue_pop(&q, 0) == a);
+    void *abuf = a->data;
+    msp_queue_done(&q, a);
+    CHECK(q.bytes == 0 && q.rhead == 0 && q.rtail == 0);
+    /* the ring's memory comes back (already faulted in) */
+    struct msp_item *a2 = reserved(&q, budget / 3, budget);
+    CHECK(a2->data == abuf && q.bytes == a2->cost);
+    msp_queue_release(&q, a2);
+    /* laps around the ring, FIFO as one writer releases: always in the
+     * ring, never over the budget, one mapping; a region that runs past
+     * the end is the start of the ring seen through the mirror */
+    struct msp_item *live[3] = {0};
+    int wrapped = 0;
+    for (int i = 0; i < 40; i++) {
+        if (live[i % 3]) {
+            CHECK(msp_queue_pop(&q, 1) == live[i % 3]);
+            msp_queue_done(&q, live[i % 3]);
+        }
+        uint64_t n = budget / 6 + (uint64_t)(i % 5) * 97;
+        struct msp_item *it = live[i % 3] = reserved(&q, n, budget);
+        CHECK(in_ring(&q, it, n) && q.bytes <= budget);
+        for (uint64_t j = 0; j < n; j++)
+            it->data[j] = (unsigned char)(j * 7 + (uint64_t)i);
+        uint64_t end = (uint64_t)(it->data - q.ring) + n;
+        if (end > q.ring_size) {
+            uint64_t spill = end - q.ring_size;
+            wrapped++;
+            CHECK(memcmp(q.ring, it->data + n - spill, spill) == 0);
+        }
+        CHECK(msp_queue_push(&q, 1, it) == MSP_PUSH_OK);
+    }
+    CHECK(wrapped > 0 && q.maps == 1 && q.heap_items == 0 && q.rhead > q.ring_size);
+    for (int i = 40; i < 43; i++) {
+        CHECK(msp_queue_pop(&q, 1) == live[i % 3]);
+        msp_queue_done(&q, live[i % 3]);
+    }
+    CHECK(q.bytes == 0 && q.rhead == 0);
+    /* out of order: the tail waits for the oldest region */
+    struct msp_item *x = reserved(&q, 500, budget), *y = reserved(&q, 500, budget);
+    struct msp_item *z = reserved(&q, 500, budget);
+    msp_queue_release(&q, y);
+    CHECK(q.rtail == 0);
+    msp_queue_release(&q, x);
+    CHECK(q.rtail == (uint64_t)(z->data - q.ring) - 64);
+    /* larger than the whole budget: refused while anything is live... */
+    CHECK(msp_queue_reserve(&q, META, 3 * budget, budget, 0, &b) == MSP_PUSH_DROPPED);
+    msp_queue_release(&q, z);
+    /* ...admitted alone, in its own buffer, with the ring unmapped */
+    struct msp_item *big = reserved(&q, 3 * budget, budget);
+    CHECK(!big->in_ring && q.ring == NULL && q.heap_items == 1 && q.bytes == big->cost);
+    CHECK(msp_queue_push(&q, 1, big) == MSP_PUSH_OK);
     uint64_t depth, bytes;
     msp_queue_stats(&q, &depth, &bytes);
-    CHECK(depth == 1 && bytes == 500);
+    CHECK(depth == 1 && bytes == big->cost);
+    CHECK(msp_queue_reserve(&q, META, 100, budget, 0, &b) == MSP_PUSH_DROPPED);
+    CHECK(msp_queue_pop(&q, 1) == big);
+    msp_queue_done(&q, big);
+    CHECK(q.bytes == 0);
+    /* the next item maps the ring again; a new budget remaps it */
+    struct msp_item *e = reserved(&q, 100, budget);
+    CHECK(q.maps == 2 && in_ring(&q, e, 100));
+    msp_queue_release(&q, e);
+    e = reserved(&q, 100, 2 * budget + 100);
+    CHECK(q.maps == 3 && q.ring_size == 2 * budget && in_ring(&q, e, 100));
+    msp_queue_release(&q, e);
+    /* trim: only after a period without reservations */
+    msp_queue_trim_idle(&q);
+    CHECK(q.ring != NULL);
+    msp_queue_trim_idle(&q);
+    CHECK(q.ring == NULL);
+    /* close: queued items come back, nothing new is taken */
+    struct msp_item *f = reserved(&q, 300, budget);
+    CHECK(msp_queue_push(&q, 0, f) == MSP_PUSH_OK);
     CHECK(msp_queue_wait_idle(&q, 0) == 0);
     uint64_t inflight;
     struct msp_item *left = msp_queue_close(&q, &inflight);
-    CHECK(left == &c && left->next == NULL && inflight == 0);
-    CHECK(msp_queue_push(&q, 0, &a, 100, 1) == MSP_PUSH_CLOSED);
+    CHECK(left == f && left->next == NULL && inflight == 0);
+    msp_queue_release(&q, left);
+    CHECK(q.bytes == 0);
+    CHECK(msp_queue_reserve(&q, META, 100, budget, 1, &b) == MSP_PUSH_CLOSED);
     CHECK(msp_queue_pop(&q, 0) == NULL);
+    msp_queue_trim_idle(&q);
+    msp_queue_trim_idle(&q);
+}
+
+/* block policy: a reservation waits for a writer to finish, then gets the
+ * same ring memory */
+struct blocked_arg {
+    struct msp_queue *q;
+    struct msp_item *got;
+    int rc;
+};
+
+static void *reserve_blocking(void *p)
+{
+    struct blocked_arg *a = p;
+    uint64_t budget = (uint64_t)sysconf(_SC_PAGESIZE);
+    a->rc = msp_queue_reserve(a->q, META, budget * 3 / 4, budget, 1, &a->got);
+    return NULL;
+}
+
+static void test_queue_block(void)
+{
+    struct msp_queue q;
+    msp_queue_init(&q, 1);
+    uint64_t budget = (uint64_t)sysconf(_SC_PAGESIZE);
+    struct msp_item *a = reserved(&q, budget * 3 / 4, budget);
+    CHECK(msp_queue_push(&q, 0, a) == MSP_PUSH_OK);
+    struct blocked_arg arg = {&q, NULL, -1};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, reserve_blocking, &arg) == 0);
+    CHECK(msp_queue_pop(&q, 0) == a);
+    void *abuf = a->data;
+    msp_queue_done(&q, a);
+    pthread_join(t, NULL);
+    CHECK(arg.rc == MSP_PUSH_OK && arg.got && arg.got->data == abuf);
+    msp_queue_release(&q, arg.got);
+    uint64_t inflight;
+    CHECK(msp_queue_close(&q, &inflight) == NULL);
+    msp_queue_trim_idle(&q);
+    msp_queue_trim_idle(&q);
 }
 
 int main(void)
@@ -315,6 +452,7 @@ int main(void)
     test_stats();
     test_json();
     test_queue();
+    test_queue_block();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
