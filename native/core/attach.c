@@ -235,9 +235,9 @@ static void on_exit_drain(void)
         msp_item_lost(left, "process exited before it was written");
         MSP_UNCOUNT(queue_depth, 1);
         MSP_UNCOUNT(queue_bytes, left->cost);
+        lost += left->kind == MSP_ITEM_TENSOR;
         msp_queue_release(&g_msp.q, left);
         left = next;
-        lost++;
     }
     if (lost) {
         MSP_COUNT(errors, lost);

@@ -270,14 +270,15 @@ static void not_queued(int rc, enum msp_item_kind kind, uint64_t seq, msp_sv pat
                        : rc == MSP_PUSH_CLOSED ? "process is exiting"
                        : kind == MSP_ITEM_PARAM ? "out of memory copying the param"
                                                 : "out of memory copying the tensor";
+    if (kind == MSP_ITEM_PARAM) {
+        msp_param_lost(seq, path.p, path.n, note);
+        return;
+    }
     if (rc == MSP_PUSH_DROPPED)
         MSP_COUNT(drops, 1);
     else
         MSP_COUNT(errors, 1);
-    if (kind == MSP_ITEM_PARAM)
-        msp_param_lost(seq, path.p, path.n, note);
-    else
-        msp_tensor_lost(desc, note);
+    msp_tensor_lost(desc, note);
 }
 
 /* Copies everything into a queue item (the caller frees its buffer as soon
@@ -320,7 +321,8 @@ static void enqueue(const struct msp_snap *s, enum msp_item_kind kind, uint64_t 
     MSP_COUNT(queue_bytes, cost);
     if (msp_queue_push(&g_msp.q, w, it) == MSP_PUSH_OK)
         return;
-    MSP_COUNT(errors, 1);
+    if (kind == MSP_ITEM_TENSOR)
+        MSP_COUNT(errors, 1);
     msp_item_lost(it, "process is exiting");
     msp_queue_release(&g_msp.q, it);
     MSP_UNCOUNT(queue_depth, 1);
@@ -348,6 +350,9 @@ void msp_hook_save_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const void *
                                 .dims = dims.p, .dimsn = dims.n, .format_s = format.p,
                                 .formatn = format.n, .dtype_s = dtype.p, .dtypen = dtype.n,
                                 .size = size, .task = s->cfg.task};
+    /* Selected by the filters, so it is counted even if it cannot be written:
+     * every selected tensor ends as written, dropped or failed (errors). */
+    MSP_COUNT(tensors_selected, 1);
     char why[256];
     const char *bad = check_tensor(format, dtype, dims, host, size, path, why, sizeof why);
     if (bad) {
@@ -355,7 +360,6 @@ void msp_hook_save_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const void *
         msp_tensor_lost(&d, bad);
         return;
     }
-    MSP_COUNT(tensors_selected, 1);
     enqueue(s, MSP_ITEM_TENSOR, seq, format, dtype, dims, host, size, 0, path, &d);
 }
 
@@ -365,9 +369,10 @@ void msp_hook_save_param(msp_sv param, msp_sv path)
     if (!s || !msp_device_selected(&s->cfg, path.p, path.n))
         return;
     uint64_t seq = __atomic_fetch_add(&g_msp.seq, 1, __ATOMIC_RELAXED);
+    /* Params are not in the slot's tensor counters; a lost one is in the
+     * record log (and the daemon's log) with why. */
     const char *bad = msp_path_check(path.p, path.n);
     if (bad) {
-        MSP_COUNT(errors, 1);
         msp_param_lost(seq, path.p, path.n, bad);
         return;
     }

@@ -310,7 +310,6 @@ static void write_param(struct writer *w, struct msp_item *it, const char *dir, 
     if (rc != 0) {
         char why[256];
         snprintf(why, sizeof why, "cannot write op_param.json: %s", strerror(-rc));
-        MSP_COUNT(errors, 1);
         msp_item_lost(it, why);
         return;
     }

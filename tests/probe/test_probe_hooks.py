@@ -190,6 +190,19 @@ def test_bad_inputs_are_survived_counted_and_recorded(dump, abi):
     assert not (dump.base / "escape.bin").exists()
     exit_rec = [r for r in dump.records() if r["k"] == "exit"][0]
     assert exit_rec["errors"] == len(BAD) and exit_rec["tensors_written"] == 1
+    # every selected tensor is accounted for, so status can say "all written"
+    assert exit_rec["tensors_selected"] == exit_rec["tensors_written"] + exit_rec["errors"]
+
+
+def test_a_lost_param_is_recorded_but_not_counted_as_a_tensor(dump, abi):
+    dump.publish(AWAKE)
+    dump.host(abi, [["param", "0_7/0/../../escape/op_param.json", '{"a":1}'],
+                    ["save", 2, 1, "1", "hex:003c", f"{L}/before/intensor0.bin"]])
+    [param] = [r for r in dump.records() if r["k"] == "param"]
+    assert param["file"] == "lost" and "'..'" in param["note"]
+    exit_rec = [r for r in dump.records() if r["k"] == "exit"][0]
+    assert (exit_rec["tensors_selected"], exit_rec["tensors_written"], exit_rec["errors"]) == \
+        (1, 1, 0)
 
 
 def test_symlinked_dir_in_tree_is_not_followed(dump, tmp_path):

@@ -104,7 +104,9 @@ struct msp_proc {
     uint32_t abi;              /* ABI of the shim build: 0 or 1 */
     uint32_t flags;            /* MSP_PROC_* */
     uint64_t ops_seen;         /* runner setups seen (UpdateConfig calls), flushed periodically */
-    uint64_t tensors_selected; /* SaveTensor calls accepted for writing */
+    uint64_t tensors_selected; /* SaveTensor calls the filters selected; each ends in exactly
+                                  one of tensors_written, drops, errors (params are not
+                                  counted here: a lost op_param.json is in the record log) */
     uint64_t tensors_written;  /* records of complete .bin / stub / stats-only entries */
     uint64_t bytes_written;    /* payload bytes written to .bin files */
     uint64_t queue_depth;      /* items currently queued */
