@@ -89,9 +89,13 @@ def collect(dump_root: Path) -> dict[str, Any]:
         now_ns = time.time_ns()
         for s in block.procs():
             lost = s.drops + s.errors
+            alive = not s.exited and is_alive(s.pid, s.start_ns)
+            # Killed before its exit drain: what it still held will never be written.
+            died = not alive and not s.exited
+            unwritten = max(0, s.tensors_selected - s.tensors_written - lost)
             out["processes"].append({
                 "pid": s.pid, "device": s.device, "abi": s.abi,
-                "alive": not s.exited and is_alive(s.pid, s.start_ns), "exited": s.exited,
+                "alive": alive, "exited": s.exited,
                 "awake_seen": bool(s.flags & PROC_AWAKE_SEEN),
                 "abi_mismatch": bool(s.flags & PROC_ABI_MISMATCH),
                 "ops_seen": s.ops_seen, "tensors_selected": s.tensors_selected,
@@ -102,8 +106,9 @@ def collect(dump_root: Path) -> dict[str, Any]:
                 "last_activity_s_ago": round((now_ns - s.last_activity_ns) / 1e9, 1)
                 if s.last_activity_ns else None,
                 "config_generation": s.config_generation,
-                "all_written": s.queue_depth == 0
-                and s.tensors_selected == s.tensors_written + lost,
+                "lost_at_death": unwritten if died else 0,
+                "all_written": died or (s.queue_depth == 0
+                                        and s.tensors_selected == s.tensors_written + lost),
             })
     rounds, complete = _round_counts(dump_root)
     out["rounds"] = {"total": rounds, "complete": complete}
@@ -158,7 +163,11 @@ def render(st: dict[str, Any]) -> str:
         if p["abi_mismatch"]:
             lines.append("    WARNING: the host's libatb.so uses the other C++ ABI than this "
                          "shim build; nothing is dumped (check ATB_HOME_PATH's cxx_abi_N)")
-        if not p["all_written"]:
+        if p["lost_at_death"]:
+            lines.append(f"    LOST: {p['lost_at_death']} selected tensors were not written "
+                         "when the process died (killed before its exit drain); they have "
+                         "no .bin and no record")
+        elif not p["all_written"]:
             pending = p["tensors_selected"] - p["tensors_written"] - p["drops"] - p["errors"]
             lines.append(f"    {pending} selected tensors not written yet")
         if p["drops"] or p["errors"]:
@@ -170,7 +179,8 @@ def render(st: dict[str, Any]) -> str:
     if st["all_written"]:
         lines.append("everything selected so far has been written"
                      + (" (some tensors were lost, see above)"
-                        if any(p["drops"] or p["errors"] for p in procs) else ""))
+                        if any(p["drops"] or p["errors"] or p["lost_at_death"]
+                               for p in procs) else ""))
     else:
         lines.append("still writing: some selected tensors are queued or in flight")
     return "\n".join(lines)

@@ -11,6 +11,8 @@ from msprobe_atb.config.schema import Config, ConfigError, validate
 
 MAX_CONFIG_BYTES = 16 << 20
 YAML_SUFFIXES = (".yaml", ".yml")
+TOO_DEEP = ("nested too deeply to read (lists or objects inside each other hundreds of "
+            "levels deep); a config is one flat object")
 
 
 class ConfigMissing(FileNotFoundError):
@@ -36,6 +38,8 @@ def parse_text(text: str, source: str, yaml_format: bool) -> Any:
 
         try:
             return yaml.safe_load(text)
+        except RecursionError:
+            raise ConfigError(source, [TOO_DEEP]) from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -46,6 +50,8 @@ def parse_text(text: str, source: str, yaml_format: bool) -> Any:
     except json.JSONDecodeError as exc:
         raise ConfigError(source, [f"not valid JSON at line {exc.lineno}, column {exc.colno}: "
                                    f"{exc.msg}"]) from None
+    except RecursionError:
+        raise ConfigError(source, [TOO_DEEP]) from None
     except ValueError as exc:
         raise ConfigError(source, [str(exc)]) from None
 
@@ -72,6 +78,28 @@ def read_bytes(path: str | os.PathLike) -> bytes:
         raise ConfigError(str(p), [f"cannot read the file: {exc.strerror}"]) from None
 
 
+def _check_text(raw: Any, source: str) -> Any:
+    """JSON/YAML escapes can make a lone UTF-16 surrogate ("\\udcff"), which is no
+    character: refuse it here rather than fail later on encoding it. Iterative, and
+    each container once: YAML aliases can make a small file a huge tree."""
+    seen: set[int] = set()
+    todo = [raw]
+    while todo:
+        value = todo.pop()
+        if isinstance(value, str):
+            try:
+                value.encode()
+            except UnicodeEncodeError as exc:
+                bad = value[exc.start:exc.end].encode("unicode_escape").decode()
+                raise ConfigError(source, [f'a string holds the escape "{bad}", half of a '
+                                           "UTF-16 surrogate pair and no character; write the "
+                                           "character itself or remove the escape"]) from None
+        elif isinstance(value, (dict, list)) and id(value) not in seen:
+            seen.add(id(value))
+            todo.extend([*value.keys(), *value.values()] if isinstance(value, dict) else value)
+    return raw
+
+
 def load_bytes(data: bytes, path: str | os.PathLike) -> Config:
     source = str(path)
     if len(data) > MAX_CONFIG_BYTES:
@@ -82,7 +110,7 @@ def load_bytes(data: bytes, path: str | os.PathLike) -> Config:
     except UnicodeDecodeError as exc:
         raise ConfigError(source, [f"not UTF-8 text (byte {exc.start})"]) from None
     raw = parse_text(text, source, str(path).lower().endswith(YAML_SUFFIXES))
-    return validate(raw, source)
+    return validate(_check_text(raw, source), source)
 
 
 def load_config(path: str | os.PathLike) -> Config:

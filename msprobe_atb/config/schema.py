@@ -116,8 +116,22 @@ EXEC_MODES = {"none": 0, "all": 1, "ranges": 2}
 TASK_NAMES = {v: k for k, v in TASK_BITS.items()}
 
 
+SHOW_MAX = 1000
+
+
 def _show(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    """The value as JSON, cut after SHOW_MAX characters. Encoded lazily: YAML
+    aliases can make a small file a huge (or self-referencing) value."""
+    out, size = [], 0
+    try:
+        for chunk in json.JSONEncoder(ensure_ascii=False).iterencode(value):
+            out.append(chunk)
+            size += len(chunk)
+            if size > SHOW_MAX:
+                return "".join(out)[:SHOW_MAX] + "..."
+    except ValueError:
+        return "(a value that contains itself)"
+    return "".join(out)
 
 
 def _type_name(value: Any) -> str:

@@ -142,7 +142,8 @@ class ControlBlock:
     def set_error(self, message: str) -> None:
         """Records a rejected edit (non-empty) or clears it ("")."""
         limit = self.ffi.sizeof(self._ctl.config_error) - 1
-        data = message.encode()
+        # surrogateescape: a config path that is not UTF-8 is given back as its bytes
+        data = message.encode(errors="surrogateescape")
         if len(data) > limit:
             data = data[: limit - 3].decode(errors="ignore").encode() + b"..."
         self.lib.msp_ctl_set_error(self._ctl, data)

@@ -67,17 +67,24 @@ class Controller:
         where = self.config_path or "(no config file given)"
         self._publish(ASLEEP, f"config file {where} does not exist")
 
+    def refuse(self, problem: str) -> None:
+        """The config path holds something that is not a file to read."""
+        self._reject(ConfigError(str(self.config_path or "config"), [problem]))
+
+    def _reject(self, exc: ConfigError) -> None:
+        if str(exc) != self.error:
+            keep = ("keeping the previous config" if self.good is not None
+                    else "staying asleep: no valid config yet")
+            log.error("config rejected, %s: %s", keep, exc)
+        self._set_error(str(exc))
+        if self.published is None:
+            self._publish(ASLEEP, "no valid config yet")
+
     def apply(self, data: bytes) -> None:
         try:
             cfg = load_bytes(data, self.config_path or "config")
         except ConfigError as exc:
-            if str(exc) != self.error:
-                keep = ("keeping the previous config" if self.good is not None
-                        else "staying asleep: no valid config yet")
-                log.error("config rejected, %s: %s", keep, exc)
-            self._set_error(str(exc))
-            if self.published is None:
-                self._publish(ASLEEP, "no valid config yet")
+            self._reject(exc)
             return
         self.good = cfg
         if self.error:

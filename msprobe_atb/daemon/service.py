@@ -19,7 +19,7 @@ from msprobe_atb.control.block import ControlBlock, ControlError, dump_root_of
 from msprobe_atb.control.liveness import is_alive
 from msprobe_atb.control.lockfile import try_lock
 from msprobe_atb.daemon.controller import Controller
-from msprobe_atb.daemon.watcher import MISSING, ConfigWatcher
+from msprobe_atb.daemon.watcher import MISSING, ConfigWatcher, Unusable
 
 log = logging.getLogger("msprobe_atb")
 
@@ -45,7 +45,9 @@ def setup_logging(dump_root: Path, foreground: bool) -> None:
     log.setLevel(logging.INFO)
     log.propagate = False
     fmt = logging.Formatter("%(asctime)s [%(levelname)s] pid %(process)d: %(message)s")
-    handler = logging.FileHandler(dump_root / ".probe" / "daemon.log")
+    # backslashreplace: a config path that is not UTF-8 must not cost a log line
+    handler = logging.FileHandler(dump_root / ".probe" / "daemon.log",
+                                  errors="backslashreplace")
     handler.setFormatter(fmt)
     log.addHandler(handler)
     if foreground:
@@ -94,6 +96,8 @@ class Daemon:
         content = self.watcher.check()
         if content is MISSING:
             self.controller.missing()
+        elif isinstance(content, Unusable):
+            self.controller.refuse(content.problem)
         elif content is not None:
             self.controller.apply(content)
 

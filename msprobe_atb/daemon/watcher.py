@@ -9,8 +9,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import stat
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from msprobe_atb.config.loader import MAX_CONFIG_BYTES
@@ -19,7 +21,28 @@ log = logging.getLogger("msprobe_atb")
 SETTLE_S = 0.02  # editors write in bursts: wait for a quiet moment before reading
 SETTLE_MAX_S = 0.3
 EMPTY_RETRY_S = 0.1
+# File systems with coarse timestamps (NFS, older kernels: a tick or a second) give
+# two quick same-size edits the same mtime: a file modified this close to our last
+# read is read again, and the hash tells whether it changed (as git's "racy" check).
+RACY_NS = 2_000_000_000
 MISSING = object()
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+@dataclass(frozen=True)
+class Unusable:
+    """The config path exists but is no file to read (a directory, a FIFO, ...)."""
+
+    problem: str
+
+
+def _not_regular(mode: int) -> str | None:
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    return (f"is {kind}, not a config file; replace it with a JSON or YAML file "
+            "(the previous config stays in force)")
 
 
 class ConfigWatcher:
@@ -34,6 +57,7 @@ class ConfigWatcher:
         self._stat: tuple[int, int, int] | None = None
         self._hash: bytes | None = None
         self._known = False  # whether _hash describes the last state we reported
+        self._read_ns = 0  # wall clock of the read that _hash describes
         self._events_tried = False
 
     # ---- events ----
@@ -95,8 +119,8 @@ class ConfigWatcher:
             time.sleep(SETTLE_S)
 
     def check(self) -> object | None:
-        """Returns the new content (bytes), MISSING if the file is gone, or None
-        if nothing changed since the last call."""
+        """Returns the new content (bytes), MISSING if the file is gone, Unusable
+        if it is no regular file, or None if nothing changed since the last call."""
         self._changed.clear()
         self._next_poll = time.monotonic() + self.poll_s
         if self._events_tried and self._observer is None and self.use_events:
@@ -105,15 +129,14 @@ class ConfigWatcher:
             st = os.stat(self.path)
         except FileNotFoundError:
             return self._report(None, None)
-        except OSError as exc:
-            log.warning("cannot stat %s: %s", self.path, exc)
-            return None
+        except OSError as exc:  # a symlink loop, a permission, ...
+            return self._unusable(None, Unusable(f"cannot be read: {exc.strerror or exc}"))
         key = (st.st_mtime_ns, st.st_size, st.st_ino)
-        if self._known and key == self._stat:
+        if self._known and key == self._stat and st.st_mtime_ns < self._read_ns - RACY_NS:
             return None
         try:
             data = self._read()
-            if not data.strip():
+            if not isinstance(data, Unusable) and not data.strip():
                 # Most likely truncated by a writer that has not written yet
                 # (`echo > config.json`): look again before calling it an error.
                 time.sleep(EMPTY_RETRY_S)
@@ -123,18 +146,36 @@ class ConfigWatcher:
         except FileNotFoundError:
             return self._report(None, None)
         except OSError as exc:
-            log.warning("cannot read %s: %s", self.path, exc)
-            return None
+            data = Unusable(f"cannot be read: {exc.strerror or exc}")
+        if isinstance(data, Unusable):
+            return self._unusable(key, data)
         return self._report(key, data)
 
-    def _read(self) -> bytes:
-        with open(self.path, "rb") as f:
-            return f.read(MAX_CONFIG_BYTES + 1)  # the loader refuses anything longer
+    def _unusable(self, key: tuple[int, int, int] | None, what: Unusable) -> object | None:
+        return self._report(key, what.problem.encode(), what)
 
-    def _report(self, key: tuple[int, int, int] | None, data: bytes | None) -> object | None:
+    def _read(self) -> bytes | Unusable:
+        # O_NONBLOCK: opening a FIFO put in the config's place must not hang the daemon.
+        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            problem = _not_regular(os.fstat(fd).st_mode)
+            if problem:
+                return Unusable(problem)
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                return f.read(MAX_CONFIG_BYTES + 1)  # the loader refuses anything longer
+        finally:
+            os.close(fd)
+
+    def _report(self, key: tuple[int, int, int] | None, data: bytes | None,
+                unusable: Unusable | None = None) -> object | None:
         digest = None if data is None else hashlib.sha256(data).digest()
+        if unusable is not None:
+            digest = b"unusable:" + digest  # never equal to a file's content hash
         changed = not self._known or digest != self._hash
         self._stat, self._hash, self._known = key, digest, True
+        self._read_ns = time.time_ns()
         if not changed:
             return None
+        if unusable is not None:
+            return unusable
         return MISSING if data is None else data

@@ -15,6 +15,7 @@ from pathlib import Path
 LOG_NAME = re.compile(r"^([0-9]+)-([0-9]+)\.jsonl$")
 CHUNK = 8 << 20
 MAX_LINE = 1 << 30
+RECORD_START = b'{"k":'
 
 
 @dataclass(frozen=True, order=True)
@@ -32,14 +33,15 @@ def records_dir(dump_root: Path) -> Path:
 def list_logs(dump_root: Path) -> list[tuple[ProcKey, Path]]:
     d = records_dir(dump_root)
     try:
-        names = os.listdir(d)
+        entries = list(os.scandir(d))
     except FileNotFoundError:
         return []
     out = []
-    for name in names:
-        m = LOG_NAME.match(name)
-        if m:
-            out.append((ProcKey(int(m.group(1)), int(m.group(2))), d / name))
+    for entry in entries:
+        m = LOG_NAME.match(entry.name)
+        # only regular files: opening a FIFO named like a log would hang the reader
+        if m and entry.is_file():
+            out.append((ProcKey(int(m.group(1)), int(m.group(2))), d / entry.name))
     out.sort()
     return out
 
@@ -84,13 +86,29 @@ class LogTailer:
             except (ValueError, RecursionError) as exc:
                 self.bad_lines += 1
                 self.last_bad = f"{self.path.name}: unreadable record ({exc}): {line[:120]!r}"
-                continue
+                rec = self._glued(line)
+                if rec is None:
+                    continue
             if isinstance(rec, dict):
                 out.append(rec)
             else:
                 self.bad_lines += 1
                 self.last_bad = f"{self.path.name}: record is not an object: {line[:120]!r}"
         return out
+
+    @staticmethod
+    def _glued(line: bytes) -> dict | None:
+        """The whole record after a cut one: a write cut short (disk full) leaves
+        a line without its newline, and the next record is appended to it. Every
+        record starts with `{"k":`, which cannot occur unescaped inside one."""
+        start = line.rfind(RECORD_START, 1)
+        if start < 0:
+            return None
+        try:
+            rec = json.loads(line[start:])
+        except (ValueError, RecursionError):
+            return None
+        return rec if isinstance(rec, dict) else None
 
     def at_end(self) -> bool:
         """True when every complete line has been read."""

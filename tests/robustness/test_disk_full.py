@@ -1,0 +1,155 @@
+"""A full disk under the output dir: the host finishes normally, what could not be
+written is counted as lost, nothing partial is left for a reader, and once there
+is room again `rebuild` gives a tree whose every row points at a complete file."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from robust_helpers import (
+    DUMP_ALL,
+    SMALL,
+    assert_readable_tree,
+    cli,
+    rebuild,
+    records,
+    run_atbsim,
+    status,
+    wait_daemon_gone,
+)
+
+# The small model dumps ~1500 tensors, about 6 MiB on a tmpfs (a page per file):
+# a 2 MiB file system fills up in the middle of the run.
+FS_KIB = 2048
+
+
+def _pretouch_block(out: Path) -> None:
+    """Creates the control block and reads it whole, so that every page of it is
+    allocated on the tmpfs before the disk fills (otherwise the SIGBUS of
+    test_attach_on_a_full_disk_does_not_kill_the_host hits status or the daemon
+    at random); the other tests here test the rest of the chain."""
+    from msprobe_atb.control.block import ControlBlock
+
+    out.mkdir(parents=True, exist_ok=True)
+    with ControlBlock(out / "atb_dump_data", create=True) as block:
+        block.procs()
+        block.read_config()
+
+
+def _fill(fs: Path) -> None:
+    with open(fs / "filler", "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError:
+            pass
+
+
+@pytest.fixture(scope="module")
+def full_run(module_fs):
+    """One run of the small model, dumping everything, into a disk that fills up."""
+    fs = module_fs(FS_KIB)
+    out = fs / "out"
+    config = fs.parent / "config.json"
+    config.write_text(json.dumps(DUMP_ALL))
+    _pretouch_block(out)
+    r = run_atbsim(out, config, *SMALL)
+    wait_daemon_gone(out)
+    return fs, out, r, status(out)
+
+
+def test_host_finishes_and_counts_the_loss(full_run):
+    _, out, r, st = full_run
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "tokens" in r.stdout  # the model ran to the end
+    assert "No space left on device" in r.stderr
+    (proc,) = st["processes"]
+    assert proc["exited"] and not proc["alive"]
+    assert proc["errors"] > 0, "a full disk must be counted as lost tensors"
+    assert proc["queue_depth"] == 0
+    assert proc["tensors_selected"] <= (proc["tensors_written"] + proc["errors"]
+                                        + proc["drops"])
+    bins = list((out / "atb_dump_data" / "data").rglob("*.bin"))
+    assert 0 < len(bins) < proc["tensors_selected"]
+    # Whatever the daemon managed to write on the full disk is consistent already.
+    assert_readable_tree(out / "atb_dump_data")
+
+
+def test_status_balances_after_a_full_disk(full_run):
+    """Every selected tensor ends written, dropped or failed (a lost op_param.json
+    is no tensor and does not count)."""
+    _, _, _, st = full_run
+    (proc,) = st["processes"]
+    assert proc["tensors_selected"] == (proc["tensors_written"] + proc["errors"]
+                                        + proc["drops"])
+    assert st["all_written"]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "native: a record that cannot be appended (ENOSPC on .probe/records) is only "
+    "logged to stderr (record.c msp_rec_commit): most lost tensors of a full disk, and "
+    "the exit record, never reach the record log, so statistic.csv has no row for them "
+    "and the log under-counts the loss. A fix: keep the record log preallocated "
+    "ahead (fallocate FALLOC_FL_KEEP_SIZE), or reserve space for the lost records"))
+def test_every_lost_tensor_is_in_the_record_log(full_run):
+    _, out, _, st = full_run
+    (proc,) = st["processes"]
+    recs = records(out / "atb_dump_data")
+    lost = sum(x["k"] == "tensor" and x["file"] == "lost" for x in recs)
+    assert lost == proc["errors"] + proc["drops"]
+    assert any(x["k"] == "exit" for x in recs)
+
+
+def test_rebuild_once_there_is_room_again(full_run):
+    fs, out, _, st = full_run
+    subprocess.run(["mount", "-o", f"remount,size={FS_KIB * 8}k", str(fs)], check=True)
+    rebuild(out)
+    root = out / "atb_dump_data"
+    rows = assert_readable_tree(root)
+    recs = [x for x in records(root) if x["k"] == "tensor"]
+    assert rows == len(recs)
+    (proc,) = st["processes"]
+    assert sum(x["file"] in ("bin", "stub") for x in recs) <= proc["tensors_written"]
+    for x in recs:
+        if x["file"] == "lost":
+            assert "No space left on device" in x["note"], x
+    # The offline tools read a dump with lost rows (their files do not exist).
+    for args in (("stats", str(out)), ("compare", "-gp", str(out), "-tp", str(out),
+                                       "-o", str(fs.parent / "cmp.csv"))):
+        r = cli(*args)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "native: control.c create_block sizes control.block with ftruncate (a sparse file) "
+    "and writes it through mmap; on a full file system the page fault raises SIGBUS "
+    "and kills the host at its first hook (`msprobe-atb status` and the daemon die the "
+    "same way reading never-touched proc slots). A fix: posix_fallocate (or write "
+    "zeros) before mmap, and refuse the block on ENOSPC"))
+def test_attach_on_a_full_disk_does_not_kill_the_host(tmp_path, small_fs):
+    fs = small_fs(512)
+    out = fs / "out"
+    out.mkdir()
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(DUMP_ALL))
+    _fill(fs)
+    r = run_atbsim(out, config, *SMALL, MSPROBE_ATB_ATTACH_WAIT_MS="500")
+    assert r.returncode == 0, f"host died with {r.returncode}: {r.stderr[-2000:]}"
+    assert "tokens" in r.stdout
+
+
+def test_read_only_output_dir(tmp_path, small_fs):
+    fs = small_fs(1024)
+    out = fs / "out"
+    out.mkdir()
+    subprocess.run(["mount", "-o", "remount,ro", str(fs)], check=True)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(DUMP_ALL))
+    r = run_atbsim(out, config, *SMALL, MSPROBE_ATB_ATTACH_WAIT_MS="300")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "tokens" in r.stdout
+    assert "Read-only file system" in r.stderr and "will not dump" in r.stderr, r.stderr
+    assert [p.name for p in fs.iterdir()] == ["out"] and not any(out.iterdir())
