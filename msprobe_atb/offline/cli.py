@@ -87,7 +87,8 @@ def cmd_compare(a) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
     res.rows.write_csv(out)
     print(format_summary(res, str(out)))
-    return 1 if res.count("fail") else 0
+    # An unreadable tensor is an unanswered comparison, not a pass.
+    return 1 if res.count("fail") or res.count("unreadable") else 0
 
 
 def cmd_convert(a) -> int:
@@ -154,7 +155,7 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_stats)
 
     p = sub.add_parser("compare", help="compare a target dump with a golden one "
-                                       "(exit 1 if any tensor diverges)")
+                                       "(exit 1 if any tensor diverges or cannot be read)")
     p.add_argument("-gp", "--golden_path", required=True, help="golden dump or round dir")
     p.add_argument("-tp", "--target_path", required=True, help="target dump or round dir")
     p.add_argument("-o", "--output", default="./output",

@@ -346,7 +346,11 @@ def format_summary(res: CompareResult, out_csv: str | None) -> str:
         lines.append(f"  note: {note}")
     fd = first_divergence(res)
     lines.append("")
-    if fd is None:
+    unreadable = counts["unreadable"]
+    if fd is None and unreadable:
+        lines.append(f"No divergent tensor among those read, but {unreadable} could not be read"
+                     " (see the `reason` column of the CSV): the comparison is incomplete.")
+    elif fd is None:
         lines.append("No divergent tensor: every matched tensor is within tolerance.")
     else:
         lines.append(f"FIRST DIVERGENT op (target execution order): round {fd['round']}, "

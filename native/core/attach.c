@@ -353,15 +353,23 @@ static void attach_record(void)
     msp_rec_commit(&b);
 }
 
-static void wait_first_publish(void)
+/* Waits for a publish newer than `stale` (the count a dead or absent
+ * daemon left behind; a daemon does not reset it when it starts). */
+static int fresh_publish(uint64_t stale)
+{
+    uint64_t now = msp_ctl_get_word(&g_msp.ctl->published);
+    return now != 0 && now != stale;
+}
+
+static void wait_fresh_publish(uint64_t stale)
 {
     long ms = msp_env_long("MSPROBE_ATB_ATTACH_WAIT_MS", 10000, 0, 600000);
     uint64_t deadline = msp_mono_ns() + (uint64_t)ms * 1000000ULL;
-    while (msp_ctl_get_word(&g_msp.ctl->published) == 0 && msp_mono_ns() < deadline) {
+    while (!fresh_publish(stale) && msp_mono_ns() < deadline) {
         struct timespec ts = {0, 5000000};
         nanosleep(&ts, NULL);
     }
-    if (msp_ctl_get_word(&g_msp.ctl->published) == 0 && ms > 0)
+    if (!fresh_publish(stale) && ms > 0)
         msp_log("the control plane has not published a config after %ld ms "
                 "(MSPROBE_ATB_ATTACH_WAIT_MS); starting asleep, see %s/.probe/daemon.log",
                 ms, g_msp.dump_root);
@@ -435,9 +443,12 @@ static int attach(void)
     /* the writer threads start at the first wake (snapshot.c): a process
      * that never dumps gets only the monitor thread */
     msp_queue_init(&g_msp.q, g_msp.nwriters);
-    msp_ensure_daemon();
-    if (msp_ctl_get_word(&ctl->published) == 0)
-        wait_first_publish();
+    /* No op may run on a config nobody vouches for: with no live daemon,
+     * the block's config is whatever a killed daemon (or one before a
+     * reboot) last published, so wait for the new daemon's first publish. */
+    uint64_t seen = msp_ctl_get_word(&ctl->published);
+    if (msp_ensure_daemon() || seen == 0)
+        wait_fresh_publish(seen);
     g_msp.active = 1;
     msp_snap_refresh();
     if (start_monitor() != 0)

@@ -26,6 +26,24 @@ static void set_err(char *errbuf, uint64_t errlen, const char *what, const char 
         snprintf(errbuf, (size_t)errlen, "%s %s: %s", what, path, strerror(errno));
 }
 
+/* Every byte of the block is allocated before it is mapped: a sparse file on
+ * a full disk would turn the first store into a SIGBUS in the host. */
+static int allocate(int fd, off_t size)
+{
+    int rc = posix_fallocate(fd, 0, size);
+    if (rc != EOPNOTSUPP && rc != EINVAL) {
+        errno = rc;
+        return rc ? -1 : 0;
+    }
+    static const char zeros[4096];
+    for (off_t off = 0; off < size; off += (off_t)sizeof zeros) {
+        size_t n = (size_t)(size - off) < sizeof zeros ? (size_t)(size - off) : sizeof zeros;
+        if (pwrite(fd, zeros, n, off) != (ssize_t)n)
+            return -1;
+    }
+    return 0;
+}
+
 static int mkdir_if_missing(const char *path)
 {
     return (mkdir(path, 0750) == 0 || errno == EEXIST) ? 0 : -1;
@@ -44,8 +62,8 @@ static int create_block(const char *dir, const char *path, char *errbuf, uint64_
         return -1;
     }
     int rc = -1;
-    if (ftruncate(fd, (off_t)sizeof(struct msp_control)) != 0) {
-        set_err(errbuf, errlen, "cannot size", tmp);
+    if (allocate(fd, (off_t)sizeof(struct msp_control)) != 0) {
+        set_err(errbuf, errlen, "cannot allocate", tmp);
         goto out;
     }
     struct msp_control *ctl = mmap(NULL, sizeof *ctl, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

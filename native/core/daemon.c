@@ -66,24 +66,24 @@ static void spawn_daemon(void)
 /* Starts the daemon if nobody holds its lock. Retries back off (1 s up
  * to 30 s) while it keeps failing to come up, so a broken Python does not
  * make us spawn it every tick. */
-void msp_ensure_daemon(void)
+int msp_ensure_daemon(void)
 {
     /* stop_requested is deliberately not consulted: a daemon asked to stop
      * finishes only once no attached process is alive, so a free lock while
      * we are alive means it died (or the request is stale) and we need one. */
     uint64_t now = msp_mono_ns();
     if (now < g_daemon_next_mono)
-        return;
+        return 0; /* backing off after a start that did not come up */
     char path[MSP_PATH_LEN + 32];
     snprintf(path, sizeof path, "%s/.probe/daemon.lock", g_msp.dump_root);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
     if (fd < 0)
-        return;
+        return 0;
     int held = flock(fd, LOCK_EX | LOCK_NB) != 0;
     close(fd); /* releases our test lock */
     if (held) {
         g_daemon_backoff_ns = 0;
-        return;
+        return 0;
     }
     if (g_daemon_spawned_mono) {
         /* the previous start did not take the lock: back off */
@@ -97,6 +97,7 @@ void msp_ensure_daemon(void)
     g_daemon_next_mono = now + (g_daemon_backoff_ns ? g_daemon_backoff_ns : 1000000000ULL);
     g_daemon_spawned_mono = now;
     spawn_daemon();
+    return 1;
 }
 
 void msp_daemon_reset(void)

@@ -8,18 +8,32 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fsutil.h"
 #include "state.h"
 #include "util.h"
 
+/* Opened component by component without following symlinks, like the data
+ * tree: a link planted at .probe/records must not lead the log outside. */
 int msp_rec_open(const char *dump_root, uint64_t pid, uint64_t start_ns)
 {
-    char path[MSP_PATH_LEN + 96];
-    snprintf(path, sizeof path, "%s/.probe/records", dump_root);
-    if (mkdir(path, 0750) != 0 && errno != EEXIST)
+    int root = open(dump_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0)
         return -1;
-    snprintf(path, sizeof path, "%s/.probe/records/%llu-%llu.jsonl", dump_root,
-             (unsigned long long)pid, (unsigned long long)start_ns);
-    return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
+    int dir = msp_open_dir_at(root, ".probe/records", 1);
+    int saved = errno;
+    close(root);
+    if (dir < 0) {
+        errno = saved;
+        return -1;
+    }
+    char name[64];
+    snprintf(name, sizeof name, "%llu-%llu.jsonl", (unsigned long long)pid,
+             (unsigned long long)start_ns);
+    int fd = openat(dir, name, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
+    saved = errno;
+    close(dir);
+    errno = saved;
+    return fd;
 }
 
 void msp_rec_begin(struct jbuf *b, const char *kind)

@@ -151,6 +151,7 @@ def test_corrupt_files_and_mismatched_structure(real_dumps, tmp_path):
     rc, out = run_cli("compare", "-gp", str(real_dumps["golden"]), "-tp", str(bad),
                       "-o", str(tmp_path / "c.csv"))
     assert "unreadable 1" in out or "unreadable" in out
+    assert rc == 1  # an unread tensor is not a pass
     assert "golden-only: round 0 2_" in out
     rc, out = run_cli("stats", str(bad), "--verify")
     assert f"problem: {victim['path']}: file is truncated" in out, out[:3000]

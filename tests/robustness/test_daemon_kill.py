@@ -8,7 +8,6 @@ import os
 import signal
 import threading
 
-import pytest
 from robust_helpers import (
     DUMP_ALL,
     SMALL,
@@ -122,13 +121,6 @@ def test_frozen_daemon_does_not_stall_the_service(tmp_path, services):
     assert sum(p["tensors_written"] for p in st["processes"]) == _tensor_records(root)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "native: a daemon that was SIGKILLed never resets `published` (its finish() does), "
-    "so the next process to attach (attach.c: wait_first_publish only when published "
-    "== 0) trusts the dead daemon's last config instead of waiting for a fresh publish "
-    "of the config file; here the file says dump, the stale block says asleep, and the "
-    "first round is lost at wake-up. The shim could treat a block whose daemon.lock is "
-    "free as unpublished"))
 def test_no_op_lost_after_a_daemon_died_without_cleaning_up(tmp_path):
     from msprobe_atb.config.schema import compile_config, validate
     from msprobe_atb.control.block import ControlBlock

@@ -123,12 +123,6 @@ def test_rebuild_once_there_is_room_again(full_run):
         assert r.returncode == 0 and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "native: control.c create_block sizes control.block with ftruncate (a sparse file) "
-    "and writes it through mmap; on a full file system the page fault raises SIGBUS "
-    "and kills the host at its first hook (`msprobe-atb status` and the daemon die the "
-    "same way reading never-touched proc slots). A fix: posix_fallocate (or write "
-    "zeros) before mmap, and refuse the block on ENOSPC"))
 def test_attach_on_a_full_disk_does_not_kill_the_host(tmp_path, small_fs):
     fs = small_fs(512)
     out = fs / "out"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 
-import pytest
 from robust_helpers import DUMP_ALL, SMALL, atbsim_cmd, probe_env, records, status, wait_daemon_gone
 
 
@@ -49,12 +48,6 @@ def test_planted_data_and_info_links(tmp_path):
                         for x in lost)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "native: record.c msp_rec_open builds <dump root>/.probe/records/<pid>-<ns>.jsonl "
-    "as a plain path (mkdir + open with O_NOFOLLOW on the last component only), so a "
-    "symlink planted at .probe/records makes the shim append its record log outside "
-    "atb_dump_data; it should open .probe and records with O_NOFOLLOW|O_DIRECTORY and "
-    "create the log with openat"))
 def test_planted_records_link(tmp_path):
     out, elsewhere, r = _run_with_links(tmp_path, {".probe/records": "records"})
     assert r.returncode == 0, r.stderr[-2000:]

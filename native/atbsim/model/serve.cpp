@@ -30,7 +30,7 @@ std::string quote(const std::string &s) { return atbsim::Json::Str(s).Dump(); }
 constexpr int kMaxDevices = 64;
 constexpr int kMaxNewTokens = 4096;
 constexpr size_t kMaxPromptTokens = 1 << 16;
-constexpr int kStopGraceMs = 10000;
+constexpr int kStopGraceMs = 40000;  // beyond a probe's default 30 s exit drain
 
 volatile sig_atomic_t g_stop = 0;
 int g_sigpipe[2] = {-1, -1};
