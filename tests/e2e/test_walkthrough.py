@@ -179,18 +179,25 @@ def test_seed_003_walkthrough(tmp_path, services, service_env, abi):
         assert any(layer_dir.glob("*.json"))
 
 
+def dumping_layer_2(tmp_path: Path, services, service_env):
+    """A service dumping layer 2 from the start, after one request's tree is built:
+    (service, output dir, dump root, control block)."""
+    out = tmp_path / "work"
+    out.mkdir()
+    save_config(out / "config.json", dump_enable=True, exec_range="all", ids="2")
+    svc = services(out, service_env)
+    block = block_of(out)
+    published(block, lambda c: c.ids == ("2",), what="ids 2")
+    svc.request()
+    wait_tree_built(block, out / "atb_dump_data")
+    return svc, out, out / "atb_dump_data", block
+
+
 def test_bad_edit_mid_run_with_polling_only(tmp_path, services, service_env):
     service_env["MSPROBE_ATB_NO_EVENTS"] = "1"
     service_env["MSPROBE_ATB_POLL_S"] = "0.5"
-    out = tmp_path / "work"
-    out.mkdir()
-    dump_root = out / "atb_dump_data"
-    save_config(out / "config.json", dump_enable=True, exec_range="all", ids="2")
-    svc = services(out, service_env)
-    with block_of(out) as block:
-        published(block, lambda c: c.ids == ("2",), what="ids 2")
-        svc.request()
-        wait_tree_built(block, dump_root)
+    svc, out, dump_root, block = dumping_layer_2(tmp_path, services, service_env)
+    with block:
         n_before = len(bins(dump_root))
         gen = block.generation
         save_config(svc.config, raw='{"dump_enable": "true", "exec_range": "all", "ids": "3"}')
@@ -215,15 +222,8 @@ def test_bad_edit_mid_run_with_polling_only(tmp_path, services, service_env):
 
 def test_daemon_killed_mid_run_is_restarted_and_nothing_is_lost(tmp_path, services,
                                                                 service_env):
-    out = tmp_path / "work"
-    out.mkdir()
-    dump_root = out / "atb_dump_data"
-    save_config(out / "config.json", dump_enable=True, exec_range="all", ids="2")
-    svc = services(out, service_env)
-    with block_of(out) as block:
-        published(block, lambda c: c.ids == ("2",), what="ids 2")
-        svc.request()
-        wait_tree_built(block, dump_root)
+    svc, out, dump_root, block = dumping_layer_2(tmp_path, services, service_env)
+    with block:
         old = block.daemon_pid
         os.kill(old, signal.SIGKILL)
         wait_until(lambda: not pid_alive(old), what="the daemon to die")

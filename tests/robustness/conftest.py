@@ -33,14 +33,13 @@ def _umount(d: Path) -> None:
     subprocess.run(["umount", "-l", str(d)], capture_output=True)
 
 
-@pytest.fixture
-def small_fs(tmp_path):
-    """mount(size_kib) -> a fresh tmpfs of that size (skips if mounting is refused);
-    unmounted at teardown."""
+def _mounter(base):
+    """mount(size_kib) -> a fresh tmpfs below base() (skips if mounting is refused),
+    yielded by a fixture that unmounts them all at teardown."""
     mounts: list[Path] = []
 
     def mount(size_kib: int, name: str = "fs") -> Path:
-        d = tmp_path / name
+        d = base() / name
         _mount(d, size_kib)
         mounts.append(d)
         return d
@@ -48,22 +47,18 @@ def small_fs(tmp_path):
     yield mount
     for d in mounts:
         _umount(d)
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A fresh small tmpfs per test."""
+    yield from _mounter(lambda: tmp_path)
 
 
 @pytest.fixture(scope="module")
 def module_fs(tmp_path_factory):
     """Like small_fs, shared by the tests of one module (one expensive scenario)."""
-    mounts: list[Path] = []
-
-    def mount(size_kib: int) -> Path:
-        d = tmp_path_factory.mktemp("mod") / "fs"
-        _mount(d, size_kib)
-        mounts.append(d)
-        return d
-
-    yield mount
-    for d in mounts:
-        _umount(d)
+    yield from _mounter(lambda: tmp_path_factory.mktemp("mod"))
 
 
 @pytest.fixture
