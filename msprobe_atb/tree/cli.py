@@ -8,7 +8,9 @@ import os
 import sys
 from pathlib import Path
 
+from msprobe_atb.control.liveness import pid_alive
 from msprobe_atb.control.lockfile import try_lock
+from msprobe_atb.tree.fsio import sweep_stale_temps
 from msprobe_atb.tree.records import records_dir
 
 
@@ -55,11 +57,13 @@ def run(args: argparse.Namespace) -> int:
         except (ControlError, OSError):
             block = None  # without a block, only /proc tells which processes still run
         builder = rebuild(dump_root, block)
+        swept = sweep_stale_temps(dump_root, pid_alive)
     finally:
         if block is not None:
             block.close()
         os.close(lock)
     complete = len(builder.rounds) - builder.pending_markers()
     print(f"{dump_root}: rebuilt {len(builder.rounds)} rounds ({complete} complete) "
-          f"from {len(builder.procs)} processes")
+          f"from {len(builder.procs)} processes"
+          + (f"; removed {swept} temporary files left by killed processes" if swept else ""))
     return 0

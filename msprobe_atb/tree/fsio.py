@@ -9,6 +9,7 @@ so a reader never sees a half-written CSV or JSON.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -107,3 +108,27 @@ def read_file(dump_root: Path, rel: Sequence[str]) -> bytes | None:
         os.close(fd)
     with os.fdopen(f, "rb") as fh:
         return fh.read()
+
+
+# Temporary names of the shim (.<name>.<pid>.<tid>.tmp) and of the control
+# plane (.<name>.<pid>.tmp): group 1 is the writer's pid.
+_TEMP = re.compile(r"^\..+?\.(\d+)(?:\.\d+)?\.tmp$")
+
+
+def sweep_stale_temps(dump_root: Path, alive) -> int:
+    """Removes the temporary files that a killed shim or daemon left below data/
+    and info/ (never followed links); `alive(pid)` keeps those of live writers.
+    Returns how many were removed."""
+    removed = 0
+    for top in ("data", "info"):
+        for dirpath, _dirs, files in os.walk(dump_root / top):
+            for name in files:
+                m = _TEMP.match(name)
+                if m and not alive(int(m.group(1))):
+                    try:
+                        os.unlink(os.path.join(dirpath, name))
+                        removed += 1
+                    except OSError:
+                        pass
+    return removed
+

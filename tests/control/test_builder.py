@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 
@@ -95,6 +96,25 @@ def test_live_build_equals_rebuild(out_dir, shims):
                        capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0, r.stderr
     assert derived(dump_root) == files
+
+
+def test_rebuild_sweeps_temporaries_of_dead_writers(out_dir, shims):
+    a = shims(out_dir, dev=0)
+    a.tensor(0, "2_Layer", "before/intensor0.bin")
+    dump_root = out_dir / "atb_dump_data"
+    rnd = dump_root / "data" / f"0_{a.pid}" / "0"
+    rnd.mkdir(parents=True, exist_ok=True)
+    dead = 2**22 + 7  # above pid_max's default: never a live process
+    stale = [rnd / f".intensor1.bin.{dead}.{dead}.tmp", rnd / f".statistic.csv.{dead}.tmp"]
+    live = rnd / f".intensor2.bin.{os.getpid()}.1.tmp"  # a writer that is still running
+    for f in (*stale, live):
+        f.write_bytes(b"partial")
+    a.exit()
+    r = subprocess.run([sys.executable, "-m", "msprobe_atb", "rebuild", str(out_dir)],
+                       capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    assert "removed 2 temporary files" in r.stdout
+    assert not any(f.exists() for f in stale) and live.exists()
 
 
 def test_round_contents(out_dir, shims):
