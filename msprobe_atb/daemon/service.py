@@ -17,7 +17,7 @@ from pathlib import Path
 
 from msprobe_atb.control.block import ControlBlock, ControlError, dump_root_of
 from msprobe_atb.control.liveness import is_alive
-from msprobe_atb.control.lockfile import try_lock
+from msprobe_atb.control.lockfile import lock_path, try_lock
 from msprobe_atb.daemon.controller import Controller
 from msprobe_atb.daemon.watcher import MISSING, ConfigWatcher, Unusable
 
@@ -72,10 +72,23 @@ def detach(dump_root: Path) -> None:
     os.close(out)
 
 
+def lock_replaced(lock_fd: int, dump_root: Path) -> bool:
+    """True if our daemon.lock is no longer the file at its path: the dump
+    root was removed (and maybe re-created, with a daemon of its own)."""
+    try:
+        here = os.stat(lock_path(dump_root), follow_symlinks=False)
+    except OSError:
+        return True
+    mine = os.fstat(lock_fd)
+    return (here.st_dev, here.st_ino) != (mine.st_dev, mine.st_ino)
+
+
 class Daemon:
-    def __init__(self, dump_root: Path, block: ControlBlock, config_path: Path | None):
+    def __init__(self, dump_root: Path, block: ControlBlock, config_path: Path | None,
+                 lock_fd: int | None = None):
         self.dump_root = dump_root
         self.block = block
+        self.lock_fd = lock_fd
         self.wake = threading.Event()
         self.stopping = False
         self.controller = Controller(block, config_path)
@@ -129,6 +142,11 @@ class Daemon:
         while not self.stopping:
             self.wake.wait(0 if behind else RECORD_POLL_S)
             self.wake.clear()
+            if self.lock_fd is not None and lock_replaced(self.lock_fd, self.dump_root):
+                # Nothing to write into a removed tree, and a flush by path
+                # would land stale state in its successor.
+                self.finish_removed()
+                return 0
             now = time.monotonic()
             if self.watcher is not None and self.watcher.due(now):
                 self.check_config(settle=True)
@@ -161,6 +179,12 @@ class Daemon:
                 break
         self.finish(reason)
         return 0
+
+    def finish_removed(self) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
+        log.info("exiting: %s was removed or replaced; the shims attach to a fresh tree "
+                 "and start a new daemon", self.dump_root)
 
     def finish(self, reason: str) -> None:
         if self.watcher is not None:
@@ -198,7 +222,7 @@ def run_daemon(output: str, config: str | None, foreground: bool) -> int:
     block.daemon_pid = os.getpid()
     block.stop_requested = False
     block.config_path = str(config_path or "")
-    daemon = Daemon(dump_root, block, config_path)
+    daemon = Daemon(dump_root, block, config_path, lock)
 
     def on_signal(signum, _frame) -> None:
         daemon.stopping = True

@@ -70,7 +70,7 @@ int msp_rec_commit(struct jbuf *b)
         if (!left) {
             rc = 0;
             MSP_COUNT(records, 1);
-            __atomic_store_n(&g_msp.proc->last_activity_ns, msp_now_ns(), __ATOMIC_RELAXED);
+            __atomic_store_n(&msp_proc_now()->last_activity_ns, msp_now_ns(), __ATOMIC_RELAXED);
         }
     }
     jb_free(b);

@@ -33,6 +33,14 @@ static int start_writers(void)
     return 1;
 }
 
+int msp_data_dir_open(char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/data", g_msp.dump_root);
+    if (mkdir(path, 0750) != 0 && errno != EEXIST)
+        return -1;
+    return open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
 /* The first wake of this process. Returns 0 if it cannot dump after all. */
 static int wake_up(uint64_t generation)
 {
@@ -40,17 +48,13 @@ static int wake_up(uint64_t generation)
         return 0;
     msp_write_tty(STDOUT_FILENO, WAKE_MSG, sizeof WAKE_MSG - 1);
     char path[MSP_PATH_LEN + 16];
-    snprintf(path, sizeof path, "%s/data", g_msp.dump_root);
-    if (mkdir(path, 0750) != 0 && errno != EEXIST)
-        msp_log("cannot create %s: %s; selected tensors will be counted as lost", path,
-                strerror(errno));
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = msp_data_dir_open(path, sizeof path);
     if (fd < 0)
         msp_log("cannot open %s: %s; selected tensors will be counted as lost", path,
                 strerror(errno));
     __atomic_store_n(&g_msp.data_fd, fd, __ATOMIC_RELEASE);
     __atomic_store_n(&g_msp.awake_seen, 1, __ATOMIC_RELEASE);
-    __atomic_fetch_or(&g_msp.proc->flags, (uint32_t)MSP_PROC_AWAKE_SEEN, __ATOMIC_RELAXED);
+    __atomic_fetch_or(&msp_proc_now()->flags, (uint32_t)MSP_PROC_AWAKE_SEEN, __ATOMIC_RELAXED);
     struct jbuf b;
     msp_rec_begin(&b, "wake");
     jb_ku64(&b, "generation", generation);
@@ -67,10 +71,11 @@ void msp_snap_refresh(void)
 {
     pthread_mutex_lock(&g_msp.snap_mu);
     struct msp_snap *cur = msp_snap_get();
-    struct msp_control *ctl = g_msp.ctl;
-    if (!cur || cur->generation != msp_ctl_generation(ctl)) {
+    struct msp_control *ctl = msp_ctl_now();
+    if (!cur || cur->ctl != ctl || cur->generation != msp_ctl_generation(ctl)) {
         struct msp_snap *s = malloc(sizeof *s);
         if (s) {
+            s->ctl = ctl;
             s->generation = msp_ctl_read_config(ctl, &s->cfg);
             s->awake = s->cfg.state == MSP_STATE_AWAKE;
             if (s->cfg.queue_budget_bytes == 0)
@@ -78,7 +83,7 @@ void msp_snap_refresh(void)
             if (s->awake && !g_msp.awake_seen && !wake_up(s->generation))
                 s->awake = 0;
             __atomic_store_n(&g_msp.snap, s, __ATOMIC_RELEASE);
-            __atomic_store_n(&g_msp.proc->config_generation, s->generation, __ATOMIC_RELAXED);
+            __atomic_store_n(&msp_proc_now()->config_generation, s->generation, __ATOMIC_RELAXED);
         }
     }
     pthread_mutex_unlock(&g_msp.snap_mu);

@@ -14,14 +14,18 @@ static inline struct msp_snap *msp_snap_get(void)
     return __atomic_load_n(&g_msp.snap, __ATOMIC_ACQUIRE);
 }
 
-/* Cheap generation compare; the copy happens only on a change. */
+/* Opens <dump_root>/data, creating it if missing; -1 with errno on failure.
+ * `path` receives its name for messages. */
+int msp_data_dir_open(char *path, size_t cap);
+
+/* Cheap block-and-generation compare; the copy happens only on a change. */
 static inline void msp_snap_check(void)
 {
-    struct msp_control *ctl = g_msp.ctl;
+    struct msp_control *ctl = msp_ctl_now();
     if (!ctl || !g_msp.active)
         return;
     struct msp_snap *s = msp_snap_get();
-    if (__builtin_expect(!s || s->generation != msp_ctl_generation(ctl), 0))
+    if (__builtin_expect(!s || s->ctl != ctl || s->generation != msp_ctl_generation(ctl), 0))
         msp_snap_refresh();
 }
 

@@ -13,6 +13,8 @@
 /* A copy of the published config plus what the hot path derives from it.
  * Snapshots are never freed (see snapshot.c). */
 struct msp_snap {
+    const struct msp_control *ctl; /* the block it was read from: a re-created
+                                      block restarts its generations */
     uint64_t generation;
     int awake;
     struct msp_config cfg;
@@ -33,6 +35,8 @@ struct msp_state {
     char python[MSP_PATH_LEN];
     int nwriters;
 
+    /* ctl and proc are swapped (atomically) by a re-attach after the dump
+     * root was removed; read them with msp_ctl_now()/msp_proc_now(). */
     struct msp_control *ctl;
     struct msp_proc *proc;     /* our slot, or a private dummy if the table is full */
     struct msp_proc dummy_proc;
@@ -40,6 +44,7 @@ struct msp_state {
 
     int rec_fd;                /* record log */
     int data_fd;               /* <dump_root>/data, opened at the first wake; atomic */
+    unsigned tree_epoch;       /* atomic: bumped when data_fd names a new data/ tree */
 
     struct msp_snap *snap;     /* atomic; NULL until attached */
     pthread_mutex_t snap_mu;
@@ -55,8 +60,20 @@ extern struct msp_state g_msp;
 /* The shim build's ABI, defined by the adapter (0 or 1). */
 extern const int msp_build_abi;
 
+static inline struct msp_control *msp_ctl_now(void)
+{
+    return __atomic_load_n(&g_msp.ctl, __ATOMIC_ACQUIRE);
+}
+
+static inline struct msp_proc *msp_proc_now(void)
+{
+    return __atomic_load_n(&g_msp.proc, __ATOMIC_ACQUIRE);
+}
+
 /* Relaxed counter bump on our proc slot (several threads of this process). */
-#define MSP_COUNT(field, v) __atomic_fetch_add(&g_msp.proc->field, (uint64_t)(v), __ATOMIC_RELAXED)
-#define MSP_UNCOUNT(field, v) __atomic_fetch_sub(&g_msp.proc->field, (uint64_t)(v), __ATOMIC_RELAXED)
+#define MSP_COUNT(field, v) \
+    __atomic_fetch_add(&msp_proc_now()->field, (uint64_t)(v), __ATOMIC_RELAXED)
+#define MSP_UNCOUNT(field, v) \
+    __atomic_fetch_sub(&msp_proc_now()->field, (uint64_t)(v), __ATOMIC_RELAXED)
 
 #endif

@@ -24,6 +24,7 @@ struct writer {
     struct msp_dedup *dedup;
     char dir[MSP_PATH_LEN]; /* cached open directory (consecutive tensors share it) */
     int dirfd;
+    unsigned epoch;         /* g_msp.tree_epoch when dirfd was opened */
 };
 
 static struct writer g_writers[MSP_MAX_WRITERS];
@@ -145,11 +146,15 @@ int msp_writer_for(const char *path, size_t n, int nwriters)
 /* The open fd of the item's directory (cached per writer). */
 static int dir_fd(struct writer *w, const char *dir)
 {
-    if (w->dirfd >= 0 && strcmp(w->dir, dir) == 0)
+    /* a new epoch: the data/ tree was removed and re-created (attach.c),
+     * the cached fd names a directory of the old one */
+    unsigned epoch = __atomic_load_n(&g_msp.tree_epoch, __ATOMIC_ACQUIRE);
+    if (w->dirfd >= 0 && w->epoch == epoch && strcmp(w->dir, dir) == 0)
         return w->dirfd;
     if (w->dirfd >= 0)
         close(w->dirfd);
     w->dirfd = -1;
+    w->epoch = epoch;
     int root = __atomic_load_n(&g_msp.data_fd, __ATOMIC_ACQUIRE);
     if (root < 0) {
         errno = ENOENT;
@@ -318,12 +323,12 @@ static void write_param(struct writer *w, struct msp_item *it, const char *dir, 
 
 static void set_device(const char *path)
 {
-    if (__atomic_load_n(&g_msp.proc->device, __ATOMIC_RELAXED) != -1)
+    if (__atomic_load_n(&msp_proc_now()->device, __ATOMIC_RELAXED) != -1)
         return;
     char *end;
     long dev = strtol(path, &end, 10);
     if (end != path && *end == '_')
-        __atomic_store_n(&g_msp.proc->device, (int64_t)dev, __ATOMIC_RELAXED);
+        __atomic_store_n(&msp_proc_now()->device, (int64_t)dev, __ATOMIC_RELAXED);
 }
 
 static void process(struct writer *w, struct msp_item *it)

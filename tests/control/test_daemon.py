@@ -4,6 +4,7 @@ instance, exit rules, SIGKILL + restart, --stop, status."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -150,6 +151,21 @@ def test_exits_when_no_process_alive_with_everything_built(out_dir, shims, daemo
         assert "no attached process is alive" in d.log_text
         assert json.loads((csv_path.parent / "ROUND_COMPLETE.json").read_text())["rows"] == 3
         assert block.daemon_pid == 0 and block.published == 0
+
+
+def test_exits_when_its_dump_root_is_removed(out_dir, shims, daemons, daemon_env):
+    cfg = out_dir / "config.json"
+    save_config(cfg, **LAYER2)
+    shims(out_dir, dev=0, config=cfg)  # alive: only the removal can end the daemon
+    d = daemons(out_dir, cfg, daemon_env)
+    root = out_dir / "atb_dump_data"
+    with block_of(out_dir) as block:
+        wait_until(lambda: block.published, what="the first publish")
+    wait_until(lambda: shutil.rmtree(root, ignore_errors=True) or not root.exists(),
+               what="the dump root removed")
+    assert d.wait_exit() == 0
+    assert "was removed or replaced" in d.errlog.read_text()
+    assert not root.exists()  # nothing written into (or re-creating) the removed tree
 
 
 def test_sigkill_restart_loses_nothing(out_dir, shims, daemons, daemon_env):

@@ -42,12 +42,24 @@ class Dump:
         self.data = self.root / "data"
         self.config = base / "config.json"
         self.config.write_text("{}\n")
-        (self.root / ".probe").mkdir(parents=True, exist_ok=True)
         self._lock_fd: int | None = None
+        (self.root / ".probe").mkdir(parents=True, exist_ok=True)
         if locked:
-            self._lock_fd = os.open(self.root / ".probe" / "daemon.lock",
-                                    os.O_RDWR | os.O_CREAT, 0o640)
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            self.lock()
+
+    def lock(self) -> bool:
+        """Holds daemon.lock (re-created if the tree was removed); False if a
+        daemon took it first."""
+        self.close()
+        (self.root / ".probe").mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / ".probe" / "daemon.lock", os.O_RDWR | os.O_CREAT, 0o640)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._lock_fd = fd
+        return True
 
     def close(self) -> None:
         if self._lock_fd is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import struct
 import subprocess
 import time
@@ -14,6 +15,7 @@ import time
 import numpy as np
 import pytest
 from probe_helpers import Dump, host_bin, oracle_selected, read_bin
+from testkit import wait_until
 
 AWAKE = {"dump_enable": True, "task": "all", "exec_range": "all"}
 L = "0_7/0/2_Layer"
@@ -485,3 +487,56 @@ def test_a_killed_control_plane_is_restarted(tmp_path):
                         str(d.out)], cwd=REPO, capture_output=True, timeout=60)
         d.close()
     assert d.tensors("bin")
+
+
+@pytest.mark.parametrize("removed", ["root", "data"])
+def test_removed_dump_tree_is_created_again_and_dumping_resumes(dump, abi, removed):
+    """`rm -rf atb_dump_data` (or its data/) under a running process: the
+    monitor thread attaches to a fresh tree (block, slot, record log, data/),
+    or opens data/ again."""
+    dump.config.write_text(json.dumps(AWAKE))  # what a daemon would publish, had it to start
+    dump.publish(AWAKE)
+    host = subprocess.Popen([str(host_bin(abi))], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dump.env())
+
+    def send(*lines: list) -> None:
+        for line in lines:
+            host.stdin.write("\t".join(map(str, line)) + "\n")
+        host.stdin.write("threads\n")  # flushed reply: the lines before it ran
+        host.stdin.flush()
+        while not host.stdout.readline().startswith("threads="):
+            pass
+
+    records = dump.root / ".probe" / "records"
+    try:
+        first, second = f"{L}/before/intensor0.bin", f"{L}/before/intensor1.bin"
+        send(["update"], ["need", "Layer"], ["save", 2, 1, 1, f16(1), first])
+        wait_until(lambda: (dump.data / first).exists(), what="the first tensor")
+        if removed == "root":
+            dump.close()
+            shutil.rmtree(dump.root)
+            dump.lock()  # so no daemon starts (if one won the race, it publishes AWAKE too)
+            dump.publish(AWAKE)
+            # the attach record is written once the new block and fds are in place
+            wait_until(lambda: any('"attach"' in f.read_text() for f in records.glob("*.jsonl")),
+                       what="the attach record in a fresh record log")
+        else:
+            shutil.rmtree(dump.data)
+            wait_until(dump.data.exists, what="data/ created again")
+        send(["update"], ["need", "Layer"], ["save", 2, 1, 1, f16(2), second])
+        host.stdin.close()
+        assert host.wait(timeout=60) == 0
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait()
+    assert "was removed; dumping into a fresh one" in host.stderr.read()
+    assert not (dump.data / first).exists()
+    assert read_bin(dump.data / second)[1] == bytes.fromhex(f16(2)[4:])
+    recs = dump.records()
+    assert len(list(records.glob("*.jsonl"))) == 1
+    assert [r["k"] for r in recs if r["k"] in ("attach", "tensor")] == (
+        ["attach", "tensor"] if removed == "root" else ["attach", "tensor", "tensor"])
+    assert recs[-1]["k"] == "exit" and recs[-1]["drained"]
+    # a fresh block's counters start over
+    assert recs[-1]["tensors_written"] == (1 if removed == "root" else 2)
