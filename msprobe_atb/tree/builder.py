@@ -172,41 +172,45 @@ class TreeBuilder:
         rnd.procs.add(p.key)
         rnd.dirty = True
 
-    def _add_graph(self, p: Proc, rec: dict) -> None:
-        name = rec.get("name")
+    def _info_doc(self, p: Proc, rec: dict, kind: str, name_key: str, what: str, build):
+        """(name, parsed JSON, the built doc) of a graph or topo record, or None when
+        it is unusable (logged). build(parsed) -> (doc, warnings)."""
+        name = rec.get(name_key)
         if not isinstance(name, str) or not fsio.valid_component(name + ".json"):
-            self._problem("graph", f"pid {p.key.pid}: layer graph with unusable name {name!r}")
-            return
+            self._problem(kind, f"pid {p.key.pid}: {what} with unusable name {name!r}")
+            return None
         try:
-            graph = parse_json_object(rec.get("json"), f"layer graph {name}")
-            doc, warnings = layer_json(name, graph)
+            parsed = parse_json_object(rec.get("json"), f"{what} {name}")
+            doc, warnings = build(parsed)
             data = dumps(doc)
         except (GraphError, RecursionError) as exc:
-            self._problem("graph", f"pid {p.key.pid}: skipped layer graph {name}: {exc}")
-            return
+            self._problem(kind, f"pid {p.key.pid}: skipped {what} {name}: {exc}")
+            return None
         for w in warnings:
             self._problem("graph-warning", f"pid {p.key.pid}: {w}")
-        p.graphs[name] = graph
-        p.layers[name] = (_int(rec.get("dev")), data)
         p.info_dirty = True
+        return name, parsed, (_int(rec.get("dev")), data)
+
+    def _add_graph(self, p: Proc, rec: dict) -> None:
+        got = self._info_doc(p, rec, "graph", "name", "layer graph",
+                             lambda graph: layer_json(rec["name"], graph))
+        if got:
+            name, graph, entry = got
+            p.graphs[name] = graph
+            p.layers[name] = entry
 
     def _add_topo(self, p: Proc, rec: dict) -> None:
-        model = rec.get("model")
-        if not isinstance(model, str) or not fsio.valid_component(model + ".json"):
-            self._problem("topo", f"pid {p.key.pid}: model topology with unusable name {model!r}")
-            return
-        try:
-            topo = parse_json_object(rec.get("json"), f"model topology {model}")
-            doc, counter, warnings = model_json(topo, p.graphs, p.model_counter)
-            data = dumps(doc)
-        except (GraphError, RecursionError) as exc:
-            self._problem("topo", f"pid {p.key.pid}: skipped model topology {model}: {exc}")
-            return
-        for w in warnings:
-            self._problem("graph-warning", f"pid {p.key.pid}: {w}")
-        p.model_counter = counter
-        p.models[model] = (_int(rec.get("dev")), data)
-        p.info_dirty = True
+        counter = [p.model_counter]
+
+        def build(topo):
+            doc, counter[0], warnings = model_json(topo, p.graphs, p.model_counter)
+            return doc, warnings
+
+        got = self._info_doc(p, rec, "topo", "model", "model topology", build)
+        if got:
+            name, _, entry = got
+            p.models[name] = entry
+            p.model_counter = counter[0]
 
     def _add_overflow(self, p: Proc, rec: dict) -> None:
         kernel = str(rec.get("kernel", ""))
