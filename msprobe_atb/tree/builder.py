@@ -259,12 +259,14 @@ class TreeBuilder:
             files[("info", "overflow", f"{sub}.csv")] = (OVERFLOW_HEADER + "\n" + body).encode()
         return files
 
-    def _write(self, rel: tuple[str, ...], data: bytes) -> bool:
+    def _write(self, *files: tuple[tuple[str, ...], bytes]) -> bool:
+        """Writes files as a unit (all or none replaced); False, logged, on failure."""
         try:
-            fsio.write_file(self.dump_root, rel, data)
+            fsio.write_files(self.dump_root, files)
             return True
         except (OSError, fsio.UnsafePath) as exc:
-            self._problem("write", f"cannot write {'/'.join(rel)}: {exc}")
+            names = ", ".join("/".join(rel) for rel, _ in files)
+            self._problem("write", f"cannot write {names}: {exc}")
             return False
 
     def _flush_info(self, p: Proc) -> None:
@@ -279,7 +281,7 @@ class TreeBuilder:
             fsio.remove_file(self.dump_root, rel)  # moved: the device became known
             del p.written[rel]
         for rel, data in want.items():
-            if p.written.get(rel) != data and self._write(rel, data):
+            if p.written.get(rel) != data and self._write((rel, data)):
                 p.written[rel] = data
         p.info_dirty = False
 
@@ -295,14 +297,15 @@ class TreeBuilder:
             rows = rnd.rows or []
             stat = HEADER + "\n" + "".join(r[1] for r in rows)
             extra = EXTRA_HEADER + "\n" + "".join(r[2] for r in rows)
-            if not (self._write(base + ("statistic.csv",), stat.encode())
-                    and self._write(base + ("statistic_extra.csv",), extra.encode())):
+            # the pair is row-aligned: never replace one without the other
+            if not self._write((base + ("statistic.csv",), stat.encode()),
+                               (base + ("statistic_extra.csv",), extra.encode())):
                 return
         complete = all(self._proc_done_with(k, rnd.key) for k in rnd.procs)
         if complete:
             marker = dumps({"rows": rnd.count, "lost": rnd.lost,
                             "complete_at": iso_time(rnd.last_t) if rnd.last_t else None})
-            if marker != rnd.marker and self._write(base + (MARKER,), marker):
+            if marker != rnd.marker and self._write((base + (MARKER,), marker)):
                 rnd.marker = marker
             if rnd.marker is not None and len(rnd.procs) == 1:
                 rnd.rows = None  # done: keep memory bounded on long runs

@@ -49,35 +49,44 @@ def _open_dir(dump_root: Path, parts: Sequence[str], create: bool) -> int:
     return fd
 
 
-def write_file(dump_root: Path, rel: Sequence[str], data: bytes) -> None:
-    """Atomically replaces <dump_root>/<rel...> with data (mode 0640)."""
-    *dirs, name = rel
-    if not valid_component(name):
-        raise UnsafePath(f"refusing file name {name!r}")
-    fd = _open_dir(dump_root, dirs, create=True)
-    tmp = f".{name}.{os.getpid()}.tmp"
+def write_files(dump_root: Path, files: Sequence[tuple[Sequence[str], bytes]]) -> None:
+    """Replaces <dump_root>/<rel...> with data (mode 0640) for each (rel, data).
+    As a unit, as far as a full disk or a bad name goes: every temporary is
+    written before any is renamed, so a failure replaces none (a crash between
+    the renames can still replace only the first ones)."""
+    staged: list[tuple[int, str, str]] = []  # (dir fd, temporary, name)
     try:
-        try:
-            os.unlink(tmp, dir_fd=fd)
-        except FileNotFoundError:
-            pass
-        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                      0o640, dir_fd=fd)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(out, view):]
-        finally:
-            os.close(out)
-        os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
-    except BaseException:
-        try:
-            os.unlink(tmp, dir_fd=fd)
-        except OSError:
-            pass
-        raise
+        for rel, data in files:
+            *dirs, name = rel
+            if not valid_component(name):
+                raise UnsafePath(f"refusing file name {name!r}")
+            fd = _open_dir(dump_root, dirs, create=True)
+            tmp = f".{name}.{os.getpid()}.tmp"
+            staged.append((fd, tmp, name))
+            try:
+                os.unlink(tmp, dir_fd=fd)
+            except FileNotFoundError:
+                pass
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                          | os.O_CLOEXEC, 0o640, dir_fd=fd)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(out, view):]
+            finally:
+                os.close(out)
+        while staged:
+            fd, tmp, name = staged[0]
+            os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            os.close(fd)
+            staged.pop(0)
     finally:
-        os.close(fd)
+        for fd, tmp, _ in staged:  # only on failure: nothing of these was renamed
+            try:
+                os.unlink(tmp, dir_fd=fd)
+            except OSError:
+                pass
+            os.close(fd)
 
 
 def remove_file(dump_root: Path, rel: Sequence[str]) -> None:

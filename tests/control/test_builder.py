@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from cp_helpers import derived
 from testkit import REPO
 
@@ -225,3 +226,16 @@ def test_drain_budget(out_dir, shims, monkeypatch):
     assert drain.poll(budget=3) == 3 and not drain.drained()
     assert drain.poll(budget=3) == 3 and drain.drained()  # attach + 5 tensors
     assert drain.poll() == 0
+
+
+def test_a_failed_write_replaces_neither_file_of_a_pair(tmp_path):
+    from msprobe_atb.tree import fsio
+
+    fsio.write_files(tmp_path, [(("r", "statistic.csv"), b"old\n"),
+                                (("r", "statistic_extra.csv"), b"old\n")])
+    with pytest.raises(fsio.UnsafePath):
+        fsio.write_files(tmp_path, [(("r", "statistic.csv"), b"new\n"),
+                                    (("r", "../escape.csv"), b"new\n")])
+    assert (tmp_path / "r" / "statistic.csv").read_bytes() == b"old\n"
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == [
+        "statistic.csv", "statistic_extra.csv"]  # no temporary left behind
