@@ -21,6 +21,15 @@ DUMP_ALL = {"task": "tensor", "dump_enable": True, "exec_range": "all", "ids": "
 # Small and fast, but every op kind of the model shows up.
 SMALL = ["--layers", "2", "--hidden", "32", "--heads", "2", "--vocab", "64",
          "--prompt-len", "6", "--decode-steps", "2"]
+
+
+def no_compute_model(requests: int) -> list[str]:
+    """A model that does no arithmetic: the dump, not the model, is the bottleneck,
+    so the copy queue fills up."""
+    return ["--no-compute", "--layers", "4", "--hidden", "64", "--heads", "2",
+            "--prompt-len", "16", "--decode-steps", "2", "--requests", str(requests)]
+
+
 DERIVED = ("statistic.csv", "statistic_extra.csv", "ROUND_COMPLETE.json")
 
 

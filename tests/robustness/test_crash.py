@@ -14,6 +14,7 @@ from robust_helpers import (
     atbsim_cmd,
     cli,
     derived_files,
+    no_compute_model,
     probe_env,
     rebuild,
     record_logs,
@@ -24,10 +25,8 @@ from robust_helpers import (
 )
 from testkit import wait_until
 
-# Many rounds of a model that does no arithmetic: the dump, not the model, is the
-# bottleneck, so the queue is full of copies when the process is killed.
-BIG = ["--no-compute", "--layers", "4", "--hidden", "64", "--heads", "2",
-       "--prompt-len", "16", "--decode-steps", "2", "--requests", "40"]
+# Many rounds, so the queue is full of copies when the process is killed.
+BIG = no_compute_model(requests=40)
 
 
 def _record_lines(root) -> int:

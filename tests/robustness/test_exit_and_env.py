@@ -11,14 +11,14 @@ from robust_helpers import (
     DUMP_ALL,
     SMALL,
     assert_readable_tree,
+    no_compute_model,
     records,
     run_atbsim,
     status,
     wait_daemon_gone,
 )
 
-BIG = ["--no-compute", "--layers", "4", "--hidden", "64", "--heads", "2",
-       "--prompt-len", "16", "--decode-steps", "2", "--requests", "3"]
+BIG = no_compute_model(requests=3)
 
 
 @pytest.fixture(scope="module")
