@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 import polars as pl
 
 from .dtypes import TOLERANCES
-from .metrics import file_metrics
+from .pair_engine import pair_metrics
 from .table import Dump, op_path
 
 STATS_FACTOR = 10.0
@@ -143,8 +142,8 @@ def _verdict(m: dict, min_within: float, min_cosine: float) -> tuple[str, str]:
     state = m.get("state", "ok")
     if state != "ok":
         return state, m.get("reason", "")
-    if "within_tol" not in m:
-        return "fail", m.get("reason", "not comparable")
+    if m.get("within_tol") is None:
+        return "fail", m.get("reason") or "not comparable"
     why = []
     if not m.get("nonfinite_match", True):
         why.append(f"NaN/Inf differ (golden nan/+inf/-inf {m['golden_nan']}/"
@@ -156,42 +155,6 @@ def _verdict(m: dict, min_within: float, min_cosine: float) -> tuple[str, str]:
     if cos is not None and cos < min_cosine:
         why.append(f"cosine {cos:.6f} < {min_cosine}")
     return ("fail", "; ".join(why)) if why else ("pass", "")
-
-
-def _tensor_job(args: tuple) -> dict:
-    return file_metrics(*args)
-
-
-TENSOR_METRICS = {
-    "cosine": pl.Float64, "max_abs_err": pl.Float64, "max_rel_err": pl.Float64,
-    "rmse": pl.Float64, "rel_rmse": pl.Float64, "within_tol": pl.Float64, "rtol": pl.Float64,
-    "atol": pl.Float64, "nonfinite_match": pl.Boolean, "golden_nan": pl.Int64,
-    "golden_pinf": pl.Int64, "golden_ninf": pl.Int64, "target_nan": pl.Int64,
-    "target_pinf": pl.Int64, "target_ninf": pl.Int64, "verdict": pl.Utf8, "reason": pl.Utf8,
-}
-
-
-def _tensor_metrics(work: pl.DataFrame, rtol, atol, min_within, min_cosine, jobs,
-                    progress) -> pl.DataFrame:
-    args = [(g, t, d or "", rtol, atol) for g, t, d in
-            work.select("golden_path", "target_path", "target_dtype").iter_rows()]
-    out: list[dict] = []
-
-    def take(m: dict) -> None:
-        m["verdict"], m["reason"] = _verdict(m, min_within, min_cosine)
-        out.append({k: m.get(k) for k in TENSOR_METRICS})
-        if progress:
-            progress(1)
-
-    if jobs > 1 and len(args) > 32:
-        with ProcessPoolExecutor(max_workers=jobs) as ex:
-            for m in ex.map(_tensor_job, args, chunksize=8):
-                take(m)
-    else:
-        for a in args:
-            take(_tensor_job(a))
-    return pl.DataFrame(out, schema=TENSOR_METRICS).with_columns(
-        work.get_column("_i").alias("_i"))
 
 
 def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
@@ -247,8 +210,11 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
         rt.alias("_rt"), at.alias("_at"))
     j = j.with_columns(_stats_columns(pl.col("_rt"), pl.col("_at")))
 
-    tens = _tensor_metrics(j.filter(pl.col("mode") == "tensor"), rtol, atol, min_within,
-                           min_cosine, jobs, progress)
+    tens = pair_metrics(j.filter(pl.col("mode") == "tensor"), rtol, atol, jobs, progress)
+    verdicts = [_verdict(m, min_within, min_cosine) for m in tens.iter_rows(named=True)]
+    tens = tens.drop("state", "reason").with_columns(
+        pl.Series("verdict", [v for v, _ in verdicts], pl.Utf8),
+        pl.Series("reason", [r for _, r in verdicts], pl.Utf8))
     j = j.join(tens, on="_i", how="left", suffix="_m")
 
     def pick(c: str) -> pl.Expr:
