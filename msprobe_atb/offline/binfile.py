@@ -2,14 +2,18 @@
 
 A `.bin` is a text header of `key=value` lines ending with `$End=1`, then the raw
 payload. A dedup stub has `$Object.Count=0` and `data=<relative path of the real
-file>`; a filter_level-2 kernel stub names itself in `data=`, meaning the tensor
-was intentionally not saved. Every error names the file and what is wrong.
+file>`; msProbe's own stubs name the first occurrence by op id instead,
+`data=<ids>_<intensor|outtensor><i>.bin` (spec §5.4), which is resolved in the
+stub's round dir: that op's `before/intensor<i>` or `after/outtensor<i>`. A
+filter_level-2 kernel stub names itself in `data=`, meaning the tensor was
+intentionally not saved. Every error names the file and what is wrong.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +23,10 @@ from .dtypes import SPECS, dtype_name, format_name
 
 MAX_HEADER = 64 * 1024  # a real header is ~120 bytes; anything longer is not a .bin
 MAX_ALIAS_HOPS = 32
+# msProbe's alias key: the op id path, then the tensor's file name without its
+# `_{irName}` suffix, e.g. `5_0_outtensor0.bin`.
+MSPROBE_KEY = re.compile(r"^(\d+(?:_\d+)*)_(intensor|outtensor)(\d+)\.bin$")
+_OP_DIR = re.compile(r"^\d+_")
 
 
 class BinFileError(ValueError):
@@ -143,6 +151,35 @@ def read_header(path: os.PathLike | str) -> BinHeader:
     return hdr
 
 
+def _by_op_id(stub: BinHeader) -> Path | None:
+    """The file an msProbe alias key names, or None if `stub.alias` is no such key.
+
+    The round dir is the first ancestor above `before/`/`after/` that is not an
+    op dir (`{id}_{Name}`); the key's ids are then followed down one op dir each."""
+    m = MSPROBE_KEY.match(stub.alias or "")
+    if not m:
+        return None
+    ids, kind, idx = m.groups()
+    rnd = stub.path.parent.parent
+    while _OP_DIR.match(rnd.name) and rnd.parent != rnd:
+        rnd = rnd.parent
+    d = rnd
+    for i in ids.split("_"):
+        sub = sorted(p for p in d.iterdir() if p.is_dir() and p.name.startswith(i + "_"))
+        if not sub:
+            raise BinFileError(stub.path, f"alias stub data={stub.alias} names op {ids}, "
+                                          f"but {d} has no op dir {i}_<Name>")
+        d = sub[0]
+    stages = ("before", "after") if kind == "intensor" else ("after", "before")
+    for st in stages:
+        for name in (f"{kind}{idx}.bin", *sorted(p.name for p in (d / st).glob(
+                f"{kind}{idx}_*.bin"))):
+            if (d / st / name).is_file():
+                return (d / st / name).resolve()
+    raise BinFileError(stub.path, f"alias stub data={stub.alias} names {kind}{idx} of op {ids}, "
+                                  f"but {d} has no {stages[0]}/{kind}{idx}.bin")
+
+
 def resolve(path: os.PathLike | str) -> BinHeader:
     """The header of the file holding the data: alias stubs are followed."""
     hdr = read_header(path)
@@ -152,6 +189,8 @@ def resolve(path: os.PathLike | str) -> BinHeader:
             raise TensorNotSaved(hdr.path, "filter_level-2 stub: this kernel tensor was "
                                            "intentionally not saved (data= names the stub itself)")
         target = (hdr.path.parent / hdr.alias).resolve()
+        if not target.is_file():
+            target = _by_op_id(hdr) or target
         if target in seen:
             raise BinFileError(path, f"alias loop through {target}")
         if len(seen) > MAX_ALIAS_HOPS:

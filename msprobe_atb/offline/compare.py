@@ -10,6 +10,7 @@ rest are `golden-only` / `target-only`. Tensor dumps are compared element-wise
 * Max, Min, Norm pass if |Δ| ≤ atol + 10·rtol·|golden| (10× the element
   tolerance of the target dtype, since statistics accumulate rounding);
 * Mean passes if |Δ| ≤ atol + 10·rtol·rms(golden) (rms = Norm/sqrt(count));
+* statistics printed with 6 decimals (msProbe's CSV) widen atol by their rounding;
 * NaN/+Inf/−Inf counts must be equal when both sides have them.
 A tensor passes if its non-finite values agree, within_tol ≥ --min-within (0.95)
 and cosine ≥ --min-cosine (0.999) (tensor mode), or every statistic is within
@@ -78,7 +79,7 @@ def _keyed(df: pl.DataFrame, side: str) -> pl.DataFrame:
     df = df.with_columns(pl.int_range(pl.len()).over(["dev_pid", "round", "key"]).alias("occ"))
     keep = ["dev_pid", "round", "key", "occ", "op_id", "op_name", "stage", "primary", "io",
             "index", "dtype", "shape", "max", "min", "mean", "norm", "count", "nan", "pinf",
-            "ninf", "path", "status", "seq"]
+            "ninf", "path", "status", "seq", "stat_step"]
     return df.select([pl.col(c).alias(f"{side}_{c}") if c not in ("round", "key", "occ")
                       else pl.col(c) for c in keep])
 
@@ -98,6 +99,10 @@ def _stats_columns(rtol: pl.Expr, atol: pl.Expr) -> list[pl.Expr]:
 
     def c(side: str, k: str) -> pl.Expr:
         return pl.col(f"{side}_{k}")
+
+    # Statistics printed with 6 decimals (msProbe) are each off by up to half a step.
+    atol = atol + 0.5 * (c("golden", "stat_step").fill_null(0.0)
+                         + c("target", "stat_step").fill_null(0.0)) * (1 + 1e-6)
 
     def fmt(v: pl.Expr) -> pl.Expr:
         return v.cast(pl.Utf8).fill_null("-")

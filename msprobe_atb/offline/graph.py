@@ -70,12 +70,14 @@ def load_layer_graphs(info: Path | None, dev_pid: str | None = None,
 
 
 def _info_jsons(info: Path | None, kind: str, dev_pid: str | None) -> list[Path]:
-    """The JSON files of info/{kind}/{dev_pid}/, or of every process's folder
-    if dev_pid is None or its folder is missing."""
+    """The JSON files of info/{kind}/{dev_pid}/, else of info/{kind}/{pid}/ (msProbe
+    names the folder by pid alone when it cannot query the device), else of every
+    process's folder if dev_pid is None or neither folder exists."""
     base = info / kind if info is not None else None
     if base is None or not base.is_dir():
         return []
-    dirs = [base / dev_pid] if dev_pid and (base / dev_pid).is_dir() else \
+    mine = [base / n for n in (dev_pid, (dev_pid or "").rpartition("_")[2]) if n]
+    dirs = next(([d] for d in mine if d.is_dir()), None) or \
         sorted(p for p in base.iterdir() if p.is_dir())
     return [f for d in dirs for f in sorted(d.glob("*.json"))]
 

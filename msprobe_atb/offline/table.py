@@ -1,9 +1,17 @@
 """A dump as one table of tensors (a polars DataFrame), in execution order.
 
 Sources, per round dir: `statistic.csv` (msProbe's 15 columns) joined row by row
-with `statistic_extra.csv` (sequence, NaN/Inf/zero counts, data status). A round
-dir without a readable CSV (e.g. from msProbe, whose racing writer loses rows) is
+with `statistic_extra.csv` (sequence, NaN/Inf/zero counts, data status, and the
+stage when a dump saves all four stages). A round dir without a readable CSV is
 rebuilt from its `.bin` files, computing the statistics from the data.
+
+msProbe's own dumps read too: no `statistic_extra.csv`, rows in thread-pool
+order, statistics with 6 decimals (`stat_step` 1e-6 says so, for compare's
+tolerances), rows missing for tensors with `-inf`/`-nan` statistics or lost to
+its racing CSV writer (those tensors are read from their `.bin` files, said
+once in `problems`). Without a record sequence, rows are put in ATB's execution
+order, rebuilt from the op ids: an op's `before` tensors, its children, then
+its `after` tensors.
 
 Why polars: it reads many CSVs in one multithreaded, lazily planned scan
 (`scan_csv` over the file list), keeps columns typed and compact in Arrow memory,
@@ -40,7 +48,8 @@ SCHEMA: dict[str, pl.DataType] = {
     "shape": pl.Utf8, "count": pl.Int64, "max": pl.Float64, "min": pl.Float64,
     "mean": pl.Float64, "norm": pl.Float64, "nan": pl.Int64, "pinf": pl.Int64,
     "ninf": pl.Int64, "zero": pl.Int64, "status": pl.Utf8, "note": pl.Utf8, "path": pl.Utf8,
-    "round_dir": pl.Utf8, "source": pl.Utf8, "seq_exact": pl.Boolean,
+    "round_dir": pl.Utf8, "source": pl.Utf8, "seq_exact": pl.Boolean, "stage": pl.Utf8,
+    "stat_step": pl.Float64,
 }
 STAT_COLS = ("max", "min", "mean", "norm")
 COUNT_COLS = ("count", "nan", "pinf", "ninf", "zero")
@@ -69,9 +78,12 @@ def _unescape(col: str) -> pl.Expr:
     return pl.when(c.str.contains(r"^'[=+\-@\t\r]")).then(c.str.slice(1)).otherwise(c)
 
 
-def _scan(files: list[str], columns: list[str], problems: list[str]) -> pl.DataFrame | None:
-    """Read CSVs as text, adding `_dir` and a per-file row number `_row`.
-    One bulk scan; on failure, file by file so one bad file is named and skipped."""
+def _scan(files: list[str], columns: list[str], problems: list[str],
+          exact: bool = True) -> pl.DataFrame | None:
+    """Read CSVs as text, adding `_dir` and a per-file row number `_row`. The
+    header must be `columns` (or, not `exact`, hold them, in any order, among
+    others). One bulk scan; on failure, file by file so one bad file is named
+    and skipped."""
     if not files:
         return None
 
@@ -80,6 +92,8 @@ def _scan(files: list[str], columns: list[str], problems: list[str]) -> pl.DataF
         # columns; their statistics then fail to parse and read as missing.
         lf = pl.scan_csv(paths, infer_schema=False, include_file_paths="_file",
                          truncate_ragged_lines=True)
+        if not exact:
+            lf = lf.select(*columns, *[c for c in ("Stage",) if c in header], "_file")
         return lf.with_columns(
             pl.col("_file").str.replace(r"/[^/]+$", "").alias("_dir"),
             pl.int_range(pl.len(), dtype=pl.Int64).over("_file").alias("_row"),
@@ -89,7 +103,7 @@ def _scan(files: list[str], columns: list[str], problems: list[str]) -> pl.DataF
     for f in files:
         with open(f, encoding="utf-8", errors="replace") as fh:
             header = fh.readline().rstrip("\r\n").split(",")
-        if header != columns:
+        if header != columns and (exact or not set(columns) <= set(header)):
             problems.append(f"{f}: header {header[:3]}... does not match the expected "
                             f"{len(columns)} columns ({', '.join(columns[:3])}, ...); skipped "
                             "(tensors are then read from the round's .bin files, if any)")
@@ -114,7 +128,7 @@ def _from_csvs(rounds: list[RoundDir], problems: list[str]) -> pl.DataFrame | No
     if main is None or main.height == 0:
         return None
     extra = _scan([str(r.extra_csv) for r in rounds if r.extra_csv.is_file()],
-                  EXTRA_COLUMNS, problems)
+                  EXTRA_COLUMNS, problems, exact=False)
     tkey = ["_dir", "Op Id", "Op Name", "Input/Output", "Index"]
     if extra is not None:
         extra = extra.select(
@@ -125,7 +139,8 @@ def _from_csvs(rounds: list[RoundDir], problems: list[str]) -> pl.DataFrame | No
             pl.col("Neg Inf Count").cast(pl.Int64, strict=False).alias("ninf"),
             pl.col("Zero Count").cast(pl.Int64, strict=False).alias("zero"),
             pl.col("Data Status").alias("status"), _unescape("Note").alias("note"),
-            pl.lit(True).alias("_in_extra"))
+            (pl.col("Stage") if "Stage" in extra.columns else pl.lit(None, pl.Utf8))
+            .alias("stage"), pl.lit(True).alias("_in_extra"))
     if extra is not None and extra.height == main.height and all(
             main.get_column(c).equals(extra.get_column(c)) for c in tkey):
         # The contract: row-aligned files. Checked column by column, then joined as is.
@@ -155,7 +170,15 @@ def _from_csvs(rounds: list[RoundDir], problems: list[str]) -> pl.DataFrame | No
             pl.col("Tensor Path").fill_null("N/A"))
     else:
         main = main.with_columns([pl.lit(None, dtype=SCHEMA[c]).alias(c)
-                                  for c in ("seq", *COUNT_COLS, "status", "note")])
+                                  for c in ("seq", *COUNT_COLS, "status", "note", "stage")])
+    # msProbe prints statistics with std::to_string: 6 decimals, no exponent. A
+    # file whose every float statistic looks like that is read as rounded to 1e-6.
+    cells = [pl.col(c.capitalize()) for c in STAT_COLS]
+    fixed6 = pl.any_horizontal([c.str.contains(r"^-?\d+\.\d{6}$") for c in cells])
+    other = pl.any_horizontal([~c.str.contains(r"^-?(\d+(\.\d{6})?|inf|nan|N/A)$")
+                               for c in cells])
+    step = (pl.when(fixed6.any().over("_dir") & ~other.any().over("_dir"))
+            .then(1e-6).otherwise(0.0))
     path = pl.col("Tensor Path")
     rel = path.str.replace(r"^.*?atb_dump_data/data/[^/]+/[^/]+/", "")
     reroot = path.str.contains("atb_dump_data/data/")
@@ -172,7 +195,8 @@ def _from_csvs(rounds: list[RoundDir], problems: list[str]) -> pl.DataFrame | No
         pl.when((path == "N/A") | ~path.str.ends_with(".bin")).then(None)
         .when(reroot).then(pl.col("_dir") + "/" + rel).otherwise(path).alias("path"),
         pl.col("status"), pl.col("note"), pl.col("_dir").alias("round_dir"),
-        pl.lit("csv").alias("source"), pl.col("_row"),
+        pl.lit("csv").alias("source"), pl.col("_row"), pl.col("stage"),
+        step.alias("stat_step"),
     )
     return out.with_columns(
         pl.col("seq").is_not_null().alias("seq_exact"),
@@ -196,7 +220,7 @@ def _bin_row(rd: RoundDir, f: Path, problems: list[str]) -> dict | None:
                op_name="/".join(names), op_type=names[-1],
                io="input" if m.group(1) == "intensor" else "output", index=m.group(2),
                path=str(f), round_dir=str(rd.path), source="bin", status="bin", note=None,
-               seq_exact=False, _mtime=f.stat().st_mtime_ns)
+               seq_exact=False)
     try:
         hdr = read_header(f)
         row.update(dtype=hdr.dtype_name, format=hdr.format_name,
@@ -210,9 +234,10 @@ def _bin_row(rd: RoundDir, f: Path, problems: list[str]) -> dict | None:
     return row
 
 
-def _from_bins(rounds: list[RoundDir], problems: list[str], listed: frozenset[str] = frozenset(),
-               first_seq: int = 0) -> pl.DataFrame | None:
-    """Rows for the `.bin` files under the round dirs that are not in `listed`."""
+def _from_bins(rounds: list[RoundDir], problems: list[str],
+               listed: frozenset[str] = frozenset()) -> pl.DataFrame | None:
+    """Rows for the `.bin` files under the round dirs that are not in `listed`
+    (their `seq` is a placeholder: `_finish` puts them in execution order)."""
     rows = []
     for rd in rounds:
         for dirpath, _dirs, files in os.walk(rd.path):
@@ -224,11 +249,9 @@ def _from_bins(rounds: list[RoundDir], problems: list[str], listed: frozenset[st
                         rows.append(row)
     if not rows:
         return None
-    # No sequence without records: the file times give the write order.
-    rows.sort(key=lambda r: (r["round_dir"], r["_mtime"], r["path"]))
-    for i, r in enumerate(rows, start=first_seq):
+    rows.sort(key=lambda r: (r["round_dir"], r["path"]))
+    for i, r in enumerate(rows):
         r["seq"] = i
-        del r["_mtime"]
     return pl.DataFrame(rows, schema={k: v for k, v in SCHEMA.items() if k not in
                                       ("device", "pid", "layer")}, strict=False)
 
@@ -249,7 +272,18 @@ def _stage(need_order: bool = True) -> pl.Expr:
     by_order = (pl.when(n == 1).then(pl.when(pl.col("io") == "input").then(pl.lit("before"))
                                      .otherwise(pl.lit("after")))
                 .when(occ % 2 == 0).then(pl.lit("before")).otherwise(pl.lit("after")))
-    return pl.coalesce(from_path, by_order)
+    return pl.coalesce(pl.col("stage"), from_path, by_order)
+
+
+def _execution_order() -> pl.Expr:
+    """ATB's call order within a round dir, from the op ids (pre-order: an op's
+    `before` tensors, then its children's, then its `after` tensors; inputs
+    before outputs; by index). Each id is zero-padded; `!` and `~` sort before
+    and after any child id."""
+    ids = pl.col("op_id").str.split("_").list.eval(pl.element().str.zfill(9)).list.join(".")
+    mark = pl.when(pl.col("stage") == "before").then(pl.lit("!")).otherwise(pl.lit("~"))
+    idx = pl.col("index").str.extract(r"^(\d*)").str.zfill(9)
+    return pl.concat_str([ids + mark, pl.col("io"), idx, pl.col("index")], separator="|")
 
 
 def _finish(df: pl.DataFrame) -> pl.DataFrame:
@@ -259,6 +293,12 @@ def _finish(df: pl.DataFrame) -> pl.DataFrame:
              + pl.col("op_name").str.split("/").list.first())
     df = df.with_columns(dev.alias("device"), pid.alias("pid"), layer.alias("layer"))
     df = df.with_columns(_stage(df.get_column("path").null_count() > 0).alias("stage"))
+    # No record sequence (msProbe's CSV rows come in thread-pool order; rows read
+    # from files have none): the execution order rebuilt from the op ids.
+    df = df.with_columns(_execution_order().alias("_ord")).sort(["round_dir", "_ord", "seq"])
+    df = df.with_columns(pl.when(pl.col("seq_exact")).then(pl.col("seq"))
+                         .otherwise(pl.int_range(pl.len(), dtype=pl.Int64).over("round_dir"))
+                         .alias("seq"), pl.col("stat_step").fill_null(0.0)).drop("_ord")
     df = df.with_columns(
         ((pl.col("stage") == "before") & (pl.col("io") == "input")
          | (pl.col("stage") == "after") & (pl.col("io") == "output")).alias("primary"),
@@ -271,7 +311,7 @@ def _finish(df: pl.DataFrame) -> pl.DataFrame:
         (pl.col("op_id") + "|" + pl.col("op_name") + "|" + pl.col("stage") + "|"
          + pl.col("io") + "." + pl.col("index")).alias("key"),
     )
-    df = df.select([*SCHEMA, "stage", "primary", "abs_max", "nonfinite", "key"])
+    df = df.select([*SCHEMA, "primary", "abs_max", "nonfinite", "key"])
     # The record sequence orders a whole process; without it (msProbe CSVs, files
     # only) each round dir has its own order, so rounds go first.
     by_round = pl.when(pl.col("seq_exact").all().over("dev_pid")).then(0).otherwise("round")
@@ -287,18 +327,21 @@ def open_dump(path: str | Path, *, fill_stats: bool = False) -> Dump:
     covered = set(csv.get_column("round_dir").unique().to_list()) if csv is not None else set()
     bins = _from_bins([r for r in layout.rounds if str(r.path) not in covered], problems)
     parts = [p for p in (csv, bins) if p is not None]
-    # msProbe's own dumps (no statistic_extra.csv) lose CSV rows to its racing
-    # writer: their files that no row lists are added from the files.
+    # msProbe's own dumps (no statistic_extra.csv) lack the CSV rows of tensors
+    # with -inf/-nan statistics and lose rows to its racing writer: their files
+    # that no row lists are added from the files.
     unlisted_dirs = [r for r in layout.rounds if str(r.path) in covered
                      and not r.extra_csv.is_file()]
     if unlisted_dirs and csv is not None:
         listed = frozenset(csv.get_column("path").drop_nulls().to_list())
-        extra = _from_bins(unlisted_dirs, problems, listed,
-                           first_seq=int(csv.get_column("seq").max() or 0) + 1)
+        extra = _from_bins(unlisted_dirs, problems, listed)
         if extra is not None:
-            problems.append(f"{extra.height} .bin file(s) have no statistic.csv row; "
-                            "their statistics were computed from the files")
-            parts.append(extra)
+            problems.append(
+                f"{extra.height} .bin file(s) have no statistic.csv row (msProbe writes no "
+                "row for a tensor whose Min is -inf or Mean is -nan, and its CSV writer can "
+                "lose rows); they were read from the files")
+            parts.append(extra.with_columns(pl.lit("no statistic.csv row: read from the file")
+                                            .alias("note")))
     if not parts:
         df = pl.DataFrame(schema={k: v for k, v in SCHEMA.items() if k not in
                                   ("device", "pid", "layer")})

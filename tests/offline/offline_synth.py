@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
 from pathlib import Path
 
@@ -52,21 +53,24 @@ def _fmt(v) -> str:
 
 
 class RoundWriter:
-    """Writes one `{dev}_{pid}/{round}` dir: tensors and both CSVs, in call order."""
+    """Writes one `{dev}_{pid}/{round}` dir: tensors and both CSVs, in call order.
+    `stages`: the dump saves all four stages, so statistic_extra.csv has `Stage`."""
 
-    def __init__(self, data: Path, dev_pid: str, round_: int, task: str = "all"):
+    def __init__(self, data: Path, dev_pid: str, round_: int, task: str = "all",
+                 stages: bool = False):
         self.dir = data / dev_pid / str(round_)
-        self.dev_pid, self.round, self.task = dev_pid, round_, task
+        self.dev_pid, self.round, self.task, self.stages = dev_pid, round_, task, stages
         self.rows: list[list[str]] = []
         self.extra: list[list[str]] = []
         self.dir.mkdir(parents=True, exist_ok=True)
 
     def add(self, op_path: str, io: str, index: int, arr: np.ndarray,
-            alias_to: Path | None = None, seq: int | None = None) -> Path:
+            alias_to: Path | None = None, seq: int | None = None,
+            stage: str | None = None) -> Path:
         segs = op_path.split("/")
         ids = "_".join(s.partition("_")[0] for s in segs)
         names = "/".join(s.partition("_")[2] for s in segs)
-        sub = "before" if io == "input" else "after"
+        sub = stage or ("before" if io == "input" else "after")
         fname = f"{'intensor' if io == 'input' else 'outtensor'}{index}.bin"
         f = self.dir / op_path / sub / fname
         code = NP_CODES[arr.dtype]
@@ -88,7 +92,7 @@ class RoundWriter:
         seq = len(self.extra) if seq is None else seq
         self.extra.append([str(seq), ids, names, io, str(index), str(st["count"]),
                            str(st["nan"]), str(st["pinf"]), str(st["ninf"]), str(st["zero"]),
-                           status, ""])
+                           status, "", *([sub] if self.stages else [])])
         return f
 
     def close(self, extra: bool = True) -> None:
@@ -99,21 +103,22 @@ class RoundWriter:
         if extra:
             with open(self.dir / "statistic_extra.csv", "w", newline="") as fh:
                 w = csv.writer(fh, lineterminator="\n")
-                w.writerow(EXTRA_COLUMNS)
+                w.writerow([*EXTRA_COLUMNS, *(["Stage"] if self.stages else [])])
                 w.writerows(self.extra)
 
 
 def small_model(root: Path, *, dtype=np.float32, inject: tuple[int, str] | None = None,
                 rounds: int = 2, layers: int = 3, task: str = "all", pid: int = 4711,
-                seed: int = 0) -> Path:
+                seed: int = 0, value: float = np.inf, writer=RoundWriter) -> Path:
     """A toy dump: per round, layers `{i}_Layer` with children 0_Norm, 1_Linear,
-    2_Add; `inject=(layer, child)` puts an Inf into that child's output at round 0.
-    Returns the output root."""
+    2_Add; `inject=(layer, child)` puts `value` (+Inf) into that child's output at
+    round 0. `writer` makes each round dir (RoundWriter: our form; see
+    msprobe_form.py for msProbe's). Returns the output root."""
     rng = np.random.default_rng(seed)
     data = root / "atb_dump_data" / "data"
     seqs = 0
     for r in range(rounds):
-        w = RoundWriter(data, f"0_{pid}", r, task)
+        w = writer(data, f"0_{pid}", r, task)
         x = rng.standard_normal(16).astype(np.float64)
         for layer in range(layers):
             lp = f"{layer + 1}_Layer"
@@ -130,7 +135,7 @@ def small_model(root: Path, *, dtype=np.float32, inject: tuple[int, str] | None 
                 h = h.astype(dtype).astype(np.float64)
                 if inject == (layer, child) and r == 0:
                     h = h.copy()
-                    h[3] = np.inf
+                    h[3] = value
                 w.add(cp, "output", 0, h.astype(dtype), seq=seqs)
                 seqs += 1
             w.add(lp, "output", 0, h.astype(dtype), seq=seqs)
@@ -138,3 +143,28 @@ def small_model(root: Path, *, dtype=np.float32, inject: tuple[int, str] | None 
             x = h
         w.close()
     return root
+
+
+def write_graphs(root: Path, folder: str) -> None:
+    """info/layer and info/model JSONs for small_model's layers (Norm, Linear,
+    Add) under `info/{layer,model}/{folder}` (`{dev}_{pid}`, or msProbe's `{pid}`)."""
+    info = root / "atb_dump_data" / "info"
+    (info / "layer" / folder).mkdir(parents=True)
+    (info / "model" / folder).mkdir(parents=True)
+    nodes = []
+    for gid in (1, 2, 3):
+        n = f"Layer_{gid}"
+        layer = {"opName": n, "opType": "Layer", "inTensors": [f"{n}_input_0"],
+                 "outTensors": [f"{n}_output_0"], "nodes": [
+                     {"opName": f"Norm_{gid}_0", "inTensors": [f"{n}_input_0"],
+                      "outTensors": [f"{n}_internal_0"]},
+                     {"opName": f"Linear_{gid}_1", "inTensors": [f"{n}_internal_0"],
+                      "outTensors": [f"{n}_internal_1"]},
+                     {"opName": f"Add_{gid}_2", "inTensors": [f"{n}_internal_1", f"{n}_input_0"],
+                      "outTensors": [f"{n}_output_0"]}]}
+        (info / "layer" / folder / f"{n}.json").write_text(json.dumps(layer))
+        nodes.append({"opName": n, "inTensors": [f"M_internal_{gid - 1}" if gid > 1
+                                                 else "M_input_0"],
+                      "outTensors": [f"M_internal_{gid}"]})
+    (info / "model" / folder / "M.json").write_text(json.dumps({"modelName": "M",
+                                                                "nodes": nodes}))

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 from offline_helpers import run_cli
-from offline_synth import RoundWriter, small_model
+from offline_synth import RoundWriter, small_model, write_graphs
 
 from msprobe_atb.offline import compare_dumps, load_bin, open_dump
 from msprobe_atb.offline.layout import DumpNotFound
@@ -217,34 +217,10 @@ def test_msprobe_style_csv(tmp_path):
     assert res.count("golden-only") == res.count("target-only") == 0
 
 
-def _graphs(root, dev_pid: str) -> None:
-    """info/layer and info/model JSONs for small_model's layers (Norm, Linear, Add)."""
-    info = root / "atb_dump_data" / "info"
-    (info / "layer" / dev_pid).mkdir(parents=True)
-    (info / "model" / dev_pid).mkdir(parents=True)
-    nodes = []
-    for gid in (1, 2, 3):
-        n = f"Layer_{gid}"
-        layer = {"opName": n, "opType": "Layer", "inTensors": [f"{n}_input_0"],
-                 "outTensors": [f"{n}_output_0"], "nodes": [
-                     {"opName": f"Norm_{gid}_0", "inTensors": [f"{n}_input_0"],
-                      "outTensors": [f"{n}_internal_0"]},
-                     {"opName": f"Linear_{gid}_1", "inTensors": [f"{n}_internal_0"],
-                      "outTensors": [f"{n}_internal_1"]},
-                     {"opName": f"Add_{gid}_2", "inTensors": [f"{n}_internal_1", f"{n}_input_0"],
-                      "outTensors": [f"{n}_output_0"]}]}
-        (info / "layer" / dev_pid / f"{n}.json").write_text(json.dumps(layer))
-        nodes.append({"opName": n, "inTensors": [f"M_internal_{gid - 1}" if gid > 1
-                                                 else "M_input_0"],
-                      "outTensors": [f"M_internal_{gid}"]})
-    (info / "model" / dev_pid / "M.json").write_text(json.dumps({"modelName": "M",
-                                                                 "nodes": nodes}))
-
-
 def test_upstream_from_layer_and_model_graphs(tmp_path):
     with np.errstate(all="ignore"):
         small_model(tmp_path, inject=(1, "Add"))
-    _graphs(tmp_path, "0_4711")
+    write_graphs(tmp_path, "0_4711")
     (tmp_path / "atb_dump_data/info/layer/0_4711/Layer_3.json").write_text("{not json")
     from msprobe_atb.offline.summary import summarize
     s = summarize(open_dump(tmp_path))
