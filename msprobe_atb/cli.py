@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # Modules exposing `register(subparsers)`; each adds its subcommands with
@@ -21,12 +22,36 @@ COMMAND_MODULES = (
 # publish): parsed with only their own module, so nothing heavy is imported.
 FAST_COMMANDS = {"daemon": "msprobe_atb.daemon.cli"}
 
+# Started by the shim, not by people: parsed as usual, left out of the top-level help.
+INTERNAL_COMMANDS = {"daemon"}
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("msprobe-atb")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+class _Subcommands(argparse._SubParsersAction):
+    """Every subcommand's --help opens with its one-line summary, and the
+    internal ones stay out of the top-level command list."""
+
+    def add_parser(self, name, **kwargs):
+        kwargs.setdefault("description", kwargs.get("help"))
+        if name in INTERNAL_COMMANDS:
+            kwargs.pop("help", None)  # argparse lists only the commands that have a help
+        return super().add_parser(name, **kwargs)
+
 
 def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="msprobe-atb",
         description="Runtime tensor dumps of ATB inference processes, and tools to read them.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.register("action", "parsers", _Subcommands)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in modules:
         importlib.import_module(name).register(sub)
@@ -46,6 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `msprobe-atb stats --json | head`: the reader left; so do we, quietly.
+        # stdout is pointed at /dev/null so the interpreter's final flush cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

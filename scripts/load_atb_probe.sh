@@ -13,6 +13,25 @@
 # Nothing is exported unless everything checks out: on a problem it says why
 # and leaves the shell as it was.
 
+# Run as a program it could not change the caller's environment: say so before anything else.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    echo "[msprobe-atb] source this script, do not run it: source $0 [--output=DIR] [--config=FILE]" >&2
+    exit 1
+fi
+
+_msprobe_atb_usage() {
+    cat <<'USAGE'
+usage: source load_atb_probe.sh [--output=DIR] [--config=FILE]
+
+Loads the msprobe-atb dump probe into this shell: every ATB process started from it
+afterwards can be dumped by editing the config while it runs.
+  --output=DIR   where atb_dump_data/ is written (default: the current directory)
+  --config=FILE  the dump config to watch, JSON or YAML (default: config.json beside
+                 this script); it may be created later
+Undo with: source unload_atb_probe.sh
+USAGE
+}
+
 _msprobe_atb_load() {
     local here repo
     here=$(cd -- "$(dirname -- "${BASH_SOURCE[1]}")" && pwd -P) || return 1
@@ -27,6 +46,10 @@ _msprobe_atb_load() {
     local output="$PWD" config="$here/config.json" arg
     for arg in "$@"; do
         case "$arg" in
+        -h | --help)
+            _msprobe_atb_usage
+            return 2
+            ;;
         --output=*) output=${arg#--output=} ;;
         --config=*) config=${arg#--config=} ;;
         *)
@@ -67,6 +90,12 @@ _msprobe_atb_load() {
         fi
         ;;
     esac
+    if [ ! -d "$home" ]; then
+        echo "$warn the running environment of ATB is not ready: ATB_HOME_PATH=$home does" \
+            "not exist. Source the set_env.sh of your ATB installation first. The probe is" \
+            "not loaded." >&2
+        return 1
+    fi
     if [ -z "$abi" ]; then
         echo "$warn the running environment of ATB is not ready: ATB_HOME_PATH=$home neither" \
             "ends in cxx_abi_0/cxx_abi_1 nor holds a lib/libatb.so whose atb::Probe symbols" \
@@ -94,12 +123,11 @@ _msprobe_atb_load() {
         ;;
     esac
 
-    # ---- output dir: an existing dir must be writable, else its nearest existing parent ----
-    local probe_dir="$output"
-    while [ ! -e "$probe_dir" ]; do probe_dir=$(dirname -- "$probe_dir"); done
-    if [ ! -d "$probe_dir" ] || [ ! -w "$probe_dir" ] || [ ! -x "$probe_dir" ]; then
-        echo "$warn the output dir $output cannot be written ($probe_dir is not a writable" \
-            "directory). Choose another with --output=DIR. The probe is not loaded." >&2
+    # ---- output dir: created now, so a bad one is reported here and not by every process ----
+    local mkdir_err
+    if ! mkdir_err=$(mkdir -p -- "$output" 2>&1) || [ ! -w "$output" ] || [ ! -x "$output" ]; then
+        echo "$warn the output dir $output cannot be created or written${mkdir_err:+ ($mkdir_err)}." \
+            "Choose another with --output=DIR. The probe is not loaded." >&2
         return 1
     fi
 
@@ -129,6 +157,18 @@ _msprobe_atb_load() {
         fi
         sed 's/^/[msprobe-atb]   /' <<<"$report"
     else
+        # A near name beside it is more likely a typo than a config still to be written.
+        local near
+        near=$("$py" -c 'import difflib, os, sys
+d, n = os.path.split(sys.argv[1])
+names = [f for f in os.listdir(d or ".") if f.endswith((".json", ".yaml", ".yml"))]
+print("\n".join(difflib.get_close_matches(n, names, n=1, cutoff=0.75)))' "$config" 2>/dev/null)
+        if [ -n "$near" ]; then
+            echo "$warn the config $config does not exist, but $(dirname -- "$config")/$near" \
+                "does: did you mean --config=$(dirname -- "$config")/$near? The probe is not" \
+                "loaded." >&2
+            return 1
+        fi
         echo "[msprobe-atb] $config does not exist yet; that is fine: create it (or edit it)" \
             "at any time and running processes pick it up."
     fi
@@ -154,6 +194,7 @@ _msprobe_atb_load() {
 }
 _msprobe_atb_load "$@"
 _msprobe_atb_rc=$?
-unset -f _msprobe_atb_load
-# shellcheck disable=SC2317  # `return` when sourced, `exit` only if run as a program
-return $_msprobe_atb_rc 2>/dev/null || { echo "[msprobe-atb] source this script: . $0" >&2; exit 1; }
+unset -f _msprobe_atb_load _msprobe_atb_usage
+# -h/--help is not an error
+[ $_msprobe_atb_rc -eq 2 ] && _msprobe_atb_rc=0
+return $_msprobe_atb_rc

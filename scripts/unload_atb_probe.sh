@@ -30,11 +30,15 @@ _msprobe_atb_unload() {
                 "its processes have exited." >&2
         fi
     fi
+    local had_vars=""
+    [ -n "${ATB_OUTPUT_DIR:-}${ATB_DUMP_CONFIG:-}${MSPROBE_ATB_PYTHON:-}" ] && had_vars=1
     unset ATB_OUTPUT_DIR ATB_DUMP_CONFIG MSPROBE_ATB_PYTHON
     if [ "$removed" = 1 ]; then
         echo "[msprobe-atb] probe unloaded: processes started from this shell are no longer probed"
+    elif [ -n "$had_vars" ]; then
+        echo "[msprobe-atb] the probe was not in LD_PRELOAD; its variables are cleared"
     else
-        echo "[msprobe-atb] the probe was not loaded in this shell; variables cleared"
+        echo "[msprobe-atb] the probe is not loaded in this shell; nothing to undo"
     fi
 }
 _msprobe_atb_unload

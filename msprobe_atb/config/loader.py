@@ -28,6 +28,26 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def json_hint(text: str, pos: int) -> str:
+    """What most likely went wrong at a JSON syntax error, in the words of the
+    usual mistakes (Python literals, a trailing comma, comments, single quotes)."""
+    rest = text[pos:]
+    before = text[:pos].rstrip()
+    for word, right in (("True", "true"), ("False", "false"), ("None", "null")):
+        if rest.startswith(word):
+            return f"; JSON spells {word} as {right}"
+    if rest[:1] in ("}", "]") and before.endswith(","):
+        return f"; remove the comma before '{rest[0]}' (JSON allows no trailing comma)"
+    if rest.startswith(("//", "/*", "#")):
+        return ("; JSON has no comments: use a key starting with '_' (\"_note\": \"...\"), "
+                "or write the config as YAML (.yaml)")
+    if rest.startswith("'"):
+        return "; JSON strings and keys need double quotes (\"...\"), not single quotes"
+    if rest[:1].isalpha() or rest[:1] == "_":
+        return "; a key or text value needs double quotes around it"
+    return ""
+
+
 def parse_text(text: str, source: str, yaml_format: bool) -> Any:
     """Parses the document; raises ConfigError with the position of a syntax error."""
     if not text.strip():
@@ -49,7 +69,7 @@ def parse_text(text: str, source: str, yaml_format: bool) -> Any:
         return json.loads(text, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:
         raise ConfigError(source, [f"not valid JSON at line {exc.lineno}, column {exc.colno}: "
-                                   f"{exc.msg}"]) from None
+                                   f"{exc.msg}{json_hint(text, exc.pos)}"]) from None
     except RecursionError:
         raise ConfigError(source, [TOO_DEEP]) from None
     except ValueError as exc:

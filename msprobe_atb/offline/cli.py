@@ -49,22 +49,26 @@ def cmd_stats(a) -> int:
     from .table import filter_tensors, verify_files
     try:
         dump = _open(a.dir, fill_stats=not a.no_files)
-        if a.verify:
-            verify_files(dump)
+        bad_files = verify_files(dump) if a.verify else 0
         df = filter_tensors(dump.tensors, op=a.op, layer=a.layer, round=a.round,
                             device=a.device)
     except (DumpNotFound, ValueError) as e:
         return _err("stats", str(e))
     s = summarize(dump, df)
+    if a.verify:
+        s["verify_bad_files"] = bad_files
     if a.csv:
         df.drop("key", "seq_exact").write_csv(a.csv)
     if a.json:
         print(json.dumps(_jsonable(s), indent=1))
     else:
         print(format_text(s))
+        if a.verify:
+            print(f"verify: {bad_files} bad file(s), listed as problems above" if bad_files
+                  else "verify: every file's header, size and alias target is sound")
         if a.csv:
             print(f"Tensor table ({df.height} rows): {a.csv}")
-    return 0
+    return 1 if bad_files else 0
 
 
 def cmd_compare(a) -> int:
@@ -139,9 +143,14 @@ def cmd_report(a) -> int:
     return 0
 
 
-def register(sub) -> None:
+def _jobs(p: argparse.ArgumentParser) -> None:
     from .compare import default_jobs
+    p.add_argument("-j", "--jobs", type=int, default=default_jobs(), metavar="N",
+                   help=f"worker processes reading tensors (default: {default_jobs()}, "
+                        "one per core)")
 
+
+def register(sub) -> None:
     p = sub.add_parser("stats", help="summary of a dump: rounds, ops, first NaN/Inf, "
                                      "largest values per layer")
     p.add_argument("dir", help="output root, atb_dump_data, data/, {dev}_{pid} or round dir")
@@ -149,7 +158,8 @@ def register(sub) -> None:
     p.add_argument("--csv", metavar="FILE", help="also write the (filtered) tensor table")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--verify", action="store_true",
-                   help="check every file's header, size and alias target (reads no data)")
+                   help="check every file's header, size and alias target (reads no data); "
+                        "exit 1 if any is bad")
     p.add_argument("--no-files", action="store_true",
                    help="do not read .bin files for tensors without statistics")
     p.set_defaults(func=cmd_stats)
@@ -165,28 +175,30 @@ def register(sub) -> None:
     p.add_argument("--min-within", type=float, default=0.95,
                    help="share of elements within tolerance to pass (0.95)")
     p.add_argument("--min-cosine", type=float, default=0.999, help="cosine to pass (0.999)")
-    p.add_argument("-j", "--jobs", type=int, default=default_jobs())
+    _jobs(p)
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("convert", help=".bin to .npy, recursively, keeping the tree")
     p.add_argument("src", help="a .bin file or a directory")
     p.add_argument("-o", "--output", required=True, help="output directory (or .npy file)")
-    p.add_argument("-j", "--jobs", type=int, default=default_jobs())
+    _jobs(p)
     p.add_argument("--raw", action="store_true",
                    help="keep bf16/fp8/fp4 bit patterns and packed int4/uint1 bytes")
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("overflow", help="overflow events in order, with the op's tensors")
-    p.add_argument("dir")
+    p.add_argument("dir", help="output root, atb_dump_data, data/, {dev}_{pid} or round dir")
     p.add_argument("--all", action="store_true",
                    help="derived events: also ops that only pass NaN/Inf on")
-    p.add_argument("--limit", type=int, default=50)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--limit", type=int, default=50, metavar="N",
+                   help="show at most N events (50); --json lists them all")
+    p.add_argument("--json", action="store_true", help="print the events as JSON")
     p.set_defaults(func=cmd_overflow)
 
     p = sub.add_parser("report", help="self-contained HTML report with plots")
-    p.add_argument("dir")
+    p.add_argument("dir", help="the dump to report on (output root or atb_dump_data)")
     p.add_argument("--golden", help="golden dump: adds the error growth along the layers")
-    p.add_argument("-o", "--output", default="report.html")
-    p.add_argument("-j", "--jobs", type=int, default=default_jobs())
+    p.add_argument("-o", "--output", default="report.html",
+                   help="the HTML file to write (report.html)")
+    _jobs(p)
     p.set_defaults(func=cmd_report)

@@ -126,12 +126,23 @@ def summarize(dump: Dump, df: pl.DataFrame | None = None, *, top: int = 10) -> d
     }
 
 
+def ranges_text(values: list[int]) -> str:
+    """[1, 2, 3, 6] -> '1-3,6': runs of consecutive numbers joined, gaps kept."""
+    runs: list[list[int]] = []
+    for v in sorted(values):
+        if runs and v == runs[-1][1] + 1:
+            runs[-1][1] = v
+        else:
+            runs.append([v, v])
+    return ",".join(f"{a}-{b}" if b > a else str(a) for a, b in runs)
+
+
 def format_text(s: dict) -> str:
     lines = [f"Dump {s['dump']}: {s['tensors']} tensors"]
     for p in s["processes"]:
         rounds = p["rounds"]
-        rtxt = f"{rounds[0]}-{rounds[-1]}" if len(rounds) > 2 else ",".join(map(str, rounds))
-        lines.append(f"  process {p['dev_pid']} (device {p['device']}): rounds {rtxt} "
+        lines.append(f"  process {p['dev_pid']} (device {p['device']}): "
+                     f"rounds {ranges_text(rounds)} "
                      f"({len(rounds)}), {p['layers']} layers, {p['ops']} ops, "
                      f"{p['tensors']} tensors")
     if s["status"]:

@@ -7,7 +7,10 @@ newline are quoted, so every row keeps its column count.
 
 from __future__ import annotations
 
+import csv
+import io
 import math
+import threading
 from dataclasses import dataclass
 
 from msprobe_atb.tree.vocab import dtype_name, format_name
@@ -18,7 +21,6 @@ EXTRA_HEADER = ("Sequence,Op Id,Op Name,Input/Output,Index,Element Count,NaN Cou
                 "Pos Inf Count,Neg Inf Count,Zero Count,Data Status,Note")
 NA = "N/A"
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-_NEEDS_QUOTES = (",", '"', "\n", "\r")
 _NONFINITE = {"nan": "nan", "-nan": "nan", "inf": "inf", "+inf": "inf", "-inf": "-inf"}
 
 
@@ -36,15 +38,25 @@ def safe_cell(cell: str) -> str:
     return cell
 
 
-def _quoted(cell: str) -> str:
-    # the csv module's QUOTE_MINIMAL rule, without its per-row setup cost
-    if any(ch in cell for ch in _NEEDS_QUOTES):
-        return '"' + cell.replace('"', '""') + '"'
-    return cell
+class _RowWriter(threading.local):
+    """One csv writer and buffer per thread, reused for every row. Its line
+    terminator is CRLF only so that the csv module quotes cells holding a lone
+    CR as well as LF; the row itself ends in LF, as msProbe's files do."""
+
+    def __init__(self) -> None:
+        self.buf = io.StringIO()
+        self.writer = csv.writer(self.buf, lineterminator="\r\n")
+
+
+_ROWS = _RowWriter()
 
 
 def csv_line(cells: list[str]) -> str:
-    return ",".join(_quoted(safe_cell(c)) for c in cells) + "\n"
+    buf = _ROWS.buf
+    buf.seek(0)
+    buf.truncate()
+    _ROWS.writer.writerow([safe_cell(c) for c in cells])
+    return buf.getvalue()[:-2] + "\n"
 
 
 def number(value: object) -> str:

@@ -136,3 +136,24 @@ def test_hifloat8(tmp_path):
     every = load_bin(write_bin(tmp_path / "all.bin", bytes(range(256)), 34, (256,)))
     finite = every[np.isfinite(every)]
     assert finite.size == 253 and np.unique(finite).size == 253  # no two codes alike
+
+
+def test_fp4_full_code_tables(tmp_path):
+    """Every code of both fp4 formats (packed two per byte, low nibble first)
+    against the published value tables: OCP MX e2m1, and e1m2 (bias 1)."""
+    packed = bytes(lo | (hi << 4) for lo, hi in zip(range(0, 16, 2), range(1, 16, 2)))
+    e2m1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6]
+    e1m2 = [0, 0.25, 0.5, 0.75, 1, 1.25, 1.5, 1.75]
+    for code, table in ((40, e2m1), (41, e1m2)):
+        got = load_bin(write_bin(tmp_path / f"{code}.bin", packed, code, (16,)))
+        np.testing.assert_array_equal(got, np.array(table + [-v for v in table], np.float32))
+        assert np.signbit(got[8]) and not np.signbit(got[0])  # -0 stays -0
+
+
+def test_fp6_extremes(tmp_path):
+    """OCP MX fp6: e3m2 spans ±28 with 2^-4 the smallest subnormal, e2m3 ±7.5 with 2^-3."""
+    codes = bytes([0x1F, 0x3F, 0x01, 0x21])
+    e3m2 = load_bin(write_bin(tmp_path / "e3m2.bin", codes, 38, (4,)))
+    np.testing.assert_array_equal(e3m2, [28.0, -28.0, 2.0 ** -4, -(2.0 ** -4)])
+    e2m3 = load_bin(write_bin(tmp_path / "e2m3.bin", codes, 39, (4,)))
+    np.testing.assert_array_equal(e2m3, [7.5, -7.5, 2.0 ** -3, -(2.0 ** -3)])

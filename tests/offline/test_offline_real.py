@@ -154,6 +154,8 @@ def test_corrupt_files_and_mismatched_structure(real_dumps, tmp_path):
     assert rc == 1  # an unread tensor is not a pass
     assert "golden-only: round 0 2_" in out
     rc, out = run_cli("stats", str(bad), "--verify")
+    assert rc == 1, "a truncated file is a failed verification"
+    assert "bad file(s), listed as problems" in out
     assert f"problem: {victim['path']}: file is truncated" in out, out[:3000]
     assert "lost " in out
 
