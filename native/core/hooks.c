@@ -7,12 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "acl.h"
 #include "attach.h"
 #include "dtype.h"
 #include "filter.h"
 #include "fsutil.h"
+#include "opcount.h"
 #include "record.h"
 #include "snapshot.h"
+#include "topo.h"
 #include "util.h"
 #include "writer.h"
 

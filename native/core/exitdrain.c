@@ -1,0 +1,73 @@
+#include "exitdrain.h"
+
+#include <unistd.h>
+
+#include "monitor.h"
+#include "record.h"
+#include "state.h"
+#include "util.h"
+#include "writer.h"
+
+static uint64_t g_drain_s;
+#define INFLIGHT_GRACE_NS 5000000000ULL
+
+void msp_exit_drain_configure(uint64_t seconds)
+{
+    g_drain_s = seconds;
+}
+
+static void exit_record(int drained, uint64_t lost)
+{
+    struct msp_proc *p = g_msp.proc;
+    struct jbuf b;
+    msp_rec_begin(&b, "exit");
+    jb_key(&b, "drained");
+    jb_bool(&b, drained);
+    jb_ku64(&b, "lost", lost);
+    jb_ku64(&b, "ops_seen", __atomic_load_n(&p->ops_seen, __ATOMIC_RELAXED));
+    jb_ku64(&b, "tensors_selected", __atomic_load_n(&p->tensors_selected, __ATOMIC_RELAXED));
+    jb_ku64(&b, "tensors_written", __atomic_load_n(&p->tensors_written, __ATOMIC_RELAXED));
+    jb_ku64(&b, "bytes_written", __atomic_load_n(&p->bytes_written, __ATOMIC_RELAXED));
+    jb_ku64(&b, "drops", __atomic_load_n(&p->drops, __ATOMIC_RELAXED));
+    jb_ku64(&b, "errors", __atomic_load_n(&p->errors, __ATOMIC_RELAXED));
+    jb_ku64(&b, "overflow_events", __atomic_load_n(&p->overflow_events, __ATOMIC_RELAXED));
+    msp_rec_commit(&b);
+}
+
+void msp_exit_drain(void)
+{
+    if (__atomic_load_n(&g_msp.attach_state, __ATOMIC_ACQUIRE) != MSP_ATTACH_DONE ||
+        !g_msp.active || g_msp.pid != (uint64_t)getpid())
+        return;
+    __atomic_store_n(&g_msp.closing, 1, __ATOMIC_RELEASE);
+    msp_monitor_kick();
+    int drained = msp_queue_wait_idle(&g_msp.q, msp_mono_ns() + g_drain_s * 1000000000ULL);
+    uint64_t inflight = 0, lost, bytes;
+    struct msp_item *left = msp_queue_close(&g_msp.q, &inflight);
+    if (inflight) {
+        /* a writer in the middle of one file gets a short grace to finish
+         * it, so its own record (written or lost) stays the truth */
+        msp_queue_wait_idle(&g_msp.q, msp_mono_ns() + INFLIGHT_GRACE_NS);
+        msp_queue_stats(&g_msp.q, &inflight, &bytes);
+    }
+    lost = inflight;
+    while (left) {
+        struct msp_item *next = left->next;
+        msp_item_lost(left, "process exited before it was written");
+        MSP_UNCOUNT(queue_depth, 1);
+        MSP_UNCOUNT(queue_bytes, left->cost);
+        lost += left->kind == MSP_ITEM_TENSOR;
+        msp_queue_release(&g_msp.q, left);
+        left = next;
+    }
+    if (lost) {
+        MSP_COUNT(errors, lost);
+        msp_log("process exit: %llu selected tensors were not written within %llu s "
+                "(MSPROBE_ATB_EXIT_DRAIN_S); they are recorded as lost",
+                (unsigned long long)lost, (unsigned long long)g_drain_s);
+    }
+    msp_monitor_flush_counters();
+    exit_record(drained && !lost, lost);
+    if (g_msp.slot >= 0)
+        msp_ctl_release_proc(g_msp.ctl, g_msp.slot);
+}

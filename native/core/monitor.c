@@ -1,0 +1,106 @@
+#define _GNU_SOURCE
+#include "monitor.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon.h"
+#include "opcount.h"
+#include "reattach.h"
+#include "snapshot.h"
+#include "state.h"
+#include "util.h"
+
+static pthread_mutex_t g_mon_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_mon_cv;
+static uint64_t g_last_error_seq;
+
+/* queue_depth/queue_bytes are kept exact by the hooks and writers; only
+ * the per-thread op counters need summing. */
+void msp_monitor_flush_counters(void)
+{
+    __atomic_store_n(&g_msp.proc->ops_seen, msp_ops_total(), __ATOMIC_RELAXED);
+}
+
+void msp_monitor_new_block(void)
+{
+    g_last_error_seq = 0; /* the new block's error_seq starts over */
+}
+
+static void check_config_error(void)
+{
+    struct msp_control *ctl = g_msp.ctl;
+    uint64_t seq = msp_ctl_get_word(&ctl->error_seq);
+    if (seq == g_last_error_seq)
+        return;
+    char text[MSP_ERROR_LEN];
+    memcpy(text, (const char *)ctl->config_error, sizeof text);
+    text[sizeof text - 1] = 0;
+    if (msp_ctl_get_word(&ctl->error_seq) != seq)
+        return; /* changing under us: next tick */
+    g_last_error_seq = seq;
+    if (text[0])
+        msp_log("config rejected, keeping the previous one: %s", text);
+}
+
+static void *monitor_main(void *arg)
+{
+    (void)arg;
+    unsigned tick = 0;
+    pthread_mutex_lock(&g_mon_mu);
+    while (!__atomic_load_n(&g_msp.closing, __ATOMIC_ACQUIRE)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 250000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&g_mon_cv, &g_mon_mu, &ts);
+        if (__atomic_load_n(&g_msp.closing, __ATOMIC_ACQUIRE))
+            break;
+        msp_reattach_if_removed();
+        msp_monitor_flush_counters();
+        msp_snap_check(); /* an idle process follows the config too */
+        check_config_error();
+        if (++tick % 2 == 0)
+            msp_ensure_daemon();
+        if (tick % 8 == 0)
+            msp_queue_trim_idle(&g_msp.q); /* 2 s without a dump unmaps the copy ring */
+    }
+    pthread_mutex_unlock(&g_mon_mu);
+    return NULL;
+}
+
+int msp_monitor_start(void)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&g_mon_cv, &a);
+    pthread_condattr_destroy(&a);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, monitor_main, NULL);
+    if (rc == 0)
+        pthread_detach(t);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+void msp_monitor_kick(void)
+{
+    pthread_mutex_lock(&g_mon_mu);
+    pthread_cond_signal(&g_mon_cv);
+    pthread_mutex_unlock(&g_mon_mu);
+}
+
+void msp_monitor_reset(void)
+{
+    pthread_mutex_init(&g_mon_mu, NULL);
+    g_last_error_seq = 0;
+}
