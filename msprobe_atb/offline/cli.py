@@ -27,9 +27,11 @@ def _jsonable(v):
     return v
 
 
-def _bar(desc: str):
+def _bar(desc: str, unit: str = "file", total: int | None = None):
+    """A progress bar on stderr (hidden when it is not a terminal) that stays
+    on screen when done, so the user sees what ran and how long it took."""
     from tqdm import tqdm
-    return tqdm(desc=desc, unit="file", disable=None, file=sys.stderr, leave=False)
+    return tqdm(desc=desc, unit=unit, total=total, disable=None, file=sys.stderr, leave=True)
 
 
 def _filters(p: argparse.ArgumentParser) -> None:
@@ -130,16 +132,32 @@ def cmd_overflow(a) -> int:
 
 def cmd_report(a) -> int:
     from .compare import compare_dumps
-    from .report import build_report
+    from .report import REPORT_STEPS, build_report
     try:
         dump = _open(a.dir, fill_stats=True)
-        comp = compare_dumps(_open(a.golden, False), dump, jobs=a.jobs) if a.golden else None
+        golden = _open(a.golden, False) if a.golden else None
     except DumpNotFound as e:
         return _err("report", str(e))
+    comp = None
+    if golden is not None:
+        bar = _bar("compare with golden")
+        try:
+            comp = compare_dumps(golden, dump, jobs=a.jobs, progress=bar.update)
+        finally:
+            bar.close()
+    bar = _bar("report", unit="step", total=REPORT_STEPS)
+    try:
+        doc, info = build_report(dump, comp, a.golden, golden=golden,
+                                 progress=lambda: bar.update(1))
+    finally:
+        bar.close()
     out = Path(a.output)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(build_report(dump, comp, a.golden), encoding="utf-8")
-    print(f"report: {out}")
+    out.write_text(doc, encoding="utf-8")
+    if a.json:
+        print(json.dumps(_jsonable({"report": str(out.resolve()), **info}), indent=1))
+    else:
+        print(f"report: {out} ({info['plots']} plots; open it in a browser, it works offline)")
     return 0
 
 
@@ -200,5 +218,8 @@ def register(sub) -> None:
     p.add_argument("--golden", help="golden dump: adds the error growth along the layers")
     p.add_argument("-o", "--output", default="report.html",
                    help="the HTML file to write (report.html)")
+    p.add_argument("--json", action="store_true",
+                   help="print what the report holds (sections, plots, first NaN/Inf, first "
+                        "divergent tensor) as JSON")
     _jobs(p)
     p.set_defaults(func=cmd_report)

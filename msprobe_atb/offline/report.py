@@ -1,206 +1,313 @@
-"""`msprobe-atb report`: one self-contained HTML page (PNG plots inlined as base64)
-with the dump's summary, norm and abs-max per layer across rounds, the NaN/Inf
-map, and with a golden dump the error growth along the layers."""
+"""`msprobe-atb report`: one self-contained HTML page that works offline, with
+interactive plots (Plotly, inlined), sortable tables and links to the tensors:
+the summary, the first NaN/Inf with the ops feeding it and a histogram of its
+values, norm and abs-max per layer and device across rounds, the NaN/Inf map,
+and with a golden dump per-layer cosine/relative error, the error growth along
+the layers and the worst tensor pairs."""
 
 from __future__ import annotations
 
-import base64
 import html
-import io
+import json
 import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
 
-import matplotlib
+import polars as pl
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
+from . import report_figures as figs
+from .binfile import BinFileError, TensorNotSaved, load_bin
+from .compare import CompareResult, error_growth, first_divergence
+from .summary import ranges_text, summarize
+from .table import Dump
 
-from .compare import CompareResult, error_growth, first_divergence  # noqa: E402
-from .summary import summarize  # noqa: E402
-from .table import Dump  # noqa: E402
-
-MAX_ROUND_LINES = 12
-
-CSS = """body{font-family:sans-serif;margin:2em;max-width:1200px;color:#222}
-table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;
-font-size:90%;text-align:left}th{background:#eee}.bad{color:#b00;font-weight:bold}
-img{max-width:100%;border:1px solid #ddd}code{background:#f4f4f4}"""
+MAX_COMPARE_ROWS = 300
+REPORT_STEPS = 6  # the progress callback is called once per step
 
 
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode()
+@dataclass(frozen=True)
+class Link:
+    text: str
+    href: str
 
 
-def _img(b64: str, alt: str) -> str:
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{b64}">'
+@dataclass
+class Page:
+    """The report's parts as they are built: sections in order, and the plots."""
+
+    sections: list[tuple[str, str, str]] = field(default_factory=list)  # id, title, html
+    plots: int = 0
+
+    def plot(self, fig: dict, height: int | None = None) -> str:
+        self.plots += 1
+        pid = f"plot{self.plots}"
+        spec = json.dumps(_json_safe(fig), separators=(",", ":")).replace("</", "<\\/")
+        style = f" style='height:{height}px'" if height else ""
+        return (f"<div class='plot' id='{pid}'{style}></div>"
+                f"<script type='application/json' data-plot='{pid}'>{spec}</script>")
 
 
-def _table(headers: list[str], rows: list[list]) -> str:
-    def cell(v):
-        if isinstance(v, float):
-            v = f"{v:.6g}"
-        return f"<td>{html.escape('-' if v is None else str(v))}</td>"
+def _json_safe(v):
+    """JSON that JSON.parse accepts: non-finite floats become null."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
+    return v
+
+
+def _cell(v) -> str:
+    if isinstance(v, Link):
+        return f"<td><a href='{html.escape(v.href)}'>{html.escape(v.text)}</a></td>"
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return f"<td>{html.escape(figs.fmt_value(v))}</td>"
+    text = html.escape(figs.fmt_value(v))
+    return f"<td class='num' data-v='{text}'>{text}</td>"
+
+
+def _table(headers: list[str], rows: list[list], ids: list[str] | None = None,
+           scroll: bool = False) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(cell(v) for v in r) + "</tr>" for r in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    body = "".join(
+        f"<tr{f' id={chr(39)}{ids[i]}{chr(39)}' if ids else ''}>"
+        + "".join(_cell(v) for v in r) + "</tr>" for i, r in enumerate(rows))
+    t = f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<div class='scroll'>{t}</div>" if scroll else t
 
 
-def layer_round_stats(df: pl.DataFrame) -> tuple[list[str], pl.DataFrame]:
-    """Layers in first-execution order, and per (layer, round): the largest norm,
-    abs-max and the NaN/Inf tensor count."""
-    df = df.filter(pl.col("primary"))
-    order = (df.group_by("layer").agg(pl.col("seq").min().alias("s")).sort("s")
-             .get_column("layer").to_list())
-    per = df.group_by(["layer", "round"]).agg(
-        pl.col("norm").fill_nan(None).max().alias("norm"),
-        pl.col("abs_max").fill_nan(None).max().alias("abs_max"),
-        pl.col("nonfinite").sum().alias("nonfinite"))
-    return order, per
+def _file_link(path: str | None, text: str = ".bin") -> Link | str:
+    return Link(text, Path(path).as_uri()) if path and Path(path).is_absolute() else "-"
 
 
-def _layer_plot(order: list[str], per: pl.DataFrame) -> str:
-    rounds = sorted(per.get_column("round").unique().to_list())
-    shown = rounds if len(rounds) <= MAX_ROUND_LINES else \
-        [rounds[int(i)] for i in np.linspace(0, len(rounds) - 1, MAX_ROUND_LINES)]
-    pos = {name: i for i, name in enumerate(order)}
-    fig, axes = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
-    for ax, col, title in ((axes[0], "norm", "largest L2 norm"),
-                           (axes[1], "abs_max", "largest |value|")):
-        for r in shown:
-            sub = per.filter(pl.col("round") == r)
-            xs = [pos[n] for n in sub.get_column("layer")]
-            ys = sub.get_column(col).to_list()
-            pts = sorted((x, y) for x, y in zip(xs, ys) if y is not None and math.isfinite(y)
-                         and y > 0)
-            if pts:
-                ax.plot(*zip(*pts), marker=".", label=f"round {r}")
-        ax.set_yscale("log")
-        ax.set_ylabel(title)
-        ax.grid(True, alpha=.3)
-    axes[0].legend(fontsize=7, ncol=4)
-    step = max(1, len(order) // 40)
-    axes[1].set_xticks(range(0, len(order), step))
-    axes[1].set_xticklabels(order[::step], rotation=70, fontsize=7)
-    axes[0].set_title("Per layer (top-level op) across rounds; Inf/NaN points omitted")
-    return _png(fig)
+def _cards(items: list[tuple[str, object, bool]]) -> str:
+    return "<div class='cards'>" + "".join(
+        f"<div class='card{' bad' if bad else ''}'><b>{html.escape(figs.fmt_value(v))}</b>"
+        f"{html.escape(label)}</div>" for label, v, bad in items) + "</div>"
 
 
-def _nan_map(order: list[str], per: pl.DataFrame) -> str:
-    rounds = sorted(per.get_column("round").unique().to_list())
-    grid = np.zeros((len(rounds), len(order)))
-    ri = {r: i for i, r in enumerate(rounds)}
-    li = {n: i for i, n in enumerate(order)}
-    for r in per.iter_rows(named=True):
-        grid[ri[r["round"]], li[r["layer"]]] = r["nonfinite"]
-    fig, ax = plt.subplots(figsize=(11, 1.2 + 0.25 * len(rounds)))
-    im = ax.imshow(grid, aspect="auto", cmap="Reds", interpolation="nearest",
-                   vmin=0, vmax=max(1.0, grid.max()))
-    ax.set_yticks(range(len(rounds)))
-    ax.set_yticklabels([str(r) for r in rounds], fontsize=7)
-    step = max(1, len(order) // 40)
-    ax.set_xticks(range(0, len(order), step))
-    ax.set_xticklabels(order[::step], rotation=70, fontsize=7)
-    ax.set_ylabel("round")
-    ax.set_title("Tensors holding NaN/Inf, per layer and round")
-    fig.colorbar(im, ax=ax, fraction=.02)
-    return _png(fig)
+def _layer_order(*frames: pl.DataFrame) -> list[str]:
+    names = set()
+    for f in frames:
+        names.update(f.get_column("layer").drop_nulls().unique().to_list())
+    return sorted(names, key=figs.layer_key)
 
 
-def _error_plot(res: CompareResult) -> str:
-    rows = res.rows.filter(pl.col("verdict").is_in(["pass", "fail"]) & pl.col("primary")
-                           & (pl.col("io") == "output"))
-    fig, ax = plt.subplots(figsize=(11, 4))
-    rounds = sorted(rows.get_column("round").unique().to_list())[:MAX_ROUND_LINES]
-    for r in rounds:
-        sub = rows.filter(pl.col("round") == r).sort("target_seq")
-        err = [math.inf if m is False else (e if e is not None else 0.0)
-               for e, m in zip(sub.get_column("rel_rmse").to_list(),
-                               sub.get_column("nonfinite_match").to_list())]
-        xs = np.arange(len(err))
-        finite = np.array([math.isfinite(e) for e in err])
-        y = np.array([e if math.isfinite(e) else np.nan for e in err])
-        line, = ax.plot(xs, np.maximum(y, 1e-12), lw=1, label=f"round {r}")
-        if (~finite).any():  # drawn along the top edge, whatever the scale
-            ax.plot(xs[~finite], np.full((~finite).sum(), 0.97), "x", color=line.get_color(),
-                    transform=ax.get_xaxis_transform(), clip_on=False)
-    ax.set_yscale("log")
-    ax.set_xlabel("output tensors in target execution order")
-    ax.set_ylabel("relative error (RMSE / RMS golden)")
-    ax.set_title("Error growth along the layers (x at the top: NaN/Inf pattern differs)")
-    ax.grid(True, alpha=.3)
-    if rounds:
-        ax.legend(fontsize=7, ncol=4)
-    return _png(fig)
+def _summary(page: Page, s: dict, comparison: CompareResult | None) -> None:
+    cards = [("tensors", s["tensors"], False), ("processes", len(s["processes"]), False),
+             ("tensors with NaN/Inf", s["nonfinite_tensors"], s["nonfinite_tensors"] > 0)]
+    if comparison is not None:
+        fails = comparison.count("fail")
+        cards += [("pairs compared", comparison.count("pass") + fails, False),
+                  ("pairs failed", fails, fails > 0)]
+    body = [_cards(cards), _table(
+        ["process", "device", "rounds", "layers", "ops", "tensors"],
+        [[p["dev_pid"], p["device"], ranges_text(p["rounds"]), p["layers"], p["ops"],
+          p["tensors"]] for p in s["processes"]])]
+    if s["status"]:
+        body.append("<p>Files: " + html.escape(", ".join(
+            f"{k} {v}" for k, v in sorted(s["status"].items()))) + "</p>")
+    if s["problems"]:
+        body.append("<p class='bad'>Problems:</p><ul>" + "".join(
+            f"<li>{html.escape(p)}</li>" for p in s["problems"][:50]) + "</ul>")
+    page.sections.append(("summary", "Summary", "".join(body)))
+
+
+def _first_nan(page: Page, s: dict, df: pl.DataFrame) -> None:
+    firsts = s["first_nonfinite"]
+    if not firsts:
+        page.sections.append(("first-nan", "First NaN/Inf",
+                              "<p class='ok'>No tensor holds NaN or Inf.</p>"))
+        return
+    body = [_table(["process", "round", "op", "io", "index", "dtype", "NaN", "+Inf", "-Inf",
+                    "tensor"],
+                   [[f["dev_pid"], f["round"], f["op"], f["io"], f["index"], f["dtype"],
+                     f["nan"], f["pinf"], f["ninf"], _file_link(f["path"])] for f in firsts])]
+    first = firsts[0]
+    body.append(f"<p class='bad'>First in execution order: {html.escape(first['dev_pid'])} "
+                f"round {first['round']}: {html.escape(first['op'])} {first['io']} "
+                f"{html.escape(str(first['index']))}</p>")
+    if first.get("upstream"):
+        body.append("<p>The ops feeding it, with their latest output before it:</p>")
+        body.append(_table(["fed by", "via tensor", "NaN/Inf", "zeros", "min", "max"],
+                           [[u.get("op") or u["graph_name"], u["tensor"], u.get("nonfinite"),
+                             u.get("zero"), u.get("min"), u.get("max")]
+                            for u in first["upstream"]]))
+    body.append(_histogram(page, first, df))
+    page.sections.append(("first-nan", "First NaN/Inf", "".join(body)))
+
+
+def _histogram(page: Page, first: dict, df: pl.DataFrame) -> str:
+    """The values of the first bad tensor and of its op's inputs in that round."""
+    inputs = df.filter((pl.col("dev_pid") == first["dev_pid"]) & (pl.col("round") ==
+                       first["round"]) & (pl.col("op_id") == first["op_id"])
+                       & (pl.col("io") == "input") & pl.col("primary")).sort("index")
+    wanted = [(f"{first['op']} {first['io']}{first['index']}", first["path"])]
+    if first["io"] != "input":
+        wanted += [(f"input{r['index']}", r["path"]) for r in inputs.iter_rows(named=True)]
+    loaded, missing = [], []
+    for label, path in wanted:
+        try:
+            loaded.append((label, load_bin(path)))
+        except (BinFileError, TensorNotSaved, OSError, ValueError, TypeError) as e:
+            missing.append(f"{label}: {e}" if path
+                           else f"{label}: no .bin file (statistics only)")
+    parts = ["<h3 id='first-bad-histogram'>Histogram</h3>"]
+    if loaded:
+        parts.append(page.plot(figs.histogram_figure(loaded)))
+    if missing:
+        parts.append("<p class='muted'>Not drawn: " + html.escape("; ".join(missing)) + "</p>")
+    return "".join(parts)
+
+
+def _layers(page: Page, df: pl.DataFrame, golden: pl.DataFrame | None, order: list[str],
+            s: dict) -> None:
+    body = [page.plot(figs.norm_figure(df, golden, order)),
+            page.plot(figs.absmax_figure(df, order)),
+            _table(["layer", "max norm", "at", "max |x|", "at", "NaN/Inf tensors"],
+                   [[r["layer"], r["max_norm"], r["max_norm_at"], r["max_abs"],
+                     r["max_abs_at"], r["nonfinite_tensors"]]
+                    for r in sorted(s["layers"], key=lambda r: figs.layer_key(r["layer"]))],
+                   scroll=True)]
+    page.sections.append(("layers", "Norm and abs-max per layer across rounds", "".join(body)))
+
+
+def _nan_map(page: Page, df: pl.DataFrame, order: list[str]) -> None:
+    maps = figs.nan_map_figures(df, order)
+    if not maps:
+        rounds = df.get_column("round").n_unique()
+        body = (f"<p class='ok'>No tensor holds NaN or Inf: {len(order)} layers × {rounds} "
+                "round(s) checked.</p>")
+    else:
+        body = "".join(page.plot(f) for f in maps)
+    page.sections.append(("nan-map", "NaN/Inf map", body))
+
+
+def _compare_rows(comparison: CompareResult) -> tuple[pl.DataFrame, dict[str, str]]:
+    """The worst pairs first (failed, then lowest cosine), each with a row id;
+    and the id of the worst pair of each layer, for links from the layer table."""
+    rows = (comparison.rows.with_row_index("_i")
+            .with_columns(pl.col("op").str.split("/").list.first().alias("_layer"),
+                          (pl.col("verdict") == "pass").alias("_passed"))
+            .sort(["_passed", "cosine"], nulls_last=False))
+    rows = rows.with_columns(pl.format("cmp-{}", pl.col("_i")).alias("_id"))
+    worst = dict(rows.group_by("_layer", maintain_order=True).first()
+                 .select("_layer", "_id").iter_rows())
+    return rows, worst
+
+
+def _comparison(page: Page, comparison: CompareResult, label: str, order: list[str]) -> None:
+    counts = {v: comparison.count(v) for v in ("pass", "fail", "golden-only", "target-only",
+                                               "unreadable")}
+    fd = first_divergence(comparison)
+    body = ["<p>Against golden <code>" + html.escape(label) + "</code>: "
+            + html.escape(", ".join(f"{k} {v}" for k, v in counts.items())) + "</p>"]
+    rows, worst = _compare_rows(comparison)
+    shown = rows.head(MAX_COMPARE_ROWS)
+    listed = set(shown.get_column("_id").to_list())
+    worst = {layer: rid for layer, rid in worst.items() if rid in listed}
+    if fd:
+        body.append(f"<p class='bad'>First divergent: round {fd['round']} "
+                    f"{html.escape(fd['op'])} {fd['io']} {html.escape(str(fd['index']))}: "
+                    f"{html.escape(fd['reason'] or '')}</p>")
+    else:
+        body.append("<p class='ok'>No divergent tensor.</p>")
+    checked = rows.filter(pl.col("verdict").is_in(["pass", "fail"]) & pl.col("primary"))
+    outputs = checked.filter(pl.col("io") == "output")
+    body.append(page.plot(figs.error_growth_figure(outputs)))
+    body.append(_table(["round", "op", "input error", "output error", "growth"],
+                       [[o["round"], o["op"], o["err_in"], o["err_out"], o["growth"]]
+                        for o in error_growth(comparison, 10)]))
+    page.sections.append(("error-growth", "Error growth along the layers", "".join(body)))
+
+    per = (checked.with_columns(pl.col("target_process").str.split("_").list.first()
+                                .cast(pl.Int64, strict=False).alias("device"))
+           .group_by(["device", "_layer"])
+           .agg(pl.len().alias("pairs"), (~pl.col("_passed")).sum().alias("failed"),
+                pl.col("cosine").min().alias("min_cosine"),
+                pl.col("max_rel_err").max().alias("max_rel_err"))
+           .rename({"_layer": "layer"}))
+    lbody = [page.plot(figs.layer_compare_figure(per, order)), _table(
+        ["layer", "device", "pairs", "failed", "lowest cosine", "max rel. error", "worst pair"],
+        [[r["layer"], r["device"], r["pairs"], r["failed"], r["min_cosine"], r["max_rel_err"],
+          Link("show", f"#{worst[r['layer']]}") if r["layer"] in worst else "-"]
+         for r in sorted(per.iter_rows(named=True),
+                         key=lambda r: (figs.layer_key(r["layer"]), r["device"] or 0))],
+        scroll=True)]
+    page.sections.append(("layer-compare", "Per layer against golden", "".join(lbody)))
+
+    more = rows.height - shown.height
+    table = _table(
+        ["verdict", "process", "round", "op", "io", "index", "cosine", "max abs err",
+         "max rel err", "NaN/Inf golden", "NaN/Inf target", "reason", "golden", "target"],
+        [[r["verdict"], r["target_process"], r["round"], r["op"], r["io"], r["index"],
+          r["cosine"], r["max_abs_err"], r["max_rel_err"],
+          _nonfinite(r, "golden"), _nonfinite(r, "target"), r["reason"] or "",
+          _file_link(r["golden_path"]), _file_link(r["target_path"])]
+         for r in shown.iter_rows(named=True)],
+        ids=shown.get_column("_id").to_list(), scroll=True)
+    note = (f"<p class='muted'>The {shown.height} worst of {rows.height} pairs; the rest "
+            "are in the CSV that <code>msprobe-atb compare</code> writes.</p>" if more else "")
+    page.sections.append(("compare-table", "Tensor pairs, worst first", table + note))
+
+
+def _nonfinite(r: dict, side: str) -> int | None:
+    vals = [r.get(f"{side}_{k}") for k in ("nan", "pinf", "ninf")]
+    return None if all(v is None for v in vals) else sum(v or 0 for v in vals)
+
+
+def _assets() -> tuple[str, str, str]:
+    here = resources.files(__package__) / "report_assets"
+    plotly_js = resources.files("plotly") / "package_data" / "plotly.min.js"
+    return ((here / "report.css").read_text(encoding="utf-8"),
+            (here / "report.js").read_text(encoding="utf-8"),
+            plotly_js.read_text(encoding="utf-8"))
 
 
 def build_report(dump: Dump, comparison: CompareResult | None = None,
-                 golden_label: str | None = None) -> str:
+                 golden_label: str | None = None, golden: Dump | None = None,
+                 progress: Callable[[], object] | None = None) -> tuple[str, dict]:
+    """The page, and a summary of it (sections, plots, findings) for --json."""
+    step = progress or (lambda: None)
     s = summarize(dump)
-    df = dump.tensors
-    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>msprobe-atb report"
-             f"</title><style>{CSS}</style></head><body>",
-             f"<h1>msprobe-atb dump report</h1><p>Dump <code>{html.escape(s['dump'])}</code>, "
-             f"{s['tensors']} tensors; generated "
-             f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC')}.</p>",
-             "<section id='summary'><h2>Summary</h2>",
-             _table(["process", "device", "rounds", "layers", "ops", "tensors"],
-                    [[p["dev_pid"], p["device"], len(p["rounds"]), p["layers"], p["ops"],
-                      p["tensors"]] for p in s["processes"]])]
-    if s["status"]:
-        parts.append("<p>Files: " + html.escape(", ".join(f"{k} {v}" for k, v in
-                                                          sorted(s["status"].items()))) + "</p>")
-    if s["problems"]:
-        parts.append("<p class='bad'>Problems:</p><ul>" + "".join(
-            f"<li>{html.escape(p)}</li>" for p in s["problems"][:50]) + "</ul>")
-    parts.append("</section>")
-
-    parts.append("<section id='first-nan'><h2>First NaN/Inf</h2>")
-    if not s["first_nonfinite"]:
-        parts.append("<p>No tensor holds NaN or Inf.</p>")
-    for f in s["first_nonfinite"]:
-        parts.append(f"<p class='bad'>{html.escape(f['dev_pid'])} round {f['round']}: "
-                     f"{html.escape(f['op'])} {f['io']} {html.escape(str(f['index']))} "
-                     f"(nan {f['nan']}, +inf {f['pinf']}, -inf {f['ninf']})</p>")
-        if f.get("upstream"):
-            parts.append(_table(["fed by", "via tensor", "NaN/Inf", "zeros", "min", "max"],
-                                [[u.get("op") or u["graph_name"], u["tensor"],
-                                  u.get("nonfinite"), u.get("zero"), u.get("min"),
-                                  u.get("max")] for u in f["upstream"]]))
-    parts.append("</section>")
-
+    df = dump.tensors.filter(pl.col("primary")) if dump.tensors.height else dump.tensors
+    gdf = golden.tensors.filter(pl.col("primary")) if golden is not None else None
+    order = _layer_order(df, *([gdf] if gdf is not None else []))
+    page = Page()
+    _summary(page, s, comparison)
+    step()
+    _first_nan(page, s, df)
+    step()
     if df.height:
-        order, per = layer_round_stats(df)
-        parts.append("<section id='layers'><h2>Norm and abs-max per layer across rounds</h2>"
-                     + _img(_layer_plot(order, per), "norm and abs-max per layer") +
-                     _table(["layer", "max norm", "at", "max |x|", "at", "NaN/Inf tensors"],
-                            [[r["layer"], r["max_norm"], r["max_norm_at"], r["max_abs"],
-                              r["max_abs_at"], r["nonfinite_tensors"]] for r in s["layers"]])
-                     + "</section>")
-        parts.append("<section id='nan-map'><h2>NaN/Inf map</h2>"
-                     + _img(_nan_map(order, per), "NaN/Inf map") + "</section>")
-
+        _layers(page, df, gdf, order, s)
+        step()
+        _nan_map(page, df, order)
+    step()
     if comparison is not None:
-        fd = first_divergence(comparison)
-        counts = {v: comparison.count(v) for v in ("pass", "fail", "golden-only",
-                                                     "target-only", "unreadable")}
-        parts.append("<section id='error-growth'><h2>Comparison with golden "
-                     f"<code>{html.escape(golden_label or '')}</code></h2><p>"
-                     + html.escape(", ".join(f"{k} {v}" for k, v in counts.items())) + "</p>")
-        if fd:
-            parts.append(f"<p class='bad'>First divergent: round {fd['round']} "
-                         f"{html.escape(fd['op'])} {fd['io']} {html.escape(str(fd['index']))}: "
-                         f"{html.escape(fd['reason'] or '')}</p>")
-        else:
-            parts.append("<p>No divergent tensor.</p>")
-        parts.append(_img(_error_plot(comparison), "error growth along the layers"))
-        parts.append(_table(["round", "op", "input error", "output error", "growth"],
-                            [[o["round"], o["op"], o["err_in"], o["err_out"], o["growth"]]
-                             for o in error_growth(comparison, 10)]))
-        parts.append("</section>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+        _comparison(page, comparison, golden_label or "", order)
+    step()
+    css, js, plotly_js = _assets()
+    nav = "".join(f"<a href='#{sid}'>{html.escape(title)}</a>"
+                  for sid, title, _ in page.sections)
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    doc = "\n".join([
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        "<title>msprobe-atb report</title>", f"<style>{css}</style>",
+        f"<script>{plotly_js}</script>", f"<script>{js}</script></head><body>",
+        f"<header><h1>msprobe-atb dump report</h1><p>Dump <code>{html.escape(s['dump'])}"
+        f"</code>, {s['tensors']} tensors"
+        + (f"; golden <code>{html.escape(golden_label)}</code>" if golden_label else "")
+        + f"; generated {now}.</p></header>", f"<nav>{nav}</nav><main>",
+        *(f"<section id='{sid}'><h2>{html.escape(title)}</h2>{body}</section>"
+          for sid, title, body in page.sections),
+        "</main></body></html>"])
+    step()
+    fd = first_divergence(comparison) if comparison is not None else None
+    info = {"sections": [sid for sid, _, _ in page.sections], "plots": page.plots,
+            "tensors": s["tensors"], "first_nonfinite": s["first_nonfinite"][:1],
+            "first_divergence": fd}
+    return doc, info

@@ -1,55 +1,80 @@
-"""The HTML report, rendered by headless Chromium: sections and inlined plots."""
+"""The HTML report, rendered by real headless Chromium: every section and plot
+drawn, no console message, links that lead somewhere; and the plots' data:
+non-finite points marked, float tensors only for |x|, devices split, layers in
+op-id order."""
 
 from __future__ import annotations
 
-import base64
+import json
+import math
 import re
 import shutil
-import struct
 import subprocess
+from pathlib import Path
 
+import numpy as np
+import polars as pl
 import pytest
 from offline_helpers import run_cli
 
+from msprobe_atb.offline import report_figures as figs
+
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu",
                   "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run"]
-SECTIONS = ("summary", "first-nan", "layers", "nan-map", "error-growth")
+                  "--disable-sync", "--no-first-run", "--enable-logging=stderr", "--v=0",
+                  "--virtual-time-budget=10000"]
+SECTIONS = ("summary", "first-nan", "layers", "nan-map", "error-growth", "layer-compare",
+            "compare-table")
+ASSETS = Path(figs.__file__).parent / "report_assets"
 
 
 def _chromium(tmp_path, *args: str) -> subprocess.CompletedProcess:
     exe = shutil.which("chromium")
     if exe is None:
         pytest.skip("chromium is not installed: run scripts/install_deps.sh")
-    profile = tmp_path / "chromium-profile"
+    profile = tmp_path / f"chromium-profile-{len(list(tmp_path.iterdir()))}"
     return subprocess.run([exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=180)
 
 
-def _check_report(tmp_path, dump, golden, injected_op: str) -> None:
+def _console(r: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in r.stderr.splitlines() if ":CONSOLE" in line]
+
+
+def _section(dom: str, sid: str) -> str:
+    return dom.split(f'<section id="{sid}">')[1].split("</section>")[0]
+
+
+def _check_report(tmp_path, dump, golden, injected_op: str) -> str:
     out = tmp_path / "report.html"
-    rc, text = run_cli("report", str(dump), "--golden", str(golden), "-o", str(out))
+    rc, text = run_cli("report", str(dump), "--golden", str(golden), "-o", str(out), "--json")
     assert rc == 0 and out.exists()
+    info = json.loads(text)
+    assert info["report"] == str(out.resolve()) and info["plots"] >= 6
+    assert info["first_nonfinite"][0]["op"] == injected_op
     r = _chromium(tmp_path, "--dump-dom", out.as_uri())
     assert r.returncode == 0, r.stderr[-2000:]
+    assert _console(r) == [], "the page logged to the console"
     dom = r.stdout
     for s in SECTIONS:
         assert f'<section id="{s}">' in dom, f"section {s} missing"
-    assert "msprobe-atb dump report" in dom
-    assert injected_op in dom.split('id="first-nan"')[1].split("</section>")[0]
-    assert "First divergent" in dom and injected_op in dom.split('id="error-growth"')[1]
-    imgs = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([^"]+)"', dom)
-    assert {a for a, _ in imgs} == {"norm and abs-max per layer", "NaN/Inf map",
-                                    "error growth along the layers"}
-    for _alt, b64 in imgs:
-        png = base64.b64decode(b64)
-        assert png[:8] == b"\x89PNG\r\n\x1a\n"
-        w, h = struct.unpack(">II", png[16:24])
-        assert w > 200 and h > 100
-    assert "http://" not in dom and "https://" not in dom  # self-contained
+    assert f'data-plots="{info["plots"]}"' in dom and 'data-plot-errors="0"' in dom
+    assert dom.count("js-plotly-plot") >= info["plots"]  # Plotly drew into every div
+    assert injected_op in _section(dom, "first-nan")
+    assert 'id="first-bad-histogram"' in dom
+    assert "First divergent" in dom and injected_op in _section(dom, "error-growth")
+    # self-contained: nothing is fetched
+    assert not re.search(r"<(script|link|img)[^>]+(src|href)=\"https?:", dom)
+    # links: every in-page link has its target, every tensor link is a file that exists
+    ids = set(re.findall(r' id="([^"]+)"', dom))
+    for target in re.findall(r'href="#([^"]+)"', dom):
+        assert target in ids, f"link to #{target} leads nowhere"
+    files = re.findall(r'href="(file://[^"]+\.bin)"', _section(dom, "compare-table"))
+    assert files and all(Path(f[len("file://"):]).exists() for f in files[:20])
     shot = tmp_path / "shot.png"
-    r = _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1200,3000", out.as_uri())
-    assert r.returncode == 0 and shot.stat().st_size > 20_000
+    r = _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1300,4000", out.as_uri())
+    assert r.returncode == 0 and shot.stat().st_size > 50_000
+    return dom
 
 
 def test_report_in_chromium_synthetic(tmp_path, synth_pair):
@@ -62,3 +87,84 @@ def test_report_in_chromium_real(tmp_path, real_dumps):
 
     first = first_nonfinite(open_dump(real_dumps["injected"]).tensors)[0]
     _check_report(tmp_path, real_dumps["injected"], real_dumps["golden"], first["op"])
+
+
+def test_tables_sort_when_a_header_is_clicked(tmp_path):
+    """report.js in real Chromium: a click on a header sorts numbers as numbers,
+    with inf above every finite value."""
+    page = tmp_path / "sort.html"
+    page.write_text(
+        "<html><body><table class='sortable'><thead><tr><th>op</th><th>err</th></tr></thead>"
+        "<tbody><tr><td>a</td><td data-v='10'>10</td></tr><tr><td>b</td><td data-v='inf'>inf"
+        "</td></tr><tr><td>c</td><td data-v='9'>9</td></tr></tbody></table>"
+        f"<script>window.Plotly={{newPlot:function(){{}}}};</script>"
+        f"<script>{(ASSETS / 'report.js').read_text()}</script>"
+        "<script>document.addEventListener('DOMContentLoaded',function(){"
+        "var th=document.querySelectorAll('th')[1];th.click();"
+        "document.body.dataset.asc=[].map.call(document.querySelectorAll('tbody tr'),"
+        "function(r){return r.cells[0].textContent}).join('');th.click();"
+        "document.body.dataset.desc=[].map.call(document.querySelectorAll('tbody tr'),"
+        "function(r){return r.cells[0].textContent}).join('');});</script></body></html>")
+    r = _chromium(tmp_path, "--dump-dom", page.as_uri())
+    assert 'data-asc="cab"' in r.stdout and 'data-desc="bac"' in r.stdout, r.stdout
+    assert _console(r) == []
+
+
+def _frame(rows: list[dict]) -> pl.DataFrame:
+    base = {"device": 0, "round": 0, "dtype": "float16", "nonfinite": False}
+    return pl.DataFrame([{**base, **r} for r in rows])
+
+
+def test_nonfinite_points_are_marked_never_skipped():
+    df = _frame([{"layer": "1_L", "norm": 3.0, "abs_max": 1.0},
+                 {"layer": "2_L", "norm": math.inf, "abs_max": math.inf, "nonfinite": True},
+                 {"layer": "3_L", "norm": math.nan, "abs_max": 2.0, "nonfinite": True},
+                 {"layer": "4_L", "norm": 5.0, "abs_max": 3.0}])
+    order = ["1_L", "2_L", "3_L", "4_L"]
+    fig = figs.norm_figure(df, None, order)
+    line, marks = fig["data"]
+    assert line["y"] == [3.0, None, None, 5.0] and line["connectgaps"] is False
+    assert marks["yaxis"] == "y2" and marks["x"] == ["2_L", "3_L"]
+    assert "inf" in marks["text"][0] and "nan" in marks["text"][1]
+
+
+def test_absmax_shows_float_tensors_with_dtype_limits():
+    df = _frame([{"layer": "1_L", "norm": 1.0, "abs_max": 2.0},
+                 {"layer": "1_L", "norm": 1.0, "abs_max": 32000.0, "dtype": "int32"},
+                 {"layer": "2_L", "norm": 1.0, "abs_max": 3.0, "dtype": "bf16"}])
+    fig = figs.absmax_figure(df, ["1_L", "2_L"])
+    assert fig["data"][0]["y"] == [2.0, 3.0]  # the int32 token ids are not there
+    limits = sorted(s["y0"] for s in fig["layout"]["shapes"])
+    assert limits == [figs.FP16_MAX, figs.BF16_MAX]
+
+
+def test_devices_split_and_layers_in_op_id_order():
+    order = sorted(["12_Prefill_layer", "2_Prefill_layer", "0_WordEmbedding", "3_LmHead"],
+                   key=figs.layer_key)
+    assert order == ["0_WordEmbedding", "2_Prefill_layer", "3_LmHead", "12_Prefill_layer"]
+    df = _frame([{"layer": "2_Prefill_layer", "norm": 1.0, "device": d, "abs_max": 1.0}
+                 for d in (0, 1)])
+    names = [t["name"] for t in figs.norm_figure(df, None, order)["data"]]
+    assert names == ["dev 0 · round 0", "dev 1 · round 0"]
+
+
+def test_an_all_finite_dump_draws_no_nan_map():
+    df = _frame([{"layer": "1_L", "norm": 1.0, "abs_max": 1.0}])
+    assert figs.nan_map_figures(df, ["1_L"]) == []
+    bad = df.with_columns(pl.lit(True).alias("nonfinite"))
+    assert len(figs.nan_map_figures(bad, ["1_L"])) == 1
+
+
+def test_histogram_counts_what_it_cannot_draw():
+    fig = figs.histogram_figure([("t", np.array([1.0, 2.0, np.nan, np.inf, -np.inf, np.inf]))])
+    (trace,) = fig["data"]
+    assert sum(trace["y"]) == 2 and "NaN 1, +Inf 2, -Inf 1" in trace["name"]
+
+
+def test_progress_is_reported_per_step(synth_pair):
+    from msprobe_atb.offline import open_dump
+    from msprobe_atb.offline.report import REPORT_STEPS, build_report
+
+    steps = []
+    build_report(open_dump(synth_pair[1]), progress=lambda: steps.append(1))
+    assert len(steps) == REPORT_STEPS
