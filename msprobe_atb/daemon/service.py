@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -41,10 +42,22 @@ def _env_float(name: str, default: float) -> float:
     return value if value > 0 else default
 
 
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class OneLineFormatter(logging.Formatter):
+    """Names from the model reach the messages: a newline in one must not split
+    or forge log lines, so control characters are written as \\xNN."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", record.message)
+        return super().formatMessage(record)
+
+
 def setup_logging(dump_root: Path, foreground: bool) -> None:
     log.setLevel(logging.INFO)
     log.propagate = False
-    fmt = logging.Formatter("%(asctime)s [%(levelname)s] pid %(process)d: %(message)s")
+    fmt = OneLineFormatter("%(asctime)s [%(levelname)s] pid %(process)d: %(message)s")
     # backslashreplace: a config path that is not UTF-8 must not cost a log line
     handler = logging.FileHandler(dump_root / ".probe" / "daemon.log",
                                   errors="backslashreplace")
@@ -52,7 +65,7 @@ def setup_logging(dump_root: Path, foreground: bool) -> None:
     log.addHandler(handler)
     if foreground:
         err = logging.StreamHandler(sys.stderr)
-        err.setFormatter(logging.Formatter("msprobe-atb daemon: %(message)s"))
+        err.setFormatter(OneLineFormatter("msprobe-atb daemon: %(message)s"))
         log.addHandler(err)
 
 

@@ -83,6 +83,17 @@ class Proc:
     written: dict[tuple[str, ...], bytes] = field(default_factory=dict)  # info files on disk
 
 
+# Names that are not UTF-8 come from the record log as surrogate escapes
+# (\udcXX, see native/core/jsonw.h); the CSVs hold their raw bytes, so a
+# Tensor Path names the file on disk.
+def _bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _text(data: bytes | None) -> str:
+    return (data or b"").decode("utf-8", "surrogateescape")
+
+
 def _int(value: Any, default: int = -1) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
@@ -230,8 +241,8 @@ class TreeBuilder:
         try:
             stat = fsio.read_file(self.dump_root, base + ("statistic.csv",))
             extra = fsio.read_file(self.dump_root, base + ("statistic_extra.csv",))
-            stat_rows = list(csv.reader(io.StringIO((stat or b"").decode())))[1:]
-            extra_rows = list(csv.reader(io.StringIO((extra or b"").decode())))[1:]
+            stat_rows = list(csv.reader(io.StringIO(_text(stat))))[1:]
+            extra_rows = list(csv.reader(io.StringIO(_text(extra))))[1:]
             if len(stat_rows) != rnd.count or len(extra_rows) != rnd.count:
                 raise ValueError(f"expected {rnd.count} rows")
             rnd.rows = [((start_ns, int(e[0]) if e[0].isdigit() else 0), csv_line(r), csv_line(e))
@@ -256,7 +267,7 @@ class TreeBuilder:
             dev = next((d for d, _ in p.overflow if d >= 0), -1)
             sub = self._info_dir(p, dev)
             body = "".join(csv_line(cells[:2] + [sub] + cells[2:]) for _, cells in p.overflow)
-            files[("info", "overflow", f"{sub}.csv")] = (OVERFLOW_HEADER + "\n" + body).encode()
+            files[("info", "overflow", f"{sub}.csv")] = _bytes(OVERFLOW_HEADER + "\n" + body)
         return files
 
     def _write(self, *files: tuple[tuple[str, ...], bytes]) -> bool:
@@ -298,8 +309,8 @@ class TreeBuilder:
             stat = HEADER + "\n" + "".join(r[1] for r in rows)
             extra = EXTRA_HEADER + "\n" + "".join(r[2] for r in rows)
             # the pair is row-aligned: never replace one without the other
-            if not self._write((base + ("statistic.csv",), stat.encode()),
-                               (base + ("statistic_extra.csv",), extra.encode())):
+            if not self._write((base + ("statistic.csv",), _bytes(stat)),
+                               (base + ("statistic_extra.csv",), _bytes(extra))):
                 return
         complete = all(self._proc_done_with(k, rnd.key) for k in rnd.procs)
         if complete:

@@ -22,7 +22,13 @@ class GraphError(ValueError):
 
 
 def dumps(obj: Any) -> bytes:
-    return (json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n"
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        # a name that is not UTF-8 (\udcXX from the record log): ASCII JSON
+        # keeps the file valid UTF-8 and the escapes reversible
+        return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
 
 
 def parse_json_object(text: Any, what: str) -> dict:

@@ -40,6 +40,34 @@ const char *msp_path_check(const char *rel, size_t len)
     return NULL;
 }
 
+/* The control plane writes these into every round directory
+ * ({dev}_{pid}/{exec}/), beside the op directories ATB names "{id}_{Name}". */
+static const char *const DERIVED[] = {"statistic.csv", "statistic_extra.csv",
+                                      "ROUND_COMPLETE.json"};
+
+const char *msp_path_reserved(const char *rel, size_t len)
+{
+    size_t start = 0, comp = 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (i < len && rel[i] != '/')
+            continue;
+        if (comp++ == 2) {
+            const char *c = rel + start;
+            size_t n = i - start;
+            if (n && c[0] == '.')
+                return "a round-level name starting with '.' (the control plane's "
+                       "temporary files)";
+            for (size_t k = 0; k < sizeof DERIVED / sizeof DERIVED[0]; k++)
+                if (n == strlen(DERIVED[k]) && memcmp(c, DERIVED[k], n) == 0)
+                    return "a round-level name reserved for a derived file "
+                           "(statistic.csv, statistic_extra.csv, ROUND_COMPLETE.json)";
+            return NULL;
+        }
+        start = i + 1;
+    }
+    return NULL;
+}
+
 int msp_open_dir_at(int rootfd, const char *rel_dir, int create)
 {
     int cur = dup(rootfd);

@@ -14,6 +14,11 @@
  * MSP_PATH_LEN. Otherwise a static reason for the log and the record. */
 const char *msp_path_check(const char *rel, size_t len);
 
+/* NULL unless the round-level component of a checked path (the third:
+ * {dev}_{pid}/{exec}/<here>) is a name the control plane derives there
+ * (statistic.csv, ...) or starts with '.'; else a static reason. */
+const char *msp_path_reserved(const char *rel, size_t len);
+
 /* Opens directory `rel_dir` (NUL-terminated, already checked) below
  * `rootfd`, one component at a time with openat(O_NOFOLLOW|O_DIRECTORY);
  * with create, missing components are made with mkdirat(0750). Returns a

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "hooks.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,14 +181,25 @@ void msp_hook_report_topo(msp_sv model, msp_sv json)
 
 /* ---- SaveTensor / SaveParam ---- */
 
-static int is_int_str(msp_sv s)
+/* A decimal enum value (format, dtype) that fits an int: a longer one would
+ * wrap in atoi, and the stats would then be computed for another dtype
+ * than the record names. */
+static int enum_value(msp_sv s, int *out)
 {
     size_t i = s.n && s.p[0] == '-' ? 1 : 0;
     if (i == s.n || s.n > MAX_NUM_STR)
         return 0;
-    for (; i < s.n; i++)
+    int64_t v = 0;
+    for (; i < s.n; i++) {
         if (s.p[i] < '0' || s.p[i] > '9')
             return 0;
+        v = v * 10 + (s.p[i] - '0'); /* at most 16 digits: no int64 overflow */
+    }
+    if (s.p[0] == '-')
+        v = -v;
+    if (v < INT32_MIN || v > INT32_MAX)
+        return 0;
+    *out = (int)v;
     return 1;
 }
 
@@ -226,12 +238,15 @@ static const char *check_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const 
                                 uint64_t size, msp_sv path, char *why, size_t cap)
 {
     const char *bad = msp_path_check(path.p, path.n);
+    if (!bad)
+        bad = msp_path_reserved(path.p, path.n);
     if (bad) {
         snprintf(why, cap, "refused path: %s", bad);
         return why;
     }
-    if (!is_int_str(format) || !is_int_str(dtype))
-        return "format and dtype must be decimal enum values";
+    int fmt_code, dtype_code;
+    if (!enum_value(format, &fmt_code) || !enum_value(dtype, &dtype_code))
+        return "format and dtype must be decimal enum values within the int range";
     int64_t numel = dims_numel(dims);
     if (numel < 0)
         return "dims must be a comma list of non-negative integers";
@@ -239,12 +254,18 @@ static const char *check_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const 
         snprintf(why, cap, "null data pointer with size %llu", (unsigned long long)size);
         return why;
     }
-    char tmp[MAX_NUM_STR + 1];
-    memcpy(tmp, dtype.p, dtype.n);
-    tmp[dtype.n] = 0;
-    unsigned bits = msp_dtype_bits(atoi(tmp));
+    unsigned bits = msp_dtype_bits(dtype_code);
     if (bits) {
-        uint64_t want = ((uint64_t)numel * bits + 7) / 8;
+        /* numel (< 2^62) times up to 128 bits can pass 2^64: such a tensor
+         * cannot exist, whatever size ATB says it has */
+        uint64_t nbits;
+        if (__builtin_mul_overflow((uint64_t)numel, (uint64_t)bits, &nbits) ||
+            nbits > UINT64_MAX - 7) {
+            snprintf(why, cap, "dims %.*s x %u-bit dtype exceed 2^64 bytes",
+                     (int)(dims.n > 64 ? 64 : dims.n), dims.p, bits);
+            return why;
+        }
+        uint64_t want = (nbits + 7) / 8;
         if (want != size) {
             snprintf(why, cap, "size %llu does not match dims %.*s x %u-bit dtype (%llu bytes)",
                      (unsigned long long)size, (int)(dims.n > 64 ? 64 : dims.n), dims.p, bits,
@@ -375,6 +396,8 @@ void msp_hook_save_param(msp_sv param, msp_sv path)
     /* Params are not in the slot's tensor counters; a lost one is in the
      * record log (and the daemon's log) with why. */
     const char *bad = msp_path_check(path.p, path.n);
+    if (!bad)
+        bad = msp_path_reserved(path.p, path.n);
     if (bad) {
         msp_param_lost(seq, path.p, path.n, bad);
         return;

@@ -146,7 +146,11 @@ void jb_str(struct jbuf *b, const char *s, size_t n)
                 jb_raw(b, s + i, l);
                 i += l;
             } else {
-                jb_raw(b, "\\ufffd", 6);
+                /* Python's surrogateescape: byte XY becomes U+DCXY, which
+                 * os.fsencode() turns back into the byte, so a path read
+                 * from the record log opens the file ATB named */
+                snprintf(esc, sizeof esc, "\\udc%02x", c);
+                jb_raw(b, esc, 6);
                 i++;
             }
         }

@@ -20,8 +20,9 @@ void jb_raw(struct jbuf *b, const char *s, size_t n);
 void jb_open(struct jbuf *b, char c);  /* '{' or '[' (with a comma if needed) */
 void jb_close(struct jbuf *b, char c); /* '}' or ']' */
 void jb_key(struct jbuf *b, const char *key);
-/* Any bytes: control characters become \u00XX, invalid UTF-8 becomes
- * U+FFFD, so a record line is always valid JSON. */
+/* Any bytes: control characters become \u00XX, a byte XY of invalid UTF-8
+ * becomes \udcXY (Python's surrogateescape, reversed by os.fsencode), so a
+ * record line is always valid JSON and a path in it names the real file. */
 void jb_str(struct jbuf *b, const char *s, size_t n);
 void jb_cstr(struct jbuf *b, const char *s);
 void jb_i64(struct jbuf *b, int64_t v);

@@ -40,17 +40,42 @@ void msp_write_tty(int fd, const char *buf, size_t len)
     errno = saved;
 }
 
+/* Names from the model reach the messages: a newline or other control
+ * character in one must not split or forge the host's log lines. */
+static size_t escape_controls(const char *in, size_t n, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)in[i];
+        if (c >= 0x20 && c != 0x7f) {
+            if (k + 1 > cap)
+                break;
+            out[k++] = (char)c;
+            continue;
+        }
+        if (k + 4 > cap)
+            break;
+        out[k++] = '\\';
+        out[k++] = 'x';
+        out[k++] = hex[c >> 4];
+        out[k++] = hex[c & 15];
+    }
+    return k;
+}
+
 static void vlog(const char *fmt, va_list ap)
 {
-    char line[2048];
-    int n = snprintf(line, sizeof line, "%s", MSP_LOG_PREFIX);
-    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    char msg[2048], line[2048];
+    int m = vsnprintf(msg, sizeof msg, fmt, ap);
     if (m < 0)
         return;
-    size_t len = (size_t)n + ((size_t)m < sizeof line - (size_t)n - 1 ? (size_t)m
-                                                                      : sizeof line - (size_t)n - 2);
-    line[len++] = '\n';
-    msp_write_tty(STDERR_FILENO, line, len);
+    size_t mlen = (size_t)m < sizeof msg ? (size_t)m : sizeof msg - 1;
+    size_t n = sizeof MSP_LOG_PREFIX - 1;
+    memcpy(line, MSP_LOG_PREFIX, n);
+    n += escape_controls(msg, mlen, line + n, sizeof line - n - 1);
+    line[n++] = '\n';
+    msp_write_tty(STDERR_FILENO, line, n);
 }
 
 void msp_log(const char *fmt, ...)

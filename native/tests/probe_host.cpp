@@ -10,7 +10,8 @@
 // Commands: need <opType> | update | range <n> | dir <path> | before | after |
 // data | desc | isparam | ovcheck | graphen | topo? <model> |
 // save <format> <dtype> <dims> <src> <path>   (src: @file, hex:<hex>, null:<size>,
-//                                              fill:<byte>:<size>)
+//                                              fill:<byte>:<size>;
+//                                              path: hex:<hex> for any bytes)
 // param <path> <text> | graph <name> <json> | topo <model> <json> |
 // overflow <kernel> | sleep <ms> | stress <threads> <per-thread> <bytes> |
 // bench <runners> (prints ns per runner of UpdateConfig + 3 predicate pairs) |
@@ -150,7 +151,8 @@ static void save(const std::vector<std::string> &f)
         size = data.size();
     }
     std::string dims = f[3] == "-" ? "" : f[3];
-    Probe::SaveTensor(f[1], f[2], dims, ptr, size, f[5]);
+    std::string path = f[5].rfind("hex:", 0) == 0 ? unhex(f[5].substr(4)) : f[5];
+    Probe::SaveTensor(f[1], f[2], dims, ptr, size, path);
     // ATB frees its host buffer right after: poison it so a probe that kept
     // the pointer would write garbage (and the payload check would fail).
     if (!data.empty())

@@ -174,6 +174,16 @@ BAD = [
     (["save", 2, 1, "1", "hex:0000", "0_7/0/" + "n" * 300 + "/x.bin"], "longer than 255"),
     (["save", "ND", 1, "1", "hex:0000", f"{L}/before/intensor2.bin"], "decimal enum"),
     (["save", 2, 1, "1,x", "hex:0000", f"{L}/before/intensor3.bin"], "comma list"),
+    # numel * bits past 2^64 must not wrap into a matching size
+    (["save", 2, 0, "536870912,1073741824", "hex:", f"{L}/before/intensor4.bin"], "exceed 2^64"),
+    (["save", 2, 0, "10,107367629,536903681", "fill:1:8", f"{L}/before/intensor5.bin"],
+     "exceed 2^64"),
+    # a dtype past the int range must not wrap into another dtype (0 = float)
+    (["save", 2, "4294967296", "1", "hex:0000803f", f"{L}/before/intensor6.bin"], "int range"),
+    (["save", 2, 1, "1", "hex:0000", "0_7/0/statistic.csv"], "reserved for a derived file"),
+    (["save", 2, 1, "1", "hex:0000", "0_7/0/ROUND_COMPLETE.json/before/x.bin"], "reserved"),
+    (["save", 2, 1, "1", "hex:0000", "0_7/0/statistic_extra.csv/after/x.bin"], "reserved"),
+    (["save", 2, 1, "1", "hex:0000", "0_7/0/.statistic.csv.1.tmp"], "starting with '.'"),
 ]
 
 
@@ -296,7 +306,9 @@ def test_graph_json_with_invalid_utf8_stays_valid_json(dump):
     subprocess.run([str(host_bin(1))], input=script, env=dump.env(), check=True,
                    capture_output=True)
     [g] = [r for r in dump.records() if r["k"] == "graph"]
-    assert g["name"] == "Layer_\ufffd" and "\ufffd" in g["json"]
+    # invalid bytes come back as surrogate escapes, so the raw bytes are recoverable
+    assert g["name"] == "Layer_\udcff" and "\udcc3(\udced\udca0\udc80" in g["json"]
+    assert os.fsencode(g["name"]) == b"Layer_\xff"
 
 
 def test_overflow_dumps_the_after_tensors_of_the_overflowing_kernel(dump, abi):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from testkit import REPO, atb_home, atbsim_bin, shim_lib, wait_until
+from testkit import BUILD, REPO, atb_home, atbsim_bin, shim_lib, wait_until
 
 ABI = 1
 DUMP_ALL = {"task": "tensor", "dump_enable": True, "exec_range": "all", "ids": "",
@@ -67,6 +67,16 @@ def run_atbsim(out: Path, config: Path, *args: str, timeout: float = 120,
                **extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(atbsim_cmd(*args), env=probe_env(out, config, **extra),
                           capture_output=True, text=True, timeout=timeout)
+
+
+def probe_host(out: Path, config: Path, script: bytes, timeout: float = 120,
+               **extra: str) -> subprocess.CompletedProcess:
+    """The probe's own hook host (native/tests/probe_host.cpp, linked to the real
+    shim) running a command script, with the real control plane behind it."""
+    env = probe_env(out, config, **extra)
+    del env["LD_PRELOAD"]  # the host links the shim itself
+    return subprocess.run([str(BUILD / "probe" / "bin" / f"probe_host_abi{ABI}")], input=script,
+                          env=env, capture_output=True, timeout=timeout)
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
