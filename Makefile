@@ -13,8 +13,11 @@ WARN := -Wall -Wextra
 CFLAGS_COMMON := $(WARN) -O2 -g -fPIC
 NATIVE_TARGETS :=
 NATIVE_TEST_TARGETS :=
+# Standing fuzzers: each fragment adds its target; each prints, per target it runs,
+# "fuzz NAME: N inputs tried, K findings" and fails on a finding.
+FUZZ_TARGETS :=
 
-.PHONY: all native deps pyext test native-test pytest lint demo bench clean
+.PHONY: all native deps pyext test native-test pytest lint demo bench clean fuzz fuzz-config
 all: native pyext
 
 include native/atbsim/atbsim.mk
@@ -46,6 +49,19 @@ pytest: all deps
 	$(VENV)/bin/pytest -q -ra tests
 
 test: all native-test lint pytest
+
+# ---- standing fuzzers (`make test` runs a short version of each) ----
+CONFIG_FUZZ_EXAMPLES ?= 10000
+FUZZ_TARGETS += fuzz-config
+fuzz-config: all deps
+	$(VPY) tests/fuzz/config_fuzz.py --examples $(CONFIG_FUZZ_EXAMPLES)
+
+# Every target runs even if an earlier one finds something; the summary lines come last.
+fuzz:
+	@set -o pipefail; mkdir -p $(BUILD); rc=0; for t in $(FUZZ_TARGETS); do \
+	    $(MAKE) --no-print-directory $$t 2>&1 | tee $(BUILD)/$$t.log || rc=1; done; \
+	echo "---- fuzz summary ----"; grep -h '^fuzz ' $(foreach t,$(FUZZ_TARGETS),$(BUILD)/$(t).log); \
+	exit $$rc
 
 demo: all deps
 	bash scripts/demo.sh

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 
 from msprobe_atb.config.describe import describe
 from msprobe_atb.config.loader import ConfigMissing, load_config
@@ -20,20 +21,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+# Exit codes: the load script tells a rejected config from a check that could not run.
+VALID, REJECTED, MISSING, CRASHED = 0, 1, 2, 3
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         cfg = load_config(args.config)
     except ConfigMissing:
         print(f"{args.config}: no such file", file=sys.stderr)
-        return 2
+        return MISSING
     except ConfigError as exc:
         print(f"{exc.source}: invalid config:", file=sys.stderr)
         for problem in exc.problems:
             print(f"  - {problem}", file=sys.stderr)
-        return 1
+        return REJECTED
+    except Exception:  # a bug in validation: say so, distinctly from a rejection
+        traceback.print_exc()
+        print(f"{args.config}: internal error while checking the config (a bug in "
+              "msprobe-atb; please report it with the file)", file=sys.stderr)
+        return CRASHED
     if args.json:
         print(json.dumps(cfg.effective(), indent=2))
-        return 0
+        return VALID
     print(f"{args.config}: valid")
     print("effective config:")
     for key, value in cfg.effective().items():
@@ -43,4 +53,4 @@ def run(args: argparse.Namespace) -> int:
     print("what it does:")
     for line in describe(cfg):
         print(f"  {line}")
-    return 0
+    return VALID

@@ -65,6 +65,9 @@ def parse_text(text: str, source: str, yaml_format: bool) -> Any:
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
             problem = getattr(exc, "problem", None) or str(exc)
             raise ConfigError(source, [f"not valid YAML{where}: {problem}"]) from None
+        except Exception as exc:  # PyYAML's constructors raise plain errors, e.g. for
+            # an integer of more than 4300 digits or a date like 2020-13-45
+            raise ConfigError(source, [f"not valid YAML: {_value_error(exc)}"]) from None
     try:
         return json.loads(text, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:
@@ -73,7 +76,14 @@ def parse_text(text: str, source: str, yaml_format: bool) -> Any:
     except RecursionError:
         raise ConfigError(source, [TOO_DEEP]) from None
     except ValueError as exc:
-        raise ConfigError(source, [str(exc)]) from None
+        raise ConfigError(source, [_value_error(exc)]) from None
+
+
+def _value_error(exc: Exception) -> str:
+    if "integer string conversion" in str(exc):
+        return ("holds a number of more than 4300 digits; no field accepts one "
+                "(round numbers and ids have at most 19)")
+    return f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:

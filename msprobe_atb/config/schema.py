@@ -7,6 +7,7 @@ value and what is accepted, so one edit can fix them all.
 
 from __future__ import annotations
 
+import datetime as _dt
 import difflib
 import json
 import re
@@ -43,7 +44,12 @@ OVERFLOW_KEYS = ("overflow_nums", "check_mode")
 MAX_QUEUE_BUDGET_MB = 1 << 20  # 1 TiB: anything larger is a typo
 
 _ID_RE = re.compile(r"^[0-9]+(_[0-9]+)*$")
-_UINT_RE = re.compile(r"^[0-9]+$")
+_UINT_RE = re.compile(r"[0-9]+")
+
+
+def _uint(text: str) -> bool:
+    """A non-negative decimal integer short enough to convert."""
+    return len(text) <= MAX_INT_DIGITS and _UINT_RE.fullmatch(text) is not None
 
 
 class ConfigError(ValueError):
@@ -117,21 +123,100 @@ TASK_NAMES = {v: k for k, v in TASK_BITS.items()}
 
 
 SHOW_MAX = 1000
+SHOW_DEPTH = 20
+# Python refuses to print integers of more than 4300 digits (int_max_str_digits);
+# a bound or an id is at most 19 digits, so a longer digit string is refused by length.
+MAX_INT_DIGITS = 19
+
+
+def _digits(n: int) -> int:
+    """Decimal digits of n, without converting it to a string."""
+    n = abs(n)
+    d = int((n.bit_length() - 1) * 0.30102999566398120) + 1 if n else 1
+    return d + 1 if n >= 10 ** d else d
+
+
+class _Shower:
+    """Renders any value YAML or JSON can produce (dates, bytes, sets, huge ints,
+    self-references) as JSON-like text, cut after SHOW_MAX characters, encoded
+    lazily: YAML aliases can make a small file a huge value."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.size = 0
+        self.path: set[int] = set()  # containers being rendered: a repeat is a cycle
+
+    def emit(self, text: str) -> None:
+        self.out.append(text)
+        self.size += len(text)
+
+    def full(self) -> bool:
+        return self.size > SHOW_MAX
+
+    def scalar(self, value: Any) -> str:
+        if value is None or isinstance(value, bool):
+            return json.dumps(value)
+        if isinstance(value, int):
+            if _digits(value) > 100:
+                return f"(a number of {_digits(value)} digits)"
+            return str(value)
+        if isinstance(value, float):
+            return repr(value)
+        if isinstance(value, str):
+            # backslashreplace: a lone surrogate must not break printing the message
+            return json.dumps(value, ensure_ascii=False).encode(
+                "utf-8", "backslashreplace").decode()
+        if isinstance(value, (bytes, bytearray)):
+            return f"(binary data of {len(value)} bytes)"
+        if isinstance(value, (_dt.date, _dt.time)):
+            return json.dumps(value.isoformat())
+        return f"(a value of type {type(value).__name__})"
+
+    def show(self, value: Any, depth: int = 0) -> None:
+        if self.full():
+            return
+        if not isinstance(value, (dict, list, tuple, set, frozenset)):
+            self.emit(self.scalar(value))
+            return
+        if id(value) in self.path:
+            self.emit("(a value that contains itself)")
+            return
+        if depth >= SHOW_DEPTH:
+            self.emit("[...]" if not isinstance(value, dict) else "{...}")
+            return
+        self.path.add(id(value))
+        is_dict = isinstance(value, dict)
+        self.emit("{" if is_dict else "[")
+        for i, item in enumerate(value.items() if is_dict else value):
+            if self.full():
+                break
+            if i:
+                self.emit(", ")
+            if is_dict:
+                key, item = item
+                self.emit(key_text(key, quoted=True) + ": ")
+            self.show(item, depth + 1)
+        self.emit("}" if is_dict else "]")
+        self.path.discard(id(value))
+
+    def text(self) -> str:
+        joined = "".join(self.out)
+        return joined[:SHOW_MAX] + "..." if len(joined) > SHOW_MAX else joined
 
 
 def _show(value: Any) -> str:
-    """The value as JSON, cut after SHOW_MAX characters. Encoded lazily: YAML
-    aliases can make a small file a huge (or self-referencing) value."""
-    out, size = [], 0
-    try:
-        for chunk in json.JSONEncoder(ensure_ascii=False).iterencode(value):
-            out.append(chunk)
-            size += len(chunk)
-            if size > SHOW_MAX:
-                return "".join(out)[:SHOW_MAX] + "..."
-    except ValueError:
-        return "(a value that contains itself)"
-    return "".join(out)
+    """The value as JSON-like text for a message; never raises."""
+    shower = _Shower()
+    shower.show(value)
+    return shower.text()
+
+
+def key_text(key: Any, quoted: bool = False) -> str:
+    """A mapping key for a message: YAML keys may be numbers, dates, null, ..."""
+    if isinstance(key, str):
+        text = key.encode("utf-8", "backslashreplace").decode()
+        return f'"{text}"' if quoted else text
+    return _Shower().scalar(key)
 
 
 def _type_name(value: Any) -> str:
@@ -147,6 +232,14 @@ def _type_name(value: Any) -> str:
         return "an object"
     if value is None:
         return "null"
+    if isinstance(value, _dt.datetime):
+        return "a timestamp"
+    if isinstance(value, _dt.date):
+        return "a date"
+    if isinstance(value, (bytes, bytearray)):
+        return "binary data"
+    if isinstance(value, (set, frozenset)):
+        return "a set"
     return type(value).__name__
 
 
@@ -223,7 +316,7 @@ def _exec_range(v: _Validator, raw: dict) -> tuple[str, str, tuple[tuple[int, in
     if norm.lower() in ("all", "none"):
         return norm.lower(), norm.lower(), ()
     tokens = [t.strip() for t in norm.split(",")]
-    bad = [t for t in tokens if not _UINT_RE.match(t) or int(t) >= 1 << 63]
+    bad = [t for t in tokens if not _uint(t) or int(t) >= 1 << 63]
     accepted = ('accepted: "all", "none", "start,end" (inclusive, e.g. "0,2"), several pairs '
                 '"0,2,5,6", or one round "3"')
     if bad:
@@ -285,7 +378,7 @@ def _devices(v: _Validator, raw: dict) -> tuple[int, ...]:
     if text is None:
         return ()
     items = _split_list(text)
-    bad = [i for i in items if not _UINT_RE.match(i) or int(i) > 2**31 - 1]
+    bad = [i for i in items if not _uint(i) or int(i) > 2**31 - 1]
     if bad:
         v.bad("device", text, f"has invalid device ids {', '.join(_show(b) for b in bad)}; "
               'give device ids as a comma-separated string, e.g. "0" or "0,1"')
@@ -305,9 +398,10 @@ def _overflow(v: _Validator, raw: dict, task: str) -> tuple[int, str]:
         return default["overflow_nums"], default["check_mode"]
     for key in value:
         if key not in OVERFLOW_KEYS:
-            close = difflib.get_close_matches(key, OVERFLOW_KEYS, n=1, cutoff=0.5)
+            close = difflib.get_close_matches(key_text(key), OVERFLOW_KEYS, n=1, cutoff=0.5)
             hint = f' (did you mean "{close[0]}"?)' if close else ""
-            v.problems.append(f'"overflow_check": unknown key "{key}"{hint}; accepted keys: '
+            v.problems.append(f'"overflow_check": unknown key {key_text(key, True)}{hint}; '
+                              'accepted keys: '
                               + ", ".join(f'"{k}"' for k in OVERFLOW_KEYS))
     nums = value.get("overflow_nums", default["overflow_nums"])
     if not (isinstance(nums, int) and not isinstance(nums, bool) and (nums == -1 or nums >= 1)):
@@ -329,9 +423,10 @@ def validate(raw: Any, source: str = "config") -> Config:
     for key in raw:
         if key in DEFAULTS or (isinstance(key, str) and key.startswith("_")):
             continue  # keys starting with "_" are comments
-        close = difflib.get_close_matches(str(key), list(DEFAULTS), n=1, cutoff=0.5)
+        close = difflib.get_close_matches(key_text(key), list(DEFAULTS), n=1, cutoff=0.5)
         hint = f'; did you mean "{close[0]}"?' if close else ""
-        v.problems.append(f'unknown key "{key}"{hint} (known keys: {", ".join(DEFAULTS)}; '
+        v.problems.append(f'unknown key {key_text(key, True)}{hint} '
+                          f'(known keys: {", ".join(DEFAULTS)}; '
                           'keys starting with "_" are comments)')
     task = v.choice(raw, "task", TASKS, DEFAULTS["task"])
     dump_enable = v.boolean(raw, "dump_enable")

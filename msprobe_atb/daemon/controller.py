@@ -81,10 +81,17 @@ class Controller:
             self._publish(ASLEEP, "no valid config yet")
 
     def apply(self, data: bytes) -> None:
+        source = str(self.config_path or "config")
         try:
-            cfg = load_bytes(data, self.config_path or "config")
+            cfg = load_bytes(data, source)
         except ConfigError as exc:
             self._reject(exc)
+            return
+        except Exception as exc:  # a validation bug must not cost the daemon
+            log.exception("internal error while validating %s", source)
+            self._reject(ConfigError(source, [f"internal error while validating "
+                                              f"({type(exc).__name__}; a bug in msprobe-atb, "
+                                              "details in daemon.log); fix or revert the edit"]))
             return
         self.good = cfg
         if self.error:

@@ -1,0 +1,63 @@
+"""The config fuzzer: each property of config_properties.py on Hypothesis-made
+config files. `make fuzz` runs it long (`python tests/fuzz/config_fuzz.py`),
+`make test` briefly (test_config_fuzz.py); each run prints per target the
+inputs tried and the findings (distinct failures, each with its input)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+
+sys.path.insert(0, str(Path(__file__).parent))
+from config_docs import config_files  # noqa: E402
+from config_properties import PROPERTIES  # noqa: E402
+
+
+def run(name: str, examples: int, derandomize: bool = False) -> tuple[int, list[BaseException]]:
+    """Tries `examples` inputs on one property; returns (inputs tried, findings)."""
+    tried = 0
+    with tempfile.TemporaryDirectory(prefix=f"fuzz-config-{name}-") as d:
+        prop = PROPERTIES[name](Path(d))
+
+        @settings(max_examples=examples, database=None, deadline=None, derandomize=derandomize,
+                  suppress_health_check=list(HealthCheck), report_multiple_bugs=True)
+        @given(config_files())
+        def check(file: tuple[str, bytes]) -> None:
+            nonlocal tried
+            tried += 1
+            prop(*file)
+
+        try:
+            check()
+            findings: list[BaseException] = []
+        except BaseExceptionGroup as group:  # several distinct bugs  # noqa: F821
+            findings = list(group.exceptions)
+        except Exception as exc:  # one bug, shrunk to its smallest input
+            findings = [exc]
+        finally:
+            getattr(prop, "close", lambda: None)()
+    return tried, findings
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--examples", type=int, default=10000, help="inputs per target")
+    ap.add_argument("targets", nargs="*", default=list(PROPERTIES), help="default: all")
+    args = ap.parse_args()
+    total = 0
+    for name in args.targets:
+        tried, findings = run(name, args.examples)
+        for exc in findings:
+            traceback.print_exception(exc)
+        print(f"fuzz config-{name}: {tried} inputs tried, {len(findings)} findings", flush=True)
+        total += len(findings)
+    return 1 if total else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,6 @@
+"""The fuzzers' modules import each other by name."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
