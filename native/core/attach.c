@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "acl.h"
 #include "daemon.h"
 #include "exitdrain.h"
 #include "forkchild.h"
@@ -97,6 +98,11 @@ struct msp_proc *msp_attach_claim_slot(struct msp_control *ctl, int *slot)
                 "counters in `status`", g_msp.dump_root, MSP_MAX_PROCS);
     struct msp_proc *p = *slot >= 0 ? &ctl->procs[*slot] : &g_msp.dummy_proc;
     __atomic_store_n(&p->abi, (uint32_t)msp_build_abi, __ATOMIC_RELAXED);
+    /* ATB sets the device before its first op, so `status` can show it from
+     * attach instead of from the first dumped tensor */
+    int64_t dev = msp_acl_device();
+    if (dev >= 0)
+        __atomic_store_n(&p->device, dev, __ATOMIC_RELAXED);
     if (g_msp.host_abi >= 0 && g_msp.host_abi != msp_build_abi)
         __atomic_fetch_or(&p->flags, (uint32_t)MSP_PROC_ABI_MISMATCH, __ATOMIC_RELAXED);
     return p;

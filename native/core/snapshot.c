@@ -13,8 +13,19 @@
 #include "util.h"
 #include "writer.h"
 
-static const char WAKE_MSG[] =
-    MSP_LOG_PREFIX "Ready to dump ATB data, the running speed of the model will be affected\n";
+/* "(pid N, device D)": a service with several processes prints one line each. */
+static void say_state(const char *what)
+{
+    char line[256];
+    int64_t dev = __atomic_load_n(&msp_proc_now()->device, __ATOMIC_RELAXED);
+    int n = dev >= 0 ? snprintf(line, sizeof line, "%s%s (pid %llu, device %lld)\n",
+                                MSP_LOG_PREFIX, what, (unsigned long long)g_msp.pid,
+                                (long long)dev)
+                     : snprintf(line, sizeof line, "%s%s (pid %llu)\n", MSP_LOG_PREFIX, what,
+                                (unsigned long long)g_msp.pid);
+    if (n > 0)
+        msp_write_tty(STDOUT_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
 
 /* Starts the writer threads; 0 if none could start (the process then
  * stays asleep: ATB must not copy tensors nobody would write). */
@@ -44,9 +55,12 @@ int msp_data_dir_open(char *path, size_t cap)
 /* The first wake of this process. Returns 0 if it cannot dump after all. */
 static int wake_up(uint64_t generation)
 {
+    /* attach already said loudly that nothing can be dumped: no Ready line */
+    if (__atomic_load_n(&msp_proc_now()->flags, __ATOMIC_RELAXED) & MSP_PROC_ABI_MISMATCH)
+        return 0;
     if (!start_writers())
         return 0;
-    msp_write_tty(STDOUT_FILENO, WAKE_MSG, sizeof WAKE_MSG - 1);
+    say_state("Ready to dump ATB data, the running speed of the model will be affected");
     char path[MSP_PATH_LEN + 16];
     int fd = msp_data_dir_open(path, sizeof path);
     if (fd < 0)
@@ -80,8 +94,12 @@ void msp_snap_refresh(void)
             s->awake = s->cfg.state == MSP_STATE_AWAKE;
             if (s->cfg.queue_budget_bytes == 0)
                 s->cfg.queue_budget_bytes = (uint64_t)1 << 30;
+            int was_awake = cur && cur->awake;
             if (s->awake && !g_msp.awake_seen && !wake_up(s->generation))
                 s->awake = 0;
+            else if (was_awake && !s->awake)
+                say_state("Back asleep: dumping stopped (dump_enable is false or the config "
+                          "is gone)");
             __atomic_store_n(&g_msp.snap, s, __ATOMIC_RELEASE);
             __atomic_store_n(&msp_proc_now()->config_generation, s->generation, __ATOMIC_RELAXED);
         }

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -126,6 +127,11 @@ def test_seed_003_walkthrough(tmp_path, services, service_env, abi):
         svc.request()
         svc.wait_line(READY, count=2)
         assert not bins(dump_root)
+        # each line names its process and device, known from attach
+        said = {(int(m.group(1)), int(m.group(2))) for m in
+                (re.search(READY + r" \(pid (\d+), device (\d+)\)", line) for line in svc.lines)
+                if m}
+        assert {pid for pid, _ in said} == set(pids) and {d for _, d in said} == {0, 1}
         # 5. dump layer 2
         save_config(svc.config, task="tensor", dump_enable=True, exec_range="all", ids="2",
                      op_name="", save_child=False, device="", filter_level=1)
@@ -155,6 +161,7 @@ def test_seed_003_walkthrough(tmp_path, services, service_env, abi):
         wait_until(lambda: all(procs_by_pid(block)[pid].ops_seen > ops[pid] for pid in pids),
                    what="the request's ops to be counted")
         assert {p.pid: p.tensors_selected for p in block.procs()} == selected
+        svc.wait_line(r"Back asleep: dumping stopped .*\(pid \d+, device \d+\)", count=2)
         assert bins(dump_root) == {f for f in before if f.endswith(".bin")}
         # asleep with empty queues: every round is marked complete while the service runs
         rounds = [c.parent for c in (dump_root / "data").glob("*/*/statistic.csv")]

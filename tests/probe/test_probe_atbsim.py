@@ -155,6 +155,7 @@ def test_other_abi_is_reported_loudly(dump, abi):
     p = dump.atbsim(abi, *MODEL, shim_abi=1 - abi)
     assert p.stderr.count("C++ ABI mismatch") == 1
     assert f"cxx_abi_{abi}" in p.stderr and "NOTHING will be dumped" in p.stderr
+    assert "Ready to dump" not in p.stdout + p.stderr  # it will not, so it does not say so
     [att] = [r for r in dump.records() if r["k"] == "attach"]
     assert (att["abi"], att["host_abi"]) == (1 - abi, abi)
     assert not dump.tensors()

@@ -346,12 +346,14 @@ def test_config_changes_apply_at_the_next_op_and_errors_print_once(dump, abi):
     assert ask("update\nrange\t0\n", 1) == ["range=0"]
     dump.publish(AWAKE, error="line 3: dump_enable must be true or false")
     woke, answer = ask("update\nrange\t0\nsleep\t800\n", 2)
-    assert woke.endswith("Ready to dump ATB data, the running speed of the model will be affected")
+    assert woke.endswith("Ready to dump ATB data, the running speed of the model will be affected"
+                         f" (pid {proc.pid})")
     assert answer == "range=1"
     dump.publish({"dump_enable": False})  # back to sleep, cheaply
     proc.stdin.write("update\nrange\t0\nupdate\n")
     rest, err = proc.communicate(timeout=30)
-    assert rest.split() == ["range=0"]
+    assert rest.splitlines() == [f"[msprobe-atb] Back asleep: dumping stopped (dump_enable is "
+                                 f"false or the config is gone) (pid {proc.pid})", "range=0"]
     assert err.count("[msprobe-atb] config rejected, keeping the previous one: line 3: "
                      "dump_enable must be true or false") == 1
     assert [r["k"] for r in dump.records()].count("wake") == 1
@@ -477,7 +479,8 @@ def test_a_killed_control_plane_is_restarted(tmp_path):
     try:
         proc.stdin.write("update\nrange\t0\n")
         proc.stdin.flush()
-        assert proc.stdout.readline().strip().endswith("affected")  # the daemon published
+        # the daemon published
+        assert proc.stdout.readline().strip().endswith(f"affected (pid {proc.pid})")
         assert proc.stdout.readline().strip() == "range=1"
         with ControlBlock(d.root) as block:
             first = block.daemon_pid
