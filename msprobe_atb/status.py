@@ -22,6 +22,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="output root or its atb_dump_data directory "
                         "(default: $ATB_OUTPUT_DIR or the current directory)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--watch", action="store_true",
+                   help="a live view, refreshed in place, with each process's progress and "
+                        "write rate (Ctrl-C to leave)")
+    p.add_argument("--interval", type=float, default=1.0, metavar="S",
+                   help="with --watch: seconds between refreshes (1)")
+    p.add_argument("--count", type=int, default=0, metavar="N",
+                   help="with --watch: stop after N refreshes (default: until Ctrl-C)")
     p.set_defaults(func=run)
 
 
@@ -124,6 +131,29 @@ def _size(n: int) -> str:
     return str(n)
 
 
+def _asleep_reason(st: dict[str, Any]) -> str:
+    path = st["config_path"]
+    if not path:
+        return "asleep: no config file was given (ATB_DUMP_CONFIG is not set)"
+    if not os.path.lexists(path):
+        return (f"asleep: the config file {path} does not exist; create it with "
+                '"dump_enable": true to start dumping')
+    if st["rejected_edit"] and not st["published"]:
+        return "asleep: the config file was rejected (see below) and none was valid before"
+    return f'asleep: "dump_enable" is false in {path}'
+
+
+def state_text(st: dict[str, Any]) -> str:
+    cfg = st["config"]
+    if not st["published"] and not st["daemon"]["alive"]:
+        return "asleep: no control plane is running (the config it last published is shown)"
+    if cfg["state"] == "asleep":
+        return _asleep_reason(st)
+    if cfg["exec_range"] == "none":
+        return 'awake, dumping nothing (exec_range "none")'
+    return "awake, dumping"
+
+
 def render(st: dict[str, Any]) -> str:
     cfg = st["config"]
     lines = [f"dump root:   {st['dump_root']}",
@@ -134,15 +164,7 @@ def render(st: dict[str, Any]) -> str:
                      + (", finishing (unload asked it to stop)" if d["stop_requested"] else ""))
     else:
         lines.append("daemon:      not running (the shim starts it when a process attaches)")
-    if not st["published"] and not d["alive"]:
-        lines.append("state:       asleep: no control plane is running (the config it last "
-                     "published is shown)")
-    elif cfg["state"] == "asleep":
-        lines.append("state:       asleep (dump_enable is false or no valid config)")
-    elif cfg["exec_range"] == "none":
-        lines.append('state:       awake, dumping nothing (exec_range "none")')
-    else:
-        lines.append("state:       awake, dumping")
+    lines.append("state:       " + state_text(st))
     shown = {k: v for k, v in cfg.items() if k != "state"}
     lines.append("config in force: " + json.dumps(shown))
     if st["rejected_edit"]:
@@ -153,12 +175,12 @@ def render(st: dict[str, Any]) -> str:
     for p in procs:
         dev = p["device"] if p["device"] >= 0 else "?"
         state = "alive" if p["alive"] else "exited" if p["exited"] else "gone"
-        ago = p["last_activity_s_ago"]
+        ago = p["last_activity_s_ago"]  # the last record written, not the last op
         lines.append(
             f"  pid {p['pid']} device {dev}: {state}; ops seen {p['ops_seen']}, tensors "
             f"{p['tensors_written']}/{p['tensors_selected']} written ({_size(p['bytes_written'])})"
             f", queue {p['queue_depth']} ({_size(p['queue_bytes'])}), drops {p['drops']}, "
-            f"errors {p['errors']}, last activity "
+            f"errors {p['errors']}, last tensor written "
             f"{'never' if ago is None else f'{ago:g} s ago'}")
         if p["abi_mismatch"]:
             lines.append("    WARNING: the host's libatb.so uses the other C++ ABI than this "
@@ -174,8 +196,11 @@ def render(st: dict[str, Any]) -> str:
             lines.append(f"    LOST: {p['drops']} dropped (queue full, policy drop), "
                          f"{p['errors']} failed (see .probe/daemon.log and the record log)")
     r = st["rounds"]
+    open_rounds = r["total"] - r["complete"]
     lines.append(f"rounds:      {r['total']} execution-round directories, {r['complete']} marked "
-                 "complete (ROUND_COMPLETE.json)")
+                 "complete (ROUND_COMPLETE.json)"
+                 + (f"; {open_rounds} still open: a round is marked once its process has "
+                    "moved to another round, gone to sleep or exited" if open_rounds else ""))
     if st["all_written"]:
         lines.append("everything selected so far has been written"
                      + (" (some tensors were lost, see above)"
@@ -184,6 +209,51 @@ def render(st: dict[str, Any]) -> str:
     else:
         lines.append("still writing: some selected tensors are queued or in flight")
     return "\n".join(lines)
+
+
+def _bar(done: int, total: int, width: int = 24) -> str:
+    filled = width if total <= 0 else min(width, round(width * done / total))
+    return "[" + "#" * filled + "-" * (width - filled) + "]"
+
+
+def render_watch(st: dict[str, Any], prev: dict[int, tuple[float, int]], now: float) -> str:
+    """The live view: the state in one line, then per process a progress bar of
+    tensors written against selected, the bytes, and the write rate since the last frame."""
+    lines = [f"{st['dump_root']}  {time.strftime('%H:%M:%S')}",
+             "state: " + state_text(st), ""]
+    for p in st["processes"]:
+        done = p["tensors_written"] + p["drops"] + p["errors"]
+        t0, b0 = prev.get(p["pid"], (now, p["bytes_written"]))
+        rate = (p["bytes_written"] - b0) / (now - t0) if now > t0 else 0.0
+        prev[p["pid"]] = (now, p["bytes_written"])
+        dev = p["device"] if p["device"] >= 0 else "?"
+        state = "alive" if p["alive"] else "exited" if p["exited"] else "gone"
+        lines.append(f"pid {p['pid']:>7} dev {dev} {state:<6} {_bar(done, p['tensors_selected'])} "
+                     f"{p['tensors_written']}/{p['tensors_selected']} tensors  "
+                     f"{_size(p['bytes_written'])}  {_size(int(rate))}/s  "
+                     f"queue {p['queue_depth']}  ops {p['ops_seen']}"
+                     + (f"  LOST {p['drops'] + p['errors'] + p['lost_at_death']}"
+                        if p["drops"] or p["errors"] or p["lost_at_death"] else ""))
+    if not st["processes"]:
+        lines.append("no process attached yet")
+    lines += ["", "everything selected so far has been written" if st["all_written"]
+              else "still writing: some selected tensors are queued or in flight"]
+    return "\n".join(lines)
+
+
+def watch(dump_root: Path, interval: float, count: int) -> int:
+    """Refreshes the view in place on a terminal (a new frame each time elsewhere)."""
+    tty = sys.stdout.isatty()
+    prev: dict[int, tuple[float, int]] = {}
+    frame = 0
+    while True:
+        text = render_watch(collect(dump_root), prev, time.monotonic())
+        sys.stdout.write(("\x1b[H\x1b[2J" if tty else "\n") + text + "\n")
+        sys.stdout.flush()
+        frame += 1
+        if count and frame >= count:
+            return 0
+        time.sleep(max(0.05, interval))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -196,6 +266,8 @@ def run(args: argparse.Namespace) -> int:
               "(load the probe with load_atb_probe.sh and start the service)", file=sys.stderr)
         return 2
     try:
+        if args.watch:
+            return watch(dump_root, args.interval, args.count)
         st = collect(dump_root)
     except ControlError as exc:
         print(f"msprobe-atb status: {exc}", file=sys.stderr)
