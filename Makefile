@@ -37,7 +37,12 @@ PYEXT_STAMP := msprobe_atb/control/.ext_stamp
 $(PYEXT_STAMP): $(VENV)/.stamp native/include/msprobe_atb/control.h native/core/control.c msprobe_atb/control/_build.py
 	$(VPY) msprobe_atb/control/_build.py
 	touch $@
-pyext: $(PYEXT_STAMP)
+# The fused compare-metrics kernel (native/compare), a cffi extension of offline/.
+KERNEL_STAMP := msprobe_atb/offline/.kernel_stamp
+$(KERNEL_STAMP): $(VENV)/.stamp native/compare/pair_kernel.c native/compare/pair_kernel.h msprobe_atb/offline/_build_kernel.py
+	$(VPY) msprobe_atb/offline/_build_kernel.py
+	touch $@
+pyext: $(PYEXT_STAMP) $(KERNEL_STAMP)
 
 # ---- tests ----
 native-test: native $(NATIVE_TEST_TARGETS)
@@ -70,4 +75,5 @@ bench: all deps
 	$(VPY) -m bench
 
 clean:
-	rm -rf $(BUILD) $(PYEXT_STAMP) msprobe_atb/control/_ctl*.so
+	rm -rf $(BUILD) $(PYEXT_STAMP) $(KERNEL_STAMP) msprobe_atb/control/_ctl*.so \
+		msprobe_atb/offline/_pair_kernel*.so

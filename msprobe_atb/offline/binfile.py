@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .dtypes import SPECS, dtype_name, format_name
+from .dtypes import SPECS, DtypeSpec, dtype_name, format_name
 
 MAX_HEADER = 64 * 1024  # a real header is ~120 bytes; anything longer is not a .bin
 MAX_ALIAS_HOPS = 32
@@ -183,22 +183,25 @@ def _by_op_id(stub: BinHeader) -> Path | None:
 def resolve(path: os.PathLike | str) -> BinHeader:
     """The header of the file holding the data: alias stubs are followed."""
     hdr = read_header(path)
-    seen = {Path(path).resolve()}
+    # Loops are found on normalised paths (no realpath: it costs more than the
+    # header read); a loop through symlinks still ends at MAX_ALIAS_HOPS.
+    seen = {os.path.normpath(os.path.abspath(path))}
     while hdr.is_stub:
         if hdr.not_saved:
             raise TensorNotSaved(hdr.path, "filter_level-2 stub: this kernel tensor was "
                                            "intentionally not saved (data= names the stub itself)")
-        target = (hdr.path.parent / hdr.alias).resolve()
+        target = Path(os.path.normpath(os.path.join(os.path.abspath(hdr.path.parent),
+                                                    hdr.alias)))
         if not target.is_file():
             target = _by_op_id(hdr) or target
-        if target in seen:
+        if str(target) in seen:
             raise BinFileError(path, f"alias loop through {target}")
         if len(seen) > MAX_ALIAS_HOPS:
             raise BinFileError(path, f"more than {MAX_ALIAS_HOPS} alias hops")
         if not target.is_file():
             raise BinFileError(hdr.path, f"alias stub points to {hdr.alias} ({target}), "
                                          "which does not exist")
-        seen.add(target)
+        seen.add(str(target))
         stub = hdr.path
         try:
             hdr = read_header(target)
@@ -207,24 +210,31 @@ def resolve(path: os.PathLike | str) -> BinHeader:
     return hdr
 
 
-def load_payload(hdr: BinHeader, raw: bool = False) -> np.ndarray:
-    """Decode the payload of a resolved (non-stub) header into an array of `hdr.dims`."""
+def payload_spec(hdr: BinHeader) -> DtypeSpec:
+    """The dtype spec of a resolved (non-stub) header, after checking that the
+    payload size fits its dims; raises BinFileError naming the problem."""
     spec = SPECS.get(hdr.dtype)
     if spec is None:
         raise BinFileError(hdr.path, f"unknown dtype code {hdr.dtype}; use raw bytes "
                                      "(numpy.fromfile with the header's offset)")
+    n = hdr.numel
+    if hdr.dtype != 13 and hdr.length not in spec.nbytes(n):  # string: raw bytes, no shape
+        raise BinFileError(hdr.path, f"payload of {hdr.length} bytes does not fit dims="
+                                     f"{','.join(map(str, hdr.dims))} of dtype {spec.name} "
+                                     f"(expected {' or '.join(map(str, spec.nbytes(n)))} bytes; "
+                                     f"format {hdr.format_name})")
+    return spec
+
+
+def load_payload(hdr: BinHeader, raw: bool = False) -> np.ndarray:
+    """Decode the payload of a resolved (non-stub) header into an array of `hdr.dims`."""
+    spec = payload_spec(hdr)
     with open(hdr.path, "rb") as f:
         f.seek(hdr.data_offset)
         buf = np.frombuffer(f.read(hdr.length), dtype=np.uint8)
     if hdr.dtype == 13:  # string: raw bytes, no element shape
         return buf
-    n = hdr.numel
-    if hdr.length not in spec.nbytes(n):
-        raise BinFileError(hdr.path, f"payload of {hdr.length} bytes does not fit dims="
-                                     f"{','.join(map(str, hdr.dims))} of dtype {spec.name} "
-                                     f"(expected {' or '.join(map(str, spec.nbytes(n)))} bytes; "
-                                     f"format {hdr.format_name})")
-    arr = spec.decode(buf, n, raw)
+    arr = spec.decode(buf, hdr.numel, raw)
     packed_raw = raw and hdr.dtype in (29, 30)  # raw int4/uint1 stay packed bytes
     return arr if packed_raw else arr.reshape(hdr.dims)
 

@@ -75,6 +75,7 @@ def cmd_stats(a) -> int:
 
 def cmd_compare(a) -> int:
     from .compare import compare_dumps, format_summary
+    from .dask_run import ClusterError
     try:
         golden, target = _open(a.golden_path, False), _open(a.target_path, False)
     except DumpNotFound as e:
@@ -82,7 +83,10 @@ def cmd_compare(a) -> int:
     bar = _bar("compare")
     try:
         res = compare_dumps(golden, target, rtol=a.rtol, atol=a.atol, min_within=a.min_within,
-                            min_cosine=a.min_cosine, jobs=a.jobs, progress=bar.update)
+                            min_cosine=a.min_cosine, jobs=a.jobs, progress=bar.update,
+                            scheduler=a.scheduler)
+    except ClusterError as e:
+        return _err("compare", str(e))
     finally:
         bar.close()
     out = Path(a.output)
@@ -93,8 +97,8 @@ def cmd_compare(a) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
     res.rows.write_csv(out)
     print(format_summary(res, str(out)))
-    # An unreadable tensor is an unanswered comparison, not a pass.
-    return 1 if res.count("fail") or res.count("unreadable") else 0
+    # An unreadable or uncompared tensor is an unanswered comparison, not a pass.
+    return 1 if res.count("fail") or res.count("unreadable") or res.count("not-compared") else 0
 
 
 def cmd_convert(a) -> int:
@@ -194,6 +198,10 @@ def register(sub) -> None:
                    help="share of elements within tolerance to pass (0.95)")
     p.add_argument("--min-cosine", type=float, default=0.999, help="cosine to pass (0.999)")
     _jobs(p)
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="run the per-pair work on this existing Dask cluster; workers "
+                        "announce their dump roots with `dask worker --preload "
+                        "msprobe_atb.offline.dask_roots --dump-root DIR`")
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("convert", help=".bin to .npy, recursively, keeping the tree")

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from .dtypes import TOLERANCES
-from .pair_engine import pair_metrics
+from .pair_engine import EngineReport, pair_metrics
 from .table import Dump, op_path
 
 STATS_FACTOR = 10.0
@@ -52,6 +52,7 @@ class CompareResult:
     process_pairs: list[tuple[str, str]]
     unpaired: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    engine: EngineReport = field(default_factory=EngineReport)  # where the pairs ran
 
     def count(self, verdict: str) -> int:
         return self.rows.filter(pl.col("verdict") == verdict).height
@@ -165,7 +166,8 @@ def _verdict(m: dict, min_within: float, min_cosine: float) -> tuple[str, str]:
 def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
                   atol: float | None = None, min_within: float = 0.95,
                   min_cosine: float = 0.999, jobs: int = 1,
-                  progress: Callable[[int], None] | None = None) -> CompareResult:
+                  progress: Callable[[int], None] | None = None,
+                  scheduler: str | None = None) -> CompareResult:
     g, t = golden.tensors, target.tensors
     if len(golden.layout.rounds) == 1 and len(target.layout.rounds) == 1:
         # Two round dirs, as with msProbe's compare: pair them whatever their numbers.
@@ -215,7 +217,8 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
         rt.alias("_rt"), at.alias("_at"))
     j = j.with_columns(_stats_columns(pl.col("_rt"), pl.col("_at")))
 
-    tens = pair_metrics(j.filter(pl.col("mode") == "tensor"), rtol, atol, jobs, progress)
+    tens, engine = pair_metrics(j.filter(pl.col("mode") == "tensor"), rtol, atol, jobs,
+                                progress, scheduler)
     verdicts = [_verdict(m, min_within, min_cosine) for m in tens.iter_rows(named=True)]
     tens = tens.drop("state", "reason").with_columns(
         pl.Series("verdict", [v for v, _ in verdicts], pl.Utf8),
@@ -266,7 +269,7 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
         pick("op_id").alias("op_id"), pick("op_name").alias("op_name"),
     )
     return CompareResult(out.select(RESULT_COLUMNS), pairs, notes,
-                         golden.problems + target.problems)
+                         golden.problems + target.problems, engine)
 
 
 def error_growth(res: CompareResult, top: int = 5) -> list[dict]:
@@ -309,18 +312,22 @@ def _g(v) -> str:
 def format_summary(res: CompareResult, out_csv: str | None) -> str:
     n = res.rows.height
     counts = {v: res.count(v) for v in ("pass", "fail", "golden-only", "target-only",
-                                          "unreadable", "not-saved", "no-data")}
+                                          "unreadable", "not-compared", "not-saved",
+                                          "no-data")}
     lines = [f"Compared {n} tensors over {len(res.process_pairs)} process pair(s) "
              + ", ".join(f"{a}→{b}" for a, b in res.process_pairs[:4]),
              "  " + ", ".join(f"{k} {v}" for k, v in counts.items() if v or k in ("pass", "fail"))]
+    if res.engine.where != "in-process" or res.engine.not_compared:
+        lines.append("  " + res.engine.summary())
     for note in res.unpaired + res.problems[:10]:
         lines.append(f"  note: {note}")
     fd = first_divergence(res)
     lines.append("")
-    unreadable = counts["unreadable"]
+    unreadable = counts["unreadable"] + counts["not-compared"]
     if fd is None and unreadable:
         lines.append(f"No divergent tensor among those read, but {unreadable} could not be read"
-                     " (see the `reason` column of the CSV): the comparison is incomplete.")
+                     " or compared (see the `reason` column of the CSV): the comparison is "
+                     "incomplete.")
     elif fd is None:
         lines.append("No divergent tensor: every matched tensor is within tolerance.")
     else:

@@ -1,4 +1,4 @@
-"""Per-tensor comparison metrics, golden vs target.
+"""Per-tensor comparison metrics, golden vs target, streamed in one fused pass.
 
 Definitions (n = number of elements; g = golden, t = target, both as float64):
 * cosine = g·t / (‖g‖‖t‖) over elements finite on both sides; 1 if both are all
@@ -12,72 +12,243 @@ Definitions (n = number of elements; g = golden, t = target, both as float64):
   has the same non-finite value at the same position;
 * nonfinite_match: NaN and ±Inf positions (and signs) agree on both sides.
 The finite metrics (cosine, errors) are over positions finite on both sides.
+Complex tensors compare as their interleaved (re, im) float pairs.
+
+How: a pair is read in chunks of CHUNK elements from each payload's offset into
+reused buffers, so memory stays fixed whatever the tensor size, and each chunk
+updates every accumulator at once in the native kernel
+(native/compare/pair_kernel.c). fp16, bf16, fp32 and fp64 payloads (and the
+complex types built from them) go to the kernel as they are; the other dtypes
+are decoded chunk by chunk to float64 first. Every element is converted to
+float64 exactly and every per-element formula rounds as numpy's does, so counts,
+maxima and within_tol equal the former whole-array numpy code bit for bit; the
+sums (norms, dot, squared error) differ from numpy's summation order by a few
+units in the last place. Accumulators of separate element ranges merge, so a
+pair can also be computed in pieces on different machines (pair_engine.py).
 """
 
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
-from .binfile import BinFileError, TensorNotSaved, load_bin
-from .dtypes import tolerance
+from ._pair_kernel import ffi, lib
+from .binfile import BinFileError, BinHeader, TensorNotSaved, payload_spec, resolve
+from .dtypes import SPECS, tolerance
+
+CHUNK = 1 << 20  # tensor elements per read; a multiple of every packing group
+
+# dtype code -> (kernel element type, kernel elements per tensor element)
+KERNEL_TYPES = {0: (lib.PK_F32, 1), 1: (lib.PK_F16, 1), 11: (lib.PK_F64, 1),
+                27: (lib.PK_BF16, 1), 16: (lib.PK_F32, 2), 17: (lib.PK_F64, 2),
+                33: (lib.PK_F16, 2)}
+KERNEL_ITEM = {lib.PK_F64: 8, lib.PK_F32: 4, lib.PK_F16: 2, lib.PK_BF16: 2}
+# Packed dtypes: (elements, bytes) of the smallest piece a chunk may start at.
+PACKED = {29: (2, 1), 40: (2, 1), 41: (2, 1), 30: (8, 1), 38: (4, 3), 39: (4, 3)}
+ACC_FIELDS = ("n", "both", "ok", "same_nf", "nf_diff", "g_nan", "g_pinf", "g_ninf", "t_nan",
+              "t_pinf", "t_ninf", "gg", "tt", "gt", "dd", "gg_c", "tt_c", "gt_c", "dd_c",
+              "max_d", "max_rel")
 
 
-def _as_float(a: np.ndarray) -> np.ndarray:
-    if a.dtype.kind == "c":
-        return a.astype(np.complex128).view(np.float64)
-    return a.astype(np.float64, copy=False)
+@dataclass(frozen=True)
+class TensorFile:
+    """A resolved, size-checked tensor file and how to stream it."""
+
+    hdr: BinHeader
+    numel: int  # tensor elements (string: bytes)
+    shape: tuple[int, ...]
+    group: tuple[int, int]  # (elements, bytes) of the smallest aligned piece
+
+    @property
+    def kernel(self) -> tuple[int, int] | None:
+        """(kernel type, stream elements per tensor element), None: decode to float64."""
+        return KERNEL_TYPES.get(self.hdr.dtype)
+
+    @property
+    def stream_len(self) -> int:
+        k = self.kernel
+        return self.numel * (k[1] if k else 1)
+
+    def byte_span(self, start: int, stop: int) -> tuple[int, int]:
+        """(file offset, bytes) of tensor elements [start, stop); start is chunk aligned."""
+        ge, gb = self.group
+        first = start // ge * gb
+        last = self.hdr.length if stop >= self.numel else stop // ge * gb
+        return self.hdr.data_offset + first, last - first
 
 
-def _counts(a: np.ndarray) -> tuple[int, int, int]:
-    return int(np.isnan(a).sum()), int(np.isposinf(a).sum()), int(np.isneginf(a).sum())
+def open_tensor(path: str) -> TensorFile:
+    """Resolve aliases and check the payload; raises TensorNotSaved / BinFileError."""
+    hdr = resolve(path)
+    payload_spec(hdr)
+    if hdr.dtype == 13:  # string: the raw bytes are the elements
+        return TensorFile(hdr, hdr.length, (hdr.length,), (1, 1))
+    numel = hdr.numel
+    group = PACKED.get(hdr.dtype)
+    if group == (4, 3) and hdr.length == numel:  # fp6 stored one element per byte
+        group = (1, 1)
+    if group is None:
+        group = (1, hdr.length // numel if numel else 1)
+    return TensorFile(hdr, numel, hdr.dims, group)
 
 
-def array_metrics(g: np.ndarray, t: np.ndarray, rtol: float, atol: float) -> dict:
-    out: dict = {"rtol": rtol, "atol": atol}
-    if g.shape != t.shape:
-        out["reason"] = f"shape differs: golden {g.shape} vs target {t.shape}"
-        return out
-    g, t = _as_float(g).ravel(), _as_float(t).ravel()
-    out["golden_nan"], out["golden_pinf"], out["golden_ninf"] = _counts(g)
-    out["target_nan"], out["target_pinf"], out["target_ninf"] = _counts(t)
-    gf, tf = np.isfinite(g), np.isfinite(t)
-    same_nonfinite = (~gf & ~tf) & ((np.isnan(g) & np.isnan(t)) | (g == t))
-    out["nonfinite_match"] = bool(np.array_equal(gf, tf) and same_nonfinite.sum() == (~gf).sum())
-    both = gf & tf
-    gb, tb = g[both], t[both]
-    d = np.abs(tb - gb)
-    ok = d <= atol + rtol * np.abs(gb)
-    n = g.size
-    out["within_tol"] = float((ok.sum() + same_nonfinite.sum()) / n) if n else 1.0
-    if gb.size:
-        ng, nt = float(np.linalg.norm(gb)), float(np.linalg.norm(tb))
-        if ng == 0 and nt == 0:
-            cos = 1.0
-        elif ng == 0 or nt == 0:
-            cos = 0.0
-        else:
-            cos = float(np.dot(gb, tb) / (ng * nt))
-        rmse = float(np.sqrt(np.mean(np.square(tb - gb))))
-        rms_g = ng / math.sqrt(gb.size)
-        out.update(cosine=cos, max_abs_err=float(d.max()), rmse=rmse,
-                   max_rel_err=float((d / np.maximum(np.abs(gb), atol or 1e-30)).max()),
-                   rel_rmse=rmse / rms_g if rms_g > 0 else (0.0 if rmse == 0 else math.inf))
+def chunks(numel: int, chunk: int | None = None) -> list[tuple[int, int]]:
+    """Element ranges covering [0, numel). The last range is never shorter than a
+    chunk (it absorbs the tail), so a packed decoder always sees a full piece."""
+    chunk = chunk or CHUNK
+    out, start = [], 0
+    while numel - start >= 2 * chunk:
+        out.append((start, start + chunk))
+        start += chunk
+    if start < numel or not out:
+        out.append((start, numel))
     return out
+
+
+class Reader:
+    """Reads element ranges of one tensor file into a buffer reused across calls."""
+
+    def __init__(self) -> None:
+        self._buf = np.empty(0, dtype=np.uint8)
+
+    def read(self, tf: TensorFile, fh, start: int, stop: int) -> np.ndarray:
+        off, size = tf.byte_span(start, stop)
+        if self._buf.size < size:
+            self._buf = np.empty(size, dtype=np.uint8)
+        view = memoryview(self._buf)[:size]
+        fh.seek(off)
+        got = 0
+        while got < size:
+            n = fh.readinto(view[got:])
+            if not n:
+                raise BinFileError(tf.hdr.path, f"file shrank while being read: {got} of "
+                                                f"{size} payload bytes at offset {off}")
+            got += n
+        return self._buf[:size]
+
+
+def stream_array(tf: TensorFile, raw: np.ndarray, start: int, stop: int) -> tuple[np.ndarray, int]:
+    """The kernel's view of raw payload bytes of elements [start, stop): (array, type)."""
+    k = tf.kernel
+    if k is not None:
+        return raw, k[0]
+    spec = SPECS[tf.hdr.dtype]
+    return np.ascontiguousarray(spec.decode(raw, stop - start, False),
+                                dtype=np.float64), lib.PK_F64
+
+
+class Accumulator:
+    """The kernel's running sums over the elements seen so far of one pair."""
+
+    def __init__(self, state: tuple | None = None) -> None:
+        self._acc = ffi.new("pk_acc *")
+        if state is not None:
+            for name, v in zip(ACC_FIELDS, state):
+                setattr(self._acc, name, v)
+
+    def add(self, g: np.ndarray, gtype: int, t: np.ndarray, ttype: int, count: int,
+            rtol: float, atol: float) -> None:
+        lib.pk_accumulate(self._acc, ffi.from_buffer(g), gtype, ffi.from_buffer(t), ttype,
+                          count, rtol, atol, atol or 1e-30)
+
+    def merge(self, other: Accumulator) -> None:
+        lib.pk_merge(self._acc, other._acc)
+
+    def state(self) -> tuple:
+        """Plain numbers, to send between processes."""
+        return tuple(getattr(self._acc, f) for f in ACC_FIELDS)
+
+    def metrics(self, rtol: float, atol: float) -> dict:
+        a = self._acc
+        out: dict = {"rtol": rtol, "atol": atol, "golden_nan": a.g_nan,
+                     "golden_pinf": a.g_pinf, "golden_ninf": a.g_ninf, "target_nan": a.t_nan,
+                     "target_pinf": a.t_pinf, "target_ninf": a.t_ninf,
+                     "nonfinite_match": a.nf_diff == 0,
+                     "within_tol": float((a.ok + a.same_nf) / a.n) if a.n else 1.0}
+        if a.both:
+            ng, nt = math.sqrt(a.gg + a.gg_c), math.sqrt(a.tt + a.tt_c)
+            if ng == 0 and nt == 0:
+                cos = 1.0
+            elif ng == 0 or nt == 0:
+                cos = 0.0
+            else:
+                cos = (a.gt + a.gt_c) / (ng * nt)
+            rmse = math.sqrt((a.dd + a.dd_c) / a.both)
+            rms_g = ng / math.sqrt(a.both)
+            out.update(cosine=cos, max_abs_err=a.max_d, rmse=rmse, max_rel_err=a.max_rel,
+                       rel_rmse=rmse / rms_g if rms_g > 0 else (0.0 if rmse == 0 else math.inf))
+        return out
+
+
+def mismatch(g: TensorFile, t: TensorFile) -> str | None:
+    """Why two tensors cannot be compared element-wise, or None."""
+    if g.shape != t.shape:
+        return f"shape differs: golden {g.shape} vs target {t.shape}"
+    if g.stream_len != t.stream_len:
+        return (f"golden {g.hdr.dtype_name} vs target {t.hdr.dtype_name}: a complex tensor "
+                "compares only with a complex one")
+    return None
+
+
+def pieces(g: TensorFile, t: TensorFile, gfh, tfh, readers: tuple[Reader, Reader],
+           ranges: Iterable[tuple[int, int]]) -> Iterator[tuple]:
+    """(golden array, type, target array, type, stream count) per element range."""
+    per = g.stream_len // max(g.numel, 1)  # complex: 2
+    for a, b in ranges:
+        ga, gk = stream_array(g, readers[0].read(g, gfh, a, b), a, b)
+        ta, tk = stream_array(t, readers[1].read(t, tfh, a, b), a, b)
+        yield ga, gk, ta, tk, (b - a) * per
+
+
+_LOCAL = threading.local()  # each thread its own pair of buffers
+
+
+def _readers() -> tuple[Reader, Reader]:
+    if not hasattr(_LOCAL, "readers"):
+        _LOCAL.readers = (Reader(), Reader())
+    return _LOCAL.readers
+
+
+def pair_accumulate(g: TensorFile, t: TensorFile, rtol: float, atol: float) -> Accumulator:
+    """Accumulator of a comparable pair, both files local."""
+    total = Accumulator()
+    with open(g.hdr.path, "rb", buffering=0) as gfh, open(t.hdr.path, "rb", buffering=0) as tfh:
+        for piece in pieces(g, t, gfh, tfh, _readers(), chunks(g.numel)):
+            total.merge(chunk_accumulator(piece, rtol, atol))
+    return total
+
+
+def chunk_accumulator(piece: tuple, rtol: float, atol: float) -> Accumulator:
+    """One chunk's accumulator. A pair's total is the merge of its chunks' in
+    order, wherever each was computed, so every path gives the same bits."""
+    acc = Accumulator()
+    acc.add(*piece, rtol, atol)
+    return acc
+
+
+def resolve_tolerance(target_dtype: str, rtol: float | None,
+                      atol: float | None) -> tuple[float, float]:
+    drt, dat = tolerance(target_dtype)
+    return (drt if rtol is None else rtol), (dat if atol is None else atol)
 
 
 def file_metrics(golden: str, target: str, target_dtype: str,
                  rtol: float | None, atol: float | None) -> dict:
     """Metrics of one pair of `.bin` files (aliases followed); errors become a reason."""
-    drt, dat = tolerance(target_dtype)
-    rtol = drt if rtol is None else rtol
-    atol = dat if atol is None else atol
+    rtol, atol = resolve_tolerance(target_dtype, rtol, atol)
     try:
-        g = load_bin(golden)
-        t = load_bin(target)
+        g = open_tensor(golden)
+        t = open_tensor(target)
+        why = mismatch(g, t)
+        if why:
+            return {"state": "ok", "rtol": rtol, "atol": atol, "reason": why}
+        acc = pair_accumulate(g, t, rtol, atol)
     except TensorNotSaved as e:
         return {"state": "not-saved", "reason": str(e), "rtol": rtol, "atol": atol}
     except BinFileError as e:
         return {"state": "unreadable", "reason": str(e), "rtol": rtol, "atol": atol}
-    return {"state": "ok", **array_metrics(g, t, rtol, atol)}
+    return {"state": "ok", **acc.metrics(rtol, atol)}

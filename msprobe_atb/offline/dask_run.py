@@ -1,0 +1,289 @@
+"""The cluster side of pair_engine: a Dask client (a local cluster it starts,
+or an existing scheduler), the placement of pairs on workers that can read
+them, chunk transfer for pairs no single worker can read, and lost workers.
+
+The task functions at the top run on the workers; only metrics (or chunk
+accumulators) come back to the client.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .binfile import BinFileError, TensorNotSaved
+from .dask_roots import announced_roots, can_read
+from .metrics import (
+    Accumulator,
+    Reader,
+    TensorFile,
+    chunk_accumulator,
+    chunks,
+    file_metrics,
+    mismatch,
+    open_tensor,
+    pieces,
+    resolve_tolerance,
+)
+from .pair_engine import EngineReport, Pair, batches, row
+
+TRANSFER_WINDOW = 4  # target chunks in flight per transferred pair (bounds worker memory)
+POLL_S = 0.5
+CONNECT_TIMEOUT = "10s"
+
+
+class ClusterError(RuntimeError):
+    """The cluster cannot be used; the message says why and what to do."""
+
+
+# ---- tasks (run on workers) ----
+
+def _me() -> str:
+    from distributed import get_worker
+    return get_worker().address
+
+
+def run_batch(pairs: list[Pair], rtol: float | None, atol: float | None) -> tuple[str, list]:
+    """Metrics of each pair, and the worker that computed them."""
+    return _me(), [row(file_metrics(g, t, d, rtol, atol)) for g, t, d in pairs]
+
+
+def open_side(path: str) -> TensorFile | tuple[str, str]:
+    """The resolved file, or (state, reason) if it cannot be read."""
+    try:
+        return open_tensor(path)
+    except TensorNotSaved as e:
+        return "not-saved", str(e)
+    except BinFileError as e:
+        return "unreadable", str(e)
+
+
+def read_chunk(t: TensorFile, start: int, stop: int) -> bytes:
+    """On the target's worker: the raw payload bytes of elements [start, stop)."""
+    with open(t.hdr.path, "rb", buffering=0) as fh:
+        return bytes(Reader().read(t, fh, start, stop))
+
+
+class _Received(Reader):
+    """The target side of a chunk, already read by another worker."""
+
+    def __init__(self, raw: bytes) -> None:
+        super().__init__()
+        self.raw = np.frombuffer(raw, dtype=np.uint8)
+
+    def read(self, tf, fh, start, stop):  # noqa: ARG002 (the bytes came with the task)
+        return self.raw
+
+
+def chunk_state(g: TensorFile, t: TensorFile, start: int, stop: int, traw: bytes,
+                rtol: float, atol: float) -> tuple[str, tuple]:
+    """On the golden side's worker: one chunk's accumulator, the target's bytes
+    having come through the cluster."""
+    with open(g.hdr.path, "rb", buffering=0) as gfh:
+        piece = next(pieces(g, t, gfh, None, (Reader(), _Received(traw)), [(start, stop)]))
+    return _me(), chunk_accumulator(piece, rtol, atol).state()
+
+
+# ---- client side ----
+
+@dataclass
+class _Transfer:
+    """A pair whose files no single worker can read."""
+
+    index: int
+    gw: list[str]
+    tw: list[str]
+    rtol: float
+    atol: float
+    sides: dict[str, object] = field(default_factory=dict)
+    ranges: list[tuple[int, int]] = field(default_factory=list)
+    next: int = 0
+    states: dict[int, tuple] = field(default_factory=dict)
+    failed: bool = False
+
+
+class ClusterRun:
+    """`with ClusterRun(scheduler, jobs) as run: run.compare(...)`."""
+
+    def __init__(self, scheduler: str | None, jobs: int) -> None:
+        self.scheduler, self.jobs = scheduler, jobs
+        self.cluster = self.client = None
+
+    def __enter__(self) -> ClusterRun:
+        from distributed import Client, LocalCluster
+
+        if self.scheduler:
+            try:
+                self.client = Client(self.scheduler, timeout=CONNECT_TIMEOUT)
+            except (OSError, TimeoutError) as e:
+                raise ClusterError(f"cannot reach the Dask scheduler at {self.scheduler} "
+                                   f"({e}); start one with `dask scheduler` and workers "
+                                   "with `dask worker`, or drop --scheduler to compare "
+                                   "on this machine") from None
+            self.where = f"Dask cluster {self.scheduler}"
+        else:
+            self.cluster = LocalCluster(n_workers=self.jobs, threads_per_worker=1,
+                                        processes=True, dashboard_address=None,
+                                        silence_logs=logging.ERROR)
+            self.client = Client(self.cluster)
+            self.where = f"local Dask cluster of {self.jobs} worker processes"
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+    def compare(self, pairs: list[Pair], sizes: list[int], rtol: float | None,
+                atol: float | None, out: list, progress: Callable[[int], None] | None
+                ) -> EngineReport:
+        self.out, self.progress, self.rtol, self.atol = out, progress, rtol, atol
+        self.pairs = pairs
+        roots = self.client.run(announced_roots)
+        if not roots:
+            raise ClusterError(f"the Dask cluster {self.scheduler} has no workers; start "
+                               "some with `dask worker`")
+        self.report = EngineReport(self.where, len(roots))
+        self.tracked: dict = {}  # future -> (kind, payload, workers it needs)
+        groups: dict[frozenset, list[int]] = defaultdict(list)
+        transfers: list[_Transfer] = []
+        for i, (g, t, d) in enumerate(pairs):
+            gw = [w for w, r in roots.items() if can_read(r, g)]
+            tw = [w for w, r in roots.items() if can_read(r, t)]
+            both = frozenset(gw) & frozenset(tw)
+            if both:
+                groups[both].append(i)
+            elif gw and tw:
+                transfers.append(_Transfer(i, gw, tw, *resolve_tolerance(d, rtol, atol)))
+            else:
+                self._not_compared([i], f"no worker of the cluster can read "
+                                   f"{t if gw else g}: start one with `--preload "
+                                   "msprobe_atb.offline.dask_roots --dump-root DIR` on "
+                                   "the node holding it")
+        for group, idx in groups.items():
+            for b in batches(idx, sizes):
+                self._submit(("batch", b), set(group), run_batch, [pairs[i] for i in b],
+                             rtol, atol)
+        for tr in transfers:
+            g, t, _ = pairs[tr.index]
+            self._submit(("open", tr, "g"), set(tr.gw), open_side, g)
+            self._submit(("open", tr, "t"), set(tr.tw), open_side, t)
+        self._drain()
+        return self.report
+
+    def _submit(self, what: tuple, need: set[str], fn, *args, need_also: set | None = None):
+        fut = self.client.submit(fn, *args, workers=sorted(need), allow_other_workers=False,
+                                 pure=False)
+        self.tracked[fut] = (what, [need] + ([need_also] if need_also else []))
+        return fut
+
+    def _not_compared(self, idx: list[int], reason: str) -> None:
+        for i in idx:
+            if self.out[i] is None:
+                rt, at = resolve_tolerance(self.pairs[i][2], self.rtol, self.atol)
+                self.out[i] = {"state": "not-compared", "reason": reason, "rtol": rt,
+                               "atol": at}
+                self.report.not_compared += 1
+                if self.progress:
+                    self.progress(1)
+
+    def _drain(self) -> None:
+        from distributed import wait
+
+        while self.tracked:
+            try:
+                done = wait(list(self.tracked), timeout=POLL_S,
+                            return_when="FIRST_COMPLETED").done
+            except TimeoutError:
+                done = set()
+            for fut in done:
+                what, _ = self.tracked.pop(fut)
+                if fut.status == "finished":
+                    self._finished(what, fut.result())
+                elif fut.status == "error":
+                    self._failed(what, f"the task failed on the cluster: {fut.exception()!r}")
+            live = set(self.client.nthreads())
+            for fut, (what, needs) in list(self.tracked.items()):
+                if any(not (need & live) for need in needs):
+                    self.tracked.pop(fut)
+                    fut.cancel()
+                    gone = ", ".join(sorted(set().union(*needs) - live))
+                    self._failed(what, f"not compared: the worker(s) that could read its "
+                                       f"files left the cluster ({gone})")
+
+    def _indices(self, what: tuple) -> list[int]:
+        return what[1] if what[0] == "batch" else [what[1].index]
+
+    def _failed(self, what: tuple, reason: str) -> None:
+        if what[0] != "batch":
+            what[1].failed = True
+        self._not_compared(self._indices(what), reason)
+
+    def _finished(self, what: tuple, result) -> None:
+        kind = what[0]
+        if kind == "batch":
+            who, rows = result
+            for i, r in zip(what[1], rows):
+                self.out[i] = r
+                self.report.placement[i] = who
+            if self.progress:
+                self.progress(len(rows))
+            return
+        tr: _Transfer = what[1]
+        if tr.failed:
+            return
+        if kind == "open":
+            tr.sides[what[2]] = result
+            if len(tr.sides) == 2:
+                self._plan(tr)
+            return
+        k, (who, state) = what[2], result
+        tr.states[k] = state
+        self.report.placement[tr.index] = who
+        self.report.moved_bytes += tr.sides["t"].byte_span(*tr.ranges[k])[1]
+        self._feed(tr)
+        if len(tr.states) == len(tr.ranges):
+            total = Accumulator()
+            for k in range(len(tr.ranges)):
+                total.merge(Accumulator(tr.states[k]))
+            self.out[tr.index] = {"state": "ok", **total.metrics(tr.rtol, tr.atol)}
+            self.report.moved_pairs += 1
+            if self.progress:
+                self.progress(1)
+
+    def _plan(self, tr: _Transfer) -> None:
+        g, t = tr.sides["g"], tr.sides["t"]
+        for side in (g, t):  # the golden side's problem first, as in file_metrics
+            if isinstance(side, tuple):
+                self._done(tr, {"state": side[0], "reason": side[1]})
+                return
+        why = mismatch(g, t)
+        if why:
+            self._done(tr, {"state": "ok", "reason": why})
+            return
+        tr.ranges = chunks(g.numel)
+        for _ in range(TRANSFER_WINDOW):
+            self._feed(tr)
+
+    def _feed(self, tr: _Transfer) -> None:
+        """Submit the next chunk of a transferred pair (read on the target's
+        worker, accumulated on the golden side's)."""
+        if tr.next >= len(tr.ranges):
+            return
+        k, (a, b) = tr.next, tr.ranges[tr.next]
+        tr.next += 1
+        g, t = tr.sides["g"], tr.sides["t"]
+        raw = self._submit(("read", tr, k), set(tr.tw), read_chunk, t, a, b)
+        self.tracked.pop(raw)  # followed through the chunk task, which needs it
+        self._submit(("chunk", tr, k), set(tr.gw), chunk_state, g, t, a, b, raw, tr.rtol,
+                     tr.atol, need_also=set(tr.tw))
+
+    def _done(self, tr: _Transfer, m: dict) -> None:
+        self.out[tr.index] = {"rtol": tr.rtol, "atol": tr.atol, **m}
+        if self.progress:
+            self.progress(1)
+
