@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any
 
+from msprobe_atb.config.filecheck import FileRefused, open_config
 from msprobe_atb.config.schema import Config, ConfigError, validate
 
 MAX_CONFIG_BYTES = 16 << 20
@@ -87,25 +87,26 @@ def _value_error(exc: Exception) -> str:
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:
-    """The file's content; ConfigMissing if absent, ConfigError if unusable."""
-    p = Path(path)
+    """The file's content; ConfigMissing if absent, ConfigError if unusable or
+    untrusted (filecheck)."""
+    source = str(path)
     try:
-        st = p.stat()
+        fd = open_config(path)
     except FileNotFoundError:
-        raise ConfigMissing(str(p)) from None
+        raise ConfigMissing(source) from None
+    except FileRefused as exc:
+        raise ConfigError(source, [exc.problem]) from None
     except OSError as exc:
-        raise ConfigError(str(p), [f"cannot access the file: {exc.strerror}"]) from None
-    if not p.is_file():
-        raise ConfigError(str(p), ["is not a regular file"])
-    if st.st_size > MAX_CONFIG_BYTES:
-        raise ConfigError(str(p), [f"the file is {st.st_size} bytes; a config is at most "
-                                   f"{MAX_CONFIG_BYTES} bytes"])
-    try:
-        return p.read_bytes()
-    except FileNotFoundError:
-        raise ConfigMissing(str(p)) from None
-    except OSError as exc:
-        raise ConfigError(str(p), [f"cannot read the file: {exc.strerror}"]) from None
+        raise ConfigError(source, [f"cannot access the file: {exc.strerror}"]) from None
+    with os.fdopen(fd, "rb") as f:
+        try:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(source, [f"cannot read the file: {exc.strerror}"]) from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(source, [f"the file is larger than {MAX_CONFIG_BYTES} bytes; "
+                                   "a config is a few hundred bytes"])
+    return data
 
 
 def _check_text(raw: Any, source: str) -> Any:

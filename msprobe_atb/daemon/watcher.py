@@ -9,12 +9,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import stat
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from msprobe_atb.config.filecheck import FileRefused, open_config
 from msprobe_atb.config.loader import MAX_CONFIG_BYTES
 
 log = logging.getLogger("msprobe_atb")
@@ -26,23 +26,20 @@ EMPTY_RETRY_S = 0.1
 # read is read again, and the hash tells whether it changed (as git's "racy" check).
 RACY_NS = 2_000_000_000
 MISSING = object()
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+KEEP = " (the previous config stays in force)"
 
 
 @dataclass(frozen=True)
 class Unusable:
-    """The config path exists but is no file to read (a directory, a FIFO, ...)."""
+    """The config path exists but is no file to read (a directory, a FIFO, a
+    symlink, a file others may write, ...)."""
 
     problem: str
 
 
-def _not_regular(mode: int) -> str | None:
-    if stat.S_ISREG(mode):
-        return None
-    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-    return (f"is {kind}, not a config file; replace it with a JSON or YAML file "
-            "(the previous config stays in force)")
+def _key(st: os.stat_result) -> tuple[int, ...]:
+    # mode and owner too: `chmod go-w` fixes a refused config without touching mtime
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode, st.st_uid)
 
 
 class ConfigWatcher:
@@ -54,7 +51,7 @@ class ConfigWatcher:
         self._changed = threading.Event()
         self._observer = None
         self._next_poll = 0.0
-        self._stat: tuple[int, int, int] | None = None
+        self._stat: tuple[int, ...] | None = None
         self._hash: bytes | None = None
         self._known = False  # whether _hash describes the last state we reported
         self._read_ns = 0  # wall clock of the read that _hash describes
@@ -126,12 +123,12 @@ class ConfigWatcher:
         if self._events_tried and self._observer is None and self.use_events:
             self.start_events()  # the directory may have appeared since
         try:
-            st = os.stat(self.path)
+            st = os.lstat(self.path)  # a symlink is refused, and judged by itself
         except FileNotFoundError:
             return self._report(None, None)
-        except OSError as exc:  # a symlink loop, a permission, ...
+        except OSError as exc:  # a permission, ...
             return self._unusable(None, Unusable(f"cannot be read: {exc.strerror or exc}"))
-        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        key = _key(st)
         if self._known and key == self._stat and st.st_mtime_ns < self._read_ns - RACY_NS:
             return None
         try:
@@ -141,8 +138,7 @@ class ConfigWatcher:
                 # (`echo > config.json`): look again before calling it an error.
                 time.sleep(EMPTY_RETRY_S)
                 data = self._read()
-                st = os.stat(self.path)
-                key = (st.st_mtime_ns, st.st_size, st.st_ino)
+                key = _key(os.lstat(self.path))
         except FileNotFoundError:
             return self._report(None, None)
         except OSError as exc:
@@ -151,22 +147,18 @@ class ConfigWatcher:
             return self._unusable(key, data)
         return self._report(key, data)
 
-    def _unusable(self, key: tuple[int, int, int] | None, what: Unusable) -> object | None:
+    def _unusable(self, key: tuple[int, ...] | None, what: Unusable) -> object | None:
         return self._report(key, what.problem.encode(), what)
 
     def _read(self) -> bytes | Unusable:
-        # O_NONBLOCK: opening a FIFO put in the config's place must not hang the daemon.
-        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
-            problem = _not_regular(os.fstat(fd).st_mode)
-            if problem:
-                return Unusable(problem)
-            with os.fdopen(fd, "rb", closefd=False) as f:
-                return f.read(MAX_CONFIG_BYTES + 1)  # the loader refuses anything longer
-        finally:
-            os.close(fd)
+            fd = open_config(self.path)
+        except FileRefused as exc:
+            return Unusable(exc.problem + KEEP)
+        with os.fdopen(fd, "rb") as f:
+            return f.read(MAX_CONFIG_BYTES + 1)  # the loader refuses anything longer
 
-    def _report(self, key: tuple[int, int, int] | None, data: bytes | None,
+    def _report(self, key: tuple[int, ...] | None, data: bytes | None,
                 unusable: Unusable | None = None) -> object | None:
         digest = None if data is None else hashlib.sha256(data).digest()
         if unusable is not None:

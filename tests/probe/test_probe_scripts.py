@@ -143,3 +143,12 @@ def test_load_then_run_dumps_and_unload_stops_the_control_plane(tmp_path):
     # --stop returned: the daemon is not left behind waiting for us
     subprocess.run([sys.executable, "-m", "msprobe_atb", "daemon", "--stop", "--output",
                     str(tmp_path / "o")], cwd=REPO, check=True, capture_output=True, timeout=60)
+
+
+def test_load_says_how_to_fix_a_config_others_can_write(tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text('{"dump_enable": true}')
+    cfg.chmod(0o666)
+    p, v = bash(f'source "{LOAD}" --config={cfg}', tmp_path, ATB_HOME_PATH=home(1))
+    assert "rc=0" in p.stdout and v["ATB_DUMP_CONFIG"] == str(cfg)
+    assert f"chmod go-w {cfg}" in p.stdout and "asleep until the config is fixed" in p.stdout
