@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from msprobe_atb.config.schema import CompiledConfig
+from msprobe_atb.control.probefiles import resolve_dump_root
 
 
 class ControlError(RuntimeError):
@@ -66,8 +67,8 @@ _PROC_FIELDS = [f for f in ProcSlot.__dataclass_fields__ if f != "slot"]
 
 
 def dump_root_of(output_root: str | os.PathLike) -> Path:
-    """<ATB_OUTPUT_DIR>/atb_dump_data, absolute."""
-    return Path(os.path.abspath(output_root)) / "atb_dump_data"
+    """<ATB_OUTPUT_DIR>/atb_dump_data, absolute; a symlink there is resolved."""
+    return resolve_dump_root(Path(os.path.abspath(output_root)) / "atb_dump_data")
 
 
 class ControlBlock:
@@ -75,7 +76,7 @@ class ControlBlock:
 
     def __init__(self, dump_root: str | os.PathLike, create: bool = False):
         self.ffi, self.lib = _ext()
-        self.dump_root = Path(dump_root)
+        self.dump_root = resolve_dump_root(dump_root)
         out = self.ffi.new("struct msp_control **")
         err = self.ffi.new("char[]", 1024)
         rc = self.lib.msp_ctl_open(os.fsencode(self.dump_root), int(create), out, err, 1024)

@@ -18,12 +18,14 @@ from pathlib import Path
 
 from msprobe_atb.control.block import ControlBlock, ControlError, dump_root_of
 from msprobe_atb.control.liveness import is_alive
-from msprobe_atb.control.lockfile import lock_path, try_lock
+from msprobe_atb.control.lockfile import LOCK_NAME, try_lock
+from msprobe_atb.control.probefiles import open_probe_file, same_file
 from msprobe_atb.daemon.controller import Controller
 from msprobe_atb.daemon.watcher import MISSING, ConfigWatcher, Unusable
 
 log = logging.getLogger("msprobe_atb")
 
+LOG_NAME = "daemon.log"
 RECORD_POLL_S = 0.1
 FLUSH_EVERY_S = 0.5
 LIVENESS_EVERY_S = 0.5
@@ -59,14 +61,25 @@ def setup_logging(dump_root: Path, foreground: bool) -> None:
     log.propagate = False
     fmt = OneLineFormatter("%(asctime)s [%(levelname)s] pid %(process)d: %(message)s")
     # backslashreplace: a config path that is not UTF-8 must not cost a log line
-    handler = logging.FileHandler(dump_root / ".probe" / "daemon.log",
-                                  errors="backslashreplace")
+    handler = logging.StreamHandler(os.fdopen(open_log(dump_root), "a", encoding="utf-8",
+                                              errors="backslashreplace"))
     handler.setFormatter(fmt)
     log.addHandler(handler)
     if foreground:
         err = logging.StreamHandler(sys.stderr)
         err.setFormatter(OneLineFormatter("msprobe-atb daemon: %(message)s"))
         log.addHandler(err)
+
+
+def open_log(dump_root: Path) -> int:
+    """daemon.log for appending, from the verified .probe fd: a link planted
+    there is replaced, never written through."""
+    fd, replaced = open_probe_file(dump_root, LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    if replaced:
+        os.write(fd, f"{time.strftime('%Y-%m-%d %H:%M:%S')} [WARNING] pid {os.getpid()}: "
+                 f"{dump_root}/.probe/{LOG_NAME} was a link or not a regular file; replaced it "
+                 "with a fresh file (never followed)\n".encode())
+    return fd
 
 
 def detach(dump_root: Path) -> None:
@@ -78,8 +91,7 @@ def detach(dump_root: Path) -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
-    out = os.open(dump_root / ".probe" / "daemon.log",
-                  os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640)
+    out = open_log(dump_root)
     os.dup2(out, 1)
     os.dup2(out, 2)
     os.close(out)
@@ -88,12 +100,7 @@ def detach(dump_root: Path) -> None:
 def lock_replaced(lock_fd: int, dump_root: Path) -> bool:
     """True if our daemon.lock is no longer the file at its path: the dump
     root was removed (and maybe re-created, with a daemon of its own)."""
-    try:
-        here = os.stat(lock_path(dump_root), follow_symlinks=False)
-    except OSError:
-        return True
-    mine = os.fstat(lock_fd)
-    return (here.st_dev, here.st_ino) != (mine.st_dev, mine.st_ino)
+    return not same_file(lock_fd, dump_root, LOCK_NAME)
 
 
 class Daemon:
@@ -220,12 +227,16 @@ class Daemon:
 def run_daemon(output: str, config: str | None, foreground: bool) -> int:
     dump_root = dump_root_of(output)
     try:
-        (dump_root / ".probe").mkdir(parents=True, exist_ok=True, mode=0o750)
+        os.makedirs(dump_root.parent, mode=0o750, exist_ok=True)
         block = ControlBlock(dump_root, create=True)
     except (ControlError, OSError) as exc:
         print(f"msprobe-atb daemon: {exc}", file=sys.stderr)
         return 1
-    lock = try_lock(dump_root)
+    try:
+        lock = try_lock(dump_root)
+    except OSError as exc:
+        print(f"msprobe-atb daemon: {exc.strerror}", file=sys.stderr)
+        return 1
     if lock is None:
         return 0  # another daemon serves this output dir
     if not foreground:
@@ -245,6 +256,10 @@ def run_daemon(output: str, config: str | None, foreground: bool) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     log.info("started for %s, config %s", dump_root, config_path or "(none)")
+    link = Path(os.path.abspath(output)) / "atb_dump_data"
+    if link != dump_root:
+        log.info("%s is a symlink: serving its target %s (resolved once, at start)", link,
+                 dump_root)
     try:
         return daemon.run()
     except Exception:

@@ -43,7 +43,11 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="msprobe-atb: %(message)s")
     from msprobe_atb.tree.drain import rebuild
 
-    lock = try_lock(dump_root)
+    try:
+        lock = try_lock(dump_root)
+    except OSError as exc:
+        print(f"{dump_root}: {exc.strerror}", file=sys.stderr)
+        return 2
     if lock is None:
         print(f"{dump_root}: a control-plane daemon is running and keeps the tree up to date; "
               "nothing to do (stop the service, or wait for the daemon to exit)", file=sys.stderr)

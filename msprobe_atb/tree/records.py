@@ -39,8 +39,9 @@ def list_logs(dump_root: Path) -> list[tuple[ProcKey, Path]]:
     out = []
     for entry in entries:
         m = LOG_NAME.match(entry.name)
-        # only regular files: opening a FIFO named like a log would hang the reader
-        if m and entry.is_file():
+        # only regular files, never followed: opening a FIFO named like a log would
+        # hang the reader, a planted link would read a file outside the tree
+        if m and entry.is_file(follow_symlinks=False):
             out.append((ProcKey(int(m.group(1)), int(m.group(2))), d / entry.name))
     out.sort()
     return out
@@ -59,7 +60,7 @@ class LogTailer:
         """Records appended since the last call (about CHUNK bytes' worth; a longer
         single record, e.g. a big graph, is read whole)."""
         try:
-            with open(self.path, "rb") as f:
+            with open(os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
                 f.seek(self.offset)
                 data = f.read(CHUNK)
                 while b"\n" not in data and len(data) < MAX_LINE:
@@ -67,7 +68,11 @@ class LogTailer:
                     if not more:
                         break
                     data += more
-        except FileNotFoundError:
+        except (FileNotFoundError, IsADirectoryError):
+            return []
+        except OSError as exc:  # ELOOP: replaced by a link since it was listed
+            self.bad_lines += 1
+            self.last_bad = f"{self.path.name}: not read ({exc.strerror})"
             return []
         end = data.rfind(b"\n")
         if end < 0:

@@ -79,11 +79,12 @@ static void wait_fresh_publish(uint64_t stale)
 {
     long ms = msp_env_long("MSPROBE_ATB_ATTACH_WAIT_MS", 10000, 0, 600000);
     uint64_t deadline = msp_mono_ns() + (uint64_t)ms * 1000000ULL;
-    while (!fresh_publish(stale) && msp_mono_ns() < deadline) {
+    int failed = 0;
+    while (!fresh_publish(stale) && !(failed = msp_daemon_check()) && msp_mono_ns() < deadline) {
         struct timespec ts = {0, 5000000};
         nanosleep(&ts, NULL);
     }
-    if (!fresh_publish(stale) && ms > 0)
+    if (!fresh_publish(stale) && !failed && ms > 0)
         msp_log("the control plane has not published a config after %ld ms "
                 "(MSPROBE_ATB_ATTACH_WAIT_MS); starting asleep, see %s/.probe/daemon.log",
                 ms, g_msp.dump_root);
@@ -146,6 +147,18 @@ static int attach(void)
                 strerror(errno));
         return 0;
     }
+    /* resolved once, now: every later open is relative to the resolved
+     * directory with O_NOFOLLOW, so a link swapped later leads nowhere */
+    char link[MSP_PATH_LEN];
+    memcpy(link, g_msp.dump_root, sizeof link);
+    int resolved = msp_resolve_link(g_msp.dump_root, sizeof g_msp.dump_root - 128);
+    if (resolved < 0) {
+        msp_log("%s is a symlink that cannot be resolved; this process will not dump", link);
+        return 0;
+    }
+    if (resolved)
+        msp_log("%s is a symlink: dumping into its target %s (resolved once, at attach)", link,
+                g_msp.dump_root);
     char err[512];
     struct msp_control *ctl;
     int rc = msp_ctl_open(g_msp.dump_root, 1, &ctl, err, sizeof err);
@@ -170,8 +183,9 @@ static int attach(void)
      * the block's config is whatever a killed daemon (or one before a
      * reboot) last published, so wait for the new daemon's first publish. */
     uint64_t seen = msp_ctl_get_word(&ctl->published);
-    if (msp_ensure_daemon() || seen == 0)
-        wait_fresh_publish(seen);
+    int started = msp_ensure_daemon();
+    if (started > 0 || (started == 0 && seen == 0))
+        wait_fresh_publish(seen); /* not after a start that failed: it said why */
     g_msp.active = 1;
     msp_snap_refresh();
     if (msp_monitor_start() != 0)

@@ -44,31 +44,130 @@ static int allocate(int fd, off_t size)
     return 0;
 }
 
-static int mkdir_if_missing(const char *path)
+/* Opens name in dirfd as a directory (made 0750 with create), never
+ * following a symlink. */
+static int open_dir_at(int dirfd, const char *name, int create)
 {
-    return (mkdir(path, 0750) == 0 || errno == EEXIST) ? 0 : -1;
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && create) {
+        if (mkdirat(dirfd, name, 0750) != 0 && errno != EEXIST)
+            return -1;
+        fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    return fd;
+}
+
+int msp_probe_dir_open(const char *dump_root, int create, char *errbuf, uint64_t errlen)
+{
+    int root = open(dump_root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (root < 0 && errno == ENOENT && create) {
+        if (mkdir(dump_root, 0750) != 0 && errno != EEXIST) {
+            set_err(errbuf, errlen, "cannot create directory", dump_root);
+            return -1;
+        }
+        root = open(dump_root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    if (root < 0) {
+        if (errno == ELOOP || errno == ENOTDIR) {
+            if (errbuf && errlen)
+                snprintf(errbuf, (size_t)errlen,
+                         "%s is a symlink or not a directory (it was resolved when the probe or "
+                         "the control plane started; it has changed since): restart them",
+                         dump_root);
+            errno = ELOOP;
+        } else {
+            set_err(errbuf, errlen, "cannot open", dump_root);
+        }
+        return -1;
+    }
+    int fd = open_dir_at(root, ".probe", create);
+    int e = errno;
+    close(root);
+    if (fd < 0) {
+        errno = e;
+        if (errbuf && errlen && (e == ELOOP || e == ENOTDIR))
+            snprintf(errbuf, (size_t)errlen,
+                     "%s/.probe is a symlink or not a directory: remove it (the probe keeps its "
+                     "state there and never follows a link out of the dump root)", dump_root);
+        else
+            set_err(errbuf, errlen, "cannot open directory", dump_root);
+        errno = e;
+    }
+    return fd;
+}
+
+/* Whether fd is a regular file with no other name: anything else at one of
+ * our names was planted (a link to a file elsewhere) or is junk. */
+static int private_file(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1;
+}
+
+int msp_probe_file_open(int probe_fd, const char *name, int flags, int *replaced)
+{
+    int base = (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
+    if (replaced)
+        *replaced = 0;
+    for (int attempt = 0; attempt < 4; attempt++) {
+        int fd = openat(probe_fd, name, base);
+        if (fd >= 0 && private_file(fd)) {
+            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+            return fd;
+        }
+        if (fd >= 0)
+            close(fd);
+        else if (errno != ENOENT && errno != ELOOP && errno != ENXIO && errno != EISDIR)
+            return -1;
+        if (fd >= 0 || errno != ENOENT) {
+            /* a symlink, hard link, FIFO or directory: unlink the name (never
+             * what it points to) and create our own */
+            if (unlinkat(probe_fd, name, 0) != 0 && errno != ENOENT &&
+                unlinkat(probe_fd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
+                return -1;
+            if (replaced)
+                *replaced = 1;
+        }
+        if (!(flags & O_CREAT)) {
+            errno = ENOENT;
+            return -1;
+        }
+        fd = openat(probe_fd, name, base | O_CREAT | O_EXCL, 0640);
+        if (fd >= 0) {
+            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+            return fd;
+        }
+        if (errno != EEXIST)
+            return -1;
+        /* someone else created it just now: open theirs */
+    }
+    errno = EAGAIN;
+    return -1;
 }
 
 /* Writes a fully initialised block to a private temporary file and links it
- * into place; link() fails with EEXIST if someone else won the race, which
- * is fine: their block is just as complete. */
-static int create_block(const char *dir, const char *path, char *errbuf, uint64_t errlen)
+ * into place; linkat() fails with EEXIST if someone else won the race, which
+ * is fine: their block is just as complete. The temporary is created with
+ * O_EXCL, so a file planted (hard-linked) under its name is never written. */
+static int create_block(int dirfd, const char *dir, char *errbuf, uint64_t errlen)
 {
-    char tmp[MSP_PATH_LEN + 64];
-    snprintf(tmp, sizeof tmp, "%s/.control.%ld.tmp", dir, (long)getpid());
-    int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0640);
+    char tmp[64], shown[MSP_PATH_LEN + 64];
+    snprintf(tmp, sizeof tmp, ".control.%ld.tmp", (long)getpid());
+    snprintf(shown, sizeof shown, "%s/%s", dir, tmp);
+    unlinkat(dirfd, tmp, 0); /* ours from a crash with this pid, or planted */
+    int fd = openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
     if (fd < 0) {
-        set_err(errbuf, errlen, "cannot create", tmp);
+        set_err(errbuf, errlen, "cannot create", shown);
         return -1;
     }
     int rc = -1;
     if (allocate(fd, (off_t)sizeof(struct msp_control)) != 0) {
-        set_err(errbuf, errlen, "cannot allocate", tmp);
+        set_err(errbuf, errlen, "cannot allocate", shown);
         goto out;
     }
     struct msp_control *ctl = mmap(NULL, sizeof *ctl, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (ctl == MAP_FAILED) {
-        set_err(errbuf, errlen, "cannot map", tmp);
+        set_err(errbuf, errlen, "cannot map", shown);
         goto out;
     }
     ctl->version = MSP_CTL_VERSION;
@@ -79,14 +178,15 @@ static int create_block(const char *dir, const char *path, char *errbuf, uint64_
     ctl->config.queue_budget_bytes = (uint64_t)1 << 30;
     __atomic_store_n(&ctl->magic, (uint64_t)MSP_CTL_MAGIC, __ATOMIC_RELEASE);
     munmap(ctl, sizeof *ctl);
-    if (link(tmp, path) != 0 && errno != EEXIST) {
-        set_err(errbuf, errlen, "cannot install", path);
+    if (linkat(dirfd, tmp, dirfd, "control.block", 0) != 0 && errno != EEXIST) {
+        snprintf(shown, sizeof shown, "%s/control.block", dir);
+        set_err(errbuf, errlen, "cannot install", shown);
         goto out;
     }
     rc = 0;
 out:
     close(fd);
-    unlink(tmp);
+    unlinkat(dirfd, tmp, 0);
     return rc;
 }
 
@@ -100,21 +200,23 @@ int msp_ctl_open(const char *dump_root, int create, struct msp_control **out,
         return -1;
     }
     snprintf(path, sizeof path, "%s/control.block", dir);
-    if (create) {
-        if (mkdir_if_missing(dump_root) != 0 || mkdir_if_missing(dir) != 0) {
-            set_err(errbuf, errlen, "cannot create directory", dir);
-            return -1;
-        }
-        if (access(path, F_OK) != 0 && create_block(dir, path, errbuf, errlen) != 0)
-            return -1;
+    int dirfd = msp_probe_dir_open(dump_root, create, errbuf, errlen);
+    if (dirfd < 0)
+        return -1;
+    struct stat st;
+    if (create && fstatat(dirfd, "control.block", &st, AT_SYMLINK_NOFOLLOW) != 0 &&
+        create_block(dirfd, dir, errbuf, errlen) != 0) {
+        close(dirfd);
+        return -1;
     }
-    int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    int fd = openat(dirfd, "control.block", O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    close(dirfd);
     if (fd < 0) {
         set_err(errbuf, errlen, "cannot open", path);
         return -1;
     }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != sizeof(struct msp_control)) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        (uint64_t)st.st_size != sizeof(struct msp_control)) {
         close(fd);
         if (errbuf && errlen)
             snprintf(errbuf, (size_t)errlen,

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -153,6 +154,18 @@ int msp_write_file_at(int dirfd, const char *name, const struct iovec *iov, int 
     if (rc != 0)
         unlinkat(dirfd, tmp, 0);
     return rc;
+}
+
+int msp_resolve_link(char *path, size_t cap)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode))
+        return 0;
+    char real[PATH_MAX];
+    if (!realpath(path, real) || strlen(real) >= cap)
+        return -1;
+    memcpy(path, real, strlen(real) + 1);
+    return 1;
 }
 
 int msp_mkdir_p(const char *path, unsigned mode)

@@ -34,6 +34,11 @@ int msp_open_dir_at(int rootfd, const char *rel_dir, int create);
  * returned; a partial file is never left under `name`. */
 int msp_write_file_at(int dirfd, const char *name, const struct iovec *iov, int iovcnt);
 
+/* If `path` (cap bytes) is a symlink, replaces it with its resolved target
+ * and returns 1; 0 if it is not a link (or does not exist); -1 if the link
+ * cannot be resolved (dangling, a loop, too long). */
+int msp_resolve_link(char *path, size_t cap);
+
 /* mkdir -p of an absolute path (the user's output root). 0 or -1/errno. */
 int msp_mkdir_p(const char *path, unsigned mode);
 

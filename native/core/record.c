@@ -12,16 +12,18 @@
 #include "state.h"
 #include "util.h"
 
-/* Opened component by component without following symlinks, like the data
- * tree: a link planted at .probe/records must not lead the log outside. */
+/* Opened from the verified .probe fd without following symlinks, like the
+ * data tree: a link planted at .probe/records must not lead the log
+ * outside. The name is new for every attach (pid, start_ns), so O_EXCL:
+ * a file planted under it is never appended to. */
 int msp_rec_open(const char *dump_root, uint64_t pid, uint64_t start_ns)
 {
-    int root = open(dump_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (root < 0)
+    int probe = msp_probe_dir_open(dump_root, 1, NULL, 0);
+    if (probe < 0)
         return -1;
-    int dir = msp_open_dir_at(root, ".probe/records", 1);
+    int dir = msp_open_dir_at(probe, "records", 1);
     int saved = errno;
-    close(root);
+    close(probe);
     if (dir < 0) {
         errno = saved;
         return -1;
@@ -29,7 +31,8 @@ int msp_rec_open(const char *dump_root, uint64_t pid, uint64_t start_ns)
     char name[64];
     snprintf(name, sizeof name, "%llu-%llu.jsonl", (unsigned long long)pid,
              (unsigned long long)start_ns);
-    int fd = openat(dir, name, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
+    int fd = openat(dir, name, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                    0640);
     saved = errno;
     close(dir);
     errno = saved;

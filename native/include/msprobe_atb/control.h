@@ -145,6 +145,18 @@ int msp_ctl_open(const char *dump_root, int create, struct msp_control **out,
                  char *errbuf, uint64_t errlen);
 void msp_ctl_close(struct msp_control *ctl);
 
+/* The verified state directory <dump_root>/.probe (made 0750 with create):
+ * dump_root (already resolved, see docs/contracts.md) and .probe are opened
+ * with O_NOFOLLOW, so neither may be a symlink. Returns a directory fd or -1
+ * with errno and a message in errbuf. */
+int msp_probe_dir_open(const char *dump_root, int create, char *errbuf, uint64_t errlen);
+/* Opens (flags: O_RDWR/O_WRONLY/O_APPEND, with O_CREAT to create) one of our
+ * files in the .probe fd, never following a link: a symlink, hard link, FIFO
+ * or directory at that name is unlinked (never its target) and a fresh file
+ * created with O_EXCL, mode 0640; *replaced (if not NULL) is then 1. Returns
+ * the fd or -1 with errno. */
+int msp_probe_file_open(int probe_fd, const char *name, int flags, int *replaced);
+
 /* Seqlock: single writer (the daemon). */
 void msp_ctl_publish(struct msp_control *ctl, const struct msp_config *cfg);
 /* Consistent copy of the config; returns the (even) generation it read. */
