@@ -4,7 +4,9 @@
 * a valid file: published as compiled (asleep when dump_enable is false);
 * an invalid edit: the last good config stays in force; the error is logged
   once and put in the block, where the shims print it and `status` shows it;
-  the next good edit clears it.
+  the next good edit clears it;
+* the last good config survives a restart of the daemon (lastgood.py): a fresh
+  daemon that finds the file rejected publishes it rather than asleep.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from msprobe_atb.config.schema import (
     ConfigError,
     compile_config,
 )
+from msprobe_atb.daemon import lastgood
 
 log = logging.getLogger("msprobe_atb")
 
@@ -63,6 +66,8 @@ class Controller:
     def missing(self) -> None:
         """The config file does not exist (or none was given): asleep."""
         self.good = None
+        if self.config_path is not None:
+            lastgood.remove(self.block.dump_root)
         self._set_error("")
         where = self.config_path or "(no config file given)"
         self._publish(ASLEEP, f"config file {where} does not exist")
@@ -72,13 +77,24 @@ class Controller:
         self._reject(ConfigError(str(self.config_path or "config"), [problem]))
 
     def _reject(self, exc: ConfigError) -> None:
+        restored = False
+        if self.published is None and self.config_path is not None:
+            # A fresh daemon: the config an earlier one had in force stays in force.
+            self.good = lastgood.load(self.block.dump_root, self.config_path)
+            restored = self.good is not None
         if str(exc) != self.error:
-            keep = ("keeping the previous config" if self.good is not None
+            keep = ("keeping the last good config, kept by the previous control plane"
+                    if restored else "keeping the previous config" if self.good is not None
                     else "staying asleep: no valid config yet")
             log.error("config rejected, %s: %s", keep, exc)
         self._set_error(str(exc))
         if self.published is None:
-            self._publish(ASLEEP, "no valid config yet")
+            if self.good is None:
+                self._publish(ASLEEP, "no valid config yet")
+            else:
+                self._publish(compile_config(self.good),
+                              f"the last good config, kept across the restart: "
+                              f"{summary(self.good)}")
 
     def apply(self, data: bytes) -> None:
         source = str(self.config_path or "config")
@@ -94,6 +110,8 @@ class Controller:
                                               "details in daemon.log); fix or revert the edit"]))
             return
         self.good = cfg
+        if self.config_path is not None:
+            lastgood.save(self.block.dump_root, self.config_path, data)
         if self.error:
             log.info("config accepted again; the previous error is cleared")
         self._set_error("")

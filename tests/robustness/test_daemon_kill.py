@@ -139,3 +139,45 @@ def test_no_op_lost_after_a_daemon_died_without_cleaning_up(tmp_path):
     wait_until(lambda: log.exists() and "exiting" in log.read_text(), what="the daemon's exit")
     rounds = {x["path"].split("/")[1] for x in records(root) if x["k"] == "tensor"}
     assert "0" in rounds, f"round 0 was not dumped (rounds dumped: {sorted(rounds)})"
+
+
+def test_restarted_daemon_keeps_the_last_good_config(tmp_path, services):
+    """Issue 9, defect 1: good config, a request, a bad edit (refused, dumping goes
+    on), kill -9 of the daemon: the daemon the shim starts again finds the bad file
+    and keeps the last good config in force, so the next request dumps as before."""
+    out = tmp_path / "out"
+    out.mkdir()
+    cfg = out / "config.json"
+    good = {**DUMP_ALL, "task": "statistics", "ids": "1", "save_child": False}
+    save_config(cfg, **good)
+    svc = services(out)
+
+    def selected() -> int:
+        return sum(p["tensors_selected"] for p in status_now(out)["processes"])
+
+    def dumped_by_a_request() -> int:
+        before = selected()
+        svc.request(max_tokens=2)
+        wait_until(lambda: status_now(out)["all_written"], what="the request's tensors written")
+        return selected() - before
+
+    per_request = dumped_by_a_request()
+    assert per_request > 0
+    save_config(cfg, **{**good, "filter_level": 7})
+    wait_until(lambda: "filter_level" in status_now(out)["rejected_edit"], what="the refusal")
+    assert dumped_by_a_request() == per_request
+    st = status_now(out)
+    pid, generation = st["daemon"]["pid"], st["generation"]
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: (s := status_now(out))["daemon"]["alive"] and s["daemon"]["pid"] != pid
+               and s["generation"] > generation, timeout=60, what="a restarted daemon's publish")
+    st = status_now(out)
+    assert st["config"]["state"] == "awake" and st["config"]["ids"] == "1", st["config"]
+    assert "filter_level" in st["rejected_edit"]
+    assert dumped_by_a_request() == per_request
+    log = (out / "atb_dump_data" / ".probe" / "daemon.log").read_text()
+    assert "keeping the last good config, kept by the previous control plane" in log
+    # Deleting the config still means asleep, also for the next daemon.
+    cfg.unlink()
+    wait_until(lambda: status_now(out)["config"]["state"] == "asleep", what="asleep")
+    assert not (out / "atb_dump_data" / ".probe" / "last_good_config.json").exists()
