@@ -113,7 +113,7 @@ trap - EXIT
 source "$repo/scripts/unload_atb_probe.sh"
 echo "  LD_PRELOAD='${LD_PRELOAD:-}'"
 
-step "8. Offline: golden fp32 run vs fp16 run with an Inf injected into layer 1's SwiGLU"
+step "8. Offline: golden fp32 run vs fp16 run with an Inf injected into layer 1 (op 2_Prefill_layer), SwiGLU"
 dump_config='{"task": "all", "dump_enable": true, "exec_range": "0,1", "ids": "",
  "op_name": "", "save_child": true, "device": "", "filter_level": 0}'
 for run in golden target; do

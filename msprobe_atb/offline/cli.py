@@ -73,32 +73,71 @@ def cmd_stats(a) -> int:
     return 1 if bad_files else 0
 
 
+XLSX_AUTO_ROWS = 100_000  # beyond this, a result dir gets the CSV only (xlsx is slow)
+
+
+def _compare_outputs(out: Path, res, summary: str) -> tuple[list[str], list[str]]:
+    """Write the result rows: `NAME.csv`, `NAME.xlsx`, or into a directory the
+    CSV and (up to XLSX_AUTO_ROWS rows) the workbook, named like msProbe's
+    `atb_{tensor|stats}_compare_result_<time>`. Returns (files, notes)."""
+    from .xlsx import write_workbook
+    notes: list[str] = []
+    if out.suffix in (".csv", ".xlsx"):
+        targets = [out]
+    else:
+        mode = "tensor" if "tensor" in res.rows.get_column("mode").unique().to_list() else "stats"
+        stem = f"atb_{mode}_compare_result_{datetime.now().strftime('%Y%m%d%H%M%S')}"
+        targets = [out / f"{stem}.csv", out / f"{stem}.xlsx"]
+        if res.rows.height > XLSX_AUTO_ROWS:
+            targets.pop()
+            notes.append(f"no workbook for {res.rows.height} rows (more than "
+                         f"{XLSX_AUTO_ROWS}); -o NAME.xlsx writes one")
+    for f in targets:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        if f.suffix == ".csv":
+            res.rows.write_csv(f)
+        else:
+            bar = _bar("workbook", unit="row", total=res.rows.height)
+            try:
+                write_workbook(f, res.rows, summary, progress=bar.update)
+            finally:
+                bar.close()
+    return [str(f) for f in targets], notes
+
+
 def cmd_compare(a) -> int:
-    from .compare import compare_dumps, format_summary
+    from .compare import compare_dumps
+    from .compare_headline import format_summary, summary_json
     from .dask_run import ClusterError
+    if a.mode != "atb":
+        return _err("compare", f"-m {a.mode}: only mode atb (ATB dumps) is supported")
     try:
         golden, target = _open(a.golden_path, False), _open(a.target_path, False)
     except DumpNotFound as e:
         return _err("compare", str(e))
-    bar = _bar("compare")
+    bar = _bar("compare", unit="pair")
     try:
         res = compare_dumps(golden, target, rtol=a.rtol, atol=a.atol, min_within=a.min_within,
                             min_cosine=a.min_cosine, jobs=a.jobs, progress=bar.update,
-                            scheduler=a.scheduler)
+                            scheduler=a.scheduler, pair_by_id=a.pair_by_id,
+                            min_matched=a.min_matched, total=lambda n: setattr(bar, "total", n))
     except ClusterError as e:
         return _err("compare", str(e))
     finally:
         bar.close()
-    out = Path(a.output)
-    if out.suffix != ".csv":
-        out.mkdir(parents=True, exist_ok=True)
-        out = out / f"atb_compare_result_{datetime.now().strftime('%Y%m%d%H%M%S')}.csv"
+    try:
+        files, notes = _compare_outputs(Path(a.output), res, format_summary(res))
+    except OSError as e:
+        return _err("compare", f"cannot write the result to {a.output}: {e}")
+    if a.json:
+        print(json.dumps(_jsonable(summary_json(res, files, notes)), indent=1))
     else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    res.rows.write_csv(out)
-    print(format_summary(res, str(out)))
-    # An unreadable or uncompared tensor is an unanswered comparison, not a pass.
-    return 1 if res.count("fail") or res.count("unreadable") or res.count("not-compared") else 0
+        print(format_summary(res, files))
+        for n in notes:
+            print(f"  note: {n}")
+    # 3: checked nothing or too little, or different structure; 1: a tensor diverges,
+    # could not be read or was not compared (an unanswered comparison is not a pass).
+    return res.exit_code()
 
 
 def cmd_convert(a) -> int:
@@ -186,12 +225,27 @@ def register(sub) -> None:
                    help="do not read .bin files for tensors without statistics")
     p.set_defaults(func=cmd_stats)
 
-    p = sub.add_parser("compare", help="compare a target dump with a golden one "
-                                       "(exit 1 if any tensor diverges or cannot be read)")
-    p.add_argument("-gp", "--golden_path", required=True, help="golden dump or round dir")
-    p.add_argument("-tp", "--target_path", required=True, help="target dump or round dir")
-    p.add_argument("-o", "--output", default="./output",
-                   help="result CSV file, or a directory for a timestamped one (./output)")
+    p = sub.add_parser("compare", help="compare a target dump with a golden one (exit 1 if "
+                                       "any tensor diverges or cannot be read, 3 if too little "
+                                       "could be compared or the dumps differ in structure)")
+    p.add_argument("-m", "--mode", default="atb", help="atb (msProbe's spelling; the default)")
+    p.add_argument("-gp", "--golden_path", "--golden-path", dest="golden_path", required=True,
+                   help="golden dump or round dir")
+    p.add_argument("-tp", "--target_path", "--target-path", "-mp", "--my-path", "--my_path",
+                   dest="target_path", required=True,
+                   help="target dump or round dir (msit: -mp/--my-path)")
+    p.add_argument("-o", "--output", "--output_path", "--output-path", dest="output",
+                   default="./output",
+                   help="NAME.csv, NAME.xlsx (Excel workbook), or a directory that gets "
+                        "atb_{tensor|stats}_compare_result_<time>.csv and .xlsx (./output)")
+    p.add_argument("--pair-by-id", action="store_true",
+                   help="pair tensors at the same op ids even where the op names differ")
+    p.add_argument("--json", action="store_true",
+                   help="print the summary (counts, coverage, structure, first divergent "
+                        "tensor, error growth, result files, exit code) as JSON")
+    p.add_argument("--min-matched", type=float, default=0.5,
+                   help="share of the smaller dump's tensors that must be compared, else "
+                        "exit 3 (0.5)")
     p.add_argument("--rtol", type=float, help="override the target dtype's rtol")
     p.add_argument("--atol", type=float, help="override the target dtype's atol")
     p.add_argument("--min-within", type=float, default=0.95,

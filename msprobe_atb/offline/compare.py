@@ -2,11 +2,17 @@
 
 Tensors are matched by process pair, round, op id path, op name path, stage
 (before/after), io and index (the n-th occurrence of the same key in a round
-pairs with the n-th); leftovers on both sides then pair by op id path alone
-(kernel names carry the dtype: AddF16Kernel vs AddF32Kernel), noted in `reason`.
+pairs with the n-th); leftovers on both sides then pair by op id path and the
+names without their dtype tags (kernel names carry the dtype: AddF16Kernel vs
+AddF32Kernel), noted in `reason`; across any names only with `pair_by_id`.
 Every tensor appears in the result: matched pairs get metrics and a verdict, the
-rest are `golden-only` / `target-only`. Tensor dumps are compared element-wise
-(metrics.py); statistics-only dumps by their statistics:
+rest are `golden-only` / `target-only`. What the comparison covered, and whether
+the two dumps have the same structure, is `scope` (compare_scope.py): a
+comparison that checked nothing or far too little, or of differently built
+models, is `incomplete`, never a pass. A statistics-only dump against a tensor
+dump without statistics is compared by statistics computed from the files.
+Tensor dumps are compared element-wise (metrics.py); statistics-only dumps by
+their statistics:
 * Max, Min, Norm pass if |Δ| ≤ atol + 10·rtol·|golden| (10× the element
   tolerance of the target dtype, since statistics accumulate rounding);
 * Mean passes if |Δ| ≤ atol + 10·rtol·rms(golden) (rms = Norm/sqrt(count));
@@ -29,11 +35,19 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from .compare_scope import (
+    MIN_MATCHED,
+    Scope,
+    check_scope,
+    name_without_dtype,
+    structure_differences,
+)
 from .dtypes import TOLERANCES
 from .pair_engine import EngineReport, pair_metrics
-from .table import Dump, op_path
+from .table import FILE_STATUSES, Dump, fill_missing_stats, op_path
 
 STATS_FACTOR = 10.0
+EXIT_INCOMPLETE = 3
 RESULT_COLUMNS = [
     "verdict", "mode", "golden_process", "target_process", "round", "op", "stage", "io",
     "index", "primary", "golden_dtype", "target_dtype", "golden_shape", "target_shape",
@@ -53,9 +67,19 @@ class CompareResult:
     unpaired: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     engine: EngineReport = field(default_factory=EngineReport)  # where the pairs ran
+    scope: Scope = field(default_factory=Scope)
 
     def count(self, verdict: str) -> int:
         return self.rows.filter(pl.col("verdict") == verdict).height
+
+    def exit_code(self) -> int:
+        """3: incomplete (checked too little, or different structure); 1: a tensor
+        diverges, could not be read or was not compared; 0: every checked tensor
+        passes."""
+        if self.scope.incomplete:
+            return EXIT_INCOMPLETE
+        unanswered = self.count("unreadable") + self.count("not-compared")
+        return 1 if self.count("fail") or unanswered else 0
 
 
 def pair_processes(g: pl.DataFrame, t: pl.DataFrame) -> tuple[list[tuple[str, str]], list[str]]:
@@ -163,11 +187,40 @@ def _verdict(m: dict, min_within: float, min_cosine: float) -> tuple[str, str]:
     return ("fail", "; ".join(why)) if why else ("pass", "")
 
 
+def _stats_for_stats_only(golden: Dump, target: Dump) -> list[str]:
+    """A statistics-only dump against tensors without statistics (task tensor):
+    compute the latter's statistics from its files, so they can be compared."""
+    def stats_only(d: Dump) -> bool:
+        return d.tensors.height > 0 and d.tensors.get_column("path").null_count() == \
+            d.tensors.height
+
+    only = [s for s, d in (("golden", golden), ("target", target)) if stats_only(d)]
+    if not only:
+        return []
+    notes = []
+    for side, other in (("golden", target), ("target", golden)):
+        o = other.tensors
+        if side in only and o.filter(pl.col("path").is_not_null() & pl.col("max").is_null()
+                                     ).height:
+            fill_missing_stats(other)
+            notes.append(f"the {'target' if side == 'golden' else 'golden'} dump's statistics "
+                         "were computed from its .bin files")
+    who = "both dumps have" if len(only) == 2 else f"the {only[0]} dump has"
+    return [f"{who} statistics only (no .bin files): tensors are compared by Max/Min/Mean/Norm "
+            "and NaN/Inf counts, not element by element", *notes]
+
+
 def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
                   atol: float | None = None, min_within: float = 0.95,
                   min_cosine: float = 0.999, jobs: int = 1,
                   progress: Callable[[int], None] | None = None,
-                  scheduler: str | None = None) -> CompareResult:
+                  scheduler: str | None = None, pair_by_id: bool = False,
+                  min_matched: float = MIN_MATCHED,
+                  total: Callable[[int], None] | None = None) -> CompareResult:
+    """`progress(n)` after every n tensor pairs compared, `total(n)` once with their
+    number; `pair_by_id` pairs tensors at the same op ids across different names;
+    `scheduler` is the Dask scheduler for the pairs (pair_engine.py)."""
+    scope_notes = _stats_for_stats_only(golden, target)
     g, t = golden.tensors, target.tensors
     if len(golden.layout.rounds) == 1 and len(target.layout.rounds) == 1:
         # Two round dirs, as with msProbe's compare: pair them whatever their numbers.
@@ -184,8 +237,8 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
     on = ["golden_dev_pid", "target_dev_pid", "round"]
     j = gk.join(tk, on=[*on, "key", "occ"], how="full", coalesce=True)
     # Second pass: a tensor left over on both sides at the same op id path, stage, io
-    # and index pairs up although the names differ (kernel names carry the dtype,
-    # e.g. AddF16Kernel vs AddF32Kernel).
+    # and index pairs up if the names differ only in dtype tags (kernel names carry
+    # the dtype, e.g. AddF16Kernel vs AddF32Kernel), or in anything with pair_by_id.
     both = pl.col("golden_op_id").is_not_null() & pl.col("target_op_id").is_not_null()
     left = {s: j.filter(pl.col(f"{o}_op_id").is_null()).select(
         *on, *[c for c in j.columns if c.startswith(f"{s}_") and c not in on])
@@ -193,6 +246,8 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
     for s, d in left.items():
         idkey = (pl.col(f"{s}_op_id") + "|" + pl.col(f"{s}_stage") + "|" + pl.col(f"{s}_io")
                  + "." + pl.col(f"{s}_index"))
+        if not pair_by_id:
+            idkey = idkey + "|" + name_without_dtype(f"{s}_op_name")
         left[s] = d.with_columns(idkey.alias("key")).with_columns(
             pl.int_range(pl.len()).over([*on, "key"]).alias("occ"))
     j2 = left["golden"].join(left["target"], on=[*on, "key", "occ"], how="full",
@@ -209,7 +264,7 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
         tdt.replace_strict({k: v[1] for k, v in TOLERANCES.items()}, default=0.0,
                            return_dtype=pl.Float64)
     files = both & pl.all_horizontal(
-        [pl.col(f"{s}_path").is_not_null() & pl.col(f"{s}_status").is_in(["bin", "stub"])
+        [pl.col(f"{s}_path").is_not_null() & pl.col(f"{s}_status").is_in(FILE_STATUSES)
          for s in ("golden", "target")])
     j = j.with_columns(
         pl.when(~both).then(pl.lit("-")).when(files).then(pl.lit("tensor"))
@@ -217,8 +272,10 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
         rt.alias("_rt"), at.alias("_at"))
     j = j.with_columns(_stats_columns(pl.col("_rt"), pl.col("_at")))
 
-    tens, engine = pair_metrics(j.filter(pl.col("mode") == "tensor"), rtol, atol, jobs,
-                                progress, scheduler)
+    work = j.filter(pl.col("mode") == "tensor")
+    if total:
+        total(work.height)
+    tens, engine = pair_metrics(work, rtol, atol, jobs, progress, scheduler)
     verdicts = [_verdict(m, min_within, min_cosine) for m in tens.iter_rows(named=True)]
     tens = tens.drop("state", "reason").with_columns(
         pl.Series("verdict", [v for v, _ in verdicts], pl.Utf8),
@@ -268,8 +325,12 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
         reason.alias("reason"), "golden_path", "target_path", "target_seq", "golden_seq",
         pick("op_id").alias("op_id"), pick("op_name").alias("op_name"),
     )
-    return CompareResult(out.select(RESULT_COLUMNS), pairs, notes,
-                         golden.problems + target.problems, engine)
+    rows = out.select(RESULT_COLUMNS)
+    scope = check_scope(g, t, pairs, rows, structure_differences(g, t, pairs), min_matched,
+                        pair_by_id)
+    scope.notes = scope_notes + scope.notes
+    return CompareResult(rows, pairs, notes, golden.problems + target.problems, engine=engine,
+                         scope=scope)
 
 
 def error_growth(res: CompareResult, top: int = 5) -> list[dict]:
@@ -303,57 +364,6 @@ def error_growth(res: CompareResult, top: int = 5) -> list[dict]:
 def first_divergence(res: CompareResult) -> dict | None:
     bad = res.rows.filter((pl.col("verdict") == "fail") & pl.col("primary"))
     return bad.row(0, named=True) if bad.height else None
-
-
-def _g(v) -> str:
-    return "-" if v is None else (f"{v:.6g}" if isinstance(v, float) else str(v))
-
-
-def format_summary(res: CompareResult, out_csv: str | None) -> str:
-    n = res.rows.height
-    counts = {v: res.count(v) for v in ("pass", "fail", "golden-only", "target-only",
-                                          "unreadable", "not-compared", "not-saved",
-                                          "no-data")}
-    lines = [f"Compared {n} tensors over {len(res.process_pairs)} process pair(s) "
-             + ", ".join(f"{a}→{b}" for a, b in res.process_pairs[:4]),
-             "  " + ", ".join(f"{k} {v}" for k, v in counts.items() if v or k in ("pass", "fail"))]
-    if res.engine.where != "in-process" or res.engine.not_compared:
-        lines.append("  " + res.engine.summary())
-    for note in res.unpaired + res.problems[:10]:
-        lines.append(f"  note: {note}")
-    fd = first_divergence(res)
-    lines.append("")
-    unreadable = counts["unreadable"] + counts["not-compared"]
-    if fd is None and unreadable:
-        lines.append(f"No divergent tensor among those read, but {unreadable} could not be read"
-                     " or compared (see the `reason` column of the CSV): the comparison is "
-                     "incomplete.")
-    elif fd is None:
-        lines.append("No divergent tensor: every matched tensor is within tolerance.")
-    else:
-        lines.append(f"FIRST DIVERGENT op (target execution order): round {fd['round']}, "
-                     f"{fd['op']} {fd['io']} {fd['index']} [{fd['mode']}]")
-        lines.append(f"  {fd['reason']}")
-        if fd["mode"] == "tensor":
-            lines.append(f"  cosine {_g(fd['cosine'])}, max abs err {_g(fd['max_abs_err'])}, "
-                         f"max rel err {_g(fd['max_rel_err'])}, rmse {_g(fd['rmse'])}, "
-                         f"within tol {_g(fd['within_tol'])}")
-        lines.append(f"  golden: {fd['golden_path'] or '-'}")
-        lines.append(f"  target: {fd['target_path'] or '-'}")
-    growth = error_growth(res)
-    if growth:
-        lines.append("Largest error growth (worst output error / worst input error):")
-        for o in growth:
-            lines.append(f"  round {o['round']} {o['op']}: {_g(o['err_in'])} -> "
-                         f"{_g(o['err_out'])} (x{_g(o['growth'])})")
-    un = res.rows.filter(pl.col("verdict").is_in(["golden-only", "target-only"]))
-    if un.height:
-        lines.append(f"Unmatched tensors ({un.height}), first ones:")
-        for r in un.head(10).iter_rows(named=True):
-            lines.append(f"  {r['verdict']}: round {r['round']} {r['op']} {r['io']} {r['index']}")
-    if out_csv:
-        lines.append(f"All rows: {out_csv}")
-    return "\n".join(lines)
 
 
 def default_jobs() -> int:

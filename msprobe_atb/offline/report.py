@@ -210,11 +210,14 @@ def _comparison(page: Page, comparison: CompareResult, label: str, order: list[s
     shown = rows.head(MAX_COMPARE_ROWS)
     listed = set(shown.get_column("_id").to_list())
     worst = {layer: rid for layer, rid in worst.items() if rid in listed}
+    sc = comparison.scope
+    for line in [*sc.structure, *sc.causes] if sc.incomplete else []:
+        body.append(f"<p class='bad'>Not a pass: {html.escape(line)}</p>")
     if fd:
         body.append(f"<p class='bad'>First divergent: round {fd['round']} "
                     f"{html.escape(fd['op'])} {fd['io']} {html.escape(str(fd['index']))}: "
                     f"{html.escape(fd['reason'] or '')}</p>")
-    else:
+    elif not sc.incomplete:
         body.append("<p class='ok'>No divergent tensor.</p>")
     checked = rows.filter(pl.col("verdict").is_in(["pass", "fail"]) & pl.col("primary"))
     outputs = checked.filter(pl.col("io") == "output")

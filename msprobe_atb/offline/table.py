@@ -51,6 +51,9 @@ SCHEMA: dict[str, pl.DataType] = {
     "round_dir": pl.Utf8, "source": pl.Utf8, "seq_exact": pl.Boolean, "stage": pl.Utf8,
     "stat_step": pl.Float64,
 }
+# Data Status values whose Tensor Path is a file holding the tensor or naming it
+# ("linked": a hard link to an identical earlier tensor, read like any .bin).
+FILE_STATUSES = ("bin", "linked", "stub")
 STAT_COLS = ("max", "min", "mean", "norm")
 COUNT_COLS = ("count", "nan", "pinf", "ninf", "zero")
 
@@ -139,8 +142,9 @@ def _from_csvs(rounds: list[RoundDir], problems: list[str]) -> pl.DataFrame | No
             pl.col("Neg Inf Count").cast(pl.Int64, strict=False).alias("ninf"),
             pl.col("Zero Count").cast(pl.Int64, strict=False).alias("zero"),
             pl.col("Data Status").alias("status"), _unescape("Note").alias("note"),
-            (pl.col("Stage") if "Stage" in extra.columns else pl.lit(None, pl.Utf8))
-            .alias("stage"), pl.lit(True).alias("_in_extra"))
+            (pl.when(pl.col("Stage").is_in(["before", "after"])).then(pl.col("Stage"))
+             if "Stage" in extra.columns else pl.lit(None, pl.Utf8)).alias("stage"),
+            pl.lit(True).alias("_in_extra"))
     if extra is not None and extra.height == main.height and all(
             main.get_column(c).equals(extra.get_column(c)) for c in tkey):
         # The contract: row-aligned files. Checked column by column, then joined as is.
@@ -361,7 +365,7 @@ def fill_missing_stats(dump: Dump) -> None:
     df = dump.tensors
     need = df.with_row_index("_i").filter(
         pl.col("path").is_not_null() & pl.col("max").is_null() & pl.col("nan").is_null()
-        & pl.col("status").is_in(["bin", "stub"]))
+        & pl.col("status").is_in(FILE_STATUSES))
     if need.height == 0:
         return
     updates = []
@@ -390,7 +394,7 @@ def verify_files(dump: Dump) -> int:
     Returns the number of bad files."""
     df = dump.tensors
     bad: dict[str, str] = {}
-    for p in df.filter(pl.col("status").is_in(["bin", "stub"]) & pl.col("path").is_not_null()
+    for p in df.filter(pl.col("status").is_in(FILE_STATUSES) & pl.col("path").is_not_null()
                        ).get_column("path").to_list():
         try:
             resolve(p)

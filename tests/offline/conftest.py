@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 import offline_synth as synth  # noqa: E402
-from offline_helpers import INJECT, make_real_dump, need_real  # noqa: E402
+from offline_helpers import INJECT, MODEL, make_real_dump, need_real  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -55,4 +55,15 @@ def stats_dump(tmp_path_factory):
     need_real()
     base = tmp_path_factory.mktemp("stats")
     yield make_real_dump(base / "st", "fp16", inject=INJECT, task="statistics")
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def stats_dump_3_layers(tmp_path_factory):
+    """The statistics-only run of stats_dump's model with 3 layers instead of 2."""
+    need_real()
+    base = tmp_path_factory.mktemp("stats3")
+    model = [*MODEL]
+    model[model.index("--layers") + 1] = "3"
+    yield make_real_dump(base / "st3", "fp32", task="statistics", model=model)
     shutil.rmtree(base, ignore_errors=True)

@@ -63,7 +63,7 @@ def _wait_done(out: Path, timeout: float = 90.0) -> None:
 
 
 def make_real_dump(out: Path, dtype: str, *, inject: str | None = None, task: str = "all",
-                   filter_level: int = 1) -> Path:
+                   filter_level: int = 1, model: list[str] = MODEL) -> Path:
     """Run the stand-in ATB under the real probe with a config enabled from the start."""
     out.mkdir(parents=True, exist_ok=True)
     cfg = out / "config.json"
@@ -76,7 +76,7 @@ def make_real_dump(out: Path, dtype: str, *, inject: str | None = None, task: st
     env.update(ATB_HOME_PATH=str(home), ATB_OUTPUT_DIR=str(out), ATB_DUMP_CONFIG=str(cfg),
                MSPROBE_ATB_PYTHON=sys.executable, LD_PRELOAD=str(shim_lib(ABI)),
                LD_LIBRARY_PATH=f"{home / 'lib'}:{env.get('LD_LIBRARY_PATH', '')}")
-    cmd = [str(atbsim_bin(ABI)), "run", "--dtype", dtype, *MODEL]
+    cmd = [str(atbsim_bin(ABI)), "run", "--dtype", dtype, *model]
     if inject:
         cmd += ["--inject", inject]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)

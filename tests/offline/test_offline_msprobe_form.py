@@ -126,5 +126,5 @@ def test_convert_and_report_read_msprobe_dump(msprobe_dump, tmp_path):
     npy = out / stub.relative_to(msprobe_dump / "atb_dump_data").with_suffix(".npy")
     real = r0 / "1_Layer/0_Norm/after/outtensor0.bin"
     np.testing.assert_array_equal(np.load(npy), load_bin(real))
-    page = build_report(open_dump(msprobe_dump, fill_stats=True))
+    page, _ = build_report(open_dump(msprobe_dump, fill_stats=True))
     assert INJ in page and "have no statistic.csv row" in page

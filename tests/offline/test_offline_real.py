@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import polars as pl
 import pytest
-from offline_helpers import INJECT_OP, run_cli
+from offline_helpers import INJECT, INJECT_OP, run_cli
 from testkit import REPO
 
 from msprobe_atb.offline import compare_dumps, load_bin, open_dump, read_header
@@ -176,3 +176,36 @@ def test_main_cli_entry(real_dumps):
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout)
     assert _is_injected_op(s["first_nonfinite"][0]["op"])
+
+
+def test_different_layer_counts_real(stats_dump_3_layers, stats_dump, tmp_path):
+    """3-layer golden vs 2-layer target: the LmHead of one is not compared with
+    a decoder layer of the other, and the structure difference comes first."""
+    rc, out = run_cli("compare", "-gp", str(stats_dump_3_layers), "-tp", str(stats_dump),
+                      "-o", str(tmp_path / "c.csv"))
+    assert rc == 3, out[:2000]
+    assert out.startswith("STRUCTURE DIFFERS")
+    assert "3: golden Prefill_layer, target LmHead" in out
+    assert "golden 3 Prefill_layer, 3 Decoder_layer; target 2 Prefill_layer, 2 Decoder_layer" \
+        in out
+    res = pl.read_csv(tmp_path / "c.csv")
+    assert res.filter((pl.col("op_id") == "3") & pl.col("verdict").is_in(["pass", "fail"])
+                      ).height == 0
+
+
+def test_inject_help_names_the_op_ids_the_tools_print(real_dumps):
+    """atbsim's --inject help says layer=N is op N+1_Prefill_layer (N+L+3 in
+    decode); the tools print exactly those op ids."""
+    from offline_helpers import MODEL
+    from testkit import atbsim_bin
+    help_text = subprocess.run([str(atbsim_bin(1)), "run", "--help"], capture_output=True,
+                               text=True, timeout=60).stdout
+    assert "layer 1 is op 2_Prefill_layer" in help_text and "N+L+3 in decode" in help_text
+    layers = int(MODEL[MODEL.index("--layers") + 1])
+    t = open_dump(real_dumps["golden"]).tensors
+    top = dict(t.filter(~pl.col("op_id").str.contains("_")).select("op_id", "op_name")
+               .unique().iter_rows())
+    for n in range(layers):
+        assert top[str(n + 1)] == "Prefill_layer" and top[str(n + layers + 3)] == "Decoder_layer"
+    inj_layer = int(INJECT.split("layer=")[1].split(",")[0])
+    assert INJECTED.startswith(f"{inj_layer + 1}_Prefill_layer/")

@@ -132,7 +132,7 @@ def test_compare_mismatched_structure(tmp_path):
                        "-o", str(tmp_path / "o"))
     assert "target-only: round 0 9_Extra input 0" in text
     assert "golden-only: round 0 1_Layer input 0" in text
-    assert list((tmp_path / "o").glob("atb_compare_result_*.csv"))
+    assert list((tmp_path / "o").glob("atb_tensor_compare_result_*.csv"))
 
 
 def test_compare_round_dirs_and_stats_mode(tmp_path):

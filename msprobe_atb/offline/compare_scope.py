@@ -1,0 +1,168 @@
+"""What a compare checked, so it never reports a pass it did not check.
+
+* Structure: the op names of the two dumps at the same op ids (names compared
+  without their dtype tags, so `AddF16Kernel` is `AddF32Kernel`), and the number
+  of top-level ops of each name (layers). A difference means different models:
+  compare says so first, and pairs tensors across different names only when
+  asked (`pair_by_id`).
+* Coverage: the inputs before and outputs after each op (the `primary` tensors)
+  present on each side, and how many of them were checked (pass, fail or
+  unreadable). Nothing checked, or fewer than `min_matched` of the smaller
+  side, is not a pass: `incomplete`, with the likely causes named.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import polars as pl
+
+# A dtype tag inside an op or kernel name: F16, BF16, FP32, I64, Int8, 16, ...
+DTYPE_TAG = r"(?i)(?:bf|fp|f|u?int|i|float|half)?\d+"
+MIN_MATCHED = 0.5
+EXAMPLES = 3
+
+
+def name_without_dtype(col: str) -> pl.Expr:
+    return pl.col(col).str.replace_all(DTYPE_TAG, "")
+
+
+@dataclass
+class Scope:
+    golden: int = 0  # primary tensors present (not deliberately unsaved)
+    target: int = 0
+    checked: int = 0  # primary tensors compared (pass, fail, unreadable)
+    min_matched: float = MIN_MATCHED
+    structure: list[str] = field(default_factory=list)  # differences, said first
+    paired_by_id: bool = False  # the user asked to pair across different names
+    causes: list[str] = field(default_factory=list)  # why so little was checked
+    notes: list[str] = field(default_factory=list)  # what the reader should know
+
+    @property
+    def low(self) -> bool:
+        return self.checked == 0 or self.checked < self.min_matched * min(self.golden,
+                                                                            self.target)
+
+    @property
+    def incomplete(self) -> bool:
+        return self.low or (bool(self.structure) and not self.paired_by_id)
+
+
+def _ids(ids) -> str:
+    """['0', '1', '2', '3', '7'] -> '0-3, 7' (top-level ids or rounds, numerically)."""
+    runs: list[list[int]] = []
+    for n in sorted({int(i) for i in ids if str(i).isdigit()}):
+        if runs and runs[-1][1] + 1 == n:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in runs) or "none"
+
+
+def _ops(df: pl.DataFrame) -> pl.DataFrame:
+    return df.select("op_id", "op_name").unique().with_columns(
+        name_without_dtype("op_name").alias("_norm"))
+
+
+def _layer_counts(ops: pl.DataFrame) -> Counter:
+    top = ops.filter(~pl.col("op_id").str.contains("_"))
+    return Counter(top.get_column("op_name").to_list())
+
+
+def structure_differences(g: pl.DataFrame, t: pl.DataFrame,
+                          pairs: list[tuple[str, str]]) -> list[str]:
+    """Differences in structure between paired processes, one sentence each."""
+    out: list[str] = []
+    for gp, tp in pairs:
+        go = _ops(g.filter(pl.col("dev_pid") == gp))
+        to = _ops(t.filter(pl.col("dev_pid") == tp))
+        both = go.join(to, on="op_id", suffix="_t")
+        differ = (both.filter(pl.col("_norm") != pl.col("_norm_t"))
+                  .with_columns(pl.col("op_id").str.count_matches("_").alias("_depth"))
+                  .sort(["_depth", "op_id"]))
+        where = f" ({gp} vs {tp})" if len(pairs) > 1 else ""
+        if differ.height:
+            ex = "; ".join(f"{r['op_id']}: golden {r['op_name']}, target {r['op_name_t']}"
+                           for r in differ.head(EXAMPLES).iter_rows(named=True))
+            out.append(f"op names differ at {differ.height} of {both.height} shared op ids"
+                       f"{where}, e.g. {ex}")
+        gc, tc = _layer_counts(go), _layer_counts(to)
+        if differ.height and gc != tc:
+            names = [n for n in dict.fromkeys([*gc, *tc]) if gc[n] != tc[n]]
+            out.append(f"top-level op counts differ{where}: golden "
+                       + ", ".join(f"{gc[n]} {n}" for n in names) + "; target "
+                       + ", ".join(f"{tc[n]} {n}" for n in names))
+    return out
+
+
+def coverage(rows: pl.DataFrame) -> tuple[int, int, int]:
+    """(golden present, target present, checked) primary tensors of a result."""
+    prim = rows.filter(pl.col("primary").fill_null(False))
+    v = pl.col("verdict")
+    g = prim.filter(~v.is_in(["target-only", "not-saved"])).height
+    t = prim.filter(~v.is_in(["golden-only", "not-saved"])).height
+    return g, t, prim.filter(v.is_in(["pass", "fail", "unreadable"])).height
+
+
+def likely_causes(g: pl.DataFrame, t: pl.DataFrame, pairs: list[tuple[str, str]],
+                  rows: pl.DataFrame, structure: list[str]) -> list[str]:
+    """Why little or nothing was checked, most likely first."""
+    causes: list[str] = []
+    for side, df in (("golden", g), ("target", t)):
+        if df.height == 0:
+            causes.append(f"the {side} dump holds no tensors (no statistic.csv rows and no "
+                          ".bin files): wrong directory, or a dump that selected nothing")
+    if causes:
+        return causes
+    if structure:
+        causes.append("different models: " + structure[0])
+    gp = g.filter(pl.col("dev_pid").is_in([a for a, _ in pairs]))
+    tp = t.filter(pl.col("dev_pid").is_in([b for _, b in pairs]))
+    gr, tr = set(gp.get_column("round").to_list()), set(tp.get_column("round").to_list())
+    if not gr & tr:
+        causes.append(f"no round in common (golden rounds {_ids(gr)}, target {_ids(tr)}): "
+                      "wrong directories, or give two round "
+                      "dirs (…/data/{dev}_{pid}/{round}) to compare one round with another")
+    gfiles, tfiles = gp.get_column("path").null_count() < gp.height, \
+        tp.get_column("path").null_count() < tp.height
+    gstats = gp.get_column("max").null_count() < gp.height or gp.get_column("nan").null_count() \
+        < gp.height
+    tstats = tp.get_column("max").null_count() < tp.height or tp.get_column("nan").null_count() \
+        < tp.height
+    if (not gfiles and not tstats) or (not tfiles and not gstats):
+        causes.append("statistics vs tensors: one dump has statistics only (task statistics) "
+                      "and the other tensors without statistics, so there is nothing to compare "
+                      "them by")
+    nodata = rows.filter(pl.col("verdict") == "no-data").height
+    if nodata:
+        causes.append(f"{nodata} matched tensors have neither files nor statistics on both "
+                      "sides")
+    gi = set(gp.get_column("op_id").unique().to_list())
+    ti = set(tp.get_column("op_id").unique().to_list())
+    top = lambda ids: [i for i in ids if "_" not in i]  # noqa: E731
+    if not gi & ti:
+        causes.append(f"no op id in common (golden top-level ops {_ids(top(gi))}, target "
+                      f"{_ids(top(ti))}): different models or wrong directories")
+    elif not structure and (gi - ti or ti - gi):
+        causes.append(f"the dumps selected different ops: golden {len(gi)} op ids, target "
+                      f"{len(ti)}, {len(gi & ti)} in common (do the configs' ids, op_name, "
+                      "save_child, exec_range agree?)")
+    unread = rows.filter(pl.col("verdict") == "unreadable").height
+    if unread:
+        causes.append(f"{unread} tensors could not be read (see the reason column)")
+    return causes or ["the tensors of the two dumps do not line up by op id path, name, stage, "
+                      "io and index"]
+
+
+def check_scope(g: pl.DataFrame, t: pl.DataFrame, pairs: list[tuple[str, str]],
+                rows: pl.DataFrame, structure: list[str], min_matched: float = MIN_MATCHED,
+                paired_by_id: bool = False) -> Scope:
+    ng, nt, checked = coverage(rows)
+    s = Scope(ng, nt, checked, min_matched, structure, paired_by_id)
+    if s.incomplete:
+        s.causes = likely_causes(g, t, pairs, rows, [] if paired_by_id else structure)
+    if structure and paired_by_id:
+        s.notes.append("tensors at the same op ids were paired across different op names, "
+                       "as asked (pair by id)")
+    return s

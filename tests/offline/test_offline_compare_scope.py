@@ -1,0 +1,112 @@
+"""compare never reports a pass it did not check (issue 8 §4): nothing or too
+little matched, different structure, statistics vs tensors, and a tensor holding
+NaN/Inf, each said in the headline, with exit code 3 where the check is missing."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+from offline_helpers import run_cli
+from offline_synth import RoundWriter, small_model
+
+from msprobe_atb.offline import compare_dumps, open_dump
+from msprobe_atb.offline.report import build_report
+
+INJ = "2_Layer/1_Linear"
+
+
+def _model(root, names: list[str], dtype=np.float32, task: str = "all", rounds=(0,)):
+    """Top-level ops `{i}_{name}`, one input and one output each."""
+    x = np.linspace(-1, 1, 8)
+    for r in rounds:
+        w = RoundWriter(root / "atb_dump_data" / "data", "0_321", r, task)
+        for i, n in enumerate(names):
+            w.add(f"{i}_{n}", "input", 0, (x * (i + 1)).astype(dtype))
+            w.add(f"{i}_{n}", "output", 0, (x * (i + 2)).astype(dtype))
+        w.close()
+    return root
+
+
+def llama(layers: int) -> list[str]:
+    return ["WordEmbedding", *["Prefill_layer"] * layers, "LmHead"]
+
+
+def test_different_layer_counts_say_structure_first(tmp_path):
+    g, t = _model(tmp_path / "g", llama(4)), _model(tmp_path / "t", llama(2), np.float16)
+    res = compare_dumps(open_dump(g), open_dump(t))
+    assert res.exit_code() == 3
+    # 3_LmHead and 3_Prefill_layer are not paired: different ops.
+    at3 = res.rows.filter(pl.col("op_id") == "3")
+    assert set(at3.get_column("verdict")) == {"golden-only", "target-only"}
+    rc, out = run_cli("compare", "-gp", str(g), "-tp", str(t), "-o", str(tmp_path / "c.csv"))
+    assert rc == 3
+    assert out.startswith("STRUCTURE DIFFERS")
+    assert "3: golden Prefill_layer, target LmHead" in out
+    assert "top-level op counts differ: golden 4 Prefill_layer; target 2 Prefill_layer" in out
+    assert "No divergent tensor: all" not in out
+    page, _ = build_report(open_dump(t), res, str(g))
+    assert "Not a pass: op names differ at" in page and "No divergent tensor" not in page
+    # On request, pairs by op id across the names, still saying so first.
+    res = compare_dumps(open_dump(g), open_dump(t), pair_by_id=True)
+    lm = res.rows.filter(pl.col("op_id") == "3").row(0, named=True)
+    assert lm["verdict"] in ("pass", "fail") and "golden name Prefill_layer" in lm["reason"]
+    rc, out = run_cli("compare", "-gp", str(g), "-tp", str(t), "-o", str(tmp_path / "d.csv"),
+                      "--pair-by-id")
+    assert rc == 0 and out.startswith("STRUCTURE DIFFERS") and "as asked" in out
+
+
+def test_nothing_matched_is_not_a_pass(tmp_path):
+    g = _model(tmp_path / "g", llama(2))
+    t = _model(tmp_path / "t", llama(2), rounds=(5, 6))  # whole dumps, other rounds
+    rc, out = run_cli("compare", "-gp", str(g), "-tp", str(t), "-o", str(tmp_path / "c.csv"))
+    assert rc == 3
+    assert "NOTHING WAS COMPARED" in out and "no round in common (golden rounds 0, target 5-6)" \
+        in out
+    assert "No divergent tensor: all" not in out
+    rc, out = run_cli("compare", "-gp", str(g), "-tp", str(t), "-o", str(tmp_path / "d.csv"),
+                      "--json")
+    s = json.loads(out)
+    assert rc == 3 and s["exit_code"] == 3 and s["incomplete"] and s["coverage"]["checked"] == 0
+    assert s["causes"][0].startswith("no round in common")
+
+
+def test_far_fewer_matched_names_the_selection(tmp_path):
+    g = _model(tmp_path / "g", ["Layer"] * 8)
+    t = tmp_path / "t"
+    w = RoundWriter(t / "atb_dump_data" / "data", "0_321", 0)
+    x = np.linspace(-1, 1, 8)
+    for i in range(7, 14):  # other op ids: only op 7 is in both
+        w.add(f"{i}_Layer", "input", 0, (x * (i + 1)).astype(np.float32))
+        w.add(f"{i}_Layer", "output", 0, (x * (i + 2)).astype(np.float32))
+    w.close()
+    res = compare_dumps(open_dump(g), open_dump(t))
+    assert res.count("pass") == 2 and res.count("fail") == 0 and res.exit_code() == 3
+    rc, out = run_cli("compare", "-gp", str(g), "-tp", str(t), "-o", str(tmp_path / "c.csv"))
+    assert rc == 3 and "NOT A PASS: only 2 of the smaller dump's 14 tensors" in out
+    assert "the dumps selected different ops: golden 8 op ids, target 7, 1 in common" in out
+    rc, _ = run_cli("compare", "-gp", str(g), "-tp", str(t), "-o", str(tmp_path / "d.csv"),
+                    "--min-matched", "0.1")
+    assert rc == 0
+
+
+def test_statistics_vs_tensors_compared_by_statistics(tmp_path):
+    g = small_model(tmp_path / "g", task="statistics")
+    t = small_model(tmp_path / "t", task="tensor", dtype=np.float16)
+    res = compare_dumps(open_dump(g), open_dump(t))
+    assert res.count("pass") == 48 and set(res.rows.get_column("mode")) == {"stats"}
+    rc, out = run_cli("compare", "-gp", str(g), "-tp", str(t), "-o", str(tmp_path / "c.csv"))
+    assert rc == 0
+    assert "the golden dump has statistics only" in out
+    assert "target dump's statistics were computed from its .bin files" in out
+
+
+def test_nonfinite_leads_the_headline(synth_pair, tmp_path):
+    rc, out = run_cli("compare", "-gp", str(synth_pair[0]), "-tp", str(synth_pair[1]),
+                      "-o", str(tmp_path / "c.csv"))
+    assert rc == 1
+    block = out.split("FIRST DIVERGENT op")[1].splitlines()
+    assert block[0].endswith(f"round 0, {INJ} output 0 [tensor]")
+    assert block[1] == "  NaN/Inf: target 1 +Inf; golden none (different positions)"
+    assert block[2].startswith("  over the elements finite on both sides (of 16): cosine")
