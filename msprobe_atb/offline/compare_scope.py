@@ -66,7 +66,9 @@ def _ops(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _layer_counts(ops: pl.DataFrame) -> Counter:
-    top = ops.filter(~pl.col("op_id").str.contains("_"))
+    """Top-level ops per name, the names in op id order."""
+    top = ops.filter(~pl.col("op_id").str.contains("_")).sort(
+        pl.col("op_id").cast(pl.Int64, strict=False))
     return Counter(top.get_column("op_name").to_list())
 
 
@@ -79,8 +81,11 @@ def structure_differences(g: pl.DataFrame, t: pl.DataFrame,
         to = _ops(t.filter(pl.col("dev_pid") == tp))
         both = go.join(to, on="op_id", suffix="_t")
         differ = (both.filter(pl.col("_norm") != pl.col("_norm_t"))
-                  .with_columns(pl.col("op_id").str.count_matches("_").alias("_depth"))
-                  .sort(["_depth", "op_id"]))
+                  .with_columns(pl.col("op_id").str.count_matches("_").alias("_depth"),
+                                pl.col("op_id").str.split("_")
+                                .list.eval(pl.element().str.zfill(9)).list.join("_")
+                                .alias("_num"))
+                  .sort(["_depth", "_num"]))
         where = f" ({gp} vs {tp})" if len(pairs) > 1 else ""
         if differ.height:
             ex = "; ".join(f"{r['op_id']}: golden {r['op_name']}, target {r['op_name_t']}"
