@@ -235,8 +235,15 @@ def load_payload(hdr: BinHeader, raw: bool = False) -> np.ndarray:
     if hdr.dtype == 13:  # string: raw bytes, no element shape
         return buf
     arr = spec.decode(buf, hdr.numel, raw)
-    packed_raw = raw and hdr.dtype in (29, 30)  # raw int4/uint1 stay packed bytes
-    return arr if packed_raw else arr.reshape(hdr.dims)
+    if raw and hdr.dtype in (29, 30):  # raw int4/uint1 stay packed bytes
+        return arr
+    try:
+        return arr.reshape(hdr.dims)
+    except ValueError as exc:  # numpy's limits, e.g. at most 64 dimensions
+        raise BinFileError(hdr.path, f"its {len(hdr.dims)} dimensions cannot be held by a "
+                                     f"numpy array ({exc}); the payload ({hdr.length} bytes at "
+                                     f"offset {hdr.data_offset}) can be read flat with "
+                                     "numpy.fromfile") from None
 
 
 def load_bin(path: os.PathLike | str, raw: bool = False) -> np.ndarray:
