@@ -133,7 +133,9 @@ source "$repo/scripts/unload_atb_probe.sh" >/dev/null
 for run in golden target; do wait_for "$out/$run" 'not s["daemon"]["alive"]'; done
 
 show "$msprobe" stats "$out/target"
-# compare exits 1 when tensors fail, like diff: here that is the expected finding.
-show "$msprobe" compare -gp "$out/golden" -tp "$out/target" -o "$out/compare.csv" || true
+# compare exits 1 when tensors fail, like diff: here that is the expected finding
+# (3 would mean it could not compare enough to tell). The workbook is what msProbe
+# users open; -o DIR writes it and a CSV under msProbe's result file names.
+show "$msprobe" compare -m atb -gp "$out/golden" -tp "$out/target" -o "$out/compare.xlsx" || true
 show "$msprobe" report "$out/target" --golden "$out/golden" -o "$out/report.html"
 printf '\nDone. Everything is in %s (open report.html in a browser).\n' "$out"

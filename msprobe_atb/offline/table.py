@@ -346,6 +346,13 @@ def open_dump(path: str | Path, *, fill_stats: bool = False) -> Dump:
                 "lose rows); they were read from the files")
             parts.append(extra.with_columns(pl.lit("no statistic.csv row: read from the file")
                                             .alias("note")))
+        blind = csv.filter(pl.col("round_dir").is_in([str(r.path) for r in unlisted_dirs]))
+        if blind.height and blind.get_column("path").null_count() == blind.height:
+            problems.append(
+                f"{blind.get_column('round_dir').n_unique()} round dir(s) hold only an "
+                "msProbe-style statistic.csv (no statistic_extra.csv, no .bin files): msProbe "
+                "writes no row for a tensor whose Min is -inf or Mean is -nan, so such tensors "
+                "are missing from this dump and cannot be found")
     if not parts:
         df = pl.DataFrame(schema={k: v for k, v in SCHEMA.items() if k not in
                                   ("device", "pid", "layer")})

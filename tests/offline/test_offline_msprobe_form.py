@@ -128,3 +128,11 @@ def test_convert_and_report_read_msprobe_dump(msprobe_dump, tmp_path):
     np.testing.assert_array_equal(np.load(npy), load_bin(real))
     page, _ = build_report(open_dump(msprobe_dump, fill_stats=True))
     assert INJ in page and "have no statistic.csv row" in page
+
+
+def test_statistics_only_msprobe_dump_warns_of_missing_rows(tmp_path):
+    with np.errstate(all="ignore"):
+        small_model(tmp_path, dtype=np.float16, inject=(0, "Add"), value=-np.inf,
+                    task="statistics", writer=MsprobeRound)
+    rc, out = run_cli("stats", str(tmp_path))
+    assert "such tensors are missing from this dump" in out and "2 round dir(s)" in out
