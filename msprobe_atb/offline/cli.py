@@ -109,11 +109,12 @@ def cmd_compare(a) -> int:
     from .compare import compare_dumps
     from .compare_headline import format_summary, summary_json
     from .dask_run import ClusterError
+    from .dumpset import open_dumps
     if a.mode != "atb":
         return _err("compare", f"-m {a.mode}: only mode atb (ATB dumps) is supported")
     try:
-        golden, target = _open(a.golden_path, False), _open(a.target_path, False)
-    except DumpNotFound as e:
+        golden, target = open_dumps(a.golden_path), open_dumps(a.target_path)
+    except (DumpNotFound, ValueError) as e:
         return _err("compare", str(e))
     bar = _bar("compare", unit="pair")
     try:
@@ -230,10 +231,12 @@ def register(sub) -> None:
                                        "could be compared or the dumps differ in structure)")
     p.add_argument("-m", "--mode", default="atb", help="atb (msProbe's spelling; the default)")
     p.add_argument("-gp", "--golden_path", "--golden-path", dest="golden_path", required=True,
-                   help="golden dump or round dir")
+                   nargs="+", metavar="DIR",
+                   help="golden dump or round dir (several: one dump per node)")
     p.add_argument("-tp", "--target_path", "--target-path", "-mp", "--my-path", "--my_path",
-                   dest="target_path", required=True,
-                   help="target dump or round dir (msit: -mp/--my-path)")
+                   dest="target_path", required=True, nargs="+", metavar="DIR",
+                   help="target dump or round dir (msit: -mp/--my-path; several: one dump "
+                        "per node)")
     p.add_argument("-o", "--output", "--output_path", "--output-path", dest="output",
                    default="./output",
                    help="NAME.csv, NAME.xlsx (Excel workbook), or a directory that gets "

@@ -165,7 +165,7 @@ class ClusterRun:
                                    "msprobe_atb.offline.dask_roots --dump-root DIR` on "
                                    "the node holding it")
         for group, idx in groups.items():
-            for b in batches(idx, sizes):
+            for b in batches(idx, sizes, len(group)):
                 self._submit(("batch", b), set(group), run_batch, [pairs[i] for i in b],
                              rtol, atol)
         for tr in transfers:
@@ -229,7 +229,7 @@ class ClusterRun:
             who, rows = result
             for i, r in zip(what[1], rows):
                 self.out[i] = r
-                self.report.placement[i] = who
+                self.report.placement[self.pairs[i][:2]] = who
             if self.progress:
                 self.progress(len(rows))
             return
@@ -243,7 +243,7 @@ class ClusterRun:
             return
         k, (who, state) = what[2], result
         tr.states[k] = state
-        self.report.placement[tr.index] = who
+        self.report.placement[self.pairs[tr.index][:2]] = who
         self.report.moved_bytes += tr.sides["t"].byte_span(*tr.ranges[k])[1]
         self._feed(tr)
         if len(tr.states) == len(tr.ranges):

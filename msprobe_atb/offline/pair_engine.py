@@ -20,7 +20,7 @@ repeatedly, is reported `not-compared`, never passed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -45,7 +45,8 @@ BATCH_PAIRS = 256
 class EngineReport:
     where: str = "in-process"
     workers: int = 1
-    placement: dict[int, str] = field(default_factory=dict)  # pair index -> worker address
+    # (golden path, target path) -> address of the worker that computed the pair
+    placement: dict[tuple[str, str], str] = field(default_factory=dict)
     moved_bytes: int = 0  # target bytes sent between workers
     moved_pairs: int = 0
     not_compared: int = 0
@@ -102,13 +103,17 @@ def pair_metrics(work: pl.DataFrame, rtol: float | None, atol: float | None, job
     return frame.with_columns(work.get_column("_i").alias("_i")), report
 
 
-def batches(indices: Iterable[int], sizes: list[int]) -> list[list[int]]:
-    """Consecutive pairs grouped until BATCH_BYTES or BATCH_PAIRS; a big pair alone."""
+def batches(indices: list[int], sizes: list[int], workers: int = 1) -> list[list[int]]:
+    """Consecutive pairs grouped until BATCH_BYTES or BATCH_PAIRS, and small enough
+    that every worker gets several batches (load balance); a big pair alone."""
+    spread = 4 * max(1, workers)
+    max_bytes = max(1, min(BATCH_BYTES, sum(sizes[i] for i in indices) // spread))
+    max_pairs = max(1, min(BATCH_PAIRS, -(-len(indices) // spread)))
     out: list[list[int]] = []
     cur: list[int] = []
     cur_bytes = 0
     for i in indices:
-        if cur and (cur_bytes + sizes[i] > BATCH_BYTES or len(cur) >= BATCH_PAIRS):
+        if cur and (cur_bytes + sizes[i] > max_bytes or len(cur) >= max_pairs):
             out.append(cur)
             cur, cur_bytes = [], 0
         cur.append(i)
