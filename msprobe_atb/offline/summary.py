@@ -114,9 +114,13 @@ def summarize(dump: Dump, df: pl.DataFrame | None = None, *, top: int = 10) -> d
                                           load_model_graphs(info, f["dev_pid"], dump.problems))
         f["upstream"] = _feeders(df, f, *graphs_cache[f["dev_pid"]])
     layers = per_layer(df)
+    other = int((~df.get_column("primary")).sum()) if df.height else 0
     return {
         "dump": str(dump.layout.root or dump.layout.given), "tensors": df.height,
         "processes": procs, "status": status, "problems": dump.problems,
+        # Tensors at the other two stages (before/outtensor, after/intensor), saved
+        # only with save_all_stages; the findings use inputs before, outputs after.
+        "other_stage_tensors": other,
         "nonfinite_tensors": int((df.get_column("nonfinite") & df.get_column("primary")).sum())
         if df.height else 0,
         "first_nonfinite": firsts,
@@ -147,6 +151,10 @@ def format_text(s: dict) -> str:
                      f"{p['tensors']} tensors")
     if s["status"]:
         lines.append("  files: " + ", ".join(f"{k} {v}" for k, v in sorted(s["status"].items())))
+    if s["other_stage_tensors"]:
+        lines.append(f"  stages: all four; {s['other_stage_tensors']} tensors are an output "
+                     "buffer before its op ran or an input after it (in-place updates); the "
+                     "findings below use inputs before and outputs after each op")
     for prob in s["problems"][:20]:
         lines.append(f"  problem: {prob}")
     if len(s["problems"]) > 20:

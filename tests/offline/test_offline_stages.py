@@ -32,6 +32,8 @@ def test_stage_column_tells_rows_apart(tmp_path):
                             lone_after_input=True))
     t = d.tensors
     assert t.get_column("path").null_count() == t.height  # no Tensor Path to go by
+    rc, out = run_cli("stats", str(tmp_path / "s"))
+    assert "stages: all four; 3 tensors are an output buffer before its op ran" in out
     assert t.select("op_id", "stage", "io", "primary").rows() == [
         ("1_4", "before", "input", True), ("1_4", "before", "output", False),
         ("1_4", "after", "input", False), ("1_4", "after", "output", True),
@@ -59,5 +61,5 @@ def test_default_set_stats(tmp_path):
     t = open_dump(tmp_path).tensors
     assert t.select("stage", "primary").rows() == [("before", True), ("after", True)]
     rc, out = run_cli("stats", str(tmp_path))
-    assert "FIRST NaN/Inf in 0_9: round 0, 1_Layer output 0" in out
+    assert "FIRST NaN/Inf in 0_9: round 0, 1_Layer output 0" in out and "stages:" not in out
     assert pl.Series(t.get_column("nonfinite")).to_list() == [False, True]
