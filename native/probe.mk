@@ -77,10 +77,24 @@ $(PROBE_B)/bin/stress_tsan_abi1: native/tests/probe_host.cpp native/adapter/hook
 	$(CXX) -std=c++17 $(WARN) -O1 -g -pthread -D_GLIBCXX_USE_CXX11_ABI=1 $(PROBE_INC) $(PROBE_SAN_tsan) \
 		native/tests/probe_host.cpp native/adapter/hooks.cpp $(PROBE_TSAN_OBJ) -o $@ -lm -ldl
 
+# The hook fuzzer (native/tests/hook_fuzz.cpp): the shim under ASan/UBSan with
+# the real control plane; `make fuzz` runs it long, `make test` briefly.
+PROBE_FUZZ_BIN := $(PROBE_B)/bin/hook_fuzz_asan
+$(PROBE_FUZZ_BIN): native/tests/hook_fuzz.cpp native/adapter/hooks.cpp $(PROBE_DECL) $(PROBE_ASAN_OBJ)
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 $(WARN) -O1 -g -pthread -D_GLIBCXX_USE_CXX11_ABI=1 $(PROBE_INC) $(PROBE_SAN_asan) \
+		native/tests/hook_fuzz.cpp native/adapter/hooks.cpp $(PROBE_ASAN_OBJ) -o $@ -lm -ldl
+
+NATIVE_FUZZ_CALLS ?= 100000
+FUZZ_TARGETS += fuzz-native
+.PHONY: fuzz-native
+fuzz-native: all deps $(PROBE_FUZZ_BIN)
+	$(VPY) tests/fuzz/native_fuzz.py --calls $(NATIVE_FUZZ_CALLS)
+
 .PRECIOUS: $(PROBE_B)/obj/%.o $(PROBE_B)/obj/adapter_abi%.o $(PROBE_B)/asan/%.o $(PROBE_B)/tsan/%.o
 
 PROBE_TEST_BINS := $(PROBE_B)/bin/test_core_asan $(PROBE_B)/bin/stress_asan_abi0 \
-	$(PROBE_B)/bin/stress_asan_abi1 $(PROBE_B)/bin/stress_tsan_abi1
+	$(PROBE_B)/bin/stress_asan_abi1 $(PROBE_B)/bin/stress_tsan_abi1 $(PROBE_FUZZ_BIN)
 
 probe-native-test: $(PROBE_TEST_BINS)
 	bash native/tests/run_native_tests.sh $(PROBE_B)/bin

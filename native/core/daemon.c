@@ -76,7 +76,7 @@ static void poll_child(void)
     char line[400];
     last_log_line(line, sizeof line);
     if (WIFEXITED(st))
-        snprintf(g_failure, sizeof g_failure, "%.200s exited with status %d%s%s", g_msp.python,
+        snprintf(g_failure, sizeof g_failure, "%.200s exited with status %d%s%.250s", g_msp.python,
                  WEXITSTATUS(st), line[0] ? ": " : "", line);
     else
         snprintf(g_failure, sizeof g_failure, "%.200s was killed by signal %d", g_msp.python,
