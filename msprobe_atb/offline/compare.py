@@ -100,8 +100,23 @@ def pair_processes(g: pl.DataFrame, t: pl.DataFrame) -> tuple[list[tuple[str, st
     return pairs, notes
 
 
+def occurrence(df: pl.DataFrame, by: list[str]) -> pl.Series:
+    """The n-th occurrence (0, 1, ...) of each row's `by` values, in row order.
+    A window over a million mostly unique keys costs seconds; most rows' keys
+    are unique (occurrence 0), so only the rows whose key hash repeats are
+    numbered, with the real keys (a hash collision only enlarges that subset)."""
+    h = df.select(pl.struct(by).hash()).to_series()
+    dup = h.is_duplicated()
+    occ = pl.zeros(df.height, pl.Int64, eager=True).alias("occ")
+    if not dup.any():
+        return occ
+    sub = df.with_row_index("_r").filter(dup).select(
+        "_r", pl.int_range(pl.len(), dtype=pl.Int64).over(by).alias("occ"))
+    return occ.scatter(sub.get_column("_r"), sub.get_column("occ"))
+
+
 def _keyed(df: pl.DataFrame, side: str) -> pl.DataFrame:
-    df = df.with_columns(pl.int_range(pl.len()).over(["dev_pid", "round", "key"]).alias("occ"))
+    df = df.with_columns(occurrence(df, ["dev_pid", "round", "key"]))
     keep = ["dev_pid", "round", "key", "occ", "op_id", "op_name", "stage", "primary", "io",
             "index", "dtype", "shape", "max", "min", "mean", "norm", "count", "nan", "pinf",
             "ninf", "path", "status", "seq", "stat_step"]
@@ -248,8 +263,8 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
                  + "." + pl.col(f"{s}_index"))
         if not pair_by_id:
             idkey = idkey + "|" + name_without_dtype(f"{s}_op_name")
-        left[s] = d.with_columns(idkey.alias("key")).with_columns(
-            pl.int_range(pl.len()).over([*on, "key"]).alias("occ"))
+        d = d.with_columns(idkey.alias("key"))
+        left[s] = d.with_columns(occurrence(d, [*on, "key"]))
     j2 = left["golden"].join(left["target"], on=[*on, "key", "occ"], how="full",
                              coalesce=True)
     j = pl.concat([j.filter(both), j2], how="diagonal_relaxed")
@@ -303,9 +318,13 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
         [pl.lit("matched by op id; golden name "), pl.col("golden_op_name"),
          pl.when(reason != "").then(pl.lit("; ") + reason).otherwise(pl.lit(""))]))
         .otherwise(reason))
-    op_ids, op_names = j.select(pick("op_id")).to_series(), j.select(pick("op_name")).to_series()
-    ops = pl.Series("op", [op_path(i, n) for i, n in zip(op_ids.to_list(),
-                                                           op_names.to_list())], pl.Utf8)
+    # op paths are built once per distinct op, not once per row
+    ids = j.select(pick("op_id").alias("_oid"), pick("op_name").alias("_oname"))
+    uniq = ids.unique()
+    uniq = uniq.with_columns(pl.Series("op", [op_path(i, n) for i, n in uniq.iter_rows()],
+                                       pl.Utf8))
+    ops = ids.join(uniq, on=["_oid", "_oname"], how="left", nulls_equal=True,
+                   maintain_order="left").get_column("op")
     out = j.with_columns(ops).select(
         verdict.alias("verdict"), "mode", pl.col("golden_dev_pid").alias("golden_process"),
         pl.col("target_dev_pid").alias("target_process"), "round", "op",

@@ -31,6 +31,7 @@ import polars as pl
 
 from .binfile import BinFileError, TensorNotSaved, load_payload, read_header, resolve
 from .layout import DumpLayout, RoundDir, find_layout
+from .manifest import read as read_manifest
 from .tensorstats import tensor_stats
 
 CSV_COLUMNS = [
@@ -296,13 +297,16 @@ def _finish(df: pl.DataFrame) -> pl.DataFrame:
     layer = (pl.col("op_id").str.split("_").list.first() + "_"
              + pl.col("op_name").str.split("/").list.first())
     df = df.with_columns(dev.alias("device"), pid.alias("pid"), layer.alias("layer"))
-    df = df.with_columns(_stage(df.get_column("path").null_count() > 0).alias("stage"))
-    # No record sequence (msProbe's CSV rows come in thread-pool order; rows read
-    # from files have none): the execution order rebuilt from the op ids.
-    df = df.with_columns(_execution_order().alias("_ord")).sort(["round_dir", "_ord", "seq"])
-    df = df.with_columns(pl.when(pl.col("seq_exact")).then(pl.col("seq"))
-                         .otherwise(pl.int_range(pl.len(), dtype=pl.Int64).over("round_dir"))
-                         .alias("seq"), pl.col("stat_step").fill_null(0.0)).drop("_ord")
+    if df.get_column("stage").null_count():  # manifest rows know it already
+        df = df.with_columns(_stage(df.get_column("path").null_count() > 0).alias("stage"))
+    if not df.get_column("seq_exact").all():
+        # No record sequence (msProbe's CSV rows come in thread-pool order; rows read
+        # from files have none): the execution order rebuilt from the op ids.
+        df = df.with_columns(_execution_order().alias("_ord")).sort(["round_dir", "_ord", "seq"])
+        df = df.with_columns(pl.when(pl.col("seq_exact")).then(pl.col("seq"))
+                             .otherwise(pl.int_range(pl.len(), dtype=pl.Int64).over("round_dir"))
+                             .alias("seq")).drop("_ord")
+    df = df.with_columns(pl.col("stat_step").fill_null(0.0))
     df = df.with_columns(
         ((pl.col("stage") == "before") & (pl.col("io") == "input")
          | (pl.col("stage") == "after") & (pl.col("io") == "output")).alias("primary"),
@@ -319,7 +323,19 @@ def _finish(df: pl.DataFrame) -> pl.DataFrame:
     # The record sequence orders a whole process; without it (msProbe CSVs, files
     # only) each round dir has its own order, so rounds go first.
     by_round = pl.when(pl.col("seq_exact").all().over("dev_pid")).then(0).otherwise("round")
-    return df.sort([pl.col("dev_pid"), by_round, pl.col("seq")], nulls_last=True)
+    keys = [pl.col("dev_pid"), by_round, pl.col("seq")]
+    return df if _in_order(df, keys) else df.sort(keys, nulls_last=True)
+
+
+def _in_order(df: pl.DataFrame, keys: list[pl.Expr]) -> bool:
+    """Rows already in `keys` order (no nulls), as the manifest keeps them: then the
+    sort, which moves every column of a million-row table, is skipped."""
+    ok = pl.lit(True)
+    for k in reversed(keys):
+        prev = k.shift(1)
+        ok = (k > prev) | ((k == prev) & ok)
+    return bool(df.select(ok.fill_null(False).slice(1).all()).item()) if df.height > 1 \
+        else True
 
 
 def open_dump(path: str | Path, *, fill_stats: bool = False) -> Dump:
@@ -327,15 +343,19 @@ def open_dump(path: str | Path, *, fill_stats: bool = False) -> Dump:
     rows that have none (task=tensor) from their `.bin` files."""
     layout = find_layout(path)
     problems: list[str] = []
-    csv = _from_csvs(layout.rounds, problems)
-    covered = set(csv.get_column("round_dir").unique().to_list()) if csv is not None else set()
+    # The Parquet manifest, where it holds whole rounds; the CSVs for the rest.
+    man, in_manifest = read_manifest(layout, problems)
+    csv = _from_csvs([r for r in layout.rounds if str(r.path) not in in_manifest], problems)
+    covered = set(in_manifest)
+    if csv is not None:
+        covered |= set(csv.get_column("round_dir").unique().to_list())
     bins = _from_bins([r for r in layout.rounds if str(r.path) not in covered], problems)
-    parts = [p for p in (csv, bins) if p is not None]
+    parts = [p for p in (man, csv, bins) if p is not None]
     # msProbe's own dumps (no statistic_extra.csv) lack the CSV rows of tensors
     # with -inf/-nan statistics and lose rows to its racing writer: their files
     # that no row lists are added from the files.
     unlisted_dirs = [r for r in layout.rounds if str(r.path) in covered
-                     and not r.extra_csv.is_file()]
+                     and str(r.path) not in in_manifest and not r.extra_csv.is_file()]
     if unlisted_dirs and csv is not None:
         listed = frozenset(csv.get_column("path").drop_nulls().to_list())
         extra = _from_bins(unlisted_dirs, problems, listed)

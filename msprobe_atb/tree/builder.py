@@ -28,6 +28,7 @@ from msprobe_atb.tree.csvfmt import (
     statistic_row,
 )
 from msprobe_atb.tree.info import GraphError, dumps, layer_json, model_json, parse_json_object
+from msprobe_atb.tree.manifest import ManifestWriter, record_row
 from msprobe_atb.tree.records import ProcKey
 
 log = logging.getLogger("msprobe_atb")
@@ -105,6 +106,7 @@ class TreeBuilder:
         self.rounds: dict[RoundKey, Round] = {}
         self.procs: dict[ProcKey, Proc] = {}
         self._error_counts: dict[str, int] = {}
+        self.manifest = ManifestWriter(self.dump_root, "records")
 
     # ---- problems are logged, a few times per kind, never raised ----
     def _problem(self, kind: str, message: str) -> None:
@@ -177,6 +179,7 @@ class TreeBuilder:
         sort_key = (p.key.start_ns, _int(rec.get("seq"), 0))
         row = (sort_key, statistic_row(rec, tp, self._output_root(p)), extra_row(rec, tp))
         bisect.insort(rnd.rows, row)
+        self.manifest.add(tp.round_key, sort_key, record_row(rec, tp, p.key.start_ns))
         rnd.count = len(rnd.rows)
         rnd.lost += rec.get("file") == "lost"
         rnd.last_t = max(rnd.last_t, _int(rec.get("t"), 0))
@@ -314,6 +317,7 @@ class TreeBuilder:
                 return
         complete = all(self._proc_done_with(k, rnd.key) for k in rnd.procs)
         if complete:
+            self.manifest.round_complete(rnd.key)
             marker = dumps({"rows": rnd.count, "lost": rnd.lost,
                             "complete_at": iso_time(rnd.last_t) if rnd.last_t else None})
             if marker != rnd.marker and self._write((base + (MARKER,), marker)):
@@ -337,6 +341,7 @@ class TreeBuilder:
         for rnd in self.rounds.values():
             if rnd.dirty or rnd.marker is None or not rnd.flushed_once:
                 self._flush_round(rnd)
+        self.manifest.flush()
 
     def pending_markers(self) -> int:
         return sum(1 for r in self.rounds.values() if r.marker is None)

@@ -125,11 +125,11 @@ _TEMP = re.compile(r"^\..+?\.(\d+)(?:\.\d+)?\.tmp$")
 
 
 def sweep_stale_temps(dump_root: Path, alive) -> int:
-    """Removes the temporary files that a killed shim or daemon left below data/
-    and info/ (never followed links); `alive(pid)` keeps those of live writers.
+    """Removes the temporary files that a killed shim or daemon left below data/,
+    info/ and manifest/ (never followed links); `alive(pid)` keeps those of live writers.
     Returns how many were removed."""
     removed = 0
-    for top in ("data", "info"):
+    for top in ("data", "info", "manifest"):
         for dirpath, _dirs, files in os.walk(dump_root / top):
             for name in files:
                 m = _TEMP.match(name)

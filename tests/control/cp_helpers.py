@@ -124,13 +124,15 @@ class DaemonProc:
 
 
 def derived(dump_root: Path) -> dict[str, bytes]:
-    """Every derived file under a dump root (not .probe, not .bin), by relative path."""
+    """Every derived file under a dump root (not .probe, not .bin, not the manifest,
+    whose files differ with the flush history: it is compared row for row), by
+    relative path."""
     out = {}
     for base, _dirs, files in os.walk(dump_root):
         for f in files:
             p = Path(base) / f
             rel = p.relative_to(dump_root).as_posix()
-            if rel.startswith(".probe") or f.endswith(".bin"):
+            if rel.startswith((".probe", "manifest/")) or f.endswith(".bin"):
                 continue
             out[rel] = p.read_bytes()
     return out

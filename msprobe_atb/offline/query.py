@@ -1,0 +1,105 @@
+"""`msprobe-atb query DIR... "SQL"`: SQL over the manifests of several dumps (one
+per node), with DuckDB embedded. The view `tensors` holds every manifest row of
+every given dump, with the partition columns `host`, `device`, `pid` and
+`dump_root` (so `dump_root || '/' || path` opens a tensor's file)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+
+from msprobe_atb.tree.csvfmt import is_number
+from msprobe_atb.tree.manifest import PARTITION_TYPES
+
+from .layout import DumpNotFound, find_layout
+from .manifest import part_files
+
+
+class NoManifest(DumpNotFound):
+    pass
+
+
+def _quote(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def connect(dirs: list[str]):
+    """A DuckDB connection with the `tensors` view over the dumps' manifests."""
+    import duckdb
+
+    files: list[str] = []
+    for d in dirs:
+        root = find_layout(d).root
+        found = part_files(root) if root else []
+        if not found:
+            raise NoManifest(f"{d}: no manifest (atb_dump_data/manifest); make one with "
+                             f"`msprobe-atb index {d}`")
+        files += found
+    types = ", ".join(f"{_quote(k)}: {v}" for k, v in PARTITION_TYPES.items())
+    con = duckdb.connect()
+    con.execute(
+        "CREATE VIEW tensors AS SELECT * EXCLUDE (filename), "
+        "regexp_replace(filename, '/manifest/host=[^/]*/device=[^/]*/pid=[^/]*/[^/]*$', '') "
+        f"AS dump_root FROM read_parquet([{', '.join(map(_quote, files))}], "
+        f"hive_partitioning = true, hive_types = {{{types}}}, union_by_name = true, "
+        "filename = true)")
+    return con
+
+
+def _cell(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    if isinstance(v, (_dt.datetime, _dt.date)):
+        return v.isoformat()
+    if isinstance(v, list):
+        return [_cell(x) for x in v]
+    return v
+
+
+def _text(v) -> str:
+    v = _cell(v)
+    if v is None:
+        return ""
+    if isinstance(v, list):
+        return "x".join(map(str, v))
+    return str(v)
+
+
+def render(columns: list[str], rows: list[tuple], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps([{c: _cell(v) for c, v in zip(columns, r)} for r in rows], indent=1)
+    if fmt == "csv":
+        import csv
+        import io
+
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(columns)
+        w.writerows([[_text(v) for v in r] for r in rows])
+        return buf.getvalue().rstrip("\n")
+    cells = [[_text(v) for v in r] for r in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    line = "  ".join
+    out = [line(c.ljust(w) for c, w in zip(columns, widths)),
+           line("-" * w for w in widths)]
+    out += [line(v.rjust(w) if is_number(v) else v.ljust(w) for v, w in zip(r, widths))
+            for r in cells]
+    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(out)
+
+
+def run(dirs: list[str], sql: str, fmt: str = "table") -> str:
+    import duckdb
+
+    con = connect(dirs)
+    try:
+        cur = con.execute(sql)
+        if cur.description is None:
+            return ""
+        columns = [d[0] for d in cur.description]
+        return render(columns, cur.fetchall(), fmt)
+    except duckdb.Error as e:
+        raise ValueError(f"query failed: {e}") from None
+    finally:
+        con.close()

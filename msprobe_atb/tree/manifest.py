@@ -1,0 +1,294 @@
+"""The Parquet manifest: one row per tensor record, beside the CSVs.
+
+Layout (hive-style, so DuckDB, polars, Spark and Trino read it as one dataset):
+
+    <dump root>/manifest/host=<host>/device=<dev>/pid=<pid>/part-<n>-L<level>.parquet
+    <dump root>/manifest/_manifest.json     who made it, for which host (readers skip `_` files)
+
+A round's rows are written when the round is complete (the moment its marker is
+written), sorted in execution order, so `round_seq` (the position within the
+round) is final; a round reopened by a later request adds its new rows after
+the earlier ones. The partition columns live in the directory names only. `seq` is the process's
+SaveTensor sequence (null in a manifest that `index` made from a dump without
+one). `stat_step` is the rounding step of the statistics: 0 (full precision)
+from the records, 1e-6 for msProbe's 6-decimal CSVs. Cells that statistic.csv
+also has are spelt as there (`index` "0" or "0_query", `shape` "4x64", dtype and
+format names), so the two read alike.
+
+File count: every flush that completes rounds adds at most one small file per
+process; whenever FANIN files of one level pile up they are merged into one file
+of the next level (named after the first of them, so the names sort as the rows
+were emitted, i.e. in execution order), until a file holds BIG_ROWS rows. A service running 100,000
+rounds therefore keeps O(FANIN x levels) small files per process plus one file per
+BIG_ROWS rows, never a file per tensor or per round.
+
+Why polars writes it (and not pyarrow's ParquetWriter, which appends row groups
+to an open file): a Parquet file is readable only once its footer is written, so a
+live manifest must consist of closed files anyway; polars is already the offline
+tools' engine, writes each file from one typed frame in native code, and brings
+no second Arrow stack into the daemon.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from msprobe_atb.tree import fsio
+from msprobe_atb.tree.csvfmt import TensorPath
+from msprobe_atb.tree.vocab import dtype_name, format_name
+
+log = logging.getLogger("msprobe_atb")
+
+DIR = "manifest"
+META = "_manifest.json"
+VERSION = 1
+FANIN = 8
+BIG_ROWS = 1_000_000
+HOST_ENV = "MSPROBE_ATB_HOST"
+
+# The record's `file` -> the manifest's status (unknown values are kept as they are).
+STATUS = {"bin": "written", "link": "linked", "linked": "linked", "stub": "stub",
+          "lost": "lost", "none": "none"}
+STAGES = ("before", "after")
+
+# Column order of a row tuple; types as polars names (resolved when writing).
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("round", "Int64"), ("round_seq", "Int64"), ("seq", "Int64"), ("start_ns", "Int64"),
+    ("op_id", "Utf8"), ("op_name", "Utf8"), ("op_type", "Utf8"), ("stage", "Utf8"),
+    ("io", "Utf8"), ("index", "Utf8"),
+    ("dtype", "Utf8"), ("format", "Utf8"), ("shape", "Utf8"), ("count", "Int64"),
+    ("max", "Float64"), ("min", "Float64"), ("mean", "Float64"), ("norm", "Float64"),
+    ("nan", "Int64"), ("pinf", "Int64"), ("ninf", "Int64"), ("zero", "Int64"),
+    ("stat_step", "Float64"),
+    ("path", "Utf8"), ("bytes", "Int64"), ("hash", "Utf8"), ("alias", "Utf8"),
+    ("status", "Utf8"), ("note", "Utf8"), ("time", "Datetime(ns, UTC)"),
+)
+COLUMN_NAMES = tuple(c for c, _ in COLUMNS)
+_ROUND_SEQ = COLUMN_NAMES.index("round_seq")
+PARTITION_TYPES = {"host": "VARCHAR", "device": "INTEGER", "pid": "BIGINT"}
+
+Partition = tuple[int, int]  # (device, pid)
+
+
+def polars_schema() -> dict[str, Any]:
+    import polars as pl
+
+    types = {"Int64": pl.Int64, "Utf8": pl.Utf8, "Float64": pl.Float64,
+             "Datetime(ns, UTC)": pl.Datetime("ns", "UTC")}
+    return {c: types[t] for c, t in COLUMNS}
+
+
+def manifest_dir(dump_root: Path) -> Path:
+    return Path(dump_root) / DIR
+
+
+def host_name(dump_root: Path) -> str:
+    """$MSPROBE_ATB_HOST; else the host an existing manifest names (a dump copied
+    to another machine and rebuilt there keeps its origin); else this machine's."""
+    env = os.environ.get(HOST_ENV, "").strip()
+    if env:
+        return env
+    try:
+        meta = json.loads((manifest_dir(dump_root) / META).read_text())
+        if isinstance(meta.get("host"), str) and meta["host"]:
+            return meta["host"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    return socket.gethostname() or "localhost"
+
+
+def _float(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            return float(v)  # "nan", "inf", "-inf"
+        except ValueError:
+            return None
+    return None  # complex64 pairs: see the CSV
+
+
+def _count(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def record_row(rec: dict, tp: TensorPath, start_ns: int) -> tuple:
+    """One manifest row (COLUMNS order, round_seq still unset) from a tensor record."""
+    rel = str(rec.get("path", "")).strip("/")
+    segs = rel.split("/")
+    stats = rec.get("stats") if isinstance(rec.get("stats"), dict) else {}
+    file = str(rec.get("file", ""))
+    status = STATUS.get(file, file)
+    alias = rec.get("alias")
+    alias_rel = (os.path.normpath(os.path.join("data", os.path.dirname(rel), alias))
+                 if isinstance(alias, str) and alias else None)
+    t = _count(rec.get("t"))
+    names = tp.names
+    return (
+        int(tp.exec_count) if tp.exec_count.isdigit() else -1, None, _count(rec.get("seq")),
+        start_ns, "_".join(tp.ids), "/".join(names), names[-1] if names else "",
+        segs[-2] if len(segs) > 1 and segs[-2] in STAGES else None,
+        tp.io, tp.index, dtype_name(rec.get("dtype")), format_name(rec.get("format")),
+        str(rec.get("dims", "")).replace(",", "x"),
+        _count(stats.get("count")),
+        *(_float(stats.get(k)) for k in ("max", "min", "mean", "norm")),
+        *(_count(stats.get(k)) for k in ("nan", "pinf", "ninf", "zero")), 0.0,
+        None if status == "none" else f"data/{rel}", _count(rec.get("size")),
+        rec.get("hash") if isinstance(rec.get("hash"), str) else None, alias_rel,
+        status, str(rec["note"]) if rec.get("note") else None,
+        t,
+    )
+
+
+def partition_of(dev_pid: str) -> Partition | None:
+    dev, _, pid = dev_pid.partition("_")
+    try:
+        return int(dev), int(pid)
+    except ValueError:
+        return None
+
+
+@dataclass
+class _Part:
+    name: str
+    level: int
+    rows: int
+    first: int  # the emission number of its first batch
+
+
+@dataclass
+class _Partition:
+    parts: list[_Part] = field(default_factory=list)
+    next_n: int = 0
+    ready: list[tuple] = field(default_factory=list)
+
+
+class ManifestWriter:
+    """Collects rows per round, emits them at round completion, writes and compacts
+    the partition files. Problems are logged, never raised: the manifest is an
+    addition and must not stop the CSVs."""
+
+    def __init__(self, dump_root: Path, made_by: str):
+        self.dump_root = Path(dump_root)
+        self.made_by = made_by
+        self.host = host_name(self.dump_root)
+        self.pending: dict[tuple[str, str], list[tuple[tuple[int, int], tuple]]] = {}
+        self.emitted: dict[tuple[str, str], int] = {}
+        self.partitions: dict[Partition, _Partition] = {}
+        self._started = False
+        self.failed = 0
+
+    def _host_dir(self) -> tuple[str, ...]:
+        return (DIR, f"host={self.host}")
+
+    def _pdir(self, part: Partition) -> tuple[str, ...]:
+        return (*self._host_dir(), f"device={part[0]}", f"pid={part[1]}")
+
+    def add(self, round_key: tuple[str, str], sort_key: tuple[int, int], row: tuple) -> None:
+        self.pending.setdefault(round_key, []).append((sort_key, row))
+
+    def round_complete(self, round_key: tuple[str, str]) -> None:
+        rows = self.pending.pop(round_key, None)
+        part = partition_of(round_key[0])
+        if not rows or part is None:
+            return
+        rows.sort(key=lambda r: r[0])
+        base = self.emitted.get(round_key, 0)
+        self.emitted[round_key] = base + len(rows)
+        dest = self.partitions.setdefault(part, _Partition()).ready
+        for i, (_, row) in enumerate(rows):
+            dest.append(row[:_ROUND_SEQ] + (base + i,) + row[_ROUND_SEQ + 1:])
+
+    def _start(self) -> None:
+        """This writer derives the whole manifest of its host from the record logs,
+        as the CSVs are: what an earlier daemon or rebuild left is replaced."""
+        self._started = True
+        import shutil
+
+        shutil.rmtree(self.dump_root.joinpath(*self._host_dir()), ignore_errors=True)
+        meta = {"version": VERSION, "made_by": self.made_by, "host": self.host,
+                "partitions": ["host", "device", "pid"], "types": PARTITION_TYPES}
+        fsio.write_files(self.dump_root, [((DIR, META), json.dumps(meta, indent=1).encode())])
+
+    def flush(self) -> None:
+        if not any(p.ready for p in self.partitions.values()):
+            return
+        try:
+            if not self._started:
+                self._start()
+            for part, state in self.partitions.items():
+                if state.ready:
+                    self._write_part(part, state, state.ready, 0)
+                    state.ready = []
+                    self._compact(part, state)
+        except (OSError, fsio.UnsafePath) as exc:
+            self.failed += 1
+            if self.failed <= 5:
+                log.warning("cannot write the manifest under %s: %s (the CSVs are "
+                            "unaffected; `msprobe-atb rebuild` recreates it)",
+                            manifest_dir(self.dump_root), exc)
+
+    def _frame(self, rows: list[tuple]):
+        import polars as pl
+
+        return pl.DataFrame(rows, schema=polars_schema(), orient="row")
+
+    def _write_part(self, part: Partition, state: _Partition, rows, level: int,
+                    first: int | None = None) -> _Part:
+        df = rows if not isinstance(rows, list) else self._frame(rows)
+        buf = io.BytesIO()
+        df.write_parquet(buf, compression="zstd", statistics=True)
+        if first is None:
+            first = state.next_n
+            state.next_n += 1
+        p = _Part(f"part-{first:08d}-L{level}.parquet", level, df.height, first)
+        fsio.write_files(self.dump_root, [((*self._pdir(part), p.name), buf.getvalue())])
+        state.parts.append(p)
+        return p
+
+    def _compact(self, part: Partition, state: _Partition) -> None:
+        import polars as pl
+
+        while True:
+            levels: dict[int, list[_Part]] = {}
+            for p in state.parts:
+                if p.rows < BIG_ROWS:
+                    levels.setdefault(p.level, []).append(p)
+            full = next((ps for _, ps in sorted(levels.items()) if len(ps) >= FANIN), None)
+            if full is None:
+                return
+            group = full[:FANIN]
+            base = self.dump_root.joinpath(*self._pdir(part))
+            merged = pl.concat([pl.read_parquet(base / p.name) for p in group])
+            # the merged file goes in before its inputs go, so a reader listing the
+            # directory in between may count rows twice but never miss one
+            new = self._write_part(part, state, merged, group[0].level + 1, group[0].first)
+            state.parts.remove(new)
+            for p in group:
+                fsio.remove_file(self.dump_root, (*self._pdir(part), p.name))
+                state.parts.remove(p)
+            state.parts.append(new)
+            state.parts.sort(key=lambda p: p.first)
+
+    def write_table(self, df) -> int:
+        """Writes a whole manifest at once (`index`): a frame of COLUMNS plus
+        `device` and `pid`, split into files of at most BIG_ROWS rows per process.
+        Returns the number of files."""
+        self._start()
+        n = 0
+        for (dev, pid), rows in sorted(df.partition_by("device", "pid", as_dict=True).items()):
+            state = self.partitions.setdefault((dev, pid), _Partition())
+            rows = rows.select(COLUMN_NAMES)
+            for start in range(0, rows.height, BIG_ROWS):
+                self._write_part((dev, pid), state, rows.slice(start, BIG_ROWS), 0)
+                n += 1
+        return n
