@@ -64,5 +64,6 @@ def register(sub) -> None:
     p.add_argument("dirs", nargs="+", metavar="DIR",
                    help="dump roots (output root or atb_dump_data), one per node")
     p.add_argument("sql", help="the SQL; the view is `tensors`")
-    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                   help="output: an aligned table (default), CSV, or a JSON list of rows")
     p.set_defaults(func=cmd_query)
