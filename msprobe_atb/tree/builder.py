@@ -27,7 +27,14 @@ from msprobe_atb.tree.csvfmt import (
     parse_tensor_path,
     statistic_row,
 )
-from msprobe_atb.tree.info import GraphError, dumps, layer_json, model_json, parse_json_object
+from msprobe_atb.tree.info import (
+    GraphError,
+    InfoBudget,
+    dumps,
+    layer_json,
+    model_json,
+    parse_json_object,
+)
 from msprobe_atb.tree.manifest import ManifestWriter, record_row
 from msprobe_atb.tree.records import ProcKey
 
@@ -82,6 +89,7 @@ class Proc:
     overflow: list[tuple[int, list[str]]] = field(default_factory=list)  # (dev, cells)
     info_dirty: bool = True
     written: dict[tuple[str, ...], bytes] = field(default_factory=dict)  # info files on disk
+    info_budget: InfoBudget = field(default_factory=InfoBudget)
 
 
 # Names that are not UTF-8 come from the record log as surrogate escapes
@@ -197,6 +205,10 @@ class TreeBuilder:
             parsed = parse_json_object(rec.get("json"), f"{what} {name}")
             doc, warnings = build(parsed)
             data = dumps(doc)
+            # kept: the document, and the parsed graph (about 4 bytes per byte of text)
+            refused = p.info_budget.admit(kind, name, len(data) + 4 * len(rec["json"]))
+            if refused:
+                raise GraphError(refused)
         except (GraphError, RecursionError) as exc:
             self._problem(kind, f"pid {p.key.pid}: skipped {what} {name}: {exc}")
             return None

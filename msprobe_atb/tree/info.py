@@ -5,16 +5,28 @@ Tensors get names instead of indices: a layer's are `<layer>_input_i`,
 its parent's list (ins, then outs, then internals) and a node's internals
 are `<node opName>_internal_i`. Odd graphs (nodes without inputs or outputs,
 missing keys, out-of-range ids, deep nesting) never raise anything but
-GraphError, which the caller logs before skipping that graph.
+GraphError, which the caller logs before skipping that graph; a topo node
+with a wrong-typed field is dropped alone, with a warning.
+
+Names multiply a small graph into a large document (a count of 2^20 is 2^20
+names), so each document has a size budget, checked before names are made,
+and each process a total (InfoBudget); what does not fit is skipped and logged.
+JSON has no NaN or Infinity: such constants in a graph become strings.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 MAX_DEPTH = 200
 MAX_TENSORS = 1 << 20
+MAX_GRAPH_JSON = 16 << 20  # a reported graph; real ones are kilobytes to a few megabytes
+MAX_DOC_BYTES = 16 << 20  # one info/ document
+MAX_PROC_INFO_BYTES = 256 << 20  # the documents and graphs one process's info/ keeps
+MAX_INT_DIGITS = 4000  # below Python's int-string limit (4300)
+NODE_COST = 64  # the keys and brackets of a node in the written document
 
 
 class GraphError(ValueError):
@@ -22,20 +34,46 @@ class GraphError(ValueError):
 
 
 def dumps(obj: Any) -> bytes:
-    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n"
+    """Strict JSON (a NaN would make the file unreadable), at most MAX_DOC_BYTES."""
     try:
-        return text.encode()
-    except UnicodeEncodeError:
-        # a name that is not UTF-8 (\udcXX from the record log): ASCII JSON
-        # keeps the file valid UTF-8 and the escapes reversible
-        return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+        text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False,
+                          allow_nan=False) + "\n"
+        try:
+            data = text.encode()
+        except UnicodeEncodeError:
+            # a name that is not UTF-8 (\udcXX from the record log): ASCII JSON
+            # keeps the file valid UTF-8 and the escapes reversible
+            data = (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode()
+    except ValueError as exc:
+        raise GraphError(f"cannot be written as JSON: {exc}") from None
+    if len(data) > MAX_DOC_BYTES:
+        raise GraphError(f"makes a document of {len(data)} bytes; at most {MAX_DOC_BYTES} "
+                         "are written")
+    return data
+
+
+def _constant(name: str) -> str:
+    return name  # NaN, Infinity, -Infinity: kept, as strings
+
+
+def _number(text: str) -> int | float | str:
+    """A JSON number as Python's json would read it, unless JSON cannot write it back
+    (an overflow to inf) or Python cannot read it (over 4300 digits): then the text."""
+    if "." in text or "e" in text or "E" in text:
+        value = float(text)
+        return value if math.isfinite(value) else text
+    return int(text) if len(text) <= MAX_INT_DIGITS else text
 
 
 def parse_json_object(text: Any, what: str) -> dict:
     if not isinstance(text, str):
         raise GraphError(f"{what} is not a JSON string")
+    if len(text) > MAX_GRAPH_JSON:
+        raise GraphError(f"{what} is {len(text)} characters of JSON; at most "
+                         f"{MAX_GRAPH_JSON} are read")
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, parse_constant=_constant, parse_float=_number,
+                         parse_int=_number)
     except RecursionError:
         raise GraphError(f"{what} is nested too deeply to read") from None
     except ValueError as exc:
@@ -56,8 +94,22 @@ def _text(value: Any) -> str:
 
 
 class _Resolver:
+    """Builds one document's nodes and names within its size budget."""
+
     def __init__(self) -> None:
         self.unresolved = 0
+        self.left = MAX_DOC_BYTES
+
+    def spend(self, cost: int, what: str) -> None:
+        self.left -= cost
+        if self.left < 0:
+            raise GraphError(f"{what} would make the document larger than "
+                             f"{MAX_DOC_BYTES >> 20} MiB; not written")
+
+    def names(self, prefix: str, n: int) -> list[str]:
+        """prefix_0 .. prefix_{n-1}, paid for before they are made."""
+        self.spend(n * (len(prefix) + 12), f'{n} tensors named "{prefix}_i"')
+        return [f"{prefix}_{i}" for i in range(n)]
 
     def lookup(self, pool: list[str], ids: Any) -> list[str]:
         if not isinstance(ids, list):
@@ -69,13 +121,13 @@ class _Resolver:
             else:
                 self.unresolved += 1
                 out.append(f"unresolved_{i}")
+        self.spend(sum(len(t) + 3 for t in out), f"{len(out)} tensor ids")
         return out
 
     def children(self, node_name: str, graph: dict, ins: list[str], outs: list[str],
                  depth: int) -> tuple[list[str], list[dict] | None]:
         """The node's own internal tensors and its resolved children, if any."""
-        n_internal = _count(graph.get("internalTensorNum"))
-        internals = [f"{node_name}_internal_{i}" for i in range(n_internal)]
+        internals = self.names(f"{node_name}_internal", _count(graph.get("internalTensorNum")))
         nodes = graph.get("nodes")
         if not isinstance(nodes, list) or not nodes:
             return internals, None
@@ -85,6 +137,7 @@ class _Resolver:
         return internals, [self.node(n, pool, depth + 1) for n in nodes]
 
     def node(self, node: Any, pool: list[str], depth: int) -> dict:
+        self.spend(NODE_COST, "the nodes")
         if not isinstance(node, dict):
             node = {}
         name = _text(node.get("opName")) or _text(node.get("name"))
@@ -113,8 +166,8 @@ def layer_json(name: str, graph: dict) -> tuple[dict, list[str]]:
     if missing:
         warnings.append(f"graph {name} lacks {', '.join(missing)}")
     r = _Resolver()
-    ins = [f"{layer}_input_{i}" for i in range(_count(graph.get("inTensorNum")))]
-    outs = [f"{layer}_output_{i}" for i in range(_count(graph.get("outTensorNum")))]
+    ins = r.names(f"{layer}_input", _count(graph.get("inTensorNum")))
+    outs = r.names(f"{layer}_output", _count(graph.get("outTensorNum")))
     internals, children = r.children(layer, graph, ins, outs, 0)
     doc = {
         "opName": layer, "opType": _text(graph.get("opType")), "param": graph.get("param"),
@@ -126,6 +179,23 @@ def layer_json(name: str, graph: dict) -> tuple[dict, list[str]]:
     return doc, warnings
 
 
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _topo_node_problem(node: Any) -> str | None:
+    """Why a topo node cannot be used (it is then dropped alone), or None."""
+    if not isinstance(node, dict):
+        return f"is {_kind(node)}, not an object"
+    if "opName" in node and not isinstance(node["opName"], str):
+        return f'has "opName" of type {_kind(node["opName"])}, not a string'
+    for key in ("inTensors", "outTensors"):
+        value = node.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+            return f'has "{key}" that is not a list of tensor names ({_kind(value)})'
+    return None
+
+
 def model_json(topo: dict, graphs: dict[str, dict], counter: int) -> tuple[dict, int, list[str]]:
     """The info/model document: node opType = its old opName, opName gets the
     process's running counter appended, and the stored layer graph of that name
@@ -133,20 +203,24 @@ def model_json(topo: dict, graphs: dict[str, dict], counter: int) -> tuple[dict,
     r = _Resolver()
     nodes = topo.get("nodes")
     out_nodes = []
-    for node in nodes if isinstance(nodes, list) else []:
-        if not isinstance(node, dict):
-            node = {}
+    warnings = []
+    model = _text(topo.get("modelName")) or "(unnamed)"
+    for i, node in enumerate(nodes if isinstance(nodes, list) else []):
+        counter += 1  # dropped nodes too: later names must match their layer graphs
+        problem = _topo_node_problem(node)
+        if problem:
+            warnings.append(f"model {model}: node {i} dropped: it {problem}")
+            continue
+        r.spend(NODE_COST, "the nodes")
         old = _text(node.get("opName"))
-        new = f"{old}_{counter}"
-        counter += 1
+        new = f"{old}_{counter - 1}"
         out: dict[str, Any] = {"opName": new, "opType": old}
         out.update((k, v) for k, v in node.items() if k not in ("opName", "opType"))
         graph = graphs.get(new)
         if graph is not None:
-            ins = [t for t in out.get("inTensors", []) if isinstance(t, str)]
-            outs = [t for t in out.get("outTensors", []) if isinstance(t, str)]
             out["param"] = graph.get("param")
-            internals, children = r.children(new, graph, ins, outs, 0)
+            internals, children = r.children(new, graph, node.get("inTensors", []),
+                                             node.get("outTensors", []), 0)
             if internals:
                 out["internalTensors"] = internals
             if children is not None:
@@ -154,6 +228,25 @@ def model_json(topo: dict, graphs: dict[str, dict], counter: int) -> tuple[dict,
         out_nodes.append(out)
     doc = dict(topo)
     doc["nodes"] = out_nodes
-    warnings = [f"model {topo.get('modelName')}: {r.unresolved} tensor ids out of range"] \
-        if r.unresolved else []
+    if r.unresolved:
+        warnings.append(f"model {model}: {r.unresolved} tensor ids out of range")
     return doc, counter, warnings
+
+
+class InfoBudget:
+    """The bytes one process's info/ documents and stored graphs hold in memory:
+    at most MAX_PROC_INFO_BYTES, so the daemon's memory stays bounded."""
+
+    def __init__(self) -> None:
+        self.used = 0
+        self.sizes: dict[tuple[str, str], int] = {}
+
+    def admit(self, kind: str, name: str, size: int) -> str | None:
+        """Accounts a document replacing its namesake; or says why it does not fit."""
+        old = self.sizes.get((kind, name), 0)
+        if self.used - old + size > MAX_PROC_INFO_BYTES:
+            return (f"the process's info/ documents would exceed {MAX_PROC_INFO_BYTES >> 20} "
+                    f"MiB (this one: {size} bytes); not written")
+        self.used += size - old
+        self.sizes[(kind, name)] = size
+        return None

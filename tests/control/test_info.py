@@ -108,3 +108,18 @@ def test_model_merge():
     _, counter, _ = model_json(topo, graphs, counter)
     assert counter == 4
     assert json.loads(json.dumps(doc)) == doc
+
+
+def test_expansion_budget_keeps_large_real_graphs_and_refuses_bombs():
+    from msprobe_atb.tree.info import MAX_DOC_BYTES, dumps
+
+    big = {"opName": "L_0", "opType": "L", "inTensorNum": 2, "outTensorNum": 1,
+           "nodes": [{"opName": f"Op_{i}", "inTensorIds": [0, 1], "outTensorIds": [2],
+                      "internalTensorNum": 100} for i in range(2000)]}
+    doc, _ = layer_json("L_0", big)  # 200,000 names: a large but plausible layer
+    assert len(dumps(doc)) < MAX_DOC_BYTES
+    bomb = {**big, "nodes": [{**n, "internalTensorNum": 1 << 20} for n in big["nodes"][:8]]}
+    with pytest.raises(GraphError, match="larger than 16 MiB"):
+        layer_json("L_0", bomb)
+    with pytest.raises(GraphError, match="characters of JSON"):
+        parse_json_object(" " * (16 << 20) + "{}", "graph L_0")
