@@ -11,6 +11,7 @@ BENCHMARKS = (
     "bench.wake_latency",
     "bench.write_throughput",
     "bench.offline_scale",
+    "bench.compare_speed",
 )
 
 
