@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_atb.config.schema import CHECK_MODES, POLICIES, STATE_NAMES, TASK_NAMES
+from msprobe_atb.recorder import status as recorder_status
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -55,6 +56,9 @@ def _config_view(c) -> dict[str, Any]:
         view["overflow_check"] = {"overflow_nums": c.overflow_nums,
                                   "check_mode": CHECK_MODES[c.overflow_mode]
                                   if c.overflow_mode < 3 else "?"}
+    rec = recorder_status.config_view(c)
+    if rec:
+        view["recorder"] = rec
     return view
 
 
@@ -92,6 +96,7 @@ def collect(dump_root: Path) -> dict[str, Any]:
             "daemon": {"pid": daemon_pid, "alive": bool(daemon_pid) and is_daemon(daemon_pid),
                        "stop_requested": block.stop_requested},
             "processes": [],
+            "recorder": recorder_status.block_view(block, cfg),
         }
         now_ns = time.time_ns()
         for s in block.procs():
@@ -116,6 +121,7 @@ def collect(dump_root: Path) -> dict[str, Any]:
                 "lost_at_death": unwritten if died else 0,
                 "all_written": died or (s.queue_depth == 0
                                         and s.tensors_selected == s.tensors_written + lost),
+                "recorder": recorder_status.proc_view(s, bool(cfg.rec_armed)),
             })
     rounds, complete = _round_counts(dump_root)
     out["rounds"] = {"total": rounds, "complete": complete}
@@ -182,6 +188,8 @@ def render(st: dict[str, Any]) -> str:
             f", queue {p['queue_depth']} ({_size(p['queue_bytes'])}), drops {p['drops']}, "
             f"errors {p['errors']}, last tensor written "
             f"{'never' if ago is None else f'{ago:g} s ago'}")
+        if p["recorder"]:
+            lines += recorder_status.render_proc(p["recorder"], _size)
         if p["abi_mismatch"]:
             lines.append("    WARNING: the host's libatb.so uses the other C++ ABI than this "
                          "shim build; nothing is dumped (check ATB_HOME_PATH's cxx_abi_N)")
@@ -195,6 +203,8 @@ def render(st: dict[str, Any]) -> str:
         if p["drops"] or p["errors"]:
             lines.append(f"    LOST: {p['drops']} dropped (queue full, policy drop), "
                          f"{p['errors']} failed (see .probe/daemon.log and the record log)")
+    if "recorder" in cfg or st["recorder"]["incidents_total"]:
+        lines.append(recorder_status.render_block(st["recorder"]))
     r = st["rounds"]
     open_rounds = r["total"] - r["complete"]
     lines.append(f"rounds:      {r['total']} execution-round directories, {r['complete']} marked "

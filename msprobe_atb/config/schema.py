@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from msprobe_atb.config.recorder import Recorder, validate_recorder
+
 # Limits of the control block (control.h); kept here so `check` needs no extension.
 MAX_RANGES = 32
 MAX_IDS = 128
@@ -39,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "overflow_check": {"overflow_nums": 1, "check_mode": "all"},
     "queue_budget_mb": 1024,
     "queue_full_policy": "block",
+    "recorder": None,
 }
 OVERFLOW_KEYS = ("overflow_nums", "check_mode")
 MAX_QUEUE_BUDGET_MB = 1 << 20  # 1 TiB: anything larger is a typo
@@ -79,6 +82,7 @@ class Config:
     queue_full_policy: str = "block"
     exec_mode: str = "ranges"  # "all" | "none" | "ranges"
     ranges: tuple[tuple[int, int], ...] = ((0, 0),)
+    recorder: Recorder | None = None
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     def effective(self) -> dict[str, Any]:
@@ -95,6 +99,7 @@ class Config:
             "overflow_check": {"overflow_nums": self.overflow_nums, "check_mode": self.check_mode},
             "queue_budget_mb": self.queue_budget_mb,
             "queue_full_policy": self.queue_full_policy,
+            "recorder": self.recorder.effective() if self.recorder else None,
         }
 
 
@@ -115,6 +120,15 @@ class CompiledConfig:
     overflow_nums: int = -1
     queue_budget_bytes: int = 1024 << 20
     queue_policy: int = 0
+    rec_armed: int = 0
+    rec_keep_rounds: int = 0
+    rec_after_rounds: int = 0
+    rec_max_incidents: int = 0
+    rec_triggers: int = 0
+    rec_flush_on_exit: int = 0
+    rec_budget_bytes: int = 0
+    rec_abs_max: float = 0.0
+    rec_incident_base: int = 0  # set by the daemon when it arms (see Controller)
 
 
 STATE_NAMES = {0: "asleep", 1: "awake"}
@@ -440,13 +454,15 @@ def validate(raw: Any, source: str = "config") -> Config:
     budget = v.integer(raw, "queue_budget_mb", 1, MAX_QUEUE_BUDGET_MB, 1024,
                        f"a whole number of MiB from 1 to {MAX_QUEUE_BUDGET_MB}")
     policy = v.choice(raw, "queue_full_policy", POLICIES, "block")
+    recorder = validate_recorder(v, raw.get("recorder"), task)
     if v.problems:
         raise ConfigError(source, v.problems)
     return Config(
         task=task, dump_enable=dump_enable, exec_range=exec_text, ids=ids, op_name=op_names,
         save_child=save_child, device=devices, filter_level=filter_level,
         overflow_nums=overflow_nums, check_mode=check_mode, queue_budget_mb=budget,
-        queue_full_policy=policy, exec_mode=exec_mode, ranges=ranges, notes=tuple(v.notes),
+        queue_full_policy=policy, exec_mode=exec_mode, ranges=ranges, recorder=recorder,
+        notes=tuple(v.notes),
     )
 
 
@@ -472,4 +488,15 @@ def compile_config(cfg: Config | None) -> CompiledConfig:
         overflow_nums=cfg.overflow_nums if overflow else -1,
         queue_budget_bytes=cfg.queue_budget_mb << 20,
         queue_policy=POLICIES.index(cfg.queue_full_policy),
+        **_compile_recorder(cfg),
     )
+
+
+def _compile_recorder(cfg: Config) -> dict[str, Any]:
+    r = cfg.recorder
+    if r is None or not cfg.dump_enable:
+        return {}
+    return {"rec_armed": 1, "rec_keep_rounds": r.keep_rounds, "rec_after_rounds": r.after_rounds,
+            "rec_max_incidents": r.max_incidents, "rec_triggers": r.trigger_bits,
+            "rec_flush_on_exit": int(r.flush_on_exit), "rec_budget_bytes": r.budget_mb << 20,
+            "rec_abs_max": r.abs_max_over or 0.0}

@@ -35,6 +35,9 @@ PROC_AWAKE_SEEN = 1
 PROC_ABI_MISMATCH = 2
 PROC_EXITED = 4
 PROC_BAD_BLOCK = 8
+PROC_REC_TOO_SMALL = 16
+PROC_REC_EXIT_DROP = 32
+REC_STATES = {0: "off", 1: "armed", 2: "flushing", 3: "disarmed"}
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,14 @@ class ProcSlot:
     overflow_events: int
     last_activity_ns: int
     config_generation: int
+    rec_state: int = 0
+    rec_rounds: int = 0
+    rec_bytes: int = 0
+    rec_peak_bytes: int = 0
+    rec_evicted: int = 0
+    rec_lost: int = 0
+    rec_flushed: int = 0
+    rec_incident: int = 0
 
     @property
     def exited(self) -> bool:
@@ -64,6 +75,22 @@ class ProcSlot:
 
 
 _PROC_FIELDS = [f for f in ProcSlot.__dataclass_fields__ if f != "slot"]
+_REC_FIELDS = [f for f in CompiledConfig.__dataclass_fields__ if f.startswith("rec_")]
+
+
+@dataclass(frozen=True)
+class Incident:
+    """One entry of the block's incident table (control.h struct msp_incident)."""
+
+    seq: int
+    t_ns: int
+    pid: int
+    start_ns: int
+    device: int
+    round: int
+    kind: int
+    value: float
+    path: str
 
 
 def dump_root_of(output_root: str | os.PathLike) -> Path:
@@ -182,6 +209,8 @@ class ControlBlock:
         c.overflow_nums = cfg.overflow_nums
         c.queue_budget_bytes = cfg.queue_budget_bytes
         c.queue_policy = cfg.queue_policy
+        for name in _REC_FIELDS:
+            setattr(c, name, getattr(cfg, name))
         self.lib.msp_ctl_publish(self._ctl, c)
 
     def read_config(self) -> tuple[int, CompiledConfig]:
@@ -198,6 +227,7 @@ class ControlBlock:
             devices=tuple(c.devices[i] for i in range(c.n_devices)),
             overflow_mode=c.overflow_mode, overflow_nums=c.overflow_nums,
             queue_budget_bytes=c.queue_budget_bytes, queue_policy=c.queue_policy,
+            **{name: getattr(c, name) for name in _REC_FIELDS},
         )
 
     # ---- process table ----
@@ -212,6 +242,38 @@ class ControlBlock:
             if p.pid:
                 out.append(ProcSlot(i, *(int(getattr(p, f)) for f in _PROC_FIELDS)))
         return out
+
+    # ---- flight recorder incidents ----
+    @property
+    def rec_claimed(self) -> int:
+        return self._word("rec_claimed")
+
+    @property
+    def rec_suppressed(self) -> int:
+        return self._word("rec_suppressed")
+
+    def read_incident(self, seq: int) -> Incident | None:
+        """Entry `seq` (from 1) if it is complete, else None."""
+        e = self.ffi.new("struct msp_incident *")
+        if not self.lib.msp_ctl_read_incident(self._ctl, seq, e):
+            return None
+        return Incident(seq=seq, t_ns=e.t_ns, pid=e.pid, start_ns=e.start_ns, device=e.device,
+                        round=e.round, kind=e.kind, value=float(e.value),
+                        path=self.ffi.string(e.path).decode(errors="replace"))
+
+    def claim_incident(self, kind: int, t_ns: int, path: str = "", round: int = -1,
+                       value: float = float("nan"), device: int = -1,
+                       base: int | None = None, limit: int | None = None) -> int:
+        """Claims the next incident for the control plane or a person (pid 0);
+        base/limit default to the recorder config in force. 0 = suppressed."""
+        _, cfg = self.read_config()
+        e = self.ffi.new("struct msp_incident *")
+        e.t_ns, e.kind, e.value, e.round, e.device = t_ns, kind, value, round, device
+        data = path.encode(errors="surrogateescape")[: self.ffi.sizeof(e.path) - 1]
+        e.path = data
+        return int(self.lib.msp_ctl_claim_incident(
+            self._ctl, cfg.rec_incident_base if base is None else base,
+            cfg.rec_max_incidents if limit is None else limit, 2**64 - 1, e))
 
     # ---- used by tests that stand in for the shim ----
     def claim_proc(self, pid: int, start_ns: int) -> int:

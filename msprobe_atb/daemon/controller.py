@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -49,7 +50,22 @@ class Controller:
         self.published: CompiledConfig | None = None
         self.error = ""
 
+    def _arming(self, compiled: CompiledConfig) -> CompiledConfig:
+        """The recorder's incident count starts again (and the shims drop their
+        rings) when it is armed or its block changes; other edits keep both."""
+        if not compiled.rec_armed:
+            return compiled
+        old = self.published
+        same = old is not None and old.rec_armed and dataclasses.replace(
+            old, rec_incident_base=0) == dataclasses.replace(
+            old, **{f.name: getattr(compiled, f.name) for f in dataclasses.fields(compiled)
+                    if f.name.startswith("rec_") and f.name != "rec_incident_base"},
+            rec_incident_base=0)
+        base = old.rec_incident_base if same else self.block.rec_claimed
+        return dataclasses.replace(compiled, rec_incident_base=base)
+
     def _publish(self, compiled: CompiledConfig, why: str) -> None:
+        compiled = self._arming(compiled)
         if compiled == self.published:
             return
         old = "none" if self.published is None else STATE_NAMES[self.published.state]

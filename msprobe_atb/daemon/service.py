@@ -173,6 +173,7 @@ class Daemon:
             behind = self.drain.poll(RECORD_BUDGET) >= RECORD_BUDGET
             if now - last_flush >= (BACKLOG_FLUSH_EVERY_S if behind else FLUSH_EVERY_S):
                 self.oracle.refresh()
+                self.builder.incidents.add_block(self.block)
                 self.builder.flush()
                 last_flush = now
             if now - last_live < LIVENESS_EVERY_S:
@@ -211,6 +212,7 @@ class Daemon:
             self.watcher.stop()
         self.drain.poll()
         self.oracle.refresh()
+        self.builder.incidents.add_block(self.block)
         self.builder.flush()
         # The next process to attach must wait for a fresh publish by the next
         # daemon rather than trust this daemon's last config.

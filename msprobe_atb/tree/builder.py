@@ -27,6 +27,7 @@ from msprobe_atb.tree.csvfmt import (
     parse_tensor_path,
     statistic_row,
 )
+from msprobe_atb.tree.incidents import IncidentBook
 from msprobe_atb.tree.info import (
     GraphError,
     InfoBudget,
@@ -115,6 +116,7 @@ class TreeBuilder:
         self.procs: dict[ProcKey, Proc] = {}
         self._error_counts: dict[str, int] = {}
         self.manifest = ManifestWriter(self.dump_root, "records")
+        self.incidents = IncidentBook(self.dump_root)
 
     # ---- problems are logged, a few times per kind, never raised ----
     def _problem(self, kind: str, message: str) -> None:
@@ -160,6 +162,8 @@ class TreeBuilder:
                 p.output_root = rec["output"]
         elif kind == "exit":
             p.exited = True
+        elif kind in ("incident", "flush"):
+            self.incidents.add_record(p.key, rec)
 
     def _learn_device(self, p: Proc, dev_pid: str) -> None:
         if p.dev_hint is None:
@@ -354,6 +358,7 @@ class TreeBuilder:
             if rnd.dirty or rnd.marker is None or not rnd.flushed_once:
                 self._flush_round(rnd)
         self.manifest.flush()
+        self.incidents.flush()
 
     def pending_markers(self) -> int:
         return sum(1 for r in self.rounds.values() if r.marker is None)

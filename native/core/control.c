@@ -326,7 +326,7 @@ int msp_ctl_claim_proc(struct msp_control *ctl, uint64_t pid, uint64_t start_ns)
             STORE(&p->device, (int64_t)-1);
             STORE(&p->flags, 0u);
             uint64_t *counters = &p->ops_seen;
-            for (uint64_t *c = counters; c <= &p->config_generation; c++)
+            for (uint64_t *c = counters; c <= &p->rec_incident; c++)
                 STORE(c, 0);
             return i;
         }
@@ -350,6 +350,48 @@ void msp_ctl_read_proc(const struct msp_control *ctl, int slot, struct msp_proc 
     out->flags = LOAD(&p->flags);
     const uint64_t *src = &p->ops_seen;
     uint64_t *dst = &out->ops_seen;
-    for (; src <= &p->config_generation; src++, dst++)
+    for (; src <= &p->rec_incident; src++, dst++)
         *dst = LOAD(src);
+}
+
+uint64_t msp_ctl_claim_incident(struct msp_control *ctl, uint64_t base, uint64_t max,
+                                uint64_t after_seq, const struct msp_incident *inc)
+{
+    uint64_t cur = __atomic_load_n(&ctl->rec_claimed, __ATOMIC_ACQUIRE);
+    for (;;) {
+        if (cur < base || cur - base >= max || cur > after_seq) {
+            __atomic_fetch_add(&ctl->rec_suppressed, 1, __ATOMIC_RELAXED);
+            return 0;
+        }
+        if (__atomic_compare_exchange_n(&ctl->rec_claimed, &cur, cur + 1, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            break;
+    }
+    uint64_t seq = cur + 1;
+    struct msp_incident *e = &ctl->incidents[(seq - 1) % MSP_REC_MAX_INCIDENTS];
+    __atomic_store_n(&e->ready, 0, __ATOMIC_RELEASE);
+    e->t_ns = inc->t_ns;
+    e->pid = inc->pid;
+    e->start_ns = inc->start_ns;
+    e->device = inc->device;
+    e->round = inc->round;
+    e->kind = inc->kind;
+    e->reserved = 0;
+    e->value = inc->value;
+    memcpy(e->path, inc->path, sizeof e->path);
+    e->path[sizeof e->path - 1] = 0;
+    __atomic_store_n(&e->ready, seq, __ATOMIC_RELEASE);
+    return seq;
+}
+
+int msp_ctl_read_incident(const struct msp_control *ctl, uint64_t seq, struct msp_incident *out)
+{
+    if (seq == 0)
+        return 0;
+    const struct msp_incident *e = &ctl->incidents[(seq - 1) % MSP_REC_MAX_INCIDENTS];
+    if (__atomic_load_n(&e->ready, __ATOMIC_ACQUIRE) != seq)
+        return 0;
+    memcpy(out, (const void *)e, sizeof *out);
+    /* a claimer lapping the table rewrites it: only a stable copy counts */
+    return __atomic_load_n(&e->ready, __ATOMIC_ACQUIRE) == seq;
 }

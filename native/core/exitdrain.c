@@ -1,3 +1,4 @@
+#include "recorder.h"
 #include "exitdrain.h"
 
 #include <unistd.h>
@@ -39,6 +40,7 @@ void msp_exit_drain(void)
     if (__atomic_load_n(&g_msp.attach_state, __ATOMIC_ACQUIRE) != MSP_ATTACH_DONE ||
         !g_msp.active || g_msp.pid != (uint64_t)getpid())
         return;
+    msp_rec_exit(); /* flush_on_exit puts the ring in the queue before the drain */
     __atomic_store_n(&g_msp.closing, 1, __ATOMIC_RELEASE);
     msp_monitor_kick();
     int drained = msp_queue_wait_idle(&g_msp.q, msp_mono_ns() + g_drain_s * 1000000000ULL);

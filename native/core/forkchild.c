@@ -1,3 +1,4 @@
+#include "recorder.h"
 #include "forkchild.h"
 
 #include <string.h>
@@ -32,6 +33,7 @@ void msp_fork_child(void)
     g_msp.proc = &g_msp.dummy_proc;
     msp_monitor_reset();
     msp_ops_reset();
+    msp_rec_reset();
     msp_daemon_reset();
     msp_topo_reset();
     msp_log_reset();

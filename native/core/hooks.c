@@ -15,6 +15,8 @@
 #include "fsutil.h"
 #include "opcount.h"
 #include "record.h"
+#include "recorder.h"
+#include "ring_overwrite.h"
 #include "snapshot.h"
 #include "topo.h"
 #include "util.h"
@@ -115,7 +117,9 @@ int msp_hook_is_save_in_dir(msp_sv dir)
 int msp_hook_is_overflow_check(void)
 {
     struct msp_snap *s = awake();
-    if (!s || !overflow_task(s))
+    if (s && !overflow_task(s))
+        return msp_rec_overflow_wanted(s);
+    if (!s)
         return 0;
     int64_t limit = s->cfg.overflow_nums;
     return limit < 0 || __atomic_load_n(&g_msp.overflow_events, __ATOMIC_RELAXED) < (uint64_t)limit;
@@ -124,6 +128,8 @@ int msp_hook_is_overflow_check(void)
 void msp_hook_report_overflow_kernel(msp_sv kernel)
 {
     struct msp_snap *s = awake();
+    if (s && !overflow_task(s) && msp_rec_overflow_wanted(s))
+        msp_rec_overflow(s, kernel.p, kernel.n);
     if (!s || !overflow_task(s))
         return;
     uint64_t n = __atomic_fetch_add(&g_msp.overflow_events, 1, __ATOMIC_RELAXED);
@@ -306,19 +312,24 @@ static void not_queued(int rc, enum msp_item_kind kind, uint64_t seq, msp_sv pat
 }
 
 /* Copies everything into a queue item (the caller frees its buffer as soon
- * as we return) and queues it. */
-static void enqueue(const struct msp_snap *s, enum msp_item_kind kind, uint64_t seq, msp_sv format,
-                    msp_sv dtype, msp_sv dims, const void *data, uint64_t size, int add_newline,
-                    msp_sv path, const struct msp_tensor_desc *desc /* tensors only */)
+ * as we return) and queues it, or hands it to the flight recorder (route). */
+static void enqueue(const struct msp_snap *s, int route, enum msp_item_kind kind, uint64_t seq,
+                    msp_sv format, msp_sv dtype, msp_sv dims, const void *data, uint64_t size,
+                    int add_newline, msp_sv path, const struct msp_tensor_desc *desc /* tensors only */)
 {
     uint64_t payload = size + (add_newline ? 1 : 0);
     size_t strings = format.n + dtype.n + dims.n + path.n + 4;
     struct msp_item *it;
-    int rc = msp_queue_reserve(&g_msp.q, sizeof *it + strings, payload,
-                               s->cfg.queue_budget_bytes, s->cfg.queue_policy != MSP_POLICY_DROP,
-                               &it);
+    int rc = route == MSP_ROUTE_HOLD
+                 ? msp_ring_item_alloc(sizeof *it + strings, payload, &it)
+                 : msp_queue_reserve(&g_msp.q, sizeof *it + strings, payload,
+                                     s->cfg.queue_budget_bytes,
+                                     s->cfg.queue_policy != MSP_POLICY_DROP, &it);
     if (rc != MSP_PUSH_OK) {
-        not_queued(rc, kind, seq, path, desc);
+        if (route == MSP_ROUTE_HOLD)
+            MSP_COUNT(rec_lost, kind == MSP_ITEM_TENSOR);
+        else
+            not_queued(rc, kind, seq, path, desc);
         return;
     }
     char *cur = (char *)(it + 1);
@@ -332,25 +343,19 @@ static void enqueue(const struct msp_snap *s, enum msp_item_kind kind, uint64_t 
     it->dtype_s = put(&cur, dtype);
     it->dims = put(&cur, dims);
     it->dtype = atoi(it->dtype_s);
+    it->stats_in_data = 0;
     if (size)
         memcpy(it->data, data, size);
     if (add_newline)
         it->data[size] = '\n';
     it->size = payload;
-    int w = msp_writer_for(path.p, path.n, g_msp.nwriters);
-    /* counted in the slot before it is queued and until its record is
-     * written, so the control plane never sees an empty queue too early */
-    uint64_t cost = it->cost;
-    MSP_COUNT(queue_depth, 1);
-    MSP_COUNT(queue_bytes, cost);
-    if (msp_queue_push(&g_msp.q, w, it) == MSP_PUSH_OK)
+    if (route == MSP_ROUTE_HOLD) {
+        msp_rec_hold(s, it);
         return;
-    if (kind == MSP_ITEM_TENSOR)
-        MSP_COUNT(errors, 1);
-    msp_item_lost(it, "process is exiting");
-    msp_queue_release(&g_msp.q, it);
-    MSP_UNCOUNT(queue_depth, 1);
-    MSP_UNCOUNT(queue_bytes, cost);
+    }
+    if (route == MSP_ROUTE_DIRECT)
+        msp_rec_scan(s, it); /* a trigger inside a flush window is queued */
+    msp_item_queue(it, 0);
 }
 
 /* The snapshot to save under, or NULL: ATB gates the calls with our
@@ -369,28 +374,40 @@ void msp_hook_save_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const void *
     struct msp_snap *s = save_snapshot();
     if (!s)
         return;
+    int route = s->cfg.rec_armed ? msp_rec_route(s, path.p, path.n) : 0;
+    if (route == MSP_ROUTE_DROP)
+        return;
     uint64_t seq = __atomic_fetch_add(&g_msp.seq, 1, __ATOMIC_RELAXED);
     struct msp_tensor_desc d = {.seq = seq, .path = path.p, .pathn = path.n,
                                 .dims = dims.p, .dimsn = dims.n, .format_s = format.p,
                                 .formatn = format.n, .dtype_s = dtype.p, .dtypen = dtype.n,
                                 .size = size, .task = s->cfg.task};
     /* Selected by the filters, so it is counted even if it cannot be written:
-     * every selected tensor ends as written, dropped or failed (errors). */
-    MSP_COUNT(tensors_selected, 1);
+     * every selected tensor ends as written, dropped or failed (errors).
+     * A tensor the recorder holds is counted when it is flushed. */
     char why[256];
     const char *bad = check_tensor(format, dtype, dims, host, size, path, why, sizeof why);
+    if (bad && route == MSP_ROUTE_HOLD) {
+        MSP_COUNT(rec_lost, 1);
+        return;
+    }
+    if (route != MSP_ROUTE_HOLD)
+        MSP_COUNT(tensors_selected, 1);
     if (bad) {
         MSP_COUNT(errors, 1);
         msp_tensor_lost(&d, bad);
         return;
     }
-    enqueue(s, MSP_ITEM_TENSOR, seq, format, dtype, dims, host, size, 0, path, &d);
+    enqueue(s, route, MSP_ITEM_TENSOR, seq, format, dtype, dims, host, size, 0, path, &d);
 }
 
 void msp_hook_save_param(msp_sv param, msp_sv path)
 {
     struct msp_snap *s = save_snapshot();
     if (!s || !msp_device_selected(&s->cfg, path.p, path.n))
+        return;
+    int route = s->cfg.rec_armed ? msp_rec_route(s, path.p, path.n) : 0;
+    if (route == MSP_ROUTE_DROP)
         return;
     uint64_t seq = __atomic_fetch_add(&g_msp.seq, 1, __ATOMIC_RELAXED);
     /* Params are not in the slot's tensor counters; a lost one is in the
@@ -399,9 +416,10 @@ void msp_hook_save_param(msp_sv param, msp_sv path)
     if (!bad)
         bad = msp_path_reserved(path.p, path.n);
     if (bad) {
-        msp_param_lost(seq, path.p, path.n, bad);
+        if (route != MSP_ROUTE_HOLD)
+            msp_param_lost(seq, path.p, path.n, bad);
         return;
     }
     msp_sv none = {"", 0};
-    enqueue(s, MSP_ITEM_PARAM, seq, none, none, none, param.p, param.n, 1, path, NULL);
+    enqueue(s, route, MSP_ITEM_PARAM, seq, none, none, none, param.p, param.n, 1, path, NULL);
 }

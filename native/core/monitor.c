@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include "recorder.h"
 #include "monitor.h"
 
 #include <pthread.h>
@@ -65,6 +66,7 @@ static void *monitor_main(void *arg)
         msp_monitor_flush_counters();
         msp_snap_check(); /* an idle process follows the config too */
         check_config_error();
+        msp_rec_tick();
         if (++tick % 2 == 0)
             msp_ensure_daemon();
         if (tick % 8 == 0)

@@ -205,6 +205,7 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
     it->next = NULL;
     it->cost = cost;
     it->in_ring = r != NULL;
+    it->stats_in_data = 0;
     it->data = r ? (unsigned char *)r + REGION_HDR : malloc(payload ? payload : 1);
     if (!it->data) {
         pthread_mutex_lock(&q->mu);
@@ -215,6 +216,14 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
     }
     *out = it;
     return MSP_PUSH_OK;
+}
+
+void msp_queue_adopt(struct msp_queue *q, struct msp_item *it)
+{
+    pthread_mutex_lock(&q->mu);
+    q->bytes += it->cost;
+    q->used = 1;
+    pthread_mutex_unlock(&q->mu);
 }
 
 int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it)

@@ -30,6 +30,8 @@ struct msp_item {
     char *path, *format_s, *dtype_s, *dims;
     unsigned char *data;   /* set by the queue: the payload buffer */
     int in_ring;           /* set by the queue: data is a ring region, else its own malloc */
+    int stats_in_data;     /* the recorder kept only the statistics: data holds a struct
+                              msp_stats, the payload is gone */
 };
 
 struct msp_queue {
@@ -73,6 +75,10 @@ enum { MSP_PUSH_OK = 0, MSP_PUSH_DROPPED = 1, MSP_PUSH_CLOSED = 2, MSP_PUSH_NOME
  * (or msp_queue_release). MSP_PUSH_NOMEM: out of memory. */
 int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint64_t budget,
                       int block, struct msp_item **out);
+/* Charges an item made outside the queue (the flight recorder's, payload
+ * in its own malloc) to the budget, with no wait: its memory is already
+ * taken. Then push it like a reserved one. */
+void msp_queue_adopt(struct msp_queue *q, struct msp_item *it);
 /* Queues a reserved item on list `w`: MSP_PUSH_OK, or MSP_PUSH_CLOSED
  * (the caller keeps it and releases it). */
 int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it);

@@ -143,6 +143,26 @@ int msp_writer_for(const char *path, size_t n, int nwriters)
     return (int)(msp_fnv1a(MSP_FNV_SEED, path, scope) % (uint64_t)(nwriters < 1 ? 1 : nwriters));
 }
 
+void msp_item_queue(struct msp_item *it, int adopt)
+{
+    if (adopt)
+        msp_queue_adopt(&g_msp.q, it);
+    int w = msp_writer_for(it->path, strlen(it->path), g_msp.nwriters);
+    /* counted in the slot before it is queued and until its record is
+     * written, so the control plane never sees an empty queue too early */
+    uint64_t cost = it->cost;
+    MSP_COUNT(queue_depth, 1);
+    MSP_COUNT(queue_bytes, cost);
+    if (msp_queue_push(&g_msp.q, w, it) == MSP_PUSH_OK)
+        return;
+    if (it->kind == MSP_ITEM_TENSOR)
+        MSP_COUNT(errors, 1);
+    msp_item_lost(it, "process is exiting");
+    msp_queue_release(&g_msp.q, it);
+    MSP_UNCOUNT(queue_depth, 1);
+    MSP_UNCOUNT(queue_bytes, cost);
+}
+
 /* The open fd of the item's directory (cached per writer). */
 static int dir_fd(struct writer *w, const char *dir)
 {
@@ -242,7 +262,10 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
     struct msp_stats st;
     char note[192] = "";
     const struct msp_stats *stats = NULL;
-    if (want_stats && msp_stats_compute(it->dtype, it->data, it->size, &st, note, sizeof note) == 0)
+    if (want_stats && it->stats_in_data)
+        stats = (const struct msp_stats *)(const void *)it->data;
+    else if (want_stats &&
+             msp_stats_compute(it->dtype, it->data, it->size, &st, note, sizeof note) == 0)
         stats = &st;
     if (!want_bin) {
         MSP_COUNT(tensors_written, 1);

@@ -32,6 +32,11 @@ void msp_param_lost(uint64_t seq, const char *path, size_t pathn, const char *no
 /* The same for a queued item (tensor or param). */
 void msp_item_lost(const struct msp_item *it, const char *note);
 
+/* Hands a filled item to its writer, counted in the slot's queue gauges
+ * (adopt: it was not reserved from the queue, see msp_queue_adopt). If the
+ * queue is closed (exit), it is recorded as lost and released. */
+void msp_item_queue(struct msp_item *it, int adopt);
+
 /* The writer list an item of this path goes to: items of one layer scope
  * always share a writer (dedup order, see dedup.h). */
 int msp_writer_for(const char *path, size_t n, int nwriters);

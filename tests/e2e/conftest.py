@@ -21,8 +21,9 @@ def service_env(clean_env) -> dict[str, str]:
 def services():
     made: list[Service] = []
 
-    def start(out: Path, env: dict[str, str], devices: int = 2, abi: int = 0) -> Service:
-        s = Service(out, env, devices, abi)
+    def start(out: Path, env: dict[str, str], devices: int = 2, abi: int = 0,
+              extra: str = "") -> Service:
+        s = Service(out, env, devices, abi, extra)
         made.append(s)
         return s
 

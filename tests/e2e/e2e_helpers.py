@@ -33,7 +33,8 @@ def require_artifacts(abi: int = ABI) -> None:
 class Service:
     """`atbsim serve` in a bash that sourced set_env.sh and load_atb_probe.sh."""
 
-    def __init__(self, out: Path, env: dict[str, str], devices: int = 2, abi: int = ABI):
+    def __init__(self, out: Path, env: dict[str, str], devices: int = 2, abi: int = ABI,
+                 extra: str = ""):
         self.out = out
         self.config = out / "config.json"
         self.lines: list[str] = []
@@ -41,7 +42,7 @@ class Service:
         script = (
             f'source "{atb_home(abi)}/set_env.sh" && '
             f'source "{LOAD}" --output="{out}" --config="{self.config}" && '
-            f'exec "{atbsim_bin(abi)}" serve --devices {devices} --port 0 --layers 2'
+            f'exec "{atbsim_bin(abi)}" serve --devices {devices} --port 0 --layers 2 {extra}'
         )
         self.proc = subprocess.Popen(["bash", "-c", script], env=env, cwd=out,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

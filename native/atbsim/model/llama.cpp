@@ -98,6 +98,7 @@ std::shared_ptr<atbsim::Operation> Llama::make_leaf(atbsim::LeafOpSpec spec, boo
     std::vector<std::shared_ptr<InjectSite>> mine;
     for (const Inject &inj : opt_.injects) {
         if ((inj.stage == Stage::Prefill) != prefill || inj.layer != layer || inj.op != node) continue;
+        if (inj.device >= 0 && inj.device != opt_.device) continue;  // another rank's fault
         auto site = std::make_shared<InjectSite>();
         site->spec = inj;
         site->graph = graph;

@@ -45,6 +45,7 @@ std::string Inject::describe() const {
     if (layer >= 0) os << (stage == Stage::Prefill ? "Prefill_layer" : "Decoder_layer") << " layer " << layer << " op " << op;
     else os << op << " (" << (stage == Stage::Prefill ? "prefill" : "decode") << ")";
     os << " at round " << round;
+    if (device >= 0) os << " on device " << device;
     return os.str();
 }
 
@@ -74,6 +75,7 @@ bool parse_inject(const std::string &spec, Inject *out, std::string *err) {
         else if (key == "round" && numeric) inj.round = n;
         else if (key == "elem" && numeric) inj.elem = n;
         else if (key == "out" && numeric && n < 16) inj.out = n;
+        else if (key == "device" && numeric && n < 1u << 31) inj.device = static_cast<int>(n);
         else if (key == "stage" && (val == "prefill" || val == "decode"))
             inj.stage = val == "prefill" ? Stage::Prefill : Stage::Decode;
         else if (key == "op" && !val.empty()) {
@@ -92,7 +94,7 @@ bool parse_inject(const std::string &spec, Inject *out, std::string *err) {
             have_op = true;
         } else {
             *err = "--inject '" + spec + "': bad field '" + field +
-                   "' (expected layer=N, op=NAME, round=N, stage=prefill|decode, elem=N, out=N)";
+                   "' (expected layer=N, op=NAME, round=N, stage=prefill|decode, elem=N, out=N, device=N)";
             return false;
         }
     }
@@ -228,6 +230,7 @@ const char *model_options_help() {
            "                     constants (layers share them), kernels leave outputs as allocated\n"
            "  --inject SPEC      put NaN/Inf into one op's output; repeatable. SPEC is\n"
            "                     KIND:op=NAME[,layer=N][,stage=prefill|decode][,round=N][,elem=N][,out=N]\n"
+           "                       [,device=N]\n"
            "                     KIND: nan | inf | -inf\n"
            "                     NAME in a layer (needs layer=N, from 0): InputNorm QKV SplitQKV Rope\n"
            "                       ReshapeAndCache Attention OProj AttnAdd Event PostNorm GateUp SwiGLU\n"
@@ -242,6 +245,8 @@ const char *model_options_help() {
            "                       {exec} directory of the dump (prefill: request N; decode: decode\n"
            "                       step N counted across requests) (default 0)\n"
            "                     elem/out: element and output index of the op (default 0/0)\n"
+           "                     device: only the worker of that device (`serve --devices`)\n"
+           "                       injects; the others run clean (default: every worker)\n"
            "                     e.g. --inject nan:layer=1,op=SwiGLU,round=0\n";
 }
 

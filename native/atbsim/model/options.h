@@ -25,6 +25,7 @@ struct Inject {
     uint64_t round = 0;
     size_t elem = 0;
     size_t out = 0;
+    int device = -1;              // -1: every worker; else only the worker of that device
     std::string describe() const;
 };
 

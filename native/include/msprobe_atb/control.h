@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #define MSP_CTL_MAGIC 0x4c54434250534d31
-#define MSP_CTL_VERSION 1
+#define MSP_CTL_VERSION 2
 
 #define MSP_MAX_RANGES 32
 #define MSP_MAX_IDS 128
@@ -38,6 +38,8 @@
 #define MSP_MAX_PROCS 256
 #define MSP_PATH_LEN 4096
 #define MSP_ERROR_LEN 2048
+#define MSP_REC_MAX_INCIDENTS 64
+#define MSP_REC_PATH_LEN 1024
 
 /* config.state */
 #define MSP_STATE_ASLEEP 0
@@ -67,6 +69,23 @@
 #define MSP_PROC_ABI_MISMATCH 2
 #define MSP_PROC_EXITED 4
 #define MSP_PROC_BAD_BLOCK 8
+#define MSP_PROC_REC_TOO_SMALL 16  /* a round did not fit in recorder.budget_mb */
+#define MSP_PROC_REC_EXIT_DROP 32  /* exited while armed: its ring was dropped */
+
+/* config.rec_triggers bits; also the incident kinds (one bit each) */
+#define MSP_TRIG_NAN 1
+#define MSP_TRIG_INF 2
+#define MSP_TRIG_OVERFLOW 4
+#define MSP_TRIG_ABS_MAX 8
+#define MSP_TRIG_GROWTH 16   /* evaluated by the control plane */
+#define MSP_TRIG_GOLDEN 32   /* evaluated by the control plane */
+#define MSP_TRIG_MANUAL 64   /* `msprobe-atb trigger DIR` */
+
+/* proc.rec_state */
+#define MSP_REC_OFF 0        /* no recorder in the config */
+#define MSP_REC_ARMED 1      /* holding rounds in memory, writing nothing */
+#define MSP_REC_FLUSHING 2   /* an incident is being written (ring + after_rounds) */
+#define MSP_REC_DONE 3       /* max_incidents reached: disarmed, dumping nothing */
 
 struct msp_range {
     uint64_t lo; /* inclusive */
@@ -93,7 +112,33 @@ struct msp_config {
     int64_t overflow_nums; /* stop checking after N events; -1 = no limit */
     uint64_t queue_budget_bytes; /* byte budget of the shim's copy queue */
     uint32_t queue_policy; /* MSP_POLICY_* when the budget is exhausted */
+    uint32_t rec_armed;    /* 1: the recorder block is in force (awake only) */
+    uint32_t rec_keep_rounds;   /* rounds kept before the trigger round, per top-level op */
+    uint32_t rec_after_rounds;  /* rounds dumped directly after the trigger round */
+    uint32_t rec_max_incidents; /* incidents before the recorder disarms */
+    uint32_t rec_triggers;      /* MSP_TRIG_* bits */
+    uint32_t rec_flush_on_exit; /* 0/1 */
+    uint32_t rec_reserved;
+    uint64_t rec_budget_bytes;  /* memory of the ring, per process */
+    double rec_abs_max;         /* abs_max_over bound (MSP_TRIG_ABS_MAX) */
+    uint64_t rec_incident_base; /* rec_claimed when this arming began: max_incidents counts from it */
+};
+
+/* One incident: claimed by whoever fired (a shim, the daemon, the trigger
+ * command) with a CAS on rec_claimed, filled, then published by storing
+ * `ready` = its sequence number (release). Entry of sequence k (from 1) is
+ * incidents[(k - 1) % MSP_REC_MAX_INCIDENTS]. */
+struct msp_incident {
+    uint64_t ready;        /* == seq once complete */
+    uint64_t t_ns;         /* CLOCK_REALTIME of the trigger */
+    uint64_t pid;          /* process that fired; 0 = control plane or a person */
+    uint64_t start_ns;
+    int64_t device;        /* -1 unknown */
+    int64_t round;         /* {exec} of the offending tensor, -1 unknown */
+    uint32_t kind;         /* one MSP_TRIG_* bit */
     uint32_t reserved;
+    double value;          /* the value that fired */
+    char path[MSP_REC_PATH_LEN]; /* relative path of the offending tensor (or kernel) */
 };
 
 /* One attached process. Written only by that process's shim. */
@@ -117,6 +162,14 @@ struct msp_proc {
     uint64_t overflow_events;  /* ReportOverflowKernel calls recorded */
     uint64_t last_activity_ns; /* CLOCK_REALTIME of the last write or record */
     uint64_t config_generation;/* last config generation this process applied */
+    uint64_t rec_state;        /* MSP_REC_* */
+    uint64_t rec_rounds;       /* rounds held in the ring */
+    uint64_t rec_bytes;        /* bytes held in the ring */
+    uint64_t rec_peak_bytes;   /* most bytes ever held */
+    uint64_t rec_evicted;      /* whole rounds evicted (keep_rounds or budget), by design */
+    uint64_t rec_lost;         /* tensors that could not be kept (a round over the budget, ...) */
+    uint64_t rec_flushed;      /* tensors moved from the ring to the writers */
+    uint64_t rec_incident;     /* last incident this process applied */
 };
 
 struct msp_control {
@@ -131,6 +184,10 @@ struct msp_control {
     char config_path[MSP_PATH_LEN];  /* the config file the daemon watches */
     char config_error[MSP_ERROR_LEN];/* last rejected edit, "" if the last edit was good */
     struct msp_config config;
+    uint64_t rec_claimed;      /* incidents claimed so far (sequence of the latest) */
+    uint64_t rec_suppressed;   /* triggers not made incidents (one already pending, or max reached) */
+    uint64_t rec_eval_ns;      /* control plane: statistics published before this were evaluated */
+    struct msp_incident incidents[MSP_REC_MAX_INCIDENTS];
     struct msp_proc procs[MSP_MAX_PROCS];
 };
 
@@ -173,5 +230,15 @@ uint64_t msp_ctl_get_word(const uint64_t *word);
 int msp_ctl_claim_proc(struct msp_control *ctl, uint64_t pid, uint64_t start_ns);
 void msp_ctl_release_proc(struct msp_control *ctl, int slot);
 void msp_ctl_read_proc(const struct msp_control *ctl, int slot, struct msp_proc *out);
+
+/* Incidents. claim: takes the next sequence if fewer than `max` incidents
+ * were claimed since `base` and no more than `after_seq` were claimed (the
+ * caller has applied every incident so far: at most one waits queued), fills
+ * its entry from `inc` and publishes it. Returns the sequence, or 0 when the
+ * trigger was suppressed (counted in rec_suppressed). */
+uint64_t msp_ctl_claim_incident(struct msp_control *ctl, uint64_t base, uint64_t max,
+                                uint64_t after_seq, const struct msp_incident *inc);
+/* Copies entry `seq` if it is complete; returns 1, else 0. */
+int msp_ctl_read_incident(const struct msp_control *ctl, uint64_t seq, struct msp_incident *out);
 
 #endif

@@ -1,0 +1,120 @@
+"""`msprobe-atb trigger DIR` (a person's trigger) and `msprobe-atb incidents DIR`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from msprobe_atb.tree.cli import find_dump_root
+from msprobe_atb.tree.incidents import DIR, file_name, read_incidents
+
+MANUAL = 64
+
+
+def _dir_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", nargs="?", default=os.environ.get("ATB_OUTPUT_DIR") or ".",
+                   help="output root or its atb_dump_data directory "
+                        "(default: $ATB_OUTPUT_DIR or the current directory)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("trigger", help="fire the flight recorder by hand: every process "
+                       "writes its last rounds",
+                       description="Fire the flight recorder of a running service by hand, "
+                       "for when the output looks wrong to a person: every process attached "
+                       "to DIR writes the rounds it holds (keep_rounds before the one in "
+                       "progress) and after_rounds more, and an incident report is written.")
+    _dir_arg(p)
+    p.add_argument("--wait", type=float, default=0.0, metavar="S",
+                   help="wait up to S seconds for the incident report")
+    p.set_defaults(func=run_trigger)
+    q = sub.add_parser("incidents", help="list the flight recorder's incidents",
+                       description="List the incident reports of a dump "
+                       "(<dump root>/incidents/*.json): what fired, where, and which rounds "
+                       "were written.")
+    _dir_arg(q)
+    q.add_argument("--json", action="store_true", help="machine-readable output (a list)")
+    q.set_defaults(func=run_incidents)
+
+
+def run_trigger(args: argparse.Namespace) -> int:
+    from msprobe_atb.control.block import ControlBlock, ControlError
+
+    dump_root = find_dump_root(args.dir)
+    try:
+        block = ControlBlock(dump_root, create=False)
+    except ControlError as exc:
+        print(f"msprobe-atb trigger: {exc}", file=sys.stderr)
+        return 1
+    with block:
+        _, cfg = block.read_config()
+        if not cfg.rec_armed:
+            print(f"msprobe-atb trigger: the flight recorder is not armed in {dump_root} "
+                  "(the config in force has no \"recorder\" block, or dump_enable is false)",
+                  file=sys.stderr)
+            return 1
+        seq = block.claim_incident(MANUAL, time.time_ns())
+        if not seq:
+            used = block.rec_claimed - cfg.rec_incident_base
+            why = (f"max_incidents ({cfg.rec_max_incidents}) is reached"
+                   if used >= cfg.rec_max_incidents else "an incident is still being written")
+            print(f"msprobe-atb trigger: not fired: {why}; edit the config to re-arm",
+                  file=sys.stderr)
+            return 1
+    report = dump_root / DIR / file_name(seq)
+    print(f"incident {seq}: every process writes its last {cfg.rec_keep_rounds + 1} rounds "
+          f"and {cfg.rec_after_rounds} more; report: {report}")
+    deadline = time.monotonic() + args.wait
+    while args.wait and not report.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return 0
+
+
+def _value(v) -> str:
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+
+def format_incident(doc: dict) -> str:
+    if "error" in doc:
+        return f"{doc['incident']}: {doc['error']}"
+    ft = doc.get("first_tensor") or {}
+    where = (f"{ft.get('op_id')} {ft.get('op_name')} {ft.get('io')} {ft.get('index')}"
+             if ft else "-")
+    lines = [f"incident {doc.get('incident')}: {doc.get('trigger')} ({_value(doc.get('value'))})"
+             f" at {doc.get('time')}, round {doc.get('round')}, device {doc.get('device')}, "
+             f"pid {doc.get('pid')}",
+             f"  first offending tensor: {where}"]
+    stats = ft.get("stats") if ft else None
+    if isinstance(stats, dict):
+        lines.append("    " + ", ".join(f"{k} {_value(stats[k])}" for k in
+                                          ("max", "min", "mean", "norm", "nan", "pinf", "ninf")
+                                          if k in stats))
+    feeders = doc.get("feeding_ops") or []
+    if feeders:
+        lines.append("  fed by: " + ", ".join(f"{f['op_id'] or '-'} {f['op_name']}"
+                                              for f in feeders[:6]))
+    rounds = doc.get("flushed_rounds") or []
+    lines.append(f"  rounds written: {', '.join(map(str, rounds)) or 'none yet'}")
+    for f in doc.get("flushed") or []:
+        lines.append(f"    {f['dir']}")
+    return "\n".join(lines)
+
+
+def run_incidents(args: argparse.Namespace) -> int:
+    dump_root = find_dump_root(args.dir)
+    if not dump_root.is_dir():
+        print(f"msprobe-atb incidents: {dump_root} does not exist", file=sys.stderr)
+        return 1
+    docs = read_incidents(Path(dump_root))
+    if args.json:
+        print(json.dumps(docs, indent=2))
+        return 0
+    if not docs:
+        print(f"no incidents in {dump_root}")
+        return 0
+    print("\n\n".join(format_incident(d) for d in docs))
+    return 0

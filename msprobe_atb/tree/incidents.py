@@ -1,0 +1,204 @@
+"""Flight-recorder incident reports: <dump root>/incidents/incident-NNNN.json.
+
+Built from what the shims record (`incident`: the trigger a process fired,
+with the offending tensor's statistics; `flush`: the rounds a process wrote
+for an incident) and, for the triggers of the control plane and of people,
+from the control block's incident table. Rewritten whenever a process adds
+rounds to one, so it is complete once every process has written its rounds.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from msprobe_atb.tree import fsio
+from msprobe_atb.tree.csvfmt import parse_tensor_path
+from msprobe_atb.tree.records import ProcKey
+
+log = logging.getLogger("msprobe_atb")
+
+DIR = "incidents"
+TRIGGER_NAMES = {1: "nan", 2: "inf", 4: "overflow", 8: "abs_max_over", 16: "growth_over",
+                 32: "golden", 64: "manual"}
+
+
+def file_name(seq: int) -> str:
+    return f"incident-{seq:04d}.json"
+
+
+def _iso(t_ns: int) -> str:
+    return _dt.datetime.fromtimestamp(t_ns / 1e9, _dt.timezone.utc).isoformat(
+        timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _num(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    return v
+
+
+def _dev_of(dev_pid: str) -> int | None:
+    dev = dev_pid.partition("_")[0]
+    return int(dev) if dev.isdigit() else None
+
+
+def first_tensor(path: str, stats: Any = None) -> dict | None:
+    """The offending tensor, named as the tree names it."""
+    tp = parse_tensor_path(path) if path else None
+    if tp is None:
+        return None
+    return {"op_id": "_".join(tp.ids), "op_name": "/".join(tp.names), "io": tp.io,
+            "index": tp.index, "path": path, "stats": stats}
+
+
+@dataclass
+class Incident:
+    seq: int
+    trigger: str = "?"
+    value: Any = None
+    t_ns: int = 0
+    round: int | None = None
+    pid: int | None = None
+    dev_pid: str | None = None
+    path: str = ""
+    stats: Any = None
+    detail: str = ""
+    rounds: dict[tuple[str, str, str], dict] = field(default_factory=dict)
+    dirty: bool = True
+    written: bytes | None = None
+
+
+class IncidentBook:
+    def __init__(self, dump_root: Path):
+        self.dump_root = Path(dump_root)
+        self.incidents: dict[int, Incident] = {}
+        self.output_roots: dict[ProcKey, str] = {}
+
+    def _get(self, seq: int) -> Incident:
+        inc = self.incidents.get(seq)
+        if inc is None:
+            inc = self.incidents[seq] = Incident(seq)
+        return inc
+
+    # ---- feeding ----
+    def add_trigger(self, seq: int, trigger: str, value: Any, t_ns: int, round_: int | None,
+                    path: str, pid: int | None, stats: Any = None, detail: str = "") -> None:
+        inc = self._get(seq)
+        fresh = inc.trigger == "?" or (stats is not None and inc.stats is None)
+        if not fresh:
+            return
+        inc.trigger, inc.value, inc.t_ns, inc.path = trigger, value, t_ns, path
+        inc.round = round_ if round_ is not None and round_ >= 0 else None
+        inc.pid = pid or None
+        tp = parse_tensor_path(path) if path else None
+        inc.dev_pid = tp.dev_pid if tp else inc.dev_pid
+        inc.stats = stats if stats is not None else inc.stats
+        inc.detail = detail or inc.detail
+        inc.dirty = True
+
+    def add_record(self, key: ProcKey, rec: dict) -> None:
+        kind = rec.get("k")
+        seq = rec.get("incident") if kind == "flush" else rec.get("seq")
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+            return
+        if kind == "incident":
+            self.add_trigger(seq, str(rec.get("trigger", "?")), rec.get("value"),
+                             int(rec.get("trigger_ns") or rec.get("t") or 0), rec.get("round"),
+                             str(rec.get("path", "")), key.pid, rec.get("stats"),
+                             str(rec.get("detail", "")))
+            return
+        inc = self._get(seq) if seq else self._get(0)
+        if seq == 0 and inc.trigger == "?":
+            inc.trigger, inc.t_ns = "exit", int(rec.get("t") or 0)
+            inc.detail = "flush_on_exit: a process exited while armed"
+        for r in rec.get("rounds") or []:
+            d = str(r.get("dir", "")) if isinstance(r, dict) else ""
+            parts = d.split("/")
+            if len(parts) != 3:
+                continue
+            entry = inc.rounds.setdefault((parts[0], parts[1], parts[2]),
+                                          {"n": 0, "as": str(r.get("as", ""))})
+            n = r.get("n")
+            entry["n"] += n if isinstance(n, int) and not isinstance(n, bool) else 0
+            inc.dirty = True
+
+    def add_block(self, block) -> None:
+        """Entries of the block's incident table (the control plane's and the
+        trigger command's incidents have no record of their own)."""
+        try:
+            top = block.rec_claimed
+        except Exception:  # an old or foreign block: nothing to read
+            return
+        for seq in range(max(1, top - 63), top + 1):
+            if seq in self.incidents and self.incidents[seq].trigger != "?":
+                continue
+            e = block.read_incident(seq)
+            if e is None:
+                continue
+            self.add_trigger(seq, TRIGGER_NAMES.get(e.kind, "?"), _num(e.value), e.t_ns,
+                             e.round, e.path, e.pid, None,
+                             "msprobe-atb trigger" if e.kind == 64 else "")
+
+    # ---- output ----
+    def doc(self, inc: Incident) -> dict:
+        rounds = sorted({int(r) for (_, r, _) in inc.rounds if r.isdigit()})
+        files: dict[tuple[str, str], dict] = {}
+        for (dev_pid, rnd, op), entry in sorted(inc.rounds.items(),
+                                                key=lambda kv: (kv[0][0], int(kv[0][1])
+                                                                if kv[0][1].isdigit() else 0)):
+            where = files.setdefault((dev_pid, rnd), {
+                "dev_pid": dev_pid, "round": int(rnd) if rnd.isdigit() else rnd,
+                "dir": str(self.dump_root / "data" / dev_pid / rnd), "ops": {}})
+            where["ops"][op] = entry["as"]
+        ft = first_tensor(inc.path, inc.stats)
+        return {
+            "incident": inc.seq, "trigger": inc.trigger, "value": inc.value,
+            "time": _iso(inc.t_ns) if inc.t_ns else None, "t_ns": inc.t_ns,
+            "round": inc.round, "pid": inc.pid,
+            "device": _dev_of(inc.dev_pid) if inc.dev_pid else None, "dev_pid": inc.dev_pid,
+            "first_tensor": ft, "feeding_ops": self._feeders(inc, ft), "detail": inc.detail,
+            "flushed_rounds": rounds, "flushed": list(files.values()),
+        }
+
+    def _feeders(self, inc: Incident, ft: dict | None) -> list[dict]:
+        if not ft or not inc.dev_pid:
+            return []
+        from msprobe_atb.offline.graph import load_layer_graphs, upstream
+
+        graphs = load_layer_graphs(self.dump_root / "info", inc.dev_pid)
+        index = int(ft["index"]) if str(ft["index"]).isdigit() else None
+        return [{"op_id": u.op_id, "op_name": u.op_name, "tensor": u.tensor,
+                 "feeds": u.consumer, "hops": u.depth}
+                for u in upstream(graphs, ft["op_id"], ft["io"], index)]
+
+    def flush(self) -> None:
+        for inc in self.incidents.values():
+            if not inc.dirty or inc.trigger == "?":
+                continue
+            data = (json.dumps(self.doc(inc), indent=2) + "\n").encode()
+            if data != inc.written:
+                try:
+                    fsio.write_files(self.dump_root, [((DIR, file_name(inc.seq)), data)])
+                    inc.written = data
+                except (OSError, fsio.UnsafePath) as exc:
+                    log.warning("cannot write %s/%s: %s", DIR, file_name(inc.seq), exc)
+                    continue
+            inc.dirty = False
+
+
+def read_incidents(dump_root: Path) -> list[dict]:
+    """Every incident report of a dump, in order (unreadable ones are named)."""
+    out = []
+    d = Path(dump_root) / DIR
+    for f in sorted(d.glob("incident-*.json")) if d.is_dir() else []:
+        try:
+            out.append(json.loads(f.read_text()))
+        except (OSError, ValueError) as exc:
+            out.append({"incident": f.name, "trigger": "?", "error": f"unreadable: {exc}"})
+    return out

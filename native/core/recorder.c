@@ -1,0 +1,618 @@
+#define _GNU_SOURCE
+#include "recorder.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "record.h"
+#include "ring_overwrite.h"
+#include "snapshot.h"
+#include "stats.h"
+#include "util.h"
+#include "writer.h"
+
+/* One lock over the ring and every scope's mode. Taken by the save hooks
+ * (which already lock the copy queue), the monitor tick and the exit; the
+ * order is always recorder, then queue. */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct msp_ring g_ring;
+static int g_inited;        /* the ring belongs to the arming of g_base */
+static uint64_t g_base;     /* cfg.rec_incident_base of that arming */
+static uint64_t g_applied;  /* every incident up to this one is applied to every scope */
+static int g_small_said;    /* "budget too small" was said */
+
+static uint64_t claimed(void)
+{
+    return msp_ctl_get_word(&msp_ctl_now()->rec_claimed);
+}
+
+/* No incident left to take: the recorder disarms once its windows end. */
+static int exhausted(const struct msp_config *c)
+{
+    uint64_t k = claimed();
+    return k >= g_base && k - g_base >= c->rec_max_incidents && g_applied >= k;
+}
+
+static void gauges(void)
+{
+    struct msp_proc *p = msp_proc_now();
+    __atomic_store_n(&p->rec_rounds, g_ring.rounds, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->rec_bytes, g_ring.bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->rec_peak_bytes, g_ring.peak, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->rec_incident, g_applied, __ATOMIC_RELAXED);
+}
+
+static void reset_scope(struct msp_ring_scope *s, void *arg)
+{
+    (void)arg;
+    s->mode = MSP_SCOPE_HOLD;
+    s->has_cur = 0;
+    s->after_left = 0;
+    s->wait_round = -1;
+    s->cur_broken = 0;
+}
+
+/* Under g_mu: the ring follows the config's arming (a new arming, or a
+ * disarming edit, drops what it holds). */
+static void follow_arming(const struct msp_config *c)
+{
+    int armed = c->rec_armed != 0;
+    if (g_inited && armed && g_base == c->rec_incident_base)
+        return;
+    if (g_ring.rounds) {
+        uint64_t n = msp_ring_clear(&g_ring);
+        msp_log("recorder %s: dropped %llu held tensors", armed ? "re-armed" : "disarmed",
+                (unsigned long long)n);
+    }
+    msp_ring_each(&g_ring, reset_scope, NULL);
+    g_inited = armed;
+    g_base = c->rec_incident_base;
+    if (armed)
+        g_applied = c->rec_incident_base; /* later incidents are applied next */
+    __atomic_store_n(&msp_proc_now()->rec_state, armed ? MSP_REC_ARMED : MSP_REC_OFF,
+                     __ATOMIC_RELAXED);
+    gauges();
+}
+
+/* ---- writing out ---- */
+
+/* The "{dev}_{pid}/{exec}/{op}" of an item path. */
+static size_t round_dir_len(const char *path)
+{
+    int slashes = 0;
+    size_t i = 0;
+    for (; path[i]; i++)
+        if (path[i] == '/' && ++slashes == 3)
+            break;
+    return i;
+}
+
+/* A `flush` record, built while one incident is applied. */
+struct flushlog {
+    struct jbuf b;
+    int open;
+    uint64_t seq;
+};
+
+static void log_round(struct flushlog *f, const char *path, uint64_t n, const char *why)
+{
+    if (!f->open) {
+        msp_rec_begin(&f->b, "flush");
+        jb_ku64(&f->b, "incident", f->seq);
+        jb_key(&f->b, "rounds");
+        jb_open(&f->b, '[');
+        f->open = 1;
+    }
+    jb_open(&f->b, '{');
+    jb_kstr(&f->b, "dir", path, round_dir_len(path));
+    jb_ku64(&f->b, "n", n);
+    jb_kcstr(&f->b, "as", why);
+    jb_close(&f->b, '}');
+}
+
+static void log_commit(struct flushlog *f)
+{
+    if (!f->open)
+        return;
+    jb_close(&f->b, ']');
+    msp_rec_commit(&f->b);
+    f->open = 0;
+}
+
+/* Moves a held round to the writers. */
+static void flush_round(struct msp_ring_round *rd, struct flushlog *f, const char *why)
+{
+    if (rd->head)
+        log_round(f, rd->head->path, rd->n, why);
+    for (struct msp_item *it = msp_ring_take(&g_ring, rd), *next; it; it = next) {
+        next = it->next;
+        if (it->kind == MSP_ITEM_TENSOR) {
+            MSP_COUNT(tensors_selected, 1);
+            MSP_COUNT(rec_flushed, 1);
+        }
+        msp_item_queue(it, 1);
+    }
+}
+
+static void evict_round(struct msp_ring_round *rd)
+{
+    msp_ring_evict(&g_ring, rd);
+    MSP_COUNT(rec_evicted, 1);
+}
+
+/* ---- applying an incident to one op ---- */
+
+struct apply_ctx {
+    const struct msp_config *cfg;
+    const struct msp_incident *inc;
+    struct flushlog *log;
+};
+
+/* The held round an incident cuts at: the one with the incident's {exec}
+ * when this op holds it (ranks and ops that run in step), else the newest
+ * that began before the trigger. NULL: none. */
+static struct msp_ring_round *cut_of(struct msp_ring_scope *s, const struct msp_incident *inc)
+{
+    struct msp_ring_round *by_time = NULL;
+    for (struct msp_ring_round *rd = s->oldest; rd; rd = rd->snext) {
+        if (inc->round >= 0 && rd->exec == (uint64_t)inc->round)
+            return rd;
+        if (rd->start_ns <= inc->t_ns)
+            by_time = rd;
+    }
+    return by_time;
+}
+
+/* Flushes the cut round, the keep_rounds before it and up to after_rounds
+ * held after it; evicts the rest; the op then dumps directly until its
+ * after_rounds are done. */
+static void apply_scope(struct msp_ring_scope *s, void *arg)
+{
+    struct apply_ctx *a = arg;
+    const struct msp_config *c = a->cfg;
+    if (s->mode == MSP_SCOPE_OFF)
+        return;
+    if (s->mode != MSP_SCOPE_HOLD) {
+        /* queued behind the window in progress: the window starts again */
+        if (s->mode == MSP_SCOPE_DIRECT)
+            s->after_left = c->rec_after_rounds;
+        return;
+    }
+    /* This op is one round behind the trigger's {exec} (another rank that
+     * has not begun it yet): the cut is that round, when it opens. */
+    if (a->inc->round >= 0 && s->newest && s->newest->exec + 1 == (uint64_t)a->inc->round &&
+        s->has_cur && !s->cur_broken) {
+        s->wait_round = a->inc->round;
+        return;
+    }
+    struct msp_ring_round *cut = cut_of(s, a->inc);
+    uint64_t before = 0, after = 0;
+    int seen_cut = cut == NULL, newest_kept = 0;
+    for (struct msp_ring_round *rd = s->oldest; cut && rd != cut; rd = rd->snext)
+        before++;
+    uint64_t skip = before > c->rec_keep_rounds ? before - c->rec_keep_rounds : 0;
+    for (struct msp_ring_round *rd = s->oldest, *next; rd; rd = next) {
+        next = rd->snext;
+        int is_newest = rd == s->newest;
+        if (!seen_cut) {
+            if (rd == cut) {
+                seen_cut = 1;
+                newest_kept |= is_newest;
+                flush_round(rd, a->log, "trigger");
+            } else if (skip) {
+                skip--;
+                evict_round(rd);
+            } else {
+                flush_round(rd, a->log, "before");
+            }
+        } else if (after < c->rec_after_rounds) {
+            after++;
+            newest_kept |= is_newest;
+            flush_round(rd, a->log, "after");
+        } else {
+            evict_round(rd);
+        }
+    }
+    s->after_left = (int64_t)c->rec_after_rounds - (int64_t)after;
+    /* the round in progress, if it was evicted, is not dumped half */
+    s->mode = !s->has_cur || newest_kept ? MSP_SCOPE_DIRECT : MSP_SCOPE_SKIP;
+}
+
+/* Under g_mu: applies every published incident not applied yet. */
+static void apply_incidents(const struct msp_config *c)
+{
+    struct msp_control *ctl = msp_ctl_now();
+    uint64_t top = claimed();
+    while (g_applied < top) {
+        struct msp_incident inc;
+        if (!msp_ctl_read_incident(ctl, g_applied + 1, &inc))
+            return; /* still being filled in: next time */
+        struct flushlog f = {.seq = g_applied + 1};
+        struct apply_ctx a = {c, &inc, &f};
+        msp_ring_each(&g_ring, apply_scope, &a);
+        log_commit(&f);
+        g_applied++;
+    }
+    gauges();
+}
+
+/* ---- rounds ---- */
+
+static void window_over(struct msp_ring_scope *s, const struct msp_config *c)
+{
+    s->mode = exhausted(c) ? MSP_SCOPE_OFF : MSP_SCOPE_HOLD;
+}
+
+/* Keeps keep_rounds + 1 rounds of the op (the round in progress and the
+ * keep_rounds before it). */
+static void trim_scope(struct msp_ring_scope *s, const struct msp_config *c)
+{
+    while (s->nrounds > c->rec_keep_rounds + 1 && s->oldest)
+        evict_round(s->oldest);
+}
+
+/* A new {exec} of op s begins. */
+static void round_opens(struct msp_ring_scope *s, uint64_t exec, const struct msp_config *c,
+                        const char *path)
+{
+    s->cur_broken = 0;
+    if (s->wait_round >= 0) {
+        int64_t want = s->wait_round;
+        s->wait_round = -1;
+        if ((uint64_t)want == exec) {
+            /* the trigger's round on this rank: what it holds is "before" */
+            struct flushlog f = {.seq = g_applied};
+            uint64_t n = s->nrounds, skip = n > c->rec_keep_rounds ? n - c->rec_keep_rounds : 0;
+            while (s->oldest) {
+                if (skip) {
+                    skip--;
+                    evict_round(s->oldest);
+                } else {
+                    flush_round(s->oldest, &f, "before");
+                }
+            }
+            log_commit(&f);
+            s->mode = MSP_SCOPE_DIRECT;
+            s->after_left = c->rec_after_rounds;
+            s->has_cur = 1;
+            s->cur_exec = exec;
+            struct flushlog g = {.seq = g_applied};
+            log_round(&g, path, 0, "trigger");
+            log_commit(&g);
+            return;
+        }
+        struct msp_incident inc = {.t_ns = msp_now_ns(), .round = -1};
+        struct flushlog f = {.seq = g_applied};
+        struct apply_ctx a = {c, &inc, &f};
+        apply_scope(s, &a);
+        log_commit(&f);
+    }
+    if (s->mode == MSP_SCOPE_DIRECT) {
+        if (s->after_left > 0) {
+            s->after_left--;
+            struct flushlog f = {.seq = g_applied};
+            log_round(&f, path, 0, "after");
+            log_commit(&f);
+        } else {
+            window_over(s, c);
+        }
+    } else if (s->mode == MSP_SCOPE_SKIP) {
+        window_over(s, c);
+    }
+    s->has_cur = 1;
+    s->cur_exec = exec;
+    if (s->mode == MSP_SCOPE_HOLD) {
+        if (!msp_ring_open(&g_ring, s, exec, msp_now_ns()))
+            s->cur_broken = 1;
+        trim_scope(s, c);
+    }
+}
+
+int msp_rec_route(const struct msp_snap *snap, const char *path, size_t n)
+{
+    const struct msp_config *c = &snap->cfg;
+    pthread_mutex_lock(&g_mu);
+    follow_arming(c);
+    apply_incidents(c);
+    uint64_t exec;
+    struct msp_ring_scope *s = msp_ring_scope_of(&g_ring, path, n, &exec);
+    int route = MSP_ROUTE_DROP;
+    if (!s) {
+        route = MSP_ROUTE_DIRECT; /* not a round of a top-level op: nothing to hold it by */
+    } else {
+        if (!s->has_cur || s->cur_exec != exec)
+            round_opens(s, exec, c, path);
+        if (s->mode == MSP_SCOPE_DIRECT)
+            route = MSP_ROUTE_DIRECT;
+        else if (s->mode == MSP_SCOPE_HOLD && !s->cur_broken)
+            route = MSP_ROUTE_HOLD;
+    }
+    if (route == MSP_ROUTE_DROP && s && s->cur_broken)
+        MSP_COUNT(rec_lost, 1);
+    gauges();
+    pthread_mutex_unlock(&g_mu);
+    return route;
+}
+
+/* ---- triggers ---- */
+
+static const char *kind_name(uint32_t kind)
+{
+    switch (kind) {
+    case MSP_TRIG_NAN: return "nan";
+    case MSP_TRIG_INF: return "inf";
+    case MSP_TRIG_OVERFLOW: return "overflow";
+    case MSP_TRIG_ABS_MAX: return "abs_max_over";
+    case MSP_TRIG_GROWTH: return "growth_over";
+    case MSP_TRIG_GOLDEN: return "golden";
+    default: return "manual";
+    }
+}
+
+/* Which shim-side trigger the statistics fire, with its value; 0 if none. */
+static uint32_t fired(const struct msp_config *c, const struct msp_stats *st, double *value)
+{
+    if ((c->rec_triggers & MSP_TRIG_NAN) && st->nan) {
+        *value = NAN;
+        return MSP_TRIG_NAN;
+    }
+    if ((c->rec_triggers & MSP_TRIG_INF) && (st->pinf || st->ninf)) {
+        *value = st->pinf ? INFINITY : -INFINITY;
+        return MSP_TRIG_INF;
+    }
+    if (!(c->rec_triggers & MSP_TRIG_ABS_MAX) || !st->has_minmax)
+        return 0;
+    double hi, lo;
+    switch (st->kind) {
+    case MSP_STATS_FLOAT: hi = st->max, lo = st->min; break;
+    case MSP_STATS_INT: hi = (double)st->imax, lo = (double)st->imin; break;
+    case MSP_STATS_UINT: hi = (double)st->umax, lo = (double)st->umin; break;
+    default: return 0;
+    }
+    double m = fabs(hi) > fabs(lo) ? fabs(hi) : fabs(lo);
+    if (m > c->rec_abs_max) {
+        *value = m;
+        return MSP_TRIG_ABS_MAX;
+    }
+    return 0;
+}
+
+/* Under g_mu: claims an incident for a trigger of this process and applies
+ * it at once (this process's rounds are flushed before the hook returns). */
+static void fire(const struct msp_config *c, uint32_t kind, double value, const char *path,
+                 size_t pathn, int64_t round, const struct msp_stats *st)
+{
+    struct msp_incident inc;
+    memset(&inc, 0, sizeof inc);
+    inc.t_ns = msp_now_ns();
+    inc.pid = g_msp.pid;
+    inc.start_ns = g_msp.start_ns;
+    /* the device is the path's "{dev}_" (the slot learns it only from writes) */
+    char *end;
+    long dev = strtol(path, &end, 10);
+    inc.device = end != path && *end == '_' ? dev : -1;
+    inc.round = round;
+    inc.kind = kind;
+    inc.value = value;
+    size_t n = pathn < sizeof inc.path - 1 ? pathn : sizeof inc.path - 1;
+    memcpy(inc.path, path, n);
+    uint64_t seq = msp_ctl_claim_incident(msp_ctl_now(), g_base, c->rec_max_incidents, g_applied,
+                                          &inc);
+    if (!seq)
+        return; /* one is queued already, or max_incidents reached (counted) */
+    msp_log("recorder: incident %llu, %s trigger in %.*s (round %lld); every process of this "
+            "output dir writes its last %u rounds",
+            (unsigned long long)seq, kind_name(kind), (int)(n > 300 ? 300 : n), path,
+            (long long)round, c->rec_keep_rounds + 1);
+    struct jbuf b;
+    msp_rec_begin(&b, "incident");
+    jb_ku64(&b, "seq", seq);
+    jb_kcstr(&b, "trigger", kind_name(kind));
+    jb_key(&b, "value");
+    jb_f64(&b, value);
+    jb_ki64(&b, "round", round);
+    jb_ki64(&b, "dev", inc.device);
+    jb_kstr(&b, "path", path, n);
+    jb_ku64(&b, "trigger_ns", inc.t_ns);
+    jb_key(&b, "stats");
+    if (st)
+        msp_stats_json(&b, st);
+    else
+        jb_null(&b);
+    msp_rec_commit(&b);
+    /* only this one if it is the next: a queued one waits for the windows */
+    if (seq == g_applied + 1)
+        apply_incidents(c);
+}
+
+/* Under g_mu. */
+static void scan_locked(const struct msp_config *c, const struct msp_item *it,
+                        struct msp_stats *st, int *have)
+{
+    *have = 0;
+    if (it->kind != MSP_ITEM_TENSOR || it->stats_in_data)
+        return;
+    char note[128];
+    if (msp_stats_compute(it->dtype, it->data, it->size, st, note, sizeof note) != 0)
+        return;
+    *have = 1;
+    double value;
+    uint32_t kind = fired(c, st, &value);
+    if (!kind)
+        return;
+    uint64_t exec = 0;
+    size_t len = strlen(it->path);
+    struct msp_ring_scope *s = msp_ring_scope_of(&g_ring, it->path, len, &exec);
+    fire(c, kind, value, it->path, len, s ? (int64_t)exec : -1, st);
+}
+
+void msp_rec_scan(const struct msp_snap *snap, const struct msp_item *it)
+{
+    struct msp_stats st;
+    int have;
+    pthread_mutex_lock(&g_mu);
+    scan_locked(&snap->cfg, it, &st, &have);
+    pthread_mutex_unlock(&g_mu);
+}
+
+/* statistics task: only the statistics are kept, in place of the payload */
+static void keep_stats_only(struct msp_item *it, const struct msp_stats *st)
+{
+    void *small = realloc(it->data, sizeof *st);
+    if (!small)
+        return;
+    memcpy(small, st, sizeof *st);
+    it->data = small;
+    it->cost -= it->size;
+    it->cost += sizeof *st;
+    it->stats_in_data = 1;
+}
+
+static void too_small(const struct msp_config *c, struct msp_ring_scope *s)
+{
+    __atomic_fetch_or(&msp_proc_now()->flags, (uint32_t)MSP_PROC_REC_TOO_SMALL, __ATOMIC_RELAXED);
+    if (g_small_said++)
+        return;
+    msp_log("recorder: budget_mb %llu cannot hold one round of %s (round %llu) beside the "
+            "rounds in progress of the other ops; that round is not kept. Raise "
+            "recorder.budget_mb (or select fewer tensors)",
+            (unsigned long long)(c->rec_budget_bytes >> 20), s->op,
+            (unsigned long long)s->cur_exec);
+}
+
+void msp_rec_hold(const struct msp_snap *snap, struct msp_item *it)
+{
+    const struct msp_config *c = &snap->cfg;
+    pthread_mutex_lock(&g_mu);
+    uint64_t exec = 0;
+    struct msp_ring_scope *s = msp_ring_scope_of(&g_ring, it->path, strlen(it->path), &exec);
+    struct msp_ring_round *rd = s ? s->newest : NULL;
+    if (!s || s->mode != MSP_SCOPE_HOLD || s->cur_broken || !rd || rd->exec != exec) {
+        /* an incident moved this round between routing and now */
+        if (s && s->mode == MSP_SCOPE_DIRECT) {
+            if (it->kind == MSP_ITEM_TENSOR)
+                MSP_COUNT(tensors_selected, 1);
+            msp_item_queue(it, 1);
+        } else {
+            MSP_COUNT(rec_lost, it->kind == MSP_ITEM_TENSOR);
+            msp_ring_item_free(it);
+        }
+        pthread_mutex_unlock(&g_mu);
+        return;
+    }
+    struct msp_stats st;
+    int have;
+    msp_ring_add(&g_ring, rd, it);
+    scan_locked(c, it, &st, &have); /* may flush the round it was just added to */
+    if (have && rd == s->newest && s->mode == MSP_SCOPE_HOLD && (it->task & MSP_TASK_TENSOR) == 0)
+        keep_stats_only(it, &st);
+    if (s->mode == MSP_SCOPE_HOLD) {
+        int fits;
+        uint64_t gone = msp_ring_fit(&g_ring, c->rec_budget_bytes, &fits);
+        MSP_COUNT(rec_evicted, gone);
+        if (!fits && s->newest && s->newest->exec == exec) {
+            MSP_COUNT(rec_lost, msp_ring_evict(&g_ring, s->newest));
+            s->cur_broken = 1;
+            too_small(c, s);
+        }
+    }
+    gauges();
+    pthread_mutex_unlock(&g_mu);
+}
+
+void msp_rec_overflow(const struct msp_snap *snap, const char *kernel, size_t n)
+{
+    /* "<Type>_<id>[_<id>...]:<Kernel>": the round is the one in progress of
+     * the top-level op <id> */
+    pthread_mutex_lock(&g_mu);
+    int64_t round = -1;
+    const char *us = memchr(kernel, '_', n);
+    if (us) {
+        uint64_t id = strtoull(us + 1, NULL, 10);
+        char want[32];
+        int wn = snprintf(want, sizeof want, "%llu_", (unsigned long long)id);
+        for (uint32_t i = 0; i < g_ring.cap; i++) {
+            struct msp_ring_scope *s = g_ring.scopes[i];
+            if (s && s->has_cur && strncmp(s->op, want, (size_t)wn) == 0)
+                round = (int64_t)s->cur_exec;
+        }
+    }
+    fire(&snap->cfg, MSP_TRIG_OVERFLOW, INFINITY, kernel, n, round, NULL);
+    pthread_mutex_unlock(&g_mu);
+}
+
+/* ---- tick, exit, fork ---- */
+
+static void state_of(struct msp_ring_scope *s, void *arg)
+{
+    int *st = arg;
+    if (s->mode == MSP_SCOPE_DIRECT || s->mode == MSP_SCOPE_SKIP)
+        *st = MSP_REC_FLUSHING;
+    else if (s->mode == MSP_SCOPE_HOLD && *st == MSP_REC_DONE)
+        *st = MSP_REC_ARMED;
+}
+
+void msp_rec_tick(void)
+{
+    struct msp_snap *snap = msp_snap_get();
+    if (!snap)
+        return;
+    const struct msp_config *c = &snap->cfg;
+    int armed = snap->awake && c->rec_armed;
+    pthread_mutex_lock(&g_mu);
+    if (!armed) {
+        if (g_inited || g_ring.rounds) {
+            struct msp_config off = *c;
+            off.rec_armed = 0;
+            follow_arming(&off);
+        }
+    } else {
+        follow_arming(c);
+        apply_incidents(c);
+        int st = exhausted(c) ? MSP_REC_DONE : MSP_REC_ARMED;
+        msp_ring_each(&g_ring, state_of, &st);
+        __atomic_store_n(&msp_proc_now()->rec_state, (uint64_t)st, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&g_mu);
+}
+
+void msp_rec_exit(void)
+{
+    struct msp_snap *snap = msp_snap_get();
+    pthread_mutex_lock(&g_mu);
+    if (g_ring.rounds) {
+        if (snap && snap->cfg.rec_flush_on_exit) {
+            struct flushlog f = {.seq = 0};
+            while (g_ring.oldest)
+                flush_round(g_ring.oldest, &f, "exit");
+            log_commit(&f);
+        } else {
+            uint64_t rounds = g_ring.rounds, n = msp_ring_clear(&g_ring);
+            __atomic_fetch_or(&msp_proc_now()->flags, (uint32_t)MSP_PROC_REC_EXIT_DROP,
+                              __ATOMIC_RELAXED);
+            struct jbuf b;
+            msp_rec_begin(&b, "recorder_exit");
+            jb_ku64(&b, "dropped_rounds", rounds);
+            jb_ku64(&b, "dropped_items", n);
+            msp_rec_commit(&b);
+            msp_log("process exit while the recorder was armed: %llu held rounds are not "
+                    "written (set recorder.flush_on_exit to keep them)",
+                    (unsigned long long)rounds);
+        }
+    }
+    gauges();
+    pthread_mutex_unlock(&g_mu);
+}
+
+void msp_rec_reset(void)
+{
+    pthread_mutex_init(&g_mu, NULL);
+    /* the parent's items stay with the parent: forget them, do not free */
+    memset(&g_ring, 0, sizeof g_ring);
+    g_inited = 0;
+    g_base = g_applied = 0;
+    g_small_said = 0;
+}

@@ -1,0 +1,78 @@
+"""Helpers of the flight-recorder tests: a service armed with a recorder block,
+the round directories it leaves, the incidents as `msprobe-atb incidents`
+prints them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from testkit import REPO, save_config, wait_until
+
+# Layer-level ops and every child op and kernel, as the issue's config.
+ARMED = {"task": "tensor", "dump_enable": True, "exec_range": "all", "ids": "",
+         "save_child": True}
+FAST = "--no-compute --hidden 32 --heads 2 --prompt-len 4"
+
+
+def arm(config: Path, **recorder: Any) -> None:
+    save_config(config, **ARMED, recorder={"keep_rounds": 3, "after_rounds": 1,
+                                           "max_incidents": 1, **recorder})
+
+
+def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "msprobe_atb", *args], cwd=REPO, check=check,
+                          capture_output=True, text=True, timeout=120)
+
+
+def incidents(out: Path) -> list[dict]:
+    return json.loads(cli("incidents", str(out), "--json").stdout)
+
+
+def rounds_on_disk(out: Path) -> dict[str, set[int]]:
+    """{dev_pid: {round, ...}} of the data tree."""
+    data = out / "atb_dump_data" / "data"
+    if not data.is_dir():
+        return {}
+    return {p.name: {int(r.name) for r in p.iterdir() if r.is_dir()}
+            for p in data.iterdir() if p.is_dir()}
+
+
+def op_rounds(out: Path) -> dict[tuple[str, str], set[int]]:
+    """{(dev_pid, "{id}_{Name}" of a top-level op): {round, ...}} of the data tree."""
+    found: dict[tuple[str, str], set[int]] = {}
+    for proc, rounds in rounds_on_disk(out).items():
+        for r in rounds:
+            for op in (out / "atb_dump_data" / "data" / proc / str(r)).iterdir():
+                if op.is_dir():
+                    found.setdefault((proc, op.name), set()).add(r)
+    return found
+
+
+def wait_complete(out: Path, want: int, timeout: float = 60) -> None:
+    """Until `want` round dirs carry ROUND_COMPLETE.json and the daemon wrote the
+    incident's last rounds."""
+    data = out / "atb_dump_data" / "data"
+
+    def done():
+        marks = list(data.glob("*/*/ROUND_COMPLETE.json")) if data.is_dir() else []
+        return len(marks) >= want and any((out / "atb_dump_data" / "incidents").glob("*.json"))
+
+    wait_until(done, timeout=timeout, what=f"{want} complete rounds and an incident report")
+
+
+def status(out: Path) -> dict[str, Any]:
+    return json.loads(cli("status", str(out), "--json").stdout)
+
+
+def wait_applied(out: Path) -> None:
+    """Until every live process runs on the config the daemon published last."""
+    def applied():
+        st = status(out)
+        procs = [p for p in st["processes"] if p["alive"]]
+        return procs and all(p["config_generation"] == st["generation"] for p in procs)
+
+    wait_until(applied, what="the processes to apply the new config")
