@@ -1,10 +1,10 @@
-#include "recorder.h"
 #include "exitdrain.h"
 
 #include <unistd.h>
 
 #include "monitor.h"
 #include "record.h"
+#include "recorder.h"
 #include "state.h"
 #include "util.h"
 #include "writer.h"

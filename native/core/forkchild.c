@@ -1,4 +1,3 @@
-#include "recorder.h"
 #include "forkchild.h"
 
 #include <string.h>
@@ -7,6 +6,7 @@
 #include "daemon.h"
 #include "monitor.h"
 #include "opcount.h"
+#include "recorder.h"
 #include "state.h"
 #include "topo.h"
 #include "util.h"

@@ -1,5 +1,4 @@
 #define _GNU_SOURCE
-#include "recorder.h"
 #include "monitor.h"
 
 #include <pthread.h>
@@ -10,6 +9,7 @@
 #include "daemon.h"
 #include "opcount.h"
 #include "reattach.h"
+#include "recorder.h"
 #include "snapshot.h"
 #include "state.h"
 #include "util.h"
