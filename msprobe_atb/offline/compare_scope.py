@@ -145,10 +145,9 @@ def likely_causes(g: pl.DataFrame, t: pl.DataFrame, pairs: list[tuple[str, str]]
                       "sides")
     gi = set(gp.get_column("op_id").unique().to_list())
     ti = set(tp.get_column("op_id").unique().to_list())
-    top = lambda ids: [i for i in ids if "_" not in i]  # noqa: E731
     if not gi & ti:
-        causes.append(f"no op id in common (golden top-level ops {_ids(top(gi))}, target "
-                      f"{_ids(top(ti))}): different models or wrong directories")
+        causes.append(f"no op id in common (golden top-level ops {_ids(gi)}, target "
+                      f"{_ids(ti)}): different models or wrong directories")
     elif not structure and (gi - ti or ti - gi):
         causes.append(f"the dumps selected different ops: golden {len(gi)} op ids, target "
                       f"{len(ti)}, {len(gi & ti)} in common (do the configs' ids, op_name, "

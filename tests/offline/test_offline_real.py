@@ -79,6 +79,8 @@ def test_injected_inf_named_first_by_stats_overflow_compare(real_dumps, tmp_path
                       "-o", str(tmp_path / "c.csv"))
     assert rc == 1
     assert f"FIRST DIVERGENT op (target execution order): round 0, {first['op']} output 0" in out
+    assert "\n  NaN/Inf: target 1 +Inf; golden none (different positions)\n  over the elements " \
+        "finite on both sides" in out
     growth = out.split("Largest error growth")[1].splitlines()[1]
     assert first["op"] + ":" in growth and "(xinf)" in growth
 
