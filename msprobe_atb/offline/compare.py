@@ -345,8 +345,8 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
         pick("op_id").alias("op_id"), pick("op_name").alias("op_name"),
     )
     rows = out.select(RESULT_COLUMNS)
-    scope = check_scope(g, t, pairs, rows, structure_differences(g, t, pairs), min_matched,
-                        pair_by_id)
+    structure = structure_differences(g, t, pairs, golden.layout.info, target.layout.info)
+    scope = check_scope(g, t, pairs, rows, structure, min_matched, pair_by_id)
     scope.notes = scope_notes + scope.notes
     return CompareResult(rows, pairs, notes, golden.problems + target.problems, engine=engine,
                          scope=scope)

@@ -2,7 +2,9 @@
 
 * Structure: the op names of the two dumps at the same op ids (names compared
   without their dtype tags, so `AddF16Kernel` is `AddF32Kernel`), and the number
-  of top-level ops of each name (layers). A difference means different models:
+  of top-level ops of each name (layers): from the model topologies
+  (info/model), which list every op whatever the dump selected, else from the
+  dumped ops when their names differ. A difference means different models:
   compare says so first, and pairs tensors across different names only when
   asked (`pair_by_id`).
 * Coverage: the inputs before and outputs after each op (the `primary` tensors)
@@ -13,10 +15,14 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import polars as pl
+
+from .graph import load_model_graphs
 
 # A dtype tag inside an op or kernel name: F16, BF16, FP32, I64, Int8, 16, ...
 DTYPE_TAG = r"(?i)(?:bf|fp|f|u?int|i|float|half)?\d+"
@@ -72,8 +78,26 @@ def _layer_counts(ops: pl.DataFrame) -> Counter:
     return Counter(top.get_column("op_name").to_list())
 
 
-def structure_differences(g: pl.DataFrame, t: pl.DataFrame,
-                          pairs: list[tuple[str, str]]) -> list[str]:
+def model_layers(info: Path | None, dev_pid: str) -> dict[str, Counter]:
+    """Model name -> its top-level ops per name (`Prefill_layer_3` counts as
+    Prefill_layer), from info/model."""
+    out: dict[str, Counter] = {}
+    graphs = load_model_graphs(info, dev_pid)
+    for _, (nodes, _) in sorted(graphs.items(), key=lambda kv: int(kv[0])):
+        if nodes:
+            out.setdefault(nodes[0].model, Counter(re.sub(r"_\d+$", "", n.name)
+                                                   for n in nodes))
+    return out
+
+
+def _counts_text(gc: Counter, tc: Counter) -> str:
+    names = [n for n in dict.fromkeys([*gc, *tc]) if gc[n] != tc[n]]
+    return ("golden " + ", ".join(f"{gc[n]} {n}" for n in names) + "; target "
+            + ", ".join(f"{tc[n]} {n}" for n in names))
+
+
+def structure_differences(g: pl.DataFrame, t: pl.DataFrame, pairs: list[tuple[str, str]],
+                          ginfo: Path | None = None, tinfo: Path | None = None) -> list[str]:
     """Differences in structure between paired processes, one sentence each."""
     out: list[str] = []
     for gp, tp in pairs:
@@ -92,12 +116,13 @@ def structure_differences(g: pl.DataFrame, t: pl.DataFrame,
                            for r in differ.head(EXAMPLES).iter_rows(named=True))
             out.append(f"op names differ at {differ.height} of {both.height} shared op ids"
                        f"{where}, e.g. {ex}")
+        gm, tm = model_layers(ginfo, gp), model_layers(tinfo, tp)
+        models = [m for m in gm if m in tm and gm[m] != tm[m]]
+        for m in models:
+            out.append(f"model {m} differs{where} (info/model): {_counts_text(gm[m], tm[m])}")
         gc, tc = _layer_counts(go), _layer_counts(to)
-        if differ.height and gc != tc:
-            names = [n for n in dict.fromkeys([*gc, *tc]) if gc[n] != tc[n]]
-            out.append(f"top-level op counts differ{where}: golden "
-                       + ", ".join(f"{gc[n]} {n}" for n in names) + "; target "
-                       + ", ".join(f"{tc[n]} {n}" for n in names))
+        if differ.height and gc != tc and not models:
+            out.append(f"top-level op counts differ{where}: {_counts_text(gc, tc)}")
     return out
 
 

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import polars as pl
 from offline_helpers import run_cli
-from offline_synth import RoundWriter, small_model
+from offline_synth import RoundWriter, small_model, write_graphs
 
 from msprobe_atb.offline import compare_dumps, open_dump
 from msprobe_atb.offline.report import build_report
@@ -110,3 +110,26 @@ def test_nonfinite_leads_the_headline(synth_pair, tmp_path):
     assert block[0].endswith(f"round 0, {INJ} output 0 [tensor]")
     assert block[1] == "  NaN/Inf: target 1 +Inf; golden none (different positions)"
     assert block[2].startswith("  over the elements finite on both sides (of 16): cosine")
+
+
+def test_layer_counts_from_the_model_topology(tmp_path):
+    """A target that dumped fewer layers of the same model is a selection (exit by
+    verdicts); one whose model has fewer layers (info/model) is another model."""
+    g = small_model(tmp_path / "g")
+    write_graphs(g, "0_4711")
+    t = small_model(tmp_path / "t", dtype=np.float16)
+    write_graphs(t, "0_4711")
+    for r in (0, 1):  # the target dumped layer 1 only (config ids "1")
+        d = t / f"atb_dump_data/data/0_4711/{r}"
+        for f in ("statistic.csv", "statistic_extra.csv"):
+            lines = (d / f).read_text().splitlines()
+            (d / f).write_text("\n".join([lines[0], *lines[1:9]]) + "\n")
+    res = compare_dumps(open_dump(g), open_dump(t))
+    assert res.scope.structure == [] and res.exit_code() == 0 and res.count("pass") == 16
+    model = t / "atb_dump_data/info/model/0_4711/M.json"
+    m = json.loads(model.read_text())
+    m["nodes"] = m["nodes"][:2]
+    model.write_text(json.dumps(m))
+    res = compare_dumps(open_dump(g), open_dump(t))
+    assert res.scope.structure == ["model M differs (info/model): golden 3 Layer; target 2 Layer"]
+    assert res.exit_code() == 3

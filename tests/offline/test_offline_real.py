@@ -188,8 +188,8 @@ def test_different_layer_counts_real(stats_dump_3_layers, stats_dump, tmp_path):
     assert rc == 3, out[:2000]
     assert out.startswith("STRUCTURE DIFFERS")
     assert "3: golden Prefill_layer, target LmHead" in out
-    assert "golden 3 Prefill_layer, 3 Decoder_layer; target 2 Prefill_layer, 2 Decoder_layer" \
-        in out
+    assert "model DecoderModel_Prefill differs (info/model): golden 3 Prefill_layer; target 2 " \
+        "Prefill_layer\n  model DecoderModel_Decoder differs" in out
     res = pl.read_csv(tmp_path / "c.csv")
     assert res.filter((pl.col("op_id") == "3") & pl.col("verdict").is_in(["pass", "fail"])
                       ).height == 0
