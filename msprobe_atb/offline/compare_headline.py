@@ -134,9 +134,15 @@ def format_summary(res: CompareResult, outputs: list[str] | None = None) -> str:
                          f"{_g(o['err_out'])} (x{_g(o['growth'])})")
     un = res.rows.filter(pl.col("verdict").is_in(["golden-only", "target-only"]))
     if un.height:
+        other = un.filter(~pl.col("primary").fill_null(False)).height
         lines.append(f"Unmatched tensors ({un.height}), first ones:")
-        for r in un.head(10).iter_rows(named=True):
-            lines.append(f"  {r['verdict']}: round {r['round']} {r['op']} {r['io']} {r['index']}")
+        if other:
+            lines.append(f"  ({other} of them are at the other two stages, before/outtensor or "
+                         "after/intensor, which only a dump with all four stages has)")
+        for r in un.sort(pl.col("primary").fill_null(False), descending=True, maintain_order=True
+                         ).head(10).iter_rows(named=True):
+            lines.append(f"  {r['verdict']}: round {r['round']} {r['op']} {r['stage']} {r['io']} "
+                         f"{r['index']}")
     if outputs:
         lines.append("All rows: " + ", ".join(outputs))
     return "\n".join(lines)

@@ -63,3 +63,18 @@ def test_default_set_stats(tmp_path):
     rc, out = run_cli("stats", str(tmp_path))
     assert "FIRST NaN/Inf in 0_9: round 0, 1_Layer output 0" in out and "stages:" not in out
     assert pl.Series(t.get_column("nonfinite")).to_list() == [False, True]
+
+
+def test_all_stages_against_the_default_set(tmp_path):
+    """A golden with all four stages against a default-set target: the two extra
+    stages are unmatched but said to be so, and everything else is checked."""
+    g = _cache_op(tmp_path / "g", "all", np.arange(4, dtype=np.float32))
+    w = RoundWriter(tmp_path / "t" / "atb_dump_data" / "data", "0_9", 0)
+    w.add("1_Layer/4_ReshapeAndCache", "input", 0, np.zeros(4, np.float32))
+    w.add("1_Layer/4_ReshapeAndCache", "output", 0, np.ones(4, np.float32))
+    w.close()
+    rc, out = run_cli("compare", "-gp", str(g), "-tp", str(tmp_path / "t"),
+                      "-o", str(tmp_path / "c.csv"))
+    assert rc == 0, out
+    assert "checked 2 of 2 golden and 2 target tensors" in out
+    assert "(2 of them are at the other two stages" in out

@@ -130,8 +130,8 @@ def test_compare_mismatched_structure(tmp_path):
     assert res.count("golden-only") > 0 and res.count("target-only") == 1
     rc, text = run_cli("compare", "-gp", str(tmp_path / "g"), "-tp", str(tmp_path / "t"),
                        "-o", str(tmp_path / "o"))
-    assert "target-only: round 0 9_Extra input 0" in text
-    assert "golden-only: round 0 1_Layer input 0" in text
+    assert "target-only: round 0 9_Extra before input 0" in text
+    assert "golden-only: round 0 1_Layer before input 0" in text
     assert list((tmp_path / "o").glob("atb_tensor_compare_result_*.csv"))
 
 
