@@ -49,6 +49,9 @@ class ConfigWatcher:
         self.use_events = use_events
         self.wake = wake
         self._changed = threading.Event()
+        # An event names this file: read it whatever (mtime, size, inode) say, since
+        # a same-size edit within the file system's timestamp granularity keeps all three.
+        self._evented = False
         self._observer = None
         self._next_poll = 0.0
         self._stat: tuple[int, ...] | None = None
@@ -81,6 +84,7 @@ class ConfigWatcher:
             def on_any_event(self, event) -> None:
                 paths = [getattr(event, "src_path", ""), getattr(event, "dest_path", "")]
                 if any(os.path.normpath(os.fsdecode(p)) == target for p in paths if p):
+                    watcher._evented = True
                     watcher._changed.set()
                     watcher.wake.set()
 
@@ -95,7 +99,9 @@ class ConfigWatcher:
             self.use_events = False
             return
         self._observer = observer
-        self._changed.set()  # an edit between the first read and now must not be missed
+        # an edit between the first read and now must not be missed
+        self._evented = True
+        self._changed.set()
         log.info("watching %s for changes (events, plus a %.1f s poll)", parent, self.poll_s)
 
     def stop(self) -> None:
@@ -118,6 +124,7 @@ class ConfigWatcher:
     def check(self) -> object | None:
         """Returns the new content (bytes), MISSING if the file is gone, Unusable
         if it is no regular file, or None if nothing changed since the last call."""
+        evented, self._evented = self._evented, False
         self._changed.clear()
         self._next_poll = time.monotonic() + self.poll_s
         if self._events_tried and self._observer is None and self.use_events:
@@ -129,7 +136,8 @@ class ConfigWatcher:
         except OSError as exc:  # a permission, ...
             return self._unusable(None, Unusable(f"cannot be read: {exc.strerror or exc}"))
         key = _key(st)
-        if self._known and key == self._stat and st.st_mtime_ns < self._read_ns - RACY_NS:
+        if (not evented and self._known and key == self._stat
+                and st.st_mtime_ns < self._read_ns - RACY_NS):
             return None
         try:
             data = self._read()
