@@ -9,7 +9,7 @@ accumulators) come back to the client.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -31,7 +31,7 @@ from .metrics import (
 )
 from .pair_engine import EngineReport, Pair, batches, row
 
-TRANSFER_WINDOW = 4  # target chunks in flight per transferred pair (bounds worker memory)
+TRANSFER_WINDOW = 4  # target chunks in flight per worker (bounds the memory they take)
 POLL_S = 0.5
 CONNECT_TIMEOUT = "10s"
 
@@ -101,7 +101,7 @@ class _Transfer:
     atol: float
     sides: dict[str, object] = field(default_factory=dict)
     ranges: list[tuple[int, int]] = field(default_factory=list)
-    next: int = 0
+    next: int = 0  # the next chunk to submit
     states: dict[int, tuple] = field(default_factory=dict)
     failed: bool = False
 
@@ -149,6 +149,8 @@ class ClusterRun:
                                "some with `dask worker`")
         self.report = EngineReport(self.where, len(roots))
         self.tracked: dict = {}  # future -> (kind, payload, workers it needs)
+        self.ready: deque[_Transfer] = deque()  # planned transfers with chunks to submit
+        self.inflight = 0  # transfer chunks submitted, not yet done
         groups: dict[frozenset, list[int]] = defaultdict(list)
         transfers: list[_Transfer] = []
         for i, (g, t, d) in enumerate(pairs):
@@ -221,6 +223,9 @@ class ClusterRun:
     def _failed(self, what: tuple, reason: str) -> None:
         if what[0] != "batch":
             what[1].failed = True
+        if what[0] == "chunk":
+            self.inflight -= 1
+            self._pump()
         self._not_compared(self._indices(what), reason)
 
     def _finished(self, what: tuple, result) -> None:
@@ -234,6 +239,9 @@ class ClusterRun:
                 self.progress(len(rows))
             return
         tr: _Transfer = what[1]
+        if kind == "chunk":
+            self.inflight -= 1
+            self._pump()
         if tr.failed:
             return
         if kind == "open":
@@ -245,7 +253,6 @@ class ClusterRun:
         tr.states[k] = state
         self.report.placement[self.pairs[tr.index][:2]] = who
         self.report.moved_bytes += tr.sides["t"].byte_span(*tr.ranges[k])[1]
-        self._feed(tr)
         if len(tr.states) == len(tr.ranges):
             total = Accumulator()
             for k in range(len(tr.ranges)):
@@ -266,21 +273,26 @@ class ClusterRun:
             self._done(tr, {"state": "ok", "reason": why})
             return
         tr.ranges = chunks(g.numel)
-        for _ in range(TRANSFER_WINDOW):
-            self._feed(tr)
+        self.ready.append(tr)
+        self._pump()
 
-    def _feed(self, tr: _Transfer) -> None:
-        """Submit the next chunk of a transferred pair (read on the target's
-        worker, accumulated on the golden side's)."""
-        if tr.next >= len(tr.ranges):
-            return
-        k, (a, b) = tr.next, tr.ranges[tr.next]
-        tr.next += 1
-        g, t = tr.sides["g"], tr.sides["t"]
-        raw = self._submit(("read", tr, k), set(tr.tw), read_chunk, t, a, b)
-        self.tracked.pop(raw)  # followed through the chunk task, which needs it
-        self._submit(("chunk", tr, k), set(tr.gw), chunk_state, g, t, a, b, raw, tr.rtol,
-                     tr.atol, need_also=set(tr.tw))
+    def _pump(self) -> None:
+        """Submit chunks of the planned transfers, pair after pair, while fewer than
+        TRANSFER_WINDOW per worker are in flight: each is read on the target's
+        worker and accumulated on the golden side's."""
+        while self.ready and self.inflight < TRANSFER_WINDOW * self.report.workers:
+            tr = self.ready[0]
+            if tr.failed or tr.next >= len(tr.ranges):
+                self.ready.popleft()
+                continue
+            k, (a, b) = tr.next, tr.ranges[tr.next]
+            tr.next += 1
+            g, t = tr.sides["g"], tr.sides["t"]
+            raw = self._submit(("read", tr, k), set(tr.tw), read_chunk, t, a, b)
+            self.tracked.pop(raw)  # followed through the chunk task, which needs it
+            self._submit(("chunk", tr, k), set(tr.gw), chunk_state, g, t, a, b, raw,
+                         tr.rtol, tr.atol, need_also=set(tr.tw))
+            self.inflight += 1
 
     def _done(self, tr: _Transfer, m: dict) -> None:
         self.out[tr.index] = {"rtol": tr.rtol, "atol": tr.atol, **m}
