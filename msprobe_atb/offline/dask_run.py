@@ -148,6 +148,8 @@ class ClusterRun:
             raise ClusterError(f"the Dask cluster {self.scheduler} has no workers; start "
                                "some with `dask worker`")
         self.report = EngineReport(self.where, len(roots))
+        self.workers = set(roots)
+        self.everywhere = all(r is None for r in roots.values())
         self.tracked: dict = {}  # future -> (kind, payload, workers it needs)
         self.ready: deque[_Transfer] = deque()  # planned transfers with chunks to submit
         self.inflight = 0  # transfer chunks submitted, not yet done
@@ -178,9 +180,17 @@ class ClusterRun:
         return self.report
 
     def _submit(self, what: tuple, need: set[str], fn, *args, need_also: set | None = None):
-        fut = self.client.submit(fn, *args, workers=sorted(need), allow_other_workers=False,
-                                 pure=False)
-        self.tracked[fut] = (what, [need] + ([need_also] if need_also else []))
+        """Submit a task restricted to the workers in `need` (and, through its
+        input, `need_also`). When every worker reads every path, it is left
+        unrestricted, so a worker that replaces a lost one (a nanny's restart)
+        takes it over."""
+        if self.everywhere:
+            fut = self.client.submit(fn, *args, pure=False)
+            self.tracked[fut] = (what, [None])
+        else:
+            fut = self.client.submit(fn, *args, workers=sorted(need),
+                                     allow_other_workers=False, pure=False)
+            self.tracked[fut] = (what, [need] + ([need_also] if need_also else []))
         return fut
 
     def _not_compared(self, idx: list[int], reason: str) -> None:
@@ -210,10 +220,11 @@ class ClusterRun:
                     self._failed(what, f"the task failed on the cluster: {fut.exception()!r}")
             live = set(self.client.nthreads())
             for fut, (what, needs) in list(self.tracked.items()):
-                if any(not (need & live) for need in needs):
+                if any(not (live if need is None else need & live) for need in needs):
                     self.tracked.pop(fut)
                     fut.cancel()
-                    gone = ", ".join(sorted(set().union(*needs) - live))
+                    gone = ", ".join(sorted(set().union(*(n or self.workers for n in needs))
+                                            - live))
                     self._failed(what, f"not compared: the worker(s) that could read its "
                                        f"files left the cluster ({gone})")
 
