@@ -19,10 +19,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Show the state and config in force, any rejected config "
                        "edit, the daemon, every attached process with its counters, and "
                        "whether everything selected so far has been written.")
-    p.add_argument("dir", nargs="?", default=os.environ.get("ATB_OUTPUT_DIR") or ".",
-                   help="output root or its atb_dump_data directory "
+    p.add_argument("dirs", nargs="*", metavar="DIR",
+                   help="output roots or their atb_dump_data directories, e.g. one per node "
                         "(default: $ATB_OUTPUT_DIR or the current directory)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--json", action="store_true",
+                   help="machine-readable output (a list when several DIRs are given)")
     p.add_argument("--watch", action="store_true",
                    help="a live view, refreshed in place, with each process's progress and "
                         "write rate (Ctrl-C to leave)")
@@ -270,17 +271,29 @@ def run(args: argparse.Namespace) -> int:
     from msprobe_atb.control.block import ControlError
     from msprobe_atb.tree.cli import find_dump_root
 
-    dump_root = find_dump_root(args.dir)
-    if not (dump_root / ".probe" / "control.block").exists():
-        print(f"{dump_root}: no control block: no process has attached to this output dir "
-              "(load the probe with load_atb_probe.sh and start the service)", file=sys.stderr)
+    dirs = args.dirs or [os.environ.get("ATB_OUTPUT_DIR") or "."]
+    if args.watch and len(dirs) > 1:
+        print("msprobe-atb status: --watch shows one output dir; give one DIR",
+              file=sys.stderr)
         return 2
-    try:
-        if args.watch:
-            return watch(dump_root, args.interval, args.count)
-        st = collect(dump_root)
-    except ControlError as exc:
-        print(f"msprobe-atb status: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(st, indent=2) if args.json else render(st))
-    return 0
+    rc, states = 0, []
+    for d in dirs:  # every dir is reported, whatever happened to the others
+        dump_root = find_dump_root(d)
+        if not (dump_root / ".probe" / "control.block").exists():
+            print(f"{dump_root}: no control block: no process has attached to this output "
+                  "dir (load the probe with load_atb_probe.sh and start the service)",
+                  file=sys.stderr)
+            rc = max(rc, 2)
+            continue
+        try:
+            if args.watch:
+                return watch(dump_root, args.interval, args.count)
+            states.append(collect(dump_root))
+        except ControlError as exc:
+            print(f"msprobe-atb status: {dump_root}: {exc}", file=sys.stderr)
+            rc = max(rc, 1)
+    if args.json:
+        print(json.dumps(states[0] if len(dirs) == 1 and states else states, indent=2))
+    elif states:
+        print("\n\n".join(render(st) for st in states))
+    return rc

@@ -47,10 +47,12 @@ def _open(path: str, fill_stats: bool):
 
 
 def cmd_stats(a) -> int:
+    if len(a.dirs) > 1:
+        return _stats_ranks(a)
     from .summary import format_text, summarize
     from .table import filter_tensors, verify_files
     try:
-        dump = _open(a.dir, fill_stats=not a.no_files)
+        dump = _open(a.dirs[0], fill_stats=not a.no_files)
         bad_files = verify_files(dump) if a.verify else 0
         df = filter_tensors(dump.tensors, op=a.op, layer=a.layer, round=a.round,
                             device=a.device)
@@ -70,6 +72,28 @@ def cmd_stats(a) -> int:
                   else "verify: every file's header, size and alias target is sound")
         if a.csv:
             print(f"Tensor table ({df.height} rows): {a.csv}")
+    return 1 if bad_files else 0
+
+
+def _stats_ranks(a) -> int:
+    """Several dumps (one per node): ranks side by side (offline/ranks.py)."""
+    from .ranks import format_ranks, stats_ranks
+    from .table import verify_files
+    if a.csv:
+        return _err("stats", "--csv takes one dump; give one DIR")
+    try:
+        opened = [_open(d, fill_stats=not a.no_files) for d in a.dirs]
+        bad_files = sum(verify_files(d) for d in opened) if a.verify else 0
+        s = stats_ranks(a.dirs, opened, op=a.op, layer=a.layer, round=a.round,
+                        device=a.device)
+    except (DumpNotFound, ValueError) as e:
+        return _err("stats", str(e))
+    if a.json:
+        print(json.dumps(_jsonable(s), indent=1))
+    else:
+        print(format_ranks(s, s["dumps"]))
+        for prob in s["problems"][:20]:
+            print(f"  problem: {prob}")
     return 1 if bad_files else 0
 
 
@@ -215,7 +239,9 @@ def _jobs(p: argparse.ArgumentParser) -> None:
 def register(sub) -> None:
     p = sub.add_parser("stats", help="summary of a dump: rounds, ops, first NaN/Inf, "
                                      "largest values per layer")
-    p.add_argument("dir", help="output root, atb_dump_data, data/, {dev}_{pid} or round dir")
+    p.add_argument("dirs", nargs="+", metavar="DIR",
+                   help="output root, atb_dump_data, data/, {dev}_{pid} or round dir; several "
+                   "(one per node): which rank went NaN/Inf first per round, and per rank")
     _filters(p)
     p.add_argument("--csv", metavar="FILE", help="also write the (filtered) tensor table")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")

@@ -244,11 +244,11 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
     pairs, notes = pair_processes(g, t)
     gk = _keyed(g.filter(pl.col("dev_pid").is_in([a for a, _ in pairs])), "golden")
     tk = _keyed(t.filter(pl.col("dev_pid").is_in([b for _, b in pairs])), "target")
-    pmap = pl.DataFrame({"golden_dev_pid": [a for a, _ in pairs],
-                         "target_dev_pid": [b for _, b in pairs]},
-                        schema={"golden_dev_pid": pl.Utf8, "target_dev_pid": pl.Utf8})
-    gk = gk.join(pmap, on="golden_dev_pid", how="inner")
-    tk = tk.join(pmap, on="target_dev_pid", how="inner")
+    # each side gets its partner's process (pairs are one to one; a lookup, not a join)
+    gk = gk.with_columns(pl.col("golden_dev_pid").replace_strict(
+        dict(pairs), return_dtype=pl.Utf8).alias("target_dev_pid"))
+    tk = tk.with_columns(pl.col("target_dev_pid").replace_strict(
+        {b: a for a, b in pairs}, return_dtype=pl.Utf8).alias("golden_dev_pid"))
     on = ["golden_dev_pid", "target_dev_pid", "round"]
     j = gk.join(tk, on=[*on, "key", "occ"], how="full", coalesce=True)
     # Second pass: a tensor left over on both sides at the same op id path, stage, io

@@ -19,7 +19,7 @@ import polars as pl
 
 from msprobe_atb.tree.manifest import ManifestWriter, polars_schema
 
-from .binfile import BinFileError, read_header
+from .binfile import BinFileError, read_header, resolve
 from .layout import DumpNotFound, find_layout
 from .manifest import part_files
 from .table import open_dump
@@ -28,8 +28,9 @@ TO_STATUS = {"bin": "written", "link": "linked"}
 
 
 def _file_facts(path: str | None, root: Path) -> tuple[int | None, int | None, str | None]:
-    """(payload bytes in the file, mtime ns, a stub's target relative to the dump
-    root) of a .bin, from its header; Nones if it cannot be read."""
+    """(the tensor's data bytes, mtime ns, a stub's target relative to the dump
+    root) of a .bin, from its header (a stub's: its target's); Nones if it cannot
+    be read."""
     if not path:
         return None, None, None
     try:
@@ -37,11 +38,15 @@ def _file_facts(path: str | None, root: Path) -> tuple[int | None, int | None, s
         mtime = os.stat(path).st_mtime_ns
     except (BinFileError, OSError):
         return None, None, None
-    alias = None
+    alias, length = None, hdr.length
     if hdr.is_stub and hdr.alias:
         alias = os.path.relpath(os.path.normpath(os.path.join(os.path.dirname(path), hdr.alias)),
                                 root)
-    return hdr.length, mtime, alias
+        try:
+            length = resolve(path).length
+        except BinFileError:  # not saved (filter_level 2 kernel stub), or a bad target
+            length = None
+    return length, mtime, alias
 
 
 def manifest_frame(df: pl.DataFrame, root: Path,

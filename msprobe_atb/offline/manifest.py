@@ -21,6 +21,9 @@ from .layout import DumpLayout, RoundDir
 
 # The record's `file` vocabulary of the tensor table, from the manifest's status.
 TABLE_STATUS = {"written": "bin", "linked": "link"}
+TABLE_COLUMNS = ["round", "round_seq", "seq", "op_id", "op_name", "op_type", "stage", "io",
+                 "index", "dtype", "format", "shape", "count", "max", "min", "mean", "norm",
+                 "nan", "pinf", "ninf", "zero", "stat_step", "path", "status", "note"]
 
 
 def part_files(dump_root: Path) -> list[str]:
@@ -72,31 +75,36 @@ def read(layout: DumpLayout, problems: list[str]) -> tuple[pl.DataFrame | None, 
         dev, pid = (seg.partition("=")[2] for seg in Path(f).parts[-3:-1])
         by_proc.setdefault(f"{dev}_{pid}", []).append(f)
     try:
-        df = pl.concat([pl.read_parquet(fs).with_columns(pl.lit(dp).alias("dev_pid"))
-                        for dp, fs in sorted(by_proc.items())], how="diagonal_relaxed")
+        procs = {dp: pl.read_parquet(fs, columns=TABLE_COLUMNS)
+                 for dp, fs in sorted(by_proc.items())}
     except (pl.exceptions.PolarsError, OSError) as e:
         problems.append(f"{manifest_dir(layout.root)}: unreadable manifest "
                         f"({str(e).splitlines()[0]}); the CSVs are read instead")
         return None, set()
-    counts = {(dp, r): n for dp, r, n in df.group_by("dev_pid", "round").len().iter_rows()}
     newest = max(_mtime(Path(f)) for f in files)
-    use = [(rd.dev_pid, rd.round) for rd in layout.rounds
-           if (rd.dev_pid, rd.round) in counts and _mtime(rd.csv) <= newest
-           and (from_index or _marker_rows(rd) == counts[(rd.dev_pid, rd.round)])]
-    if not use:
+    wanted = {(rd.dev_pid, rd.round): rd for rd in layout.rounds}
+    frames, used = [], set()
+    for dp, df in procs.items():
+        counts = dict(df.get_column("round").value_counts().iter_rows())
+        use = [r for r, n in counts.items() if (rd := wanted.get((dp, r))) is not None
+               and _mtime(rd.csv) <= newest and (from_index or _marker_rows(rd) == n)]
+        if len(use) < len(counts):
+            df = df.filter(pl.col("round").is_in(use))
+        if df.height:
+            dirs = {r: f"{data}/{dp}/{r}" for r in use}
+            used.update(dirs.values())
+            frames.append(df.with_columns(
+                pl.lit(dp).alias("dev_pid"),
+                pl.col("round").replace_strict(dirs, return_dtype=pl.Utf8).alias("round_dir")))
+    if not frames:
         return None, set()
-    if len(use) < len(counts):
-        keys = pl.DataFrame(use, schema={"dev_pid": pl.Utf8, "round": pl.Int64}, orient="row")
-        df = df.join(keys, on=["dev_pid", "round"], how="semi")
-    rel_dir = pl.concat_str([pl.lit(data), pl.col("dev_pid"), pl.col("round").cast(pl.Utf8)],
-                            separator="/")
-    df = df.select(
+    df = pl.concat(frames).select(
         "dev_pid", "round", pl.coalesce("seq", "round_seq").alias("seq"), "op_id", "op_name",
         "op_type", "io", "index", "dtype", "format", "shape", "count", "max", "min", "mean",
         "norm", "nan", "pinf", "ninf", "zero", "stat_step",
         pl.col("status").replace(TABLE_STATUS), "note",
         (pl.lit(str(layout.root) + "/") + pl.col("path")).alias("path"),
-        rel_dir.alias("round_dir"), pl.lit("manifest").alias("source"),
+        "round_dir", pl.lit("manifest").alias("source"),
         pl.col("seq").is_not_null().alias("seq_exact"), "stage",
     )
-    return df, {f"{data}/{dp}/{r}" for dp, r in use}
+    return df, used

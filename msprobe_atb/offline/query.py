@@ -95,7 +95,7 @@ def run(dirs: list[str], sql: str, fmt: str = "table") -> str:
     con = connect(dirs)
     try:
         cur = con.execute(sql)
-        if cur.description is None:
+        if cur is None or cur.description is None:  # a statement without rows
             return ""
         columns = [d[0] for d in cur.description]
         return render(columns, cur.fetchall(), fmt)

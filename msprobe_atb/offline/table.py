@@ -323,7 +323,8 @@ def _finish(df: pl.DataFrame) -> pl.DataFrame:
     # The record sequence orders a whole process; without it (msProbe CSVs, files
     # only) each round dir has its own order, so rounds go first.
     by_round = pl.when(pl.col("seq_exact").all().over("dev_pid")).then(0).otherwise("round")
-    keys = [pl.col("dev_pid"), by_round, pl.col("seq")]
+    keys = ([pl.col("dev_pid"), pl.col("seq")] if df.get_column("seq_exact").all()
+            else [pl.col("dev_pid"), by_round, pl.col("seq")])
     return df if _in_order(df, keys) else df.sort(keys, nulls_last=True)
 
 

@@ -11,7 +11,8 @@ round) is final; a round reopened by a later request adds its new rows after
 the earlier ones. The partition columns live in the directory names only. `seq` is the process's
 SaveTensor sequence (null in a manifest that `index` made from a dump without
 one). `stat_step` is the rounding step of the statistics: 0 (full precision)
-from the records, 1e-6 for msProbe's 6-decimal CSVs. Cells that statistic.csv
+from the records, 1e-6 for msProbe's 6-decimal CSVs. `bytes` is the tensor's
+data size (a stub's data is in its alias' file). Cells that statistic.csv
 also has are spelt as there (`index` "0" or "0_query", `shape` "4x64", dtype and
 format names), so the two read alike.
 

@@ -22,8 +22,8 @@ def services():
     made: list[Service] = []
 
     def start(out: Path, env: dict[str, str], devices: int = 2, abi: int = 0,
-              extra: str = "") -> Service:
-        s = Service(out, env, devices, abi, extra)
+              extra: str = "", **kw) -> Service:
+        s = Service(out, env, devices, abi, extra, **kw)
         made.append(s)
         return s
 

@@ -34,9 +34,9 @@ class Service:
     """`atbsim serve` in a bash that sourced set_env.sh and load_atb_probe.sh."""
 
     def __init__(self, out: Path, env: dict[str, str], devices: int = 2, abi: int = ABI,
-                 extra: str = ""):
+                 extra: str = "", config: Path | None = None):
         self.out = out
-        self.config = out / "config.json"
+        self.config = config or out / "config.json"
         self.lines: list[str] = []
         self._q: queue.Queue[str] = queue.Queue()
         script = (

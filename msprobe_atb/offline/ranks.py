@@ -1,0 +1,121 @@
+"""`msprobe-atb stats DIR DIR...`: several nodes' dumps side by side.
+
+Ranks are the processes of every dump, named by host (the manifest's, else the
+directory given) and `{dev}_{pid}`. Ranks of one model run the same ops in the
+same order, so a tensor's position within its round (`round_seq`) is comparable
+across ranks, unlike wall-clock times, which differ between nodes. Per round, the
+rank whose first NaN/Inf comes earliest in that order is where it started; the
+others are listed in the order they followed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from .manifest import meta
+from .summary import _fmt, _num
+from .table import Dump, filter_tensors, op_path
+
+
+def host_of(dump: Dump, given: str) -> str:
+    """The host a manifest names, else the directory the user gave."""
+    if dump.root is not None:
+        host = meta(dump.root).get("host")
+        if isinstance(host, str) and host:
+            return host
+    return Path(given).resolve().name
+
+
+def ranks_table(dumps: list[tuple[str, Dump]]) -> pl.DataFrame:
+    """Every dump's tensors with `host` and `round_seq` (position within the round)."""
+    frames = [d.tensors.with_columns(pl.lit(h).alias("host")) for h, d in dumps]
+    df = pl.concat(frames, how="diagonal_relaxed")
+    return df.with_columns(
+        (pl.col("seq").rank("ordinal").over("host", "dev_pid", "round") - 1)
+        .cast(pl.Int64).alias("round_seq"))
+
+
+def _first_bad(df: pl.DataFrame) -> pl.DataFrame:
+    """Per rank and round, its first NaN/Inf tensor (inputs before, outputs after)."""
+    return (df.filter(pl.col("nonfinite") & pl.col("primary"))
+            .sort("host", "dev_pid", "round", "round_seq")
+            .group_by("host", "dev_pid", "round", maintain_order=True).first())
+
+
+def _where(r: dict) -> dict:
+    return {"host": r["host"], "dev_pid": r["dev_pid"], "device": r["device"],
+            "round_seq": r["round_seq"], "op": op_path(r["op_id"], r["op_name"]),
+            "stage": r["stage"], "io": r["io"], "index": r["index"],
+            "nan": r["nan"], "pinf": r["pinf"], "ninf": r["ninf"]}
+
+
+def across_ranks(df: pl.DataFrame) -> dict:
+    firsts = _first_bad(df)
+    rounds = []
+    for (rnd,), g in firsts.sort("round").group_by(["round"], maintain_order=True):
+        order = [_where(r) for r in g.sort("round_seq", "host", "device").iter_rows(named=True)]
+        ranks_in_round = df.filter(pl.col("round") == rnd).select("host", "dev_pid").unique()
+        rounds.append({"round": rnd, "first": order[0], "followed": order[1:],
+                       "clean_ranks": ranks_in_round.height - len(order)})
+    per_rank = []
+    for (host, dp), g in df.group_by(["host", "dev_pid"], maintain_order=True):
+        bad = firsts.filter((pl.col("host") == host) & (pl.col("dev_pid") == dp)).sort(
+            "round", "round_seq")
+        norms = g.filter(pl.col("primary")).get_column("norm").fill_nan(None)
+        per_rank.append({
+            "host": host, "dev_pid": dp, "device": g.get_column("device")[0],
+            "rounds": g.get_column("round").n_unique(), "tensors": g.height,
+            "nonfinite_tensors": int((g.get_column("nonfinite")
+                                      & g.get_column("primary")).sum()),
+            "first_nonfinite": ({"round": bad.get_column("round")[0],
+                                 **_where(bad.row(0, named=True))} if bad.height else None),
+            "max_norm": _num(norms.max()) if norms.len() else None,
+        })
+    per_rank.sort(key=lambda r: (r["host"], r["device"] if r["device"] is not None else -1,
+                                 r["dev_pid"]))
+    return {"ranks": per_rank, "rounds": rounds}
+
+
+def format_ranks(s: dict, dumps: list[str], limit: int = 20) -> str:
+    lines = [f"{len(s['ranks'])} ranks in {len(dumps)} dumps: {', '.join(dumps)}", "",
+             f"{'host':<16} {'process':<14} {'device':>6} {'rounds':>6} {'tensors':>8} "
+             f"{'NaN/Inf':>7} {'max norm':>12}  first NaN/Inf"]
+    for r in s["ranks"]:
+        f = r["first_nonfinite"]
+        first = (f"round {f['round']} #{f['round_seq']} {f['op']} {f['io']} {f['index']}"
+                 if f else "-")
+        lines.append(f"{r['host']:<16} {r['dev_pid']:<14} {_fmt(r['device']):>6} "
+                     f"{r['rounds']:>6} {r['tensors']:>8} {r['nonfinite_tensors']:>7} "
+                     f"{_fmt(r['max_norm']):>12}  {first}")
+    lines.append("")
+    if not s["rounds"]:
+        lines.append("No NaN/Inf on any rank.")
+    for rd in s["rounds"][:limit]:
+        f = rd["first"]
+        lines.append(f"round {rd['round']}: NaN/Inf first on {f['host']} device "
+                     f"{_fmt(f['device'])} ({f['dev_pid']}) at #{f['round_seq']} of the "
+                     f"round: {f['op']} {f['stage']} {f['io']} {f['index']}")
+        for o in rd["followed"]:
+            same = " (same op)" if o["op"] == f["op"] else ""
+            lines.append(f"  then {o['host']} device {_fmt(o['device'])} ({o['dev_pid']}) "
+                         f"at #{o['round_seq']} (+{o['round_seq'] - f['round_seq']}): "
+                         f"{o['op']} {o['io']} {o['index']}{same}")
+        if rd["clean_ranks"]:
+            lines.append(f"  {rd['clean_ranks']} other rank(s) stayed finite in this round")
+    if len(s["rounds"]) > limit:
+        lines.append(f"... and {len(s['rounds']) - limit} more rounds with NaN/Inf (--json)")
+    lines.append("(#n: position of the tensor in its round's execution order, comparable "
+                 "across ranks; wall clocks of different nodes are not)")
+    return "\n".join(lines)
+
+
+def stats_ranks(dirs: list[str], opened: list[Dump], *, op=None, layer=None, round=None,
+                device=None) -> dict:
+    dumps = [(host_of(d, given), d) for given, d in zip(dirs, opened)]
+    df = filter_tensors(ranks_table(dumps), op=op, layer=layer, round=round, device=device)
+    out = across_ranks(df)
+    out["dumps"] = [str(d.root or d.layout.given) for d in opened]
+    out["problems"] = [p for d in opened for p in d.problems]
+    return out
