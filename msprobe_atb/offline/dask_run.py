@@ -126,8 +126,12 @@ class ClusterRun:
                                    "on this machine") from None
             self.where = f"Dask cluster {self.scheduler}"
         else:
+            # No dashboard; the scheduler's HTTP endpoint on a free loopback port
+            # (its default, 8787, may be taken by another cluster).
             self.cluster = LocalCluster(n_workers=self.jobs, threads_per_worker=1,
-                                        processes=True, dashboard_address=None,
+                                        processes=True, host="127.0.0.1",
+                                        dashboard_address=None,
+                                        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                                         silence_logs=logging.ERROR)
             self.client = Client(self.cluster)
             self.where = f"local Dask cluster of {self.jobs} worker processes"
