@@ -264,6 +264,7 @@ def register(sub) -> None:
                    help="target dump or round dir (msit: -mp/--my-path; several: one dump "
                         "per node)")
     p.add_argument("-o", "--output", "--output_path", "--output-path", dest="output",
+                   metavar="PATH",
                    default="./output",
                    help="NAME.csv, NAME.xlsx (Excel workbook), or a directory that gets "
                         "atb_{tensor|stats}_compare_result_<time>.csv and .xlsx (./output)")

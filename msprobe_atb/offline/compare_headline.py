@@ -78,9 +78,10 @@ def _divergence(fd: dict, structure_differs: bool) -> list[str]:
                      "may be different ops of the two models")
     why = [w for w in (fd["reason"] or "").split("; ") if w]
     if _has_nonfinite(fd):
+        what = "positions" if fd["mode"] == "tensor" else "counts"
         same = "the same" if fd["nonfinite_match"] else "different"
         lines.append(f"  NaN/Inf: target {nonfinite_text(fd, 'target')}; golden "
-                     f"{nonfinite_text(fd, 'golden')} ({same} positions)")
+                     f"{nonfinite_text(fd, 'golden')} ({same} {what})")
         why = [w for w in why if not w.startswith("NaN/Inf differ")]  # said just above
     if fd["mode"] == "tensor":
         n = _elements(fd["target_shape"])

@@ -99,6 +99,12 @@ def test_statistics_vs_tensors_compared_by_statistics(tmp_path):
     rc, out = run_cli("compare", "-gp", str(g), "-tp", str(t), "-o", str(tmp_path / "c.csv"))
     assert rc == 0
     assert "the golden dump has statistics only" in out
+    with np.errstate(all="ignore"):
+        small_model(tmp_path / "bad", task="tensor", dtype=np.float16, inject=(1, "Linear"))
+    rc, out = run_cli("compare", "-gp", str(g), "-tp", str(tmp_path / "bad"), "-o",
+                      str(tmp_path / "d.csv"))
+    assert rc == 1 and f"round 0, {INJ} output 0 [stats]\n  NaN/Inf: target 1 +Inf; golden " \
+        "none (different counts)" in out
     assert "target dump's statistics were computed from its .bin files" in out
 
 
