@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bench.common import (
     ATBSIM,
+    REPO,
     atb_env,
     median_time,
     probe_env,
@@ -47,14 +48,41 @@ def _measure(env: dict[str, str], output: Path | None) -> tuple[float, float, in
 
 def _instructions(env: dict[str, str], tmp: Path, args: list[str]) -> int:
     """Instructions one run executes, counted by callgrind."""
+    return _callgrind([str(ATBSIM), "run", *BASE, *args], env, tmp)
+
+
+HOOK_LOOP = REPO / "build" / "probe" / "bin" / "hook_loop"
+LOOP_SHORT, LOOP_LONG = 1000, 11000
+
+
+def _callgrind(cmd: list[str], env: dict[str, str], tmp: Path) -> int:
     out = tmp / "callgrind.out"
-    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                    str(ATBSIM), "run", *BASE, *args], env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *cmd],
+                   env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     summary = re.search(r"^summary:\s+(\d+)", out.read_text(), re.M)
     if not summary:
         raise RuntimeError(f"no instruction summary in {out}")
     return int(summary.group(1))
+
+
+def _hook_loop_lines(asleep_env: dict[str, str], tmp: Path) -> list[str]:
+    """ATB's per-op hook sequence (15 calls, native/tests/hook_loop.cpp) in a loop:
+    instructions per op as the slope between a short and a long loop, against
+    ATB's own constant-returns defaults (no probe preloaded)."""
+    if not shutil.which("valgrind"):
+        return ["hook loop: valgrind not found, skipped"]
+    no_config = {k: v for k, v in asleep_env.items() if k != "ATB_DUMP_CONFIG"}
+    per_op = {}
+    for name, env in (("constant-returns defaults", atb_env()),
+                      ("probe, no config", no_config),
+                      ("probe, dump_enable false", asleep_env)):
+        short, long = (_callgrind([str(HOOK_LOOP), str(n)], env, tmp)
+                       for n in (LOOP_SHORT, LOOP_LONG))
+        per_op[name] = (long - short) / (LOOP_LONG - LOOP_SHORT)
+    ref = per_op["constant-returns defaults"]
+    return [f"hook loop, instructions per op (15 hook calls, callgrind): {name} {v:.0f}"
+            f" (ratio {v / ref:.2f} vs the constant-returns defaults; target <= 150)"
+            for name, v in per_op.items()]
 
 
 def _instruction_lines(env: dict[str, str], tmp: Path, ops: int) -> list[str]:
@@ -71,10 +99,10 @@ def _instruction_lines(env: dict[str, str], tmp: Path, ops: int) -> list[str]:
         for name, e in (("without", atb_env()), ("asleep", env)):
             short, long = (_instructions(e, tmp, r + extra) for r in (SHORT, LONG))
             slope[name] = (long - short) / ops
+        added = slope["asleep"] - slope["without"]
         lines.append(f"instructions per runner setup ({mode}, callgrind): "
                      f"{slope['without']:.0f} without the probe, {slope['asleep']:.0f} with it"
-                     f" asleep: +{slope['asleep'] - slope['without']:.0f}"
-                     f" (ratio {slope['asleep'] / slope['without']:.3f})")
+                     f" asleep: {added:+.0f} ({added / slope['without']:+.2%}; target <= +0.5%)")
     return lines
 
 
@@ -86,7 +114,7 @@ def run() -> list[str]:
         env = probe_env(out, cfg)
         run_atbsim(BASE + SHORT, env)  # starts the daemon
         asleep_s, asleep_l, ops = _measure(env, out)
-        instruction_lines = _instruction_lines(env, out, ops)
+        instruction_lines = _hook_loop_lines(env, out) + _instruction_lines(env, out, ops)
         write_config(cfg, dump_enable=True, exec_range="none")
         run_atbsim(BASE + SHORT, env)
         idle_s, idle_l, _ = _measure(env, out)

@@ -48,6 +48,16 @@ $(PROBE_B)/bin/probe_host_abi%: native/tests/probe_host.cpp $(PROBE_DECL) native
 		native/tests/probe_host.cpp $(PROBE_B)/obj/host_control_$*.o \
 		-L$(BUILD)/lib -l:libatb_probe_abi$*.so -Wl,-rpath,$(BUILD)/lib -o $@
 
+# `make bench`'s hook loop (bench/hook_overhead.py): linked against the
+# stand-in libatb.so, whose constant-returns hook defaults the probe
+# interposes with LD_PRELOAD.
+PROBE_HOOK_LOOP := $(PROBE_B)/bin/hook_loop
+$(PROBE_HOOK_LOOP): native/tests/hook_loop.cpp $(PROBE_DECL) $(ATBSIM_LIBS_abi1)
+	@mkdir -p $(@D)
+	$(CXX) $(ATBSIM_CXXFLAGS_abi1) -O2 $(PROBE_INC) $< -L$(BUILD)/atbsim/cxx_abi_1/lib \
+		-Wl,-rpath,$(BUILD)/atbsim/cxx_abi_1/lib -latb -lascendcl -o $@
+probe: $(PROBE_HOOK_LOOP)
+
 # ---- sanitizer builds (core + adapter linked straight into the test programs) ----
 PROBE_SAN_asan := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 PROBE_SAN_tsan := -fsanitize=thread

@@ -1,5 +1,5 @@
 /* Lazy attach on the first hook call: environment, control block, slot,
- * record log, the daemon's first publish, and the monitor. */
+ * record log, the daemon's first publish. */
 #define _GNU_SOURCE
 #include "attach.h"
 
@@ -16,7 +16,6 @@
 #include "forkchild.h"
 #include "fsutil.h"
 #include "hostabi.h"
-#include "monitor.h"
 #include "record.h"
 #include "snapshot.h"
 #include "util.h"
@@ -176,8 +175,8 @@ static int attach(void)
         goto fail;
     }
     msp_attach_record();
-    /* the writer threads start at the first wake (snapshot.c): a process
-     * that never dumps gets only the monitor thread */
+    /* the writer and monitor threads start at the first wake (snapshot.c):
+     * a process that never dumps gets no thread of ours */
     msp_queue_init(&g_msp.q, g_msp.nwriters);
     /* No op may run on a config nobody vouches for: with no live daemon,
      * the block's config is whatever a killed daemon (or one before a
@@ -188,8 +187,6 @@ static int attach(void)
         wait_fresh_publish(seen); /* not after a start that failed: it said why */
     g_msp.active = 1;
     msp_snap_refresh();
-    if (msp_monitor_start() != 0)
-        msp_log("cannot start the monitor thread; live counters and daemon restarts are off");
     return 1;
 fail:
     if (g_msp.slot >= 0)
@@ -210,7 +207,8 @@ void msp_attach_slow(void)
             atexit(msp_exit_drain);
         }
         int saved = errno;
-        attach();
+        if (!attach())
+            msp_hot_inactive();
         errno = saved;
         __atomic_store_n(&g_msp.attach_state, MSP_ATTACH_DONE, __ATOMIC_RELEASE);
     }

@@ -7,6 +7,7 @@
 #include "monitor.h"
 #include "opcount.h"
 #include "recorder.h"
+#include "snapshot.h"
 #include "state.h"
 #include "topo.h"
 #include "util.h"
@@ -31,6 +32,7 @@ void msp_fork_child(void)
     g_msp.overflow_events = 0;
     g_msp.slot = -1;
     g_msp.proc = &g_msp.dummy_proc;
+    msp_hot_forget();
     msp_monitor_reset();
     msp_ops_reset();
     msp_rec_reset();

@@ -1,5 +1,5 @@
-/* Hook semantics (see docs/contracts.md and the issue): asleep, every
- * predicate is the attach check, one snapshot load and a branch. */
+/* Hook semantics (see docs/contracts.md): the awake halves of the inline
+ * predicates in hooks.h, the reports and the saves. */
 #define _GNU_SOURCE
 #include "hooks.h"
 
@@ -13,7 +13,6 @@
 #include "dtype.h"
 #include "filter.h"
 #include "fsutil.h"
-#include "opcount.h"
 #include "record.h"
 #include "recorder.h"
 #include "ring_overwrite.h"
@@ -25,12 +24,23 @@
 #define MAX_NUM_STR 16   /* format / dtype: a decimal enum value */
 #define MAX_DIMS_STR 1024
 
-/* The snapshot if awake, else NULL. */
-static inline struct msp_snap *awake(void)
+/* The snapshot for the awake half of a predicate: NULL if asleep again
+ * since the inline check. Before the process attached, `awake` holds
+ * MSP_HOT_UNATTACHED, so whichever hook comes first (ATB's context init
+ * asks IsOverflowCheck before any op) attaches here. */
+static const struct msp_snap *awake_snapshot(void)
 {
-    msp_ensure_attached();
-    struct msp_snap *s = msp_snap_get();
-    return s && s->awake ? s : NULL;
+    const struct msp_snap *s = msp_hot_awake();
+    if (__builtin_expect(s == MSP_HOT_UNATTACHED, 0)) {
+        msp_hot_refresh();
+        s = msp_hot_awake();
+    }
+    return s == MSP_HOT_UNATTACHED ? NULL : s; /* still: no memory for a snapshot */
+}
+
+int msp_hook_data_awake(void)
+{
+    return awake_snapshot() != NULL;
 }
 
 static inline int overflow_task(const struct msp_snap *s)
@@ -43,67 +53,58 @@ static inline int overflow_task(const struct msp_snap *s)
 static __thread char t_pending[512];
 static __thread size_t t_pending_n;
 
-int msp_hook_is_tensor_need_save(void)
-{
-    msp_ensure_attached();
-    msp_snap_check();
-    /* ATB caches the answer for children and kernels, so it must not
-     * depend on the current config: the other predicates filter. */
-    return g_msp.active;
-}
-
-void msp_hook_update_config(void)
-{
-    msp_ensure_attached();
-    msp_count_op();
-    msp_snap_check();
-}
-
 /* ATB builds the {dev}_{pid}/{exec}/... directory strings of every runner
  * at every op setup only while this is true: that string work is most of
  * what a preloaded probe costs a sleeping model, so it is asked for only
  * while the config can select something. ATB asks in Reset(), right after
  * IsTensorNeedSave() refreshed the snapshot, so an op set up after a publish
  * has its paths; an op whose setup ran before the publish is left alone. */
-int msp_hook_is_save_tensor_desc(void)
+int msp_hook_desc_awake(void)
 {
-    struct msp_snap *s = awake();
-    return s && (overflow_task(s) || s->cfg.exec_mode != MSP_EXEC_NONE);
+    const struct msp_snap *s = awake_snapshot();
+    if (!s)
+        return 0;
+    return overflow_task(s) || s->cfg.exec_mode != MSP_EXEC_NONE;
 }
 
-int msp_hook_is_save_tensor_data(void)
+int msp_hook_count_awake(uint64_t count)
 {
-    return awake() != NULL;
+    const struct msp_snap *s = awake_snapshot();
+    if (!s)
+        return 0;
+    return overflow_task(s) || msp_exec_selected(&s->cfg, count);
 }
 
-int msp_hook_is_execute_count_in_range(uint64_t count)
+int msp_hook_before_awake(void)
 {
-    struct msp_snap *s = awake();
-    return s && (overflow_task(s) || msp_exec_selected(&s->cfg, count));
+    const struct msp_snap *s = awake_snapshot();
+    if (!s)
+        return 0;
+    return !overflow_task(s);
 }
 
-int msp_hook_is_save_tensor_before(void)
+int msp_hook_after_awake(void)
 {
-    struct msp_snap *s = awake();
-    return s && !overflow_task(s);
+    const struct msp_snap *s = awake_snapshot();
+    if (!s)
+        return 0;
+    return !overflow_task(s) || t_pending_n > 0;
 }
 
-int msp_hook_is_save_tensor_after(void)
+int msp_hook_param_awake(void)
 {
-    struct msp_snap *s = awake();
-    return s && (!overflow_task(s) || t_pending_n > 0);
+    const struct msp_snap *s = awake_snapshot();
+    if (!s)
+        return 0;
+    return !overflow_task(s);
 }
 
-int msp_hook_is_save_param(void)
+int msp_hook_in_dir_awake(msp_sv dir)
 {
-    struct msp_snap *s = awake();
-    return s && !overflow_task(s);
-}
-
-int msp_hook_is_save_in_dir(msp_sv dir)
-{
-    struct msp_snap *s = awake();
-    if (!s || !msp_device_selected(&s->cfg, dir.p, dir.n))
+    const struct msp_snap *s = awake_snapshot();
+    if (!s)
+        return 0;
+    if (!msp_device_selected(&s->cfg, dir.p, dir.n))
         return 0;
     if (!overflow_task(s))
         return msp_op_selected(&s->cfg, dir.p, dir.n);
@@ -114,20 +115,20 @@ int msp_hook_is_save_in_dir(msp_sv dir)
     return 0;
 }
 
-int msp_hook_is_overflow_check(void)
+int msp_hook_overflow_check_awake(void)
 {
-    struct msp_snap *s = awake();
-    if (s && !overflow_task(s))
-        return msp_rec_overflow_wanted(s);
+    const struct msp_snap *s = awake_snapshot();
     if (!s)
         return 0;
+    if (!overflow_task(s))
+        return msp_rec_overflow_wanted(s);
     int64_t limit = s->cfg.overflow_nums;
     return limit < 0 || __atomic_load_n(&g_msp.overflow_events, __ATOMIC_RELAXED) < (uint64_t)limit;
 }
 
 void msp_hook_report_overflow_kernel(msp_sv kernel)
 {
-    struct msp_snap *s = awake();
+    const struct msp_snap *s = awake_snapshot();
     if (s && !overflow_task(s) && msp_rec_overflow_wanted(s))
         msp_rec_overflow(s, kernel.p, kernel.n);
     if (!s || !overflow_task(s))

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hot.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -18,23 +20,81 @@ typedef struct {
     size_t n;
 } msp_sv;
 
-/* IsTensorNeedSave: its ids/opType arguments are not needed (see hooks.c). */
-int msp_hook_is_tensor_need_save(void);
-int msp_hook_is_save_tensor_data(void);
-int msp_hook_is_save_tensor_desc(void);
-int msp_hook_is_execute_count_in_range(uint64_t count);
-int msp_hook_is_save_tensor_before(void);
-int msp_hook_is_save_tensor_after(void);
+/* The predicates ATB asks per op are inline (hot.h): asleep, each is one
+ * load and a branch, and only an awake snapshot reaches the core. */
+int msp_hook_data_awake(void);
+int msp_hook_desc_awake(void);
+int msp_hook_count_awake(uint64_t count);
+int msp_hook_before_awake(void);
+int msp_hook_after_awake(void);
+int msp_hook_param_awake(void);
+int msp_hook_in_dir_awake(msp_sv dir);
+int msp_hook_overflow_check_awake(void);
+
+/* IsTensorNeedSave: its ids/opType arguments are not needed. ATB caches
+ * the answer for children and kernels, so it must not depend on the
+ * current config (the other predicates filter): attached with a config
+ * path. It also follows the config. */
+static inline msp_bool msp_hook_is_tensor_need_save(void)
+{
+    if (__builtin_expect(msp_hot_stale(), 0))
+        msp_hot_refresh();
+    return MSP_HOT_LOAD(msp_hot.active);
+}
+
+/* Counts the op and follows the config. */
+static inline void msp_hook_update_config(void)
+{
+    if (__builtin_expect(msp_hot_count_op() || msp_hot_stale(), 0))
+        msp_hot_update_slow();
+}
+
+static inline msp_bool msp_hook_is_save_tensor_data(void)
+{
+    return msp_hot_is_awake() && msp_hook_data_awake();
+}
+
+static inline msp_bool msp_hook_is_save_tensor_desc(void)
+{
+    return msp_hot_is_awake() && msp_hook_desc_awake();
+}
+
+static inline msp_bool msp_hook_is_execute_count_in_range(uint64_t count)
+{
+    return msp_hot_is_awake() && msp_hook_count_awake(count);
+}
+
+static inline msp_bool msp_hook_is_save_tensor_before(void)
+{
+    return msp_hot_is_awake() && msp_hook_before_awake();
+}
+
+static inline msp_bool msp_hook_is_save_tensor_after(void)
+{
+    return msp_hot_is_awake() && msp_hook_after_awake();
+}
+
+static inline msp_bool msp_hook_is_save_param(void)
+{
+    return msp_hot_is_awake() && msp_hook_param_awake();
+}
+
+static inline msp_bool msp_hook_is_save_in_dir(msp_sv dir)
+{
+    return msp_hot_is_awake() && msp_hook_in_dir_awake(dir);
+}
+
+static inline msp_bool msp_hook_is_overflow_check(void)
+{
+    return msp_hot_is_awake() && msp_hook_overflow_check_awake();
+}
+
 void msp_hook_save_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const void *host, uint64_t size,
                           msp_sv path);
-int msp_hook_is_save_param(void);
 void msp_hook_save_param(msp_sv param, msp_sv path);
 int msp_hook_report_graph_enable(void);
 void msp_hook_report_graph(msp_sv name, msp_sv json);
-int msp_hook_is_overflow_check(void);
 void msp_hook_report_overflow_kernel(msp_sv kernel);
-void msp_hook_update_config(void);
-int msp_hook_is_save_in_dir(msp_sv dir);
 int msp_hook_is_report_topo(msp_sv model);
 void msp_hook_report_topo(msp_sv model, msp_sv json);
 

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "monitor.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -17,6 +18,10 @@
 static pthread_mutex_t g_mon_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_mon_cv;
 static uint64_t g_last_error_seq;
+static pthread_mutex_t g_duty_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_running;           /* atomic: the monitor thread exists */
+static uint64_t g_last_duty_ns; /* atomic: the last duties run from a hook */
+#define PERIOD_NS 250000000L
 
 /* queue_depth/queue_bytes are kept exact by the hooks and writers; only
  * the per-thread op counters need summing. */
@@ -46,15 +51,30 @@ static void check_config_error(void)
         msp_log("config rejected, keeping the previous one: %s", text);
 }
 
+/* One round of the duties, every 250 ms, on the monitor thread or (while
+ * there is none) on a hook thread; never both at once. */
+static void duties(void)
+{
+    static unsigned tick;
+    msp_reattach_if_removed();
+    msp_monitor_flush_counters();
+    msp_snap_check(); /* an idle process follows the config too */
+    check_config_error();
+    msp_rec_tick();
+    if (++tick % 2 == 0)
+        msp_ensure_daemon();
+    if (tick % 8 == 0)
+        msp_queue_trim_idle(&g_msp.q); /* 2 s without a dump unmaps the copy ring */
+}
+
 static void *monitor_main(void *arg)
 {
     (void)arg;
-    unsigned tick = 0;
     pthread_mutex_lock(&g_mon_mu);
     while (!__atomic_load_n(&g_msp.closing, __ATOMIC_ACQUIRE)) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 250000000L;
+        ts.tv_nsec += PERIOD_NS;
         if (ts.tv_nsec >= 1000000000L) {
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
@@ -62,18 +82,31 @@ static void *monitor_main(void *arg)
         pthread_cond_timedwait(&g_mon_cv, &g_mon_mu, &ts);
         if (__atomic_load_n(&g_msp.closing, __ATOMIC_ACQUIRE))
             break;
-        msp_reattach_if_removed();
-        msp_monitor_flush_counters();
-        msp_snap_check(); /* an idle process follows the config too */
-        check_config_error();
-        msp_rec_tick();
-        if (++tick % 2 == 0)
-            msp_ensure_daemon();
-        if (tick % 8 == 0)
-            msp_queue_trim_idle(&g_msp.q); /* 2 s without a dump unmaps the copy ring */
+        pthread_mutex_lock(&g_duty_mu);
+        duties();
+        pthread_mutex_unlock(&g_duty_mu);
     }
     pthread_mutex_unlock(&g_mon_mu);
     return NULL;
+}
+
+void msp_monitor_hook_tick(void)
+{
+    if (__atomic_load_n(&g_running, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&g_msp.attach_state, __ATOMIC_ACQUIRE) != MSP_ATTACH_DONE ||
+        !g_msp.active)
+        return;
+    uint64_t now = msp_mono_ns();
+    if (now - __atomic_load_n(&g_last_duty_ns, __ATOMIC_RELAXED) < PERIOD_NS ||
+        pthread_mutex_trylock(&g_duty_mu) != 0)
+        return;
+    if (!__atomic_load_n(&g_running, __ATOMIC_ACQUIRE)) {
+        __atomic_store_n(&g_last_duty_ns, now, __ATOMIC_RELAXED);
+        int saved = errno;
+        duties();
+        errno = saved;
+    }
+    pthread_mutex_unlock(&g_duty_mu);
 }
 
 int msp_monitor_start(void)
@@ -88,14 +121,18 @@ int msp_monitor_start(void)
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_t t;
     int rc = pthread_create(&t, NULL, monitor_main, NULL);
-    if (rc == 0)
+    if (rc == 0) {
         pthread_detach(t);
+        __atomic_store_n(&g_running, 1, __ATOMIC_RELEASE);
+    }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return rc;
 }
 
 void msp_monitor_kick(void)
 {
+    if (!__atomic_load_n(&g_running, __ATOMIC_ACQUIRE))
+        return;
     pthread_mutex_lock(&g_mon_mu);
     pthread_cond_signal(&g_mon_cv);
     pthread_mutex_unlock(&g_mon_mu);
@@ -104,5 +141,8 @@ void msp_monitor_kick(void)
 void msp_monitor_reset(void)
 {
     pthread_mutex_init(&g_mon_mu, NULL);
+    pthread_mutex_init(&g_duty_mu, NULL);
+    g_running = 0;
+    g_last_duty_ns = 0;
     g_last_error_seq = 0;
 }

@@ -1,38 +1,92 @@
 #include "opcount.h"
 
+#include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
-#define OP_SLOTS 64
-struct op_slot {
-    uint64_t v;
-    char pad[56];
-};
-static struct op_slot g_ops[OP_SLOTS + 1]; /* the last one is shared by extra threads */
-static uint32_t g_ops_next;
-static __thread uint64_t *t_ops;
+#include "hot.h"
+#include "monitor.h"
 
-void msp_count_op(void)
+__thread uint64_t msp_t_ops __attribute__((tls_model("initial-exec"))) = MSP_OPS_BASE;
+
+#define OPS_THREADS 64
+#define UNREGISTERED ((void *)(uintptr_t)(OPS_THREADS + 1))
+
+static pthread_mutex_t g_ops_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t *g_live[OPS_THREADS]; /* TLS counters of registered live threads */
+static uint64_t g_gone;               /* ops of exited threads, and of unregistered ones */
+static pthread_key_t g_key;
+static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+static int g_key_ok;
+static __thread int t_known; /* this thread has its exit destructor set */
+
+static uint64_t counted(void)
 {
-    uint64_t *c = t_ops;
-    if (__builtin_expect(!c, 0)) {
-        uint32_t i = __atomic_fetch_add(&g_ops_next, 1, __ATOMIC_RELAXED);
-        c = t_ops = &g_ops[i < OP_SLOTS ? i : OP_SLOTS].v;
+    return __atomic_load_n(&msp_t_ops, __ATOMIC_RELAXED) - MSP_OPS_BASE;
+}
+
+/* Thread exit: its count moves to g_gone and its TLS word is forgotten. */
+static void thread_gone(void *v)
+{
+    pthread_mutex_lock(&g_ops_mu);
+    g_gone += counted();
+    if (v != UNREGISTERED)
+        g_live[(uintptr_t)v - 1] = NULL;
+    pthread_mutex_unlock(&g_ops_mu);
+}
+
+static void make_key(void)
+{
+    g_key_ok = pthread_key_create(&g_key, thread_gone) == 0;
+}
+
+static void register_thread(void)
+{
+    pthread_once(&g_key_once, make_key);
+    void *v = UNREGISTERED;
+    pthread_mutex_lock(&g_ops_mu);
+    for (uintptr_t i = 0; g_key_ok && i < OPS_THREADS; i++)
+        if (!g_live[i]) {
+            g_live[i] = &msp_t_ops;
+            v = (void *)(i + 1);
+            break;
+        }
+    pthread_mutex_unlock(&g_ops_mu);
+    if (g_key_ok)
+        pthread_setspecific(g_key, v);
+    t_known = v != UNREGISTERED ? 1 : 2;
+}
+
+void msp_ops_tick(void)
+{
+    if (!t_known)
+        register_thread();
+    if (t_known == 2) {
+        /* no room to be summed live: hand over the count batch by batch */
+        pthread_mutex_lock(&g_ops_mu);
+        g_gone += counted();
+        __atomic_store_n(&msp_t_ops, MSP_OPS_BASE, __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&g_ops_mu);
     }
-    if (c == &g_ops[OP_SLOTS].v)
-        __atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
-    else /* single writer: no locked instruction */
-        __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+    msp_monitor_hook_tick();
 }
 
 uint64_t msp_ops_total(void)
 {
-    uint64_t sum = 0;
-    for (int i = 0; i <= OP_SLOTS; i++)
-        sum += __atomic_load_n(&g_ops[i].v, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&g_ops_mu);
+    uint64_t sum = g_gone;
+    for (int i = 0; i < OPS_THREADS; i++)
+        if (g_live[i])
+            sum += __atomic_load_n(g_live[i], __ATOMIC_RELAXED) - MSP_OPS_BASE;
+    pthread_mutex_unlock(&g_ops_mu);
     return sum;
 }
 
 void msp_ops_reset(void)
 {
-    memset(g_ops, 0, sizeof g_ops);
+    pthread_mutex_init(&g_ops_mu, NULL);
+    memset(g_live, 0, sizeof g_live);
+    g_gone = 0;
+    t_known = 0;
+    __atomic_store_n(&msp_t_ops, MSP_OPS_BASE, __ATOMIC_RELAXED);
 }

@@ -9,6 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "attach.h"
+#include "hot.h"
+#include "monitor.h"
+#include "opcount.h"
 #include "record.h"
 #include "util.h"
 #include "writer.h"
@@ -25,6 +29,53 @@ static void say_state(const char *what)
                                 (unsigned long long)g_msp.pid);
     if (n > 0)
         msp_write_tty(STDOUT_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+/* gen before the first attach: never equal to seen (0), so the first
+ * IsTensorNeedSave/UpdateConfig takes the slow path and attaches. */
+static const uint64_t g_unattached_gen = 1;
+/* gen of a process that attached without a usable block: equal to seen. */
+static const uint64_t g_inactive_gen = 0;
+
+struct msp_snap msp_hot_unattached;
+struct msp_hot msp_hot = {.gen = &g_unattached_gen, .awake = &msp_hot_unattached};
+
+void msp_hot_refresh(void)
+{
+    msp_ensure_attached();
+    msp_snap_check();
+}
+
+void msp_hot_update_slow(void)
+{
+    if ((__atomic_load_n(&msp_t_ops, __ATOMIC_RELAXED) & (MSP_OPS_BATCH - 1)) == 0)
+        msp_ops_tick();
+    if (msp_hot_stale())
+        msp_hot_refresh();
+}
+
+void msp_hot_inactive(void)
+{
+    __atomic_store_n(&msp_hot.awake, NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&msp_hot.active, (msp_bool)0, __ATOMIC_RELAXED);
+    __atomic_store_n(&msp_hot.seen, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&msp_hot.gen, &g_inactive_gen, __ATOMIC_RELEASE);
+}
+
+void msp_hot_forget(void)
+{
+    msp_hot_inactive();
+    __atomic_store_n(&msp_hot.gen, &g_unattached_gen, __ATOMIC_RELEASE);
+    __atomic_store_n(&msp_hot.awake, &msp_hot_unattached, __ATOMIC_RELEASE);
+}
+
+/* The hooks answer from snapshot s from now on (under snap_mu). */
+static void publish_hot(struct msp_snap *s)
+{
+    __atomic_store_n(&msp_hot.awake, s->awake ? s : NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&msp_hot.active, (msp_bool)1, __ATOMIC_RELAXED);
+    __atomic_store_n(&msp_hot.seen, s->generation, __ATOMIC_RELEASE);
+    __atomic_store_n(&msp_hot.gen, (const uint64_t *)&s->ctl->generation, __ATOMIC_RELEASE);
 }
 
 /* Starts the writer threads; 0 if none could start (the process then
@@ -60,6 +111,9 @@ static int wake_up(uint64_t generation)
         return 0;
     if (!start_writers())
         return 0;
+    /* an asleep process has no thread of ours (monitor.h) */
+    if (msp_monitor_start() != 0)
+        msp_log("cannot start the monitor thread; its duties run from the hooks");
     say_state("Ready to dump ATB data, the running speed of the model will be affected");
     char path[MSP_PATH_LEN + 16];
     int fd = msp_data_dir_open(path, sizeof path);
@@ -102,7 +156,10 @@ void msp_snap_refresh(void)
                           "is gone)");
             __atomic_store_n(&g_msp.snap, s, __ATOMIC_RELEASE);
             __atomic_store_n(&msp_proc_now()->config_generation, s->generation, __ATOMIC_RELAXED);
+            cur = s;
         }
     }
+    if (cur && cur->ctl == ctl)
+        publish_hot(cur);
     pthread_mutex_unlock(&g_msp.snap_mu);
 }

@@ -14,6 +14,11 @@ static inline struct msp_snap *msp_snap_get(void)
     return __atomic_load_n(&g_msp.snap, __ATOMIC_ACQUIRE);
 }
 
+/* The hooks' words (hot.h) for a process that cannot dump, and for one
+ * that has not attached (a forked child). */
+void msp_hot_inactive(void);
+void msp_hot_forget(void);
+
 /* Opens <dump_root>/data, creating it if missing; -1 with errno on failure.
  * `path` receives its name for messages. */
 int msp_data_dir_open(char *path, size_t cap);

@@ -18,7 +18,7 @@ import pytest
 from e2e_helpers import require_artifacts, unload
 from testkit import save_config, wait_until
 
-from msprobe_atb.control.block import ControlBlock
+from msprobe_atb.control.block import PROC_AWAKE_SEEN, ControlBlock
 from msprobe_atb.control.liveness import pid_alive
 
 pytestmark = pytest.mark.slow
@@ -51,11 +51,14 @@ def block_of(out: Path) -> ControlBlock:
 
 def published(block: ControlBlock, pred, what: str):
     """Waits until the daemon has published a config satisfying pred, and every
-    attached process has applied it (its slot's config_generation)."""
+    process that has woken has applied it (its slot's config_generation; its
+    monitor thread does so while idle). A process that never woke has no thread
+    of ours: it applies the config at its next op's setup."""
     wait_until(lambda: pred(block.read_config()[1]), what=what)
     gen = block.generation
     wait_until(lambda: all(p.config_generation >= gen for p in block.procs()
-                           if not p.exited), what=f"{what}: applied by every process")
+                           if not p.exited and p.flags & PROC_AWAKE_SEEN),
+               what=f"{what}: applied by every process")
 
 
 def procs_by_pid(block: ControlBlock) -> dict:

@@ -10,6 +10,7 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -100,7 +101,7 @@ CONFIGS = [
 def test_selection_matches_the_rules(dump, cfg):
     raw = {"dump_enable": True, "task": "all", "exec_range": "all", **cfg}
     dump.publish(raw)
-    lines = []
+    lines = ["update"]  # as in ATB, an op's setup comes before its execute-time predicates
     for d in DIRS:
         count = d.split("/")[1]
         lines += [["range", count], ["dir", d]]
@@ -317,7 +318,7 @@ def test_overflow_dumps_the_after_tensors_of_the_overflowing_kernel(dump, abi):
     dump.publish(raw)
     kdir = "0_7/3/5_Layer/3_LinearOperation/0_MatMulKernel"
     p = dump.host(abi, [
-        "ovcheck", ["range", 3], "before", "after", ["dir", "0_7/3/5_Layer"],
+        "update", "ovcheck", ["range", 3], "before", "after", ["dir", "0_7/3/5_Layer"],
         ["overflow", "LinearOperation_5_3:MatMulKernel"],
         ["range", 3], "after", ["dir", "0_7/3/5_Layer/4_LinearOperation/0_MatMulKernel"],
         ["dir", kdir],
@@ -502,6 +503,60 @@ def test_a_killed_control_plane_is_restarted(tmp_path):
                         str(d.out)], cwd=REPO, capture_output=True, timeout=60)
         d.close()
     assert d.tensors("bin")
+
+
+def test_an_asleep_process_has_no_thread_and_its_hooks_print_config_errors(dump):
+    """Asleep, the shim starts no thread (a second thread costs a single-threaded
+    host glibc malloc's fast path): the monitor's duties run from the hooks."""
+    dump.publish({"dump_enable": False}, error="line 2: ids must be a string")
+    p = dump.host(1, ["update", "threads", ["bench", 600], "threads"])
+    assert say(p)["threads"] == [1, 1]
+    assert p.stderr.count("config rejected, keeping the previous one: line 2: ids must be "
+                          "a string") == 1
+    [ex] = [r for r in dump.records() if r["k"] == "exit"]
+    assert ex["ops_seen"] == 601
+
+
+def test_an_asleep_process_restarts_a_killed_control_plane_from_its_hooks(tmp_path):
+    import signal
+
+    from msprobe_atb.control.block import ControlBlock
+    from msprobe_atb.control.liveness import pid_alive
+
+    d = Dump(tmp_path, locked=False)
+    d.config.write_text(json.dumps({"dump_enable": False}))
+    proc = subprocess.Popen([str(host_bin(1))], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env=d.env(MSPROBE_ATB_ATTACH_WAIT_MS="30000"))
+
+    def threads_after(line: str) -> str:
+        proc.stdin.write(line + "\nthreads\n")  # the threads reply is flushed
+        proc.stdin.flush()
+        while not (reply := proc.stdout.readline()).startswith("threads="):
+            assert reply, "the host died"
+        return reply.strip()
+
+    try:
+        assert threads_after("update") == "threads=1"  # attached, asleep, the daemon published
+        with ControlBlock(d.root) as block:
+            first = block.daemon_pid
+            assert first and pid_alive(first)
+            os.kill(first, signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:  # a service running ops while asleep
+                assert threads_after("bench\t1000") == "threads=1"
+                pid = block.daemon_pid
+                if pid and pid != first and pid_alive(pid):
+                    break
+                time.sleep(0.1)
+            else:
+                pytest.fail("the asleep shim did not restart the control plane: " +
+                            (d.root / ".probe" / "daemon.log").read_text())
+    finally:
+        proc.communicate(timeout=60)
+        subprocess.run([sys.executable, "-m", "msprobe_atb", "daemon", "--stop", "--output",
+                        str(d.out)], capture_output=True, timeout=60)
+        d.close()
 
 
 @pytest.mark.parametrize("removed", ["root", "data"])

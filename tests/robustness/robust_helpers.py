@@ -66,7 +66,7 @@ def atbsim_cmd(*args: str) -> list[str]:
 def run_atbsim(out: Path, config: Path, *args: str, timeout: float = 120,
                **extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(atbsim_cmd(*args), env=probe_env(out, config, **extra),
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, errors="replace", timeout=timeout)
 
 
 def probe_host(out: Path, config: Path, script: bytes, timeout: float = 120,

@@ -1,0 +1,96 @@
+/* The words the hooks' fast paths read (C and C++: the adapter inlines
+ * them). Asleep, a predicate is one load of `awake` and a branch; the two
+ * hooks that follow the config (IsTensorNeedSave, UpdateConfig) compare
+ * the block's generation word with the one the snapshot holds. Before the
+ * first attach `gen` points at a word that never matches, so that compare
+ * is also the attach check. */
+#ifndef MSP_HOT_H
+#define MSP_HOT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct msp_snap;
+
+#ifdef __cplusplus
+typedef bool msp_bool;
+#else
+typedef _Bool msp_bool;
+#endif
+
+struct msp_hot {
+    const uint64_t *gen;     /* the block's generation, or a private word */
+    uint64_t seen;           /* the generation the hooks answer from */
+    struct msp_snap *awake;  /* the current snapshot while it is awake, else NULL;
+                                MSP_HOT_UNATTACHED before the first attach */
+    msp_bool active;         /* attached with a config path (IsTensorNeedSave) */
+} __attribute__((aligned(64)));
+
+/* The fast paths read these words with plain loads: one word each, written
+ * only under snap_mu, so a racing reader sees the old or the new value, and
+ * a plain load is what lets the compiler fold it into the compare (an
+ * atomic load costs each hook one more instruction). Under TSan they are
+ * relaxed atomic loads, which is what they mean. */
+#if defined(__SANITIZE_THREAD__)
+#define MSP_HOT_LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#else
+#define MSP_HOT_LOAD(x) (x)
+#endif
+
+#define MSP_HIDDEN __attribute__((visibility("hidden")))
+extern struct msp_hot msp_hot MSP_HIDDEN;
+/* Not a snapshot: makes every inline predicate take its slow path, which
+ * attaches, until the process has attached. */
+extern struct msp_snap msp_hot_unattached MSP_HIDDEN;
+#define MSP_HOT_UNATTACHED (&msp_hot_unattached)
+
+/* Runner setups counted by this thread, plus MSP_OPS_BASE (see opcount.c):
+ * initial-exec TLS, so counting is an add on %fs with no call. */
+#define MSP_OPS_BATCH 256
+#define MSP_OPS_BASE (MSP_OPS_BATCH - 1)
+extern __thread uint64_t msp_t_ops MSP_HIDDEN __attribute__((tls_model("initial-exec")));
+
+void msp_ops_tick(void) MSP_HIDDEN; /* opcount.c */
+
+/* Slow paths: attach, or copy a config the daemon published. */
+void msp_hot_refresh(void) MSP_HIDDEN;
+/* UpdateConfig's: msp_hot_refresh if stale, and every MSP_OPS_BATCH ops
+ * of a thread (and its first) register the thread's counter and run the
+ * monitor's duties while no monitor thread exists (see monitor.h). */
+void msp_hot_update_slow(void) MSP_HIDDEN;
+
+static inline msp_bool msp_hot_is_awake(void)
+{
+    return MSP_HOT_LOAD(msp_hot.awake) != NULL;
+}
+
+/* The snapshot the awake halves answer from (NULL: asleep again). */
+static inline struct msp_snap *msp_hot_awake(void)
+{
+    return __atomic_load_n(&msp_hot.awake, __ATOMIC_ACQUIRE);
+}
+
+/* The block's generation moved, or the process has not attached yet. */
+static inline msp_bool msp_hot_stale(void)
+{
+    const uint64_t *gen = MSP_HOT_LOAD(msp_hot.gen);
+    return __atomic_load_n(gen, __ATOMIC_RELAXED) != MSP_HOT_LOAD(msp_hot.seen);
+}
+
+/* Counts a runner setup; 1 when a batch is full (a tick is due). Single
+ * writer: a relaxed load and store, read by the flusher. */
+static inline msp_bool msp_hot_count_op(void)
+{
+    uint64_t n = __atomic_load_n(&msp_t_ops, __ATOMIC_RELAXED) + 1;
+    __atomic_store_n(&msp_t_ops, n, __ATOMIC_RELAXED);
+    return (n & (MSP_OPS_BATCH - 1)) == 0;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
