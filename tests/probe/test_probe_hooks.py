@@ -463,14 +463,33 @@ def test_a_failing_write_leaves_no_partial_file(dump):
     assert sorted(os.listdir(dump.data / L / "before")) == ["intensor0.bin", "intensor2.bin"]
 
 
-def test_a_killed_control_plane_is_restarted(tmp_path):
+def kill_daemon_and_wait_restart(d: Dump, between) -> None:
+    """SIGKILLs the dump's daemon and waits (calling between() in the loop) until
+    the shim has started a new one."""
     import signal
-    import sys
-
-    from testkit import REPO
 
     from msprobe_atb.control.block import ControlBlock
     from msprobe_atb.control.liveness import pid_alive
+
+    with ControlBlock(d.root) as block:
+        first = block.daemon_pid
+        assert first and pid_alive(first)
+        os.kill(first, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            between()
+            pid = block.daemon_pid
+            if pid and pid != first and pid_alive(pid):
+                return
+            time.sleep(0.1)
+    pytest.fail("the shim did not restart the control plane: " +
+                (d.root / ".probe" / "daemon.log").read_text())
+
+
+def test_a_killed_control_plane_is_restarted(tmp_path):
+    import sys
+
+    from testkit import REPO
 
     d = Dump(tmp_path, locked=False)
     d.config.write_text(json.dumps({"dump_enable": True, "exec_range": "all"}))
@@ -483,19 +502,7 @@ def test_a_killed_control_plane_is_restarted(tmp_path):
         # the daemon published
         assert proc.stdout.readline().strip().endswith(f"affected (pid {proc.pid})")
         assert proc.stdout.readline().strip() == "range=1"
-        with ControlBlock(d.root) as block:
-            first = block.daemon_pid
-            assert first and pid_alive(first)
-            os.kill(first, signal.SIGKILL)
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                pid = block.daemon_pid
-                if pid and pid != first and pid_alive(pid):
-                    break
-                time.sleep(0.1)
-            else:
-                pytest.fail("the shim did not restart the control plane: " +
-                            (d.root / ".probe" / "daemon.log").read_text())
+        kill_daemon_and_wait_restart(d, lambda: None)
         proc.stdin.write(f"save\t2\t1\t1\thex:003c\t{L}/before/intensor0.bin\n")
     finally:
         proc.communicate(timeout=60)
@@ -518,11 +525,6 @@ def test_an_asleep_process_has_no_thread_and_its_hooks_print_config_errors(dump)
 
 
 def test_an_asleep_process_restarts_a_killed_control_plane_from_its_hooks(tmp_path):
-    import signal
-
-    from msprobe_atb.control.block import ControlBlock
-    from msprobe_atb.control.liveness import pid_alive
-
     d = Dump(tmp_path, locked=False)
     d.config.write_text(json.dumps({"dump_enable": False}))
     proc = subprocess.Popen([str(host_bin(1))], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -538,20 +540,9 @@ def test_an_asleep_process_restarts_a_killed_control_plane_from_its_hooks(tmp_pa
 
     try:
         assert threads_after("update") == "threads=1"  # attached, asleep, the daemon published
-        with ControlBlock(d.root) as block:
-            first = block.daemon_pid
-            assert first and pid_alive(first)
-            os.kill(first, signal.SIGKILL)
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:  # a service running ops while asleep
-                assert threads_after("bench\t1000") == "threads=1"
-                pid = block.daemon_pid
-                if pid and pid != first and pid_alive(pid):
-                    break
-                time.sleep(0.1)
-            else:
-                pytest.fail("the asleep shim did not restart the control plane: " +
-                            (d.root / ".probe" / "daemon.log").read_text())
+        # a service running ops while asleep
+        kill_daemon_and_wait_restart(
+            d, lambda: threads_after("bench\t1000") == "threads=1" or pytest.fail("a thread"))
     finally:
         proc.communicate(timeout=60)
         subprocess.run([sys.executable, "-m", "msprobe_atb", "daemon", "--stop", "--output",
