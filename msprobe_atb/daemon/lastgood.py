@@ -4,8 +4,8 @@ control plane: a daemon that starts (after a crash, a kill -9, a new session) an
 finds the config file rejected publishes this one, not "asleep".
 
 It holds the accepted file's text and path; it is re-validated when read, and
-written like every file under .probe: a temporary name created with O_EXCL and
-O_NOFOLLOW in the verified directory, then renamed.
+written like the derived files (fsio: a temporary created with O_EXCL and
+O_NOFOLLOW in directories opened without following links, then renamed).
 """
 
 from __future__ import annotations
@@ -18,37 +18,18 @@ from pathlib import Path
 from msprobe_atb.config.filecheck import FileRefused, open_config
 from msprobe_atb.config.loader import MAX_CONFIG_BYTES, load_bytes
 from msprobe_atb.config.schema import Config, ConfigError
+from msprobe_atb.tree import fsio
 
 log = logging.getLogger("msprobe_atb")
 NAME = "last_good_config.json"
 
 
-def _probe_dir(dump_root: Path) -> int:
-    return os.open(Path(dump_root) / ".probe", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-                   | os.O_CLOEXEC)
-
-
 def save(dump_root: Path, config_path: Path, data: bytes) -> None:
     """Keeps `data`, just accepted from `config_path`; a failure is logged only."""
     body = json.dumps({"config": os.fsdecode(config_path), "text": data.decode()}).encode()
-    tmp = f".{NAME}.{os.getpid()}.tmp"
     try:
-        d = _probe_dir(dump_root)
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         0o600, dir_fd=d)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(body)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.rename(tmp, NAME, src_dir_fd=d, dst_dir_fd=d)
-            except BaseException:
-                os.unlink(tmp, dir_fd=d)
-                raise
-        finally:
-            os.close(d)
-    except OSError as exc:
+        fsio.write_files(dump_root, [((".probe", NAME), body)])
+    except (OSError, fsio.UnsafePath) as exc:
         log.warning("cannot keep the last good config in .probe/%s (%s); a restarted "
                     "control plane will not know it", NAME, exc)
 
@@ -56,13 +37,7 @@ def save(dump_root: Path, config_path: Path, data: bytes) -> None:
 def remove(dump_root: Path) -> None:
     """The config file is gone (asleep): a restarted daemon must not revive it."""
     try:
-        d = _probe_dir(dump_root)
-        try:
-            os.unlink(NAME, dir_fd=d)
-        finally:
-            os.close(d)
-    except FileNotFoundError:
-        pass
+        fsio.remove_file(dump_root, (".probe", NAME))
     except OSError as exc:
         log.warning("cannot remove .probe/%s: %s", NAME, exc)
 
