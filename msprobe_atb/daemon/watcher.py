@@ -1,7 +1,7 @@
 """Noticing config edits: watchdog events on the config's directory (editors
 replace files by rename, so the file itself is not watched), plus a fallback
-poll for file systems without events. A change is judged by (mtime, size,
-inode) first and by a content hash second, so an untouched file is never
+poll for file systems without events. A change is judged by (mtime, ctime, size,
+inode, mode, owner) first and by a content hash second, so an untouched file is never
 re-parsed and a touched but identical one is not re-applied."""
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ class Unusable:
 
 
 def _key(st: os.stat_result) -> tuple[int, ...]:
-    # mode and owner too: `chmod go-w` fixes a refused config without touching mtime
-    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode, st.st_uid)
+    # ctime, mode and owner too: `chmod go-w` fixes a refused config without touching
+    # mtime, and an edit whose mtime was put back (utime, a coarse clock) still moves ctime
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_mode, st.st_uid)
 
 
 class ConfigWatcher:
