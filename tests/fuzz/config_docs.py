@@ -183,3 +183,9 @@ def config_files(draw) -> tuple[str, bytes]:
     if draw(st.integers(0, 9)) == 0:
         data = draw(_damaged(data))
     return name, data
+
+
+def placed_config_files(placements: list[str]) -> st.SearchStrategy[tuple[str, bytes, str]]:
+    """(file name, content, placement): most files private, some placed unsafely."""
+    return st.tuples(config_files(), st.sampled_from(placements)).map(
+        lambda t: (*t[0], t[1]))

@@ -14,8 +14,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 
 sys.path.insert(0, str(Path(__file__).parent))
-from config_docs import config_files  # noqa: E402
-from config_properties import PROPERTIES  # noqa: E402
+from config_docs import placed_config_files  # noqa: E402
+from config_properties import PLACEMENTS, PROPERTIES  # noqa: E402
 
 
 def run(name: str, examples: int, derandomize: bool = False) -> tuple[int, list[BaseException]]:
@@ -26,8 +26,8 @@ def run(name: str, examples: int, derandomize: bool = False) -> tuple[int, list[
 
         @settings(max_examples=examples, database=None, deadline=None, derandomize=derandomize,
                   suppress_health_check=list(HealthCheck), report_multiple_bugs=True)
-        @given(config_files())
-        def check(file: tuple[str, bytes]) -> None:
+        @given(placed_config_files(PLACEMENTS))
+        def check(file: tuple[str, bytes, str]) -> None:
             nonlocal tried
             tried += 1
             prop(*file)
