@@ -29,7 +29,7 @@ WAIT_S = 120  # generous deadline for processes to come up on a loaded machine
 N_TENSORS = 25  # per rank: 4 layers of 6 tensors, and the big one
 
 
-def rank_dump(out: Path, device: int, pid: int, dtype, seed: int) -> Path:
+def rank_dump(out: Path, device: int, pid: int, dtype, seed: int, big: bool = True) -> Path:
     """One round of a toy model on one device, with one multi-chunk tensor."""
     rng = np.random.default_rng(seed)
     w = RoundWriter(out / "atb_dump_data" / "data", f"{device}_{pid}", 0)
@@ -45,8 +45,9 @@ def rank_dump(out: Path, device: int, pid: int, dtype, seed: int) -> Path:
             w.add(f"{lp}/{ci}_{child}", "output", 0, h.astype(dtype))
             x = h
         w.add(lp, "output", 0, x.astype(dtype))
-    big = np.random.default_rng(device + 10).standard_normal(BIG)
-    w.add("5_LmHead", "output", 0, (big + 1e-5 * rng.standard_normal(BIG)).astype(dtype))
+    if big:
+        head = np.random.default_rng(device + 10).standard_normal(BIG)
+        w.add("5_LmHead", "output", 0, (head + 1e-5 * rng.standard_normal(BIG)).astype(dtype))
     w.close()
     return out
 
@@ -201,3 +202,14 @@ def test_default_local_cluster_is_the_in_process_compare(tmp_path, monkeypatch):
     assert res.engine.where == "local Dask cluster of 2 worker processes"
     assert len(set(res.engine.placement.values())) == 2
     assert res.rows.equals(local.rows)
+
+
+def test_unreachable_scheduler_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    from msprobe_atb.offline import dask_run
+
+    rank_dump(tmp_path / "g", 0, 100, np.float32, 1, big=False)
+    monkeypatch.setattr(dask_run, "CONNECT_TIMEOUT", "1s")
+    rc, out = run_cli("compare", "-gp", str(tmp_path / "g"), "-tp", str(tmp_path / "g"),
+                      "--scheduler", "tcp://127.0.0.1:9", "-o", str(tmp_path / "r.csv"))
+    assert rc == 2 and not (tmp_path / "r.csv").exists()
+    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in capsys.readouterr().err
