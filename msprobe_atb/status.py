@@ -50,6 +50,7 @@ def _config_view(c) -> dict[str, Any]:
         "save_child": bool(c.save_child),
         "device": ",".join(map(str, c.devices)),
         "filter_level": c.filter_level,
+        "save_all_stages": bool(c.save_all_stages),
         "queue_budget_mb": c.queue_budget_bytes >> 20,
         "queue_full_policy": POLICIES[c.queue_policy] if c.queue_policy < 2 else "?",
     }
@@ -116,6 +117,7 @@ def collect(dump_root: Path) -> dict[str, Any]:
                 "queue_depth": s.queue_depth, "queue_bytes": s.queue_bytes,
                 "drops": s.drops, "errors": s.errors, "records": s.records,
                 "overflow_events": s.overflow_events,
+                "linked": s.linked, "link_refused": s.link_refused,
                 "last_activity_s_ago": round((now_ns - s.last_activity_ns) / 1e9, 1)
                 if s.last_activity_ns else None,
                 "config_generation": s.config_generation,
@@ -189,6 +191,13 @@ def render(st: dict[str, Any]) -> str:
             f", queue {p['queue_depth']} ({_size(p['queue_bytes'])}), drops {p['drops']}, "
             f"errors {p['errors']}, last tensor written "
             f"{'never' if ago is None else f'{ago:g} s ago'}")
+        if p["linked"]:
+            lines.append(f"    {p['linked']} of the written tensors share storage with an "
+                         "identical earlier one (hard links; statistic_extra.csv: linked)")
+        if p["link_refused"]:
+            lines.append(f"    WARNING: {p['link_refused']} duplicates are data= stubs because "
+                         "the file system refused hard links; msProbe's tools cannot read "
+                         "them (filter_level 0 saves every tensor in full)")
         if p["recorder"]:
             lines += recorder_status.render_proc(p["recorder"], _size)
         if p["abi_mismatch"]:

@@ -41,6 +41,33 @@ def wait_until(pred, timeout: float = 30.0, step: float = 0.02, what: str = "con
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def _mount(d: Path, size_kib: int) -> None:
+    import pytest
+
+    d.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kib}k,mode=0755", "tmpfs",
+                        str(d)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs ({r.stderr.strip()}); tests of full or "
+                    "separate file systems need root or CAP_SYS_ADMIN")
+
+
+def tmpfs_mounter(base):
+    """mount(size_kib, name) -> a fresh tmpfs at base()/name (skips if mounting is
+    refused); for a fixture to yield from: it unmounts them all at teardown."""
+    mounts: list[Path] = []
+
+    def mount(size_kib: int, name: str = "fs") -> Path:
+        d = base() / name
+        _mount(d, size_kib)
+        mounts.append(d)
+        return d
+
+    yield mount
+    for d in reversed(mounts):
+        subprocess.run(["umount", "-l", str(d)], capture_output=True)
+
+
 def save_config(path: Path, raw: str | None = None, **fields) -> None:
     """Saves a config the way editors do: a temporary file renamed into place.
     `raw` is written as is (for broken or YAML content), else the fields as JSON."""

@@ -51,10 +51,13 @@ def describe(cfg: Config) -> list[str]:
     lines.append(f"in {_rounds(cfg)}")
     devices = ", ".join(str(d) for d in cfg.device) if cfg.device else "every device"
     lines.append(f"on {'device ' if cfg.device else ''}{devices}")
+    lines.append("stages: all four (before/ and after/ hold inputs and outputs)"
+                 if cfg.save_all_stages else
+                 "stages: before/ holds each op's inputs, after/ its outputs")
     if cfg.save_child and cfg.task != "statistics":
         lines.append({0: "filter_level 0: every tensor saved in full",
-                      1: "filter_level 1: a tensor seen earlier in the layer is saved once "
-                         "(later copies are stubs pointing at it)",
+                      1: "filter_level 1: identical tensors of a layer are stored once "
+                         "(hard links: every file reads in full)",
                       2: "filter_level 2: as 1, and kernel tensors are not saved (stubs)"}
                      [cfg.filter_level])
     policy = ("block: the model waits when it is full (lossless)"

@@ -38,6 +38,7 @@ DEFAULTS: dict[str, Any] = {
     "save_child": False,
     "device": "",
     "filter_level": 1,
+    "save_all_stages": False,
     "overflow_check": {"overflow_nums": 1, "check_mode": "all"},
     "queue_budget_mb": 1024,
     "queue_full_policy": "block",
@@ -76,6 +77,7 @@ class Config:
     save_child: bool = False
     device: tuple[int, ...] = ()
     filter_level: int = 1
+    save_all_stages: bool = False
     overflow_nums: int = 1
     check_mode: str = "all"
     queue_budget_mb: int = 1024
@@ -96,6 +98,7 @@ class Config:
             "save_child": self.save_child,
             "device": ",".join(str(d) for d in self.device),
             "filter_level": self.filter_level,
+            "save_all_stages": self.save_all_stages,
             "overflow_check": {"overflow_nums": self.overflow_nums, "check_mode": self.check_mode},
             "queue_budget_mb": self.queue_budget_mb,
             "queue_full_policy": self.queue_full_policy,
@@ -120,6 +123,7 @@ class CompiledConfig:
     overflow_nums: int = -1
     queue_budget_bytes: int = 1024 << 20
     queue_policy: int = 0
+    save_all_stages: int = 0
     rec_armed: int = 0
     rec_keep_rounds: int = 0
     rec_after_rounds: int = 0
@@ -450,6 +454,7 @@ def validate(raw: Any, source: str = "config") -> Config:
     save_child = v.boolean(raw, "save_child")
     devices = _devices(v, raw)
     filter_level = v.integer(raw, "filter_level", 0, 2, 1, "0, 1 or 2")
+    all_stages = v.boolean(raw, "save_all_stages")
     overflow_nums, check_mode = _overflow(v, raw, task)
     budget = v.integer(raw, "queue_budget_mb", 1, MAX_QUEUE_BUDGET_MB, 1024,
                        f"a whole number of MiB from 1 to {MAX_QUEUE_BUDGET_MB}")
@@ -460,7 +465,8 @@ def validate(raw: Any, source: str = "config") -> Config:
     return Config(
         task=task, dump_enable=dump_enable, exec_range=exec_text, ids=ids, op_name=op_names,
         save_child=save_child, device=devices, filter_level=filter_level,
-        overflow_nums=overflow_nums, check_mode=check_mode, queue_budget_mb=budget,
+        save_all_stages=all_stages, overflow_nums=overflow_nums, check_mode=check_mode,
+        queue_budget_mb=budget,
         queue_full_policy=policy, exec_mode=exec_mode, ranges=ranges, recorder=recorder,
         notes=tuple(v.notes),
     )
@@ -488,6 +494,7 @@ def compile_config(cfg: Config | None) -> CompiledConfig:
         overflow_nums=cfg.overflow_nums if overflow else -1,
         queue_budget_bytes=cfg.queue_budget_mb << 20,
         queue_policy=POLICIES.index(cfg.queue_full_policy),
+        save_all_stages=int(cfg.save_all_stages),
         **_compile_recorder(cfg),
     )
 

@@ -58,6 +58,8 @@ class ProcSlot:
     errors: int
     records: int
     overflow_events: int
+    linked: int
+    link_refused: int
     last_activity_ns: int
     config_generation: int
     rec_state: int = 0
@@ -209,6 +211,7 @@ class ControlBlock:
         c.overflow_nums = cfg.overflow_nums
         c.queue_budget_bytes = cfg.queue_budget_bytes
         c.queue_policy = cfg.queue_policy
+        c.save_all_stages = cfg.save_all_stages
         for name in _REC_FIELDS:
             setattr(c, name, getattr(cfg, name))
         self.lib.msp_ctl_publish(self._ctl, c)
@@ -227,6 +230,7 @@ class ControlBlock:
             devices=tuple(c.devices[i] for i in range(c.n_devices)),
             overflow_mode=c.overflow_mode, overflow_nums=c.overflow_nums,
             queue_budget_bytes=c.queue_budget_bytes, queue_policy=c.queue_policy,
+            save_all_stages=c.save_all_stages,
             **{name: getattr(c, name) for name in _REC_FIELDS},
         )
 

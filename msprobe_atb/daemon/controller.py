@@ -39,6 +39,8 @@ def summary(cfg: Config) -> str:
         parts.append(f"save_child, filter_level {cfg.filter_level}")
     if cfg.device:
         parts.append(f"device {','.join(map(str, cfg.device))}")
+    if cfg.save_all_stages:
+        parts.append("all four stages")
     return ", ".join(parts)
 
 

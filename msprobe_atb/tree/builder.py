@@ -189,11 +189,16 @@ class TreeBuilder:
         if rnd.rows is None:
             self._reload(rnd)
         sort_key = (p.key.start_ns, _int(rec.get("seq"), 0))
-        row = (sort_key, statistic_row(rec, tp, self._output_root(p)), extra_row(rec, tp))
+        root = self._output_root(p)
+        row = (sort_key, statistic_row(rec, tp, root), extra_row(rec, tp, root))
         bisect.insort(rnd.rows, row)
         self.manifest.add(tp.round_key, sort_key, record_row(rec, tp, p.key.start_ns))
         rnd.count = len(rnd.rows)
         rnd.lost += rec.get("file") == "lost"
+        if rec.get("file") == "stub" and str(rec.get("note", "")).startswith("hard link refused"):
+            self._problem("link-refused", f"pid {p.key.pid}: {path}: {rec['note']} (the file "
+                          "system of the dump refuses hard links; msProbe's tools cannot read "
+                          "such stubs)")
         rnd.last_t = max(rnd.last_t, _int(rec.get("t"), 0))
         rnd.procs.add(p.key)
         rnd.dirty = True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import posixpath
 import threading
 from dataclasses import dataclass
 
@@ -18,7 +19,7 @@ from msprobe_atb.tree.vocab import dtype_name, format_name
 HEADER = ("Device and PID,Execution Count,Op Name,Op Type,Op Id,Input/Output,Index,Dtype,"
           "Format,Shape,Max,Min,Mean,Norm,Tensor Path")
 EXTRA_HEADER = ("Sequence,Op Id,Op Name,Input/Output,Index,Element Count,NaN Count,"
-                "Pos Inf Count,Neg Inf Count,Zero Count,Data Status,Note")
+                "Pos Inf Count,Neg Inf Count,Zero Count,Data Status,Note,Stage,Shares With")
 NA = "N/A"
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _NONFINITE = {"nan": "nan", "-nan": "nan", "inf": "inf", "+inf": "inf", "-inf": "-inf"}
@@ -86,6 +87,7 @@ class TensorPath:
     names: tuple[str, ...]
     io: str
     index: str
+    stage: str  # "before" | "after" | "" (not in a stage directory)
 
     @property
     def round_key(self) -> tuple[str, str]:
@@ -98,8 +100,9 @@ def parse_tensor_path(path: str) -> TensorPath | None:
         return None
     file_name = parts[-1]
     ops = parts[2:-1]
+    stage = ""
     if ops and ops[-1] in ("before", "after"):
-        ops = ops[:-1]
+        stage = ops.pop()
     ids, names = [], []
     for seg in ops:
         op_id, sep, name = seg.partition("_")
@@ -112,7 +115,7 @@ def parse_tensor_path(path: str) -> TensorPath | None:
     else:
         io_kind, rest = NA, file_name
     return TensorPath(parts[0], parts[1], tuple(ids), tuple(names), io_kind,
-                      rest.split(".", 1)[0])
+                      rest.split(".", 1)[0], stage)
 
 
 def _stat(stats: dict | None, key: str) -> str:
@@ -128,10 +131,27 @@ def stat_cells(rec: dict) -> list[str]:
     return [_stat(stats, k) for k in ("max", "min", "mean", "norm")]
 
 
+def _data_path(output_root: str, rel: str) -> str:
+    return f"{output_root.rstrip('/')}/atb_dump_data/data/{rel}"
+
+
 def tensor_path_cell(rec: dict, output_root: str) -> str:
     if rec.get("task") == "statistics" or rec.get("file") == "none":
         return NA
-    return f"{output_root.rstrip('/')}/atb_dump_data/data/{rec.get('path', '')}"
+    return _data_path(output_root, str(rec.get("path", "")))
+
+
+def shares_with_cell(rec: dict, output_root: str) -> str:
+    """The Tensor Path of the earlier identical tensor whose storage this row
+    shares (a hard link, or a stub's data= target); "" otherwise, also for a
+    filter_level-2 kernel stub, which names itself (not saved)."""
+    alias, path = rec.get("alias"), str(rec.get("path", ""))
+    if rec.get("file") not in ("linked", "stub") or not isinstance(alias, str) or not alias:
+        return ""
+    target = posixpath.normpath(posixpath.join(posixpath.dirname(path), alias))
+    if target == path or target.startswith("../"):
+        return ""
+    return _data_path(output_root, target)
 
 
 def statistic_row(rec: dict, tp: TensorPath, output_root: str) -> str:
@@ -145,11 +165,12 @@ def statistic_row(rec: dict, tp: TensorPath, output_root: str) -> str:
     return csv_line(cells)
 
 
-def extra_row(rec: dict, tp: TensorPath) -> str:
+def extra_row(rec: dict, tp: TensorPath, output_root: str) -> str:
     stats = rec.get("stats") if isinstance(rec.get("stats"), dict) else None
     cells = [
         number(rec.get("seq")), "_".join(tp.ids), "/".join(tp.names), tp.io, tp.index,
         *(_stat(stats, k) for k in ("count", "nan", "pinf", "ninf", "zero")),
-        str(rec.get("file", NA)), str(rec.get("note", "")),
+        str(rec.get("file", NA)), str(rec.get("note", "")), tp.stage,
+        shares_with_cell(rec, output_root),
     ]
     return csv_line(cells)

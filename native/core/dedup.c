@@ -94,7 +94,9 @@ const char *msp_dedup_find(struct msp_dedup *d, const char *path, uint64_t hash,
     struct scope *s = get_scope(d, path, 0);
     if (!s)
         return NULL;
-    for (uint32_t i = 0; i < s->n; i++)
+    /* newest first: a full copy written when the older one had too many
+     * links (EMLINK) is the one to link to next */
+    for (uint32_t i = s->n; i-- > 0;)
         if (s->e[i].hash == hash && same_bytes(s->e[i].path, ctx))
             return s->e[i].path;
     return NULL;

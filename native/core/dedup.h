@@ -5,12 +5,14 @@
  * dtype, dims and byte-identical payload (hash to find the candidate, then
  * a byte compare against the real file on disk, so a hash collision can
  * never alias different data and an in-place update can never leave a stub
- * pointing at stale bytes). The scope is one top-level layer in one round:
+ * pointing at stale bytes). A duplicate becomes a hard link to the first
+ * copy (writer.c), so every path still reads the whole tensor; a data= stub
+ * only where the file system refuses links. The scope is one top-level layer in one round:
  * "{dev}_{pid}/{exec}/{id}_{Layer}", so stubs always point at a file of the
  * same round, and `_{irName}` file names neither defeat nor break it.
  * All tensors of a scope are routed to one writer thread, in SaveTensor
  * order, so "first occurrence" is deterministic and the real file is
- * renamed into place before any stub that points at it.
+ * renamed into place before any link or stub that names it.
  *
  * Each writer keeps the tables of its last few scopes (bounded memory). */
 #ifndef MSP_DEDUP_H
@@ -28,7 +30,8 @@ void msp_dedup_free(struct msp_dedup *d);
  * or 0 if the path has fewer than four segments (no dedup then). */
 size_t msp_dedup_scope_len(const char *path);
 
-/* Looks for an identical earlier tensor of path's scope. On a hit returns
+/* Looks for an identical earlier tensor of path's scope (the most recent
+ * one if several). On a hit returns
  * its path (relative to the data root; owned by the table, valid until the
  * next call). `same_bytes(real_path, ctx)` must return 1 only if the file
  * holds exactly the same header and payload. */

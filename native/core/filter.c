@@ -167,6 +167,29 @@ int msp_op_selected(const struct msp_config *cfg, const char *dir, size_t n)
     return 0;
 }
 
+static int starts(const char *p, size_t n, const char *lit, size_t litn)
+{
+    return n >= litn && memcmp(p, lit, litn) == 0;
+}
+
+int msp_default_stage(const char *path, size_t n)
+{
+    const char *end = path + n, *file = end;
+    while (file > path && file[-1] != '/')
+        file--;
+    if (file == path)
+        return 0;
+    const char *stage = file - 1;
+    while (stage > path && stage[-1] != '/')
+        stage--;
+    size_t stagen = (size_t)(file - 1 - stage), filen = (size_t)(end - file);
+    if (stagen == 6 && memcmp(stage, "before", 6) == 0)
+        return starts(file, filen, "intensor", 8);
+    if (stagen == 5 && memcmp(stage, "after", 5) == 0)
+        return starts(file, filen, "outtensor", 9);
+    return 0;
+}
+
 int msp_kernel_dir_matches(const char *kernel, size_t kn, const char *dir, size_t n)
 {
     const char *colon = memchr(kernel, ':', kn);

@@ -25,6 +25,11 @@ int msp_device_selected(const struct msp_config *cfg, const char *dir, size_t n)
 /* Op selection by ids / op_name / save_child (device not included). */
 int msp_op_selected(const struct msp_config *cfg, const char *dir, size_t n);
 
+/* Is ATB's tensor path ".../before/intensor*" or ".../after/outtensor*", an op's
+ * inputs before it ran and its outputs after (seed 003's tree)? The other two
+ * stages ATB offers are saved only with save_all_stages. */
+int msp_default_stage(const char *path, size_t n);
+
 /* Overflow: does kernel dir `dir` belong to ATB's overflow report
  * "<OpType>_<id>_<id>...:<KernelName>" (e.g. LinearOperation_5_3:MatMulKernel)?
  * The op ids, the op's type (the parent segment's name) and the kernel

@@ -132,12 +132,18 @@ static int write_all(int fd, const struct iovec *iov, int iovcnt)
     return 0;
 }
 
+/* The temporary name of `name` for this thread; it must fit NAME_MAX too:
+ * long names are cut in it only. */
+static void tmp_name(char tmp[MSP_NAME_MAX + 1], const char *name)
+{
+    snprintf(tmp, MSP_NAME_MAX + 1, ".%.200s.%ld.%ld.tmp", name, (long)getpid(),
+             (long)syscall(SYS_gettid));
+}
+
 int msp_write_file_at(int dirfd, const char *name, const struct iovec *iov, int iovcnt)
 {
     char tmp[MSP_NAME_MAX + 1];
-    /* the temporary must fit NAME_MAX too: long names are cut in it only */
-    snprintf(tmp, sizeof tmp, ".%.200s.%ld.%ld.tmp", name, (long)getpid(),
-             (long)syscall(SYS_gettid));
+    tmp_name(tmp, name);
     int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
     if (fd < 0 && errno == EEXIST) {
         /* left behind by a crashed thread with our (recycled) pid/tid */
@@ -166,6 +172,23 @@ int msp_resolve_link(char *path, size_t cap)
         return -1;
     memcpy(path, real, strlen(real) + 1);
     return 1;
+}
+
+int msp_link_file_at(int src_dirfd, const char *src_name, int dirfd, const char *name)
+{
+    char tmp[MSP_NAME_MAX + 1];
+    tmp_name(tmp, name);
+    int rc = linkat(src_dirfd, src_name, dirfd, tmp, 0);
+    if (rc != 0 && errno == EEXIST) {
+        unlinkat(dirfd, tmp, 0); /* left behind by a crashed thread */
+        rc = linkat(src_dirfd, src_name, dirfd, tmp, 0);
+    }
+    if (rc != 0)
+        return -errno;
+    rc = renameat(dirfd, tmp, dirfd, name) == 0 ? 0 : -errno;
+    /* a rename between two names of one file does nothing and keeps both */
+    unlinkat(dirfd, tmp, 0);
+    return rc;
 }
 
 int msp_mkdir_p(const char *path, unsigned mode)

@@ -39,6 +39,12 @@ int msp_write_file_at(int dirfd, const char *name, const struct iovec *iov, int 
  * cannot be resolved (dangling, a loop, too long). */
 int msp_resolve_link(char *path, size_t cap);
 
+/* Makes `name` in dirfd one more name (a hard link) of `src_name` in
+ * src_dirfd, replacing what `name` was: linked under the temporary name,
+ * then renamed into place. 0 or -errno (EPERM, EXDEV, EOPNOTSUPP: the file
+ * system refuses links; EMLINK: the file has too many; the caller falls back). */
+int msp_link_file_at(int src_dirfd, const char *src_name, int dirfd, const char *name);
+
 /* mkdir -p of an absolute path (the user's output root). 0 or -1/errno. */
 int msp_mkdir_p(const char *path, unsigned mode);
 

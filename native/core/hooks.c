@@ -373,7 +373,9 @@ void msp_hook_save_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const void *
                           uint64_t size, msp_sv path)
 {
     struct msp_snap *s = save_snapshot();
-    if (!s)
+    /* ATB also offers an op's outputs before it ran and its inputs after;
+     * by default they are not selected, so nothing is copied or counted */
+    if (!s || (!s->cfg.save_all_stages && !msp_default_stage(path.p, path.n)))
         return;
     int route = s->cfg.rec_armed ? msp_rec_route(s, path.p, path.n) : 0;
     if (route == MSP_ROUTE_DROP)

@@ -211,17 +211,26 @@ static int file_equals(int fd, const char *buf, size_t len, off_t off)
     return 1;
 }
 
-static int same_bytes(const char *real, void *arg)
+/* The open directory of `real` (a path below data/) and, in *base, its
+ * file name; -1 with errno if the directory cannot be opened. */
+static int real_dir(const char *real, const char **base)
 {
-    const struct cmp_ctx *c = arg;
     int root = __atomic_load_n(&g_msp.data_fd, __ATOMIC_ACQUIRE);
     const char *slash = strrchr(real, '/');
     char dir[MSP_PATH_LEN];
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - real) : 0, real);
-    int dfd = msp_open_dir_at(root, dir, 0);
+    *base = slash ? slash + 1 : real;
+    return msp_open_dir_at(root, dir, 0);
+}
+
+static int same_bytes(const char *real, void *arg)
+{
+    const struct cmp_ctx *c = arg;
+    const char *base;
+    int dfd = real_dir(real, &base);
     if (dfd < 0)
         return 0;
-    int fd = openat(dfd, slash ? slash + 1 : real, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = openat(dfd, base, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     close(dfd);
     if (fd < 0)
         return 0;
@@ -251,6 +260,75 @@ static int is_kernel_tensor(const char *dir)
         segn = (size_t)(end - start);
     }
     return segn >= 6 && memcmp(seg + segn - 6, "Kernel", 6) == 0;
+}
+
+/* A header-only .bin naming `data`: msProbe's stub (filter_level 2 kernel
+ * tensors name themselves; elsewhere the copy it would have linked to). */
+static void write_stub(const struct msp_tensor_desc *d, const struct msp_item *it, int dfd,
+                       const char *name, const char *data, const struct msp_stats *stats,
+                       const char *note, const char *why_stub)
+{
+    char header[HEADER_CAP];
+    int slen = msp_bin_header(header, sizeof header, it->format_s, it->dtype_s, it->dims, 0, data);
+    struct iovec iov = {header, slen > 0 ? (size_t)slen : 0};
+    int rc = slen > 0 ? msp_write_file_at(dfd, name, &iov, 1) : -ENAMETOOLONG;
+    if (rc != 0) {
+        char why[256];
+        snprintf(why, sizeof why, "cannot write the .bin: %s", strerror(-rc));
+        MSP_COUNT(errors, 1);
+        msp_tensor_lost(d, why);
+        return;
+    }
+    MSP_COUNT(tensors_written, 1);
+    char both[448];
+    if (why_stub) {
+        MSP_COUNT(link_refused, 1);
+        snprintf(both, sizeof both, "%s%s%s", why_stub, note[0] ? "; " : "", note);
+        note = both;
+    }
+    msp_tensor_record(d, "stub", data, stats, note);
+}
+
+/* The file system refuses hard links (not a transient failure of this one). */
+static int link_refused(int err)
+{
+    return err == EPERM || err == EXDEV || err == EOPNOTSUPP || err == ENOSYS;
+}
+
+/* An identical earlier tensor of the scope is `real`: make this path one
+ * more name of its file, so every path reads the whole tensor with any
+ * reader; where the file system refuses links, a data= stub. Returns 0 if
+ * the caller must write the tensor in full (the real file is gone, it has
+ * too many links, or the link failed for another reason). */
+static int write_link(const struct msp_tensor_desc *d, const struct msp_item *it, const char *real,
+                      int dfd, const char *name, const struct msp_stats *stats, const char *note)
+{
+    char alias[MSP_PATH_LEN];
+    if (msp_relpath(it->path, real, alias, sizeof alias) != 0)
+        return 0;
+    const char *base;
+    int rdfd = real_dir(real, &base);
+    if (rdfd < 0)
+        return 0;
+    int rc = msp_link_file_at(rdfd, base, dfd, name);
+    close(rdfd);
+    if (rc == 0) {
+        MSP_COUNT(tensors_written, 1);
+        MSP_COUNT(linked, 1);
+        msp_tensor_record(d, "linked", alias, stats, note);
+        return 1;
+    }
+    if (!link_refused(-rc))
+        return 0;
+    static int warned;
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+        msp_log("the file system of the dump refuses hard links (%s): identical tensors are "
+                "written as data= stubs, which msProbe's tools cannot read; use filter_level 0 "
+                "to save every tensor in full", strerror(-rc));
+    char why[128];
+    snprintf(why, sizeof why, "hard link refused (%s): data= stub", strerror(-rc));
+    write_stub(d, it, dfd, name, alias, stats, note, why);
+    return 1;
 }
 
 static void write_tensor(struct writer *w, struct msp_item *it, const char *dir, const char *name)
@@ -283,35 +361,28 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
     char header[HEADER_CAP];
     int hlen = msp_bin_header(header, sizeof header, it->format_s, it->dtype_s, it->dims, it->size,
                               NULL);
+    if (hlen <= 0) {
+        MSP_COUNT(errors, 1);
+        msp_tensor_lost(&d, "cannot write the .bin: header too long");
+        return;
+    }
     /* dedup only where msProbe applies filter_level: child ops are saved
      * (save_child) and the task writes data */
-    char alias[MSP_PATH_LEN];
-    const char *stub = NULL;
-    uint64_t hash = 0;
-    int dedup = it->save_child && it->filter_level >= 1 && hlen > 0;
+    int dedup = it->save_child && it->filter_level >= 1;
     if (dedup && it->filter_level >= 2 && is_kernel_tensor(dir)) {
-        stub = name;
-    } else if (dedup) {
+        write_stub(&d, it, dfd, name, name, stats, note, NULL);
+        return;
+    }
+    uint64_t hash = 0;
+    if (dedup) {
         hash = msp_fnv1a(msp_fnv1a(MSP_FNV_SEED, header, (size_t)hlen), it->data, it->size);
         struct cmp_ctx c = {header, (size_t)hlen, it->data, it->size};
         const char *real = msp_dedup_find(w->dedup, it->path, hash, same_bytes, &c);
-        if (real && msp_relpath(it->path, real, alias, sizeof alias) == 0)
-            stub = alias;
+        if (real && write_link(&d, it, real, dfd, name, stats, note))
+            return;
     }
-    struct iovec iov[2];
-    int rc;
-    if (stub) {
-        int slen = msp_bin_header(header, sizeof header, it->format_s, it->dtype_s, it->dims, 0, stub);
-        iov[0].iov_base = header;
-        iov[0].iov_len = slen > 0 ? (size_t)slen : 0;
-        rc = slen > 0 ? msp_write_file_at(dfd, name, iov, 1) : -ENAMETOOLONG;
-    } else {
-        iov[0].iov_base = header;
-        iov[0].iov_len = hlen > 0 ? (size_t)hlen : 0;
-        iov[1].iov_base = it->data;
-        iov[1].iov_len = it->size;
-        rc = hlen > 0 ? msp_write_file_at(dfd, name, iov, 2) : -ENAMETOOLONG;
-    }
+    struct iovec iov[2] = {{header, (size_t)hlen}, {it->data, it->size}};
+    int rc = msp_write_file_at(dfd, name, iov, 2);
     if (rc != 0) {
         char why[256];
         snprintf(why, sizeof why, "cannot write the .bin: %s", strerror(-rc));
@@ -319,12 +390,11 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
         msp_tensor_lost(&d, why);
         return;
     }
-    if (dedup && !stub)
+    if (dedup)
         msp_dedup_add(w->dedup, it->path, hash);
     MSP_COUNT(tensors_written, 1);
-    if (!stub)
-        MSP_COUNT(bytes_written, it->size);
-    msp_tensor_record(&d, stub ? "stub" : "bin", stub, stats, note);
+    MSP_COUNT(bytes_written, it->size);
+    msp_tensor_record(&d, "bin", NULL, stats, note);
 }
 
 static void write_param(struct writer *w, struct msp_item *it, const char *dir, const char *name)

@@ -98,6 +98,7 @@ static int publish(const char *root, int argc, char **argv)
                 if (!x.empty()) c.devices[c.n_devices++] = atoi(x.c_str());
         } else if (k == "save_child") c.save_child = (uint32_t)atoi(v.c_str());
         else if (k == "filter_level") c.filter_level = (uint32_t)atoi(v.c_str());
+        else if (k == "all_stages") c.save_all_stages = (uint32_t)atoi(v.c_str());
         else if (k == "budget") c.queue_budget_bytes = strtoull(v.c_str(), nullptr, 10);
         else if (k == "policy") c.queue_policy = v == "drop" ? MSP_POLICY_DROP : MSP_POLICY_BLOCK;
         else if (k == "overflow_nums") c.overflow_nums = atoll(v.c_str());

@@ -27,11 +27,13 @@ def test_defaults_match_msprobe():
             cfg.device, cfg.filter_level) == ("tensor", False, "0,0", (), (), False, (), 1)
     assert cfg.ranges == ((0, 0),)
     assert (cfg.queue_budget_mb, cfg.queue_full_policy, cfg.overflow_nums) == (1024, "block", 1)
+    assert cfg.save_all_stages is False  # seed 003's tree: inputs before, outputs after
 
 
 @pytest.mark.parametrize("raw, expect", [
     ({"dump_enable": "true"}, ['"dump_enable": "true" is a string', "without quotes"]),
     ({"save_child": 1}, ['"save_child": 1', "true or false"]),
+    ({"save_all_stages": "yes"}, ['"save_all_stages": "yes" is a string', "true or false"]),
     ({"device": 0}, ['"device": 0 is a number', 'give it as a string, e.g. "0"']),
     ({"exec_range": "3,1"}, ['"exec_range": "3,1" is reversed', '"1,3"']),
     ({"exec_range": "1,x"}, ['"exec_range": "1,x"', 'invalid bound "x"', '"all", "none"']),
@@ -118,7 +120,9 @@ def test_compiled_config_round_trips_through_block(tmp_path):
     from msprobe_atb.control.block import ControlBlock
 
     c = compile_config(validate({"task": "all", "dump_enable": True, "exec_range": "1,4",
-                                 "ids": "2", "op_name": "lin", "device": "0,1"}))
+                                 "ids": "2", "op_name": "lin", "device": "0,1",
+                                 "save_all_stages": True}))
+    assert c.save_all_stages == 1
     with ControlBlock(tmp_path / "atb_dump_data", create=True) as block:
         assert block.published == 0
         block.publish(c)

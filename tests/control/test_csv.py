@@ -39,7 +39,7 @@ def rec(**kw):
 
 def test_header_is_msprobes():
     assert HEADER == MSPROBE_HEADER
-    assert EXTRA_HEADER.split(",")[0] == "Sequence" and len(EXTRA_HEADER.split(",")) == 12
+    assert EXTRA_HEADER.split(",")[0] == "Sequence" and len(EXTRA_HEADER.split(",")) == 14
 
 
 def test_tensor_task_row():
@@ -111,10 +111,24 @@ def test_commas_and_newlines_quoted():
 def test_extra_row():
     tp = parse_tensor_path(rec()["path"])
     line = extra_row(rec(seq=9, task="all", stats={"count": 4, "nan": 1, "pinf": 0, "ninf": 2,
-                                                     "zero": 1, "max": 1}), tp)
-    assert line == "9,2_1,Layer/LinearOperation,input,1_x,4,1,0,2,1,bin,\n"
-    lost = extra_row(rec(seq=3, file="lost", note="disk full"), tp)
-    assert lost.endswith(",N/A,N/A,N/A,N/A,N/A,lost,disk full\n")
+                                                     "zero": 1, "max": 1}), tp, "/out")
+    assert line == "9,2_1,Layer/LinearOperation,input,1_x,4,1,0,2,1,bin,,before,\n"
+    lost = extra_row(rec(seq=3, file="lost", note="disk full"), tp, "/out")
+    assert lost.endswith(",N/A,N/A,N/A,N/A,N/A,lost,disk full,before,\n")
+
+
+def test_extra_row_names_the_storage_it_shares():
+    """A hard link (or a stub where links are refused) names the Tensor Path of the
+    identical earlier tensor; a filter_level-2 kernel stub names itself: not shared."""
+    path = "0_42/0/2_Layer/1_LinearOperation/after/outtensor0.bin"
+    tp = parse_tensor_path(path)
+    want = "/out/atb_dump_data/data/0_42/0/2_Layer/before/intensor0.bin"
+    for file in ("linked", "stub"):
+        cells = extra_row(rec(path=path, file=file, alias="../../before/intensor0.bin"),
+                          tp, "/out").rstrip("\n").split(",")
+        assert cells[10] == file and cells[12:] == ["after", want]
+    own = extra_row(rec(path=path, file="stub", alias="outtensor0.bin"), tp, "/out")
+    assert own.endswith(",stub,,after,\n")
 
 
 def test_quoting_matches_the_csv_module():

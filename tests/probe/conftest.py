@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 from probe_helpers import Dump, host_bin
-from testkit import REPO, atbsim_bin, shim_lib
+from testkit import REPO, atbsim_bin, shim_lib, tmpfs_mounter
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -33,3 +33,9 @@ def dump(tmp_path):
 def need_atbsim(abi) -> None:
     if not atbsim_bin(abi).exists():
         pytest.skip("atbsim is not built (make native)")
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """mount(size_kib, name) -> a tmpfs at tmp_path/name (skips without the right)."""
+    yield from tmpfs_mounter(lambda: tmp_path)

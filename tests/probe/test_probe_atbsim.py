@@ -30,7 +30,7 @@ pytestmark = pytest.mark.usefixtures("need_atbsim")
 
 MODEL = ("--layers", "2", "--decode-steps", "2", "--prompt-len", "6")
 EVERYTHING = {"dump_enable": True, "task": "tensor", "exec_range": "all", "save_child": True,
-              "filter_level": 0}
+              "filter_level": 0, "save_all_stages": True}
 
 
 @pytest.fixture(scope="module")
@@ -99,12 +99,14 @@ def test_dumped_set_is_exactly_what_the_filters_select(tmp_path, full_runs, abi,
     finally:
         d.close()
     universe = {norm(t["path"]) for t in full_runs[abi].trace()}
-    want = {p for p in universe if oracle_selected(runner_dir(p), raw)}
+    asked = {p for p in universe if oracle_selected(runner_dir(p), raw)}
     nothing = flt.get("device") == "1" or flt.get("exec_range") == "none"
-    assert bool(want) != nothing and want != universe
-    got = {norm(r["path"]) for r in d.tensors("bin")}
-    assert got == want
-    assert {norm(t["path"]) for t in d.trace()} == want  # ATB asked for nothing else
+    assert bool(asked) != nothing and asked != universe
+    assert {norm(t["path"]) for t in d.trace()} == asked  # ATB asked for nothing else
+    # of which the default set is saved: inputs before, outputs after
+    want = {p for p in asked if re.search(r"/(before/intensor|after/outtensor)[^/]*$", p)}
+    assert bool(want) == bool(asked)
+    assert {norm(r["path"]) for r in d.tensors("bin")} == want
     assert not d.tensors("lost")
 
 
@@ -115,7 +117,7 @@ def test_statistics_agree_with_numpy(dump, abi, dtype):
     dump.atbsim(abi, "--layers", "1", "--decode-steps", "0", "--dtype", dtype,
                 "--inject", "nan:layer=0,op=SwiGLU,elem=3", "--inject", "-inf:layer=0,op=Rope")
     recs = [r for r in dump.tensors() if r["stats"]]
-    assert recs and {r["file"] for r in recs} <= {"bin", "stub"}
+    assert recs and {r["file"] for r in recs} == {"bin", "linked"}
     seen_nan = seen_ninf = False
     for r in recs:
         a = decode(real_payload(dump, r["path"]), r["dtype"]).astype(np.float64)

@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 from probe_helpers import Dump, host_bin, oracle_selected, read_bin
-from testkit import wait_until
+from testkit import REPO, wait_until
 
 AWAKE = {"dump_enable": True, "task": "all", "exec_range": "all"}
 L = "0_7/0/2_Layer"
@@ -165,14 +165,16 @@ def test_empty_and_unsupported_tensors(dump):
     assert recs["intensor1.bin"]["note"] == "unsupported dtype int4"
 
 
+# Bad paths in a default stage (before/intensor*), so that they are selected.
+IN0 = "before/intensor0.bin"
 BAD = [
     (["save", 2, 1, "2", "null:4", f"{L}/before/intensor0.bin"], "null data pointer"),
     (["save", 2, 1, "3", "hex:0000", f"{L}/before/intensor1.bin"], "does not match dims"),
-    (["save", 2, 1, "1", "hex:0000", "0_7/0/../../../escape.bin"], "'..'"),
-    (["save", 2, 1, "1", "hex:0000", "/tmp/abs.bin"], "absolute"),
-    (["save", 2, 1, "1", "hex:0000", "0_7/0/a\x01b/x.bin"], "control character"),
-    (["save", 2, 1, "1", "hex:0000", "0_7/0//x.bin"], "empty path component"),
-    (["save", 2, 1, "1", "hex:0000", "0_7/0/" + "n" * 300 + "/x.bin"], "longer than 255"),
+    (["save", 2, 1, "1", "hex:0000", f"0_7/0/../../../{IN0}"], "'..'"),
+    (["save", 2, 1, "1", "hex:0000", f"/tmp/{IN0}"], "absolute"),
+    (["save", 2, 1, "1", "hex:0000", f"0_7/0/a\x01b/{IN0}"], "control character"),
+    (["save", 2, 1, "1", "hex:0000", f"0_7/0//{IN0}"], "empty path component"),
+    (["save", 2, 1, "1", "hex:0000", "0_7/0/" + "n" * 300 + f"/{IN0}"], "longer than 255"),
     (["save", "ND", 1, "1", "hex:0000", f"{L}/before/intensor2.bin"], "decimal enum"),
     (["save", 2, 1, "1,x", "hex:0000", f"{L}/before/intensor3.bin"], "comma list"),
     # numel * bits past 2^64 must not wrap into a matching size
@@ -200,7 +202,7 @@ def test_bad_inputs_are_survived_counted_and_recorded(dump, abi):
     assert p.stderr.count("not written") == len(BAD)
     # nothing escaped the dump root
     assert sorted(os.listdir(dump.out)) == ["atb_dump_data"]
-    assert not (dump.base / "escape.bin").exists()
+    assert not (dump.base / "before").exists()
     exit_rec = [r for r in dump.records() if r["k"] == "exit"][0]
     assert exit_rec["errors"] == len(BAD) and exit_rec["tensors_written"] == 1
     # every selected tensor is accounted for, so status can say "all written"
@@ -243,29 +245,90 @@ def dedup_script(round_: int = 0) -> list:
     ]
 
 
-def test_filter_level_1_stubs_identical_tensors_per_layer_and_round(dump):
+def run_status(dump: Dump) -> str:
+    p = subprocess.run([sys.executable, "-m", "msprobe_atb", "status", str(dump.out)],
+                       capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+DEDUP_FILES = {"before/intensor0.bin": "bin",
+               "0_LinearOperation/before/intensor0_x.bin": "linked",
+               "0_LinearOperation/after/outtensor0_y.bin": "bin",
+               "0_LinearOperation/0_MatMulKernel/before/intensor0.bin": "linked",
+               "1_Add/before/intensor0.bin": "bin",
+               "after/outtensor0.bin": "linked"}
+
+
+def dedup_files(dump: Dump, rnd: int) -> tuple[str, dict[str, dict]]:
+    base = f"0_7/{rnd}/2_Layer"
+    return base, {r["path"][len(base) + 1:]: r for r in dump.tensors()
+                  if r["path"].startswith(base + "/")}
+
+
+def test_filter_level_1_links_identical_tensors_per_layer_and_round(dump):
+    """Identical bytes are stored once, and every path still reads the whole
+    tensor with any reader: the duplicates are hard links to the first copy."""
     dump.publish({**AWAKE, "save_child": True, "filter_level": 1})
     dump.host(1, dedup_script(0) + dedup_script(1))
     for rnd in (0, 1):
-        recs = {r["path"]: r for r in dump.tensors() if r["path"].startswith(f"0_7/{rnd}/")}
-        base = f"0_7/{rnd}/2_Layer"
-        files = {p[len(base) + 1:]: r["file"] for p, r in recs.items()}
-        assert files == {"before/intensor0.bin": "bin",
-                         "0_LinearOperation/before/intensor0_x.bin": "stub",
-                         "0_LinearOperation/after/outtensor0_y.bin": "bin",
-                         "0_LinearOperation/0_MatMulKernel/before/intensor0.bin": "stub",
-                         "1_Add/before/intensor0.bin": "bin",
-                         "after/outtensor0.bin": "stub"}
-        stub = f"{base}/0_LinearOperation/before/intensor0_x.bin"
-        attrs, payload = read_bin(dump.data / stub)
-        assert attrs["$Object.Count"] == "0" and attrs["data"] == "../../before/intensor0.bin"
-        assert payload == b"" and recs[stub]["alias"] == attrs["data"]
-        assert (dump.data / stub).parent.joinpath(attrs["data"]).resolve() == \
-            (dump.data / base / "before/intensor0.bin").resolve()
-        # stats are still there for a stub
-        assert recs[stub]["stats"]["count"] == 2
-        assert read_bin(dump.data / base / "after/outtensor0.bin")[0]["data"] == \
-            "../0_LinearOperation/after/outtensor0_y.bin"
+        base, recs = dedup_files(dump, rnd)
+        assert {k: r["file"] for k, r in recs.items()} == DEDUP_FILES
+        first = dump.data / base / "before/intensor0.bin"
+        link = dump.data / base / "0_LinearOperation/before/intensor0_x.bin"
+        assert link.read_bytes() == first.read_bytes()
+        assert os.path.samefile(link, first) and first.stat().st_nlink == 3
+        attrs, payload = read_bin(link)
+        assert "data" not in attrs and attrs["$Object.Count"] == "1" and len(payload) == 4
+        rec = recs["0_LinearOperation/before/intensor0_x.bin"]
+        assert rec["alias"] == "../../before/intensor0.bin" and rec["stats"]["count"] == 2
+        assert os.path.samefile(dump.data / base / "after/outtensor0.bin",
+                                dump.data / base / "0_LinearOperation/after/outtensor0_y.bin")
+    # the two rounds never share storage
+    assert not os.path.samefile(dump.data / "0_7/0/2_Layer/before/intensor0.bin",
+                                dump.data / "0_7/1/2_Layer/before/intensor0.bin")
+    exit_rec = [r for r in dump.records() if r["k"] == "exit"][0]
+    assert exit_rec["tensors_written"] == 12 and exit_rec["bytes_written"] == 6 * 4
+    out = run_status(dump)
+    assert "6 of the written tensors share storage" in out and "refused" not in out
+
+
+def test_filter_level_1_stubs_where_the_file_system_refuses_links(dump, tmpfs):
+    """An op directory on another file system cannot hold a link to its layer's
+    files: that tensor is a data= stub naming the first copy, and says why."""
+    (dump.data / "0_7" / "0" / "2_Layer").mkdir(parents=True)
+    tmpfs(1024, "out/atb_dump_data/data/0_7/0/2_Layer/0_LinearOperation")
+    dump.publish({**AWAKE, "save_child": True, "filter_level": 1})
+    p = dump.host(1, dedup_script(0))
+    base, recs = dedup_files(dump, 0)
+    files = {k: r["file"] for k, r in recs.items()}
+    # every duplicate has one side on each file system
+    assert files == {k: "stub" if v == "linked" else v for k, v in DEDUP_FILES.items()}
+    stub = recs["0_LinearOperation/before/intensor0_x.bin"]
+    assert stub["note"].startswith("hard link refused (Invalid cross-device link)")
+    attrs, payload = read_bin(dump.data / base / "0_LinearOperation/before/intensor0_x.bin")
+    assert attrs["data"] == stub["alias"] == "../../before/intensor0.bin" and payload == b""
+    assert p.stderr.count("refuses hard links") == 1
+    assert "WARNING: 3 duplicates are data= stubs" in run_status(dump)
+
+
+def test_default_stages_are_inputs_before_and_outputs_after(dump):
+    """Seed 003's tree: before/ holds an op's inputs, after/ its outputs. The other
+    two stages ATB offers are skipped before anything is copied or counted, unless
+    save_all_stages is on."""
+    stages = ["before/intensor0.bin", "before/outtensor0.bin", "after/intensor0.bin",
+              "after/outtensor0.bin"]
+    script = [["save", 2, 1, "1", "hex:003c", f"{L}/{s}"] for s in stages]
+    dump.publish(AWAKE)
+    dump.host(1, script)
+    assert sorted(r["path"][len(L) + 1:] for r in dump.tensors()) == \
+        ["after/outtensor0.bin", "before/intensor0.bin"]
+    exit_rec = [r for r in dump.records() if r["k"] == "exit"][0]
+    assert exit_rec["tensors_selected"] == 2
+    shutil.rmtree(dump.root / ".probe" / "records")
+    dump.publish({**AWAKE, "save_all_stages": True})
+    dump.host(1, script)
+    assert sorted(r["path"][len(L) + 1:] for r in dump.tensors()) == sorted(stages)
 
 
 def test_filter_level_2_stubs_kernels_and_level_0_saves_all(dump):
@@ -431,7 +494,8 @@ def test_closed_stderr_pipe_does_not_kill_the_host(dump):
     r, w = os.pipe()
     os.close(r)
     try:
-        p = subprocess.run([str(host_bin(1))], input="save\t2\t1\t1\tnull:2\tx/y.bin\n"
+        p = subprocess.run([str(host_bin(1))],
+                           input="save\t2\t1\t1\tnull:2\tx/before/intensor0.bin\n"
                            "update\nrange\t0\n", stdout=subprocess.PIPE, stderr=w, text=True,
                            env=dump.env(), timeout=60)
     finally:

@@ -159,7 +159,7 @@ def assert_readable_tree(root: Path) -> int:
         load_bin(p)  # raises on a partial file
     rows = csv_rows(root)
     for stat, row, extra in rows:
-        if extra["Data Status"] in ("bin", "stub"):
+        if extra["Data Status"] in ("bin", "linked", "stub"):
             path = Path(row["Tensor Path"])
             assert path.is_file(), f"{stat}: row points at a missing file {path}"
             assert str(path.resolve()).startswith(str(root.resolve()) + os.sep)

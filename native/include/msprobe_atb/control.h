@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #define MSP_CTL_MAGIC 0x4c54434250534d31
-#define MSP_CTL_VERSION 2
+#define MSP_CTL_VERSION 3
 
 #define MSP_MAX_RANGES 32
 #define MSP_MAX_IDS 128
@@ -112,13 +112,14 @@ struct msp_config {
     int64_t overflow_nums; /* stop checking after N events; -1 = no limit */
     uint64_t queue_budget_bytes; /* byte budget of the shim's copy queue */
     uint32_t queue_policy; /* MSP_POLICY_* when the budget is exhausted */
+    uint32_t save_all_stages; /* 0: only before/intensor* and after/outtensor* (seed 003's
+                                 tree); 1: also before/outtensor* and after/intensor* */
     uint32_t rec_armed;    /* 1: the recorder block is in force (awake only) */
     uint32_t rec_keep_rounds;   /* rounds kept before the trigger round, per top-level op */
     uint32_t rec_after_rounds;  /* rounds dumped directly after the trigger round */
     uint32_t rec_max_incidents; /* incidents before the recorder disarms */
     uint32_t rec_triggers;      /* MSP_TRIG_* bits */
     uint32_t rec_flush_on_exit; /* 0/1 */
-    uint32_t rec_reserved;
     uint64_t rec_budget_bytes;  /* memory of the ring, per process */
     double rec_abs_max;         /* abs_max_over bound (MSP_TRIG_ABS_MAX) */
     uint64_t rec_incident_base; /* rec_claimed when this arming began: max_incidents counts from it */
@@ -160,6 +161,10 @@ struct msp_proc {
     uint64_t errors;           /* selected but failed (disk full, bad input, ...) */
     uint64_t records;          /* lines appended to this process's record log */
     uint64_t overflow_events;  /* ReportOverflowKernel calls recorded */
+    uint64_t linked;           /* of tensors_written: hard links to an identical earlier
+                                  tensor (filter_level >= 1), no bytes of their own */
+    uint64_t link_refused;     /* of tensors_written: data= stubs because the file system
+                                  refused the hard link */
     uint64_t last_activity_ns; /* CLOCK_REALTIME of the last write or record */
     uint64_t config_generation;/* last config generation this process applied */
     uint64_t rec_state;        /* MSP_REC_* */
