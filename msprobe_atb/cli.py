@@ -13,6 +13,8 @@ COMMAND_MODULES = (
     "msprobe_atb.config.cli",  # check
     "msprobe_atb.daemon.cli",  # daemon
     "msprobe_atb.status",  # status
+    "msprobe_atb.wait",  # wait
+    "msprobe_atb.run",  # run
     "msprobe_atb.tree.cli",  # rebuild
     "msprobe_atb.offline.cli",  # convert, stats, compare, overflow, report
     "msprobe_atb.offline.manifest_cli",  # index, query

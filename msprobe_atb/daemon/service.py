@@ -22,12 +22,17 @@ from msprobe_atb.control.lockfile import LOCK_NAME, try_lock
 from msprobe_atb.control.probefiles import open_probe_file, same_file
 from msprobe_atb.daemon.controller import Controller
 from msprobe_atb.daemon.watcher import MISSING, ConfigWatcher, Unusable
+from msprobe_atb.tree import fsio, progress  # light: the heavy tree modules load later
 
 log = logging.getLogger("msprobe_atb")
 
 LOG_NAME = "daemon.log"
 RECORD_POLL_S = 0.1
-FLUSH_EVERY_S = 0.5
+# New rows reach statistic.csv within FLUSH_EVERY_S + RECORD_POLL_S; an exit
+# record or a process found dead flushes at once (its markers); without news the
+# tree is still written every IDLE_FLUSH_S (liveness can complete rounds).
+FLUSH_EVERY_S = 0.25
+IDLE_FLUSH_S = 1.0
 LIVENESS_EVERY_S = 0.5
 LINGER_S = 2.0
 # Records fed per loop turn: a restart with a long backlog must not keep config
@@ -118,6 +123,8 @@ class Daemon:
                 config_path, _env_float("MSPROBE_ATB_POLL_S", 5.0),
                 os.environ.get("MSPROBE_ATB_NO_EVENTS") != "1", self.wake)
         self.idle_exit_s = _env_float("MSPROBE_ATB_IDLE_EXIT_S", 60.0)
+        self._progress = b""
+        self._built = progress.Progress(os.getpid())
 
     def check_config(self, settle: bool) -> None:
         if self.watcher is None:
@@ -158,7 +165,9 @@ class Daemon:
         last_flush = last_live = 0.0
         last_alive: float | None = None
         reason = "stopped by a signal"
-        behind = False
+        behind = pending = False
+        exits = 0
+        alive_before: list[tuple[int, int]] = []
         while not self.stopping:
             self.wake.wait(0 if behind else RECORD_POLL_S)
             self.wake.clear()
@@ -170,16 +179,26 @@ class Daemon:
             now = time.monotonic()
             if self.watcher is not None and self.watcher.due(now):
                 self.check_config(settle=True)
-            behind = self.drain.poll(RECORD_BUDGET) >= RECORD_BUDGET
-            if now - last_flush >= (BACKLOG_FLUSH_EVERY_S if behind else FLUSH_EVERY_S):
-                self.oracle.refresh()
-                self.builder.incidents.add_block(self.block)
-                self.builder.flush()
-                last_flush = now
+            fed = self.drain.poll(RECORD_BUDGET)
+            behind = fed >= RECORD_BUDGET
+            pending = pending or fed > 0
+            every = BACKLOG_FLUSH_EVERY_S if behind else FLUSH_EVERY_S
+            if (self.builder.exits_seen != exits or now - last_flush >= IDLE_FLUSH_S
+                    or (pending and now - last_flush >= every)):
+                exits = self.builder.exits_seen
+                self.flush()
+                last_flush, pending = now, False
+            elif self.watcher is not None:
+                self.write_progress()  # a config edit handled: `wait` may go on
             if now - last_live < LIVENESS_EVERY_S:
                 continue
             last_live = now
-            if self.alive_procs():
+            alive = self.alive_procs()
+            if len(alive) < len(alive_before):
+                self.flush()  # a process died: its rounds are complete now
+                last_flush = now
+            alive_before = alive
+            if alive:
                 last_alive = now
                 continue
             if behind or not self.drain.drained():
@@ -201,6 +220,25 @@ class Daemon:
         self.finish(reason)
         return 0
 
+    def flush(self) -> None:
+        self.oracle.refresh()
+        self.builder.incidents.add_block(self.block)
+        self.builder.flush()
+        self._built = self.drain.progress(os.getpid())  # what the tree now holds
+        self.write_progress()
+
+    def write_progress(self) -> None:
+        """.probe/built.json, when it changed (what `msprobe-atb wait` reads): the
+        tree as of the last flush, and the config content handled by now."""
+        data = self._built
+        data.config_sha256 = self.watcher.digest if self.watcher is not None else None
+        if data.to_bytes() != self._progress:
+            try:
+                progress.write(self.dump_root, data)
+                self._progress = data.to_bytes()
+            except (OSError, fsio.UnsafePath) as exc:
+                log.warning("cannot write %s: %s", progress.path_of(self.dump_root), exc)
+
     def finish_removed(self) -> None:
         if self.watcher is not None:
             self.watcher.stop()
@@ -211,9 +249,7 @@ class Daemon:
         if self.watcher is not None:
             self.watcher.stop()
         self.drain.poll()
-        self.oracle.refresh()
-        self.builder.incidents.add_block(self.block)
-        self.builder.flush()
+        self.flush()
         # The next process to attach must wait for a fresh publish by the next
         # daemon rather than trust this daemon's last config.
         if not self.alive_procs():

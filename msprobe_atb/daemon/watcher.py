@@ -111,6 +111,12 @@ class ConfigWatcher:
             self._observer.join(timeout=2)
             self._observer = None
 
+    @property
+    def digest(self) -> str | None:
+        """Hex SHA-256 of the content last handled (applied or refused); None while
+        the file is missing (`msprobe-atb wait` compares it with the file)."""
+        return self._hash[-32:].hex() if self._known and self._hash is not None else None
+
     # ---- checks ----
     def due(self, now: float) -> bool:
         return self._changed.is_set() or now >= self._next_poll

@@ -117,6 +117,7 @@ class TreeBuilder:
         self._error_counts: dict[str, int] = {}
         self.manifest = ManifestWriter(self.dump_root, "records")
         self.incidents = IncidentBook(self.dump_root)
+        self.exits_seen = 0  # exit records fed: the daemon flushes at once after one
 
     # ---- problems are logged, a few times per kind, never raised ----
     def _problem(self, kind: str, message: str) -> None:
@@ -162,6 +163,7 @@ class TreeBuilder:
                 p.output_root = rec["output"]
         elif kind == "exit":
             p.exited = True
+            self.exits_seen += 1
         elif kind in ("incident", "flush"):
             self.incidents.add_record(p.key, rec)
 

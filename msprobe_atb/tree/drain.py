@@ -7,7 +7,9 @@ import logging
 from pathlib import Path
 
 from msprobe_atb.control.liveness import is_alive
+from msprobe_atb.tree import progress
 from msprobe_atb.tree.builder import TreeBuilder
+from msprobe_atb.tree.progress import Progress
 from msprobe_atb.tree.records import LogTailer, ProcKey, list_logs
 
 log = logging.getLogger("msprobe_atb")
@@ -78,10 +80,19 @@ class RecordDrain:
     def drained(self) -> bool:
         return all(t.at_end() for t in self.tailers.values())
 
+    def progress(self, daemon_pid: int = 0, config_sha256: str | None = None) -> Progress:
+        """What the tree holds after a flush: bytes built per log, finished processes."""
+        finished = [t.path.name for key, t in self.tailers.items()
+                    if self.builder.proc(key).exited or not self.builder.oracle.alive(key)]
+        return Progress(daemon_pid, config_sha256,
+                        {t.path.name: t.offset for t in self.tailers.values()}, finished)
+
 
 def rebuild(dump_root: Path, block=None) -> TreeBuilder:
     """Rebuilds every derived file from the record logs."""
     builder = TreeBuilder(dump_root, BlockOracle(block))
-    RecordDrain(dump_root, builder).poll()
+    drain = RecordDrain(dump_root, builder)
+    drain.poll()
     builder.flush()
+    progress.write(dump_root, drain.progress())
     return builder

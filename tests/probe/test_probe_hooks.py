@@ -183,10 +183,10 @@ BAD = [
      "exceed 2^64"),
     # a dtype past the int range must not wrap into another dtype (0 = float)
     (["save", 2, "4294967296", "1", "hex:0000803f", f"{L}/before/intensor6.bin"], "int range"),
-    (["save", 2, 1, "1", "hex:0000", "0_7/0/statistic.csv"], "reserved for a derived file"),
-    (["save", 2, 1, "1", "hex:0000", "0_7/0/ROUND_COMPLETE.json/before/x.bin"], "reserved"),
-    (["save", 2, 1, "1", "hex:0000", "0_7/0/statistic_extra.csv/after/x.bin"], "reserved"),
-    (["save", 2, 1, "1", "hex:0000", "0_7/0/.statistic.csv.1.tmp"], "starting with '.'"),
+    (["save", 2, 1, "1", "hex:0000", f"0_7/0/statistic.csv/{IN0}"], "reserved for a derived file"),
+    (["save", 2, 1, "1", "hex:0000", f"0_7/0/ROUND_COMPLETE.json/{IN0}"], "reserved"),
+    (["save", 2, 1, "1", "hex:0000", "0_7/0/statistic_extra.csv/after/outtensor0.bin"], "reserved"),
+    (["save", 2, 1, "1", "hex:0000", f"0_7/0/.statistic.csv.1.tmp/{IN0}"], "starting with '.'"),
 ]
 
 

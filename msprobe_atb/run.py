@@ -1,0 +1,113 @@
+"""`msprobe-atb run [--output DIR] [--config FILE] -- CMD ARGS...`: one dump, start to end.
+
+Loads the probe exactly as `source scripts/load_atb_probe.sh` does (the script
+itself checks the ATB environment and the config and picks the shim), runs the
+command with that environment, waits until everything it selected is written and
+the derived files are built, prints the summary, and lets the control plane
+finish (as unload_atb_probe.sh does). The command's exit code is passed through,
+like `msit llm dump --exec`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+LOAD = REPO / "scripts" / "load_atb_probe.sh"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run", help="load the probe, run a command, wait for its dump, print the summary",
+        description="Load the probe (as `source scripts/load_atb_probe.sh` does), run CMD "
+        "with it, wait until every tensor it selected is written and statistic.csv and "
+        "info/ are built, print the summary and let the control plane finish. The exit "
+        "code is CMD's (128+N if a signal N ended it).",
+        usage="msprobe-atb run [--output DIR] [--config FILE] [--timeout S] -- CMD [ARGS...]")
+    p.add_argument("--output", default=os.getcwd(), metavar="DIR",
+                   help="output root; the dump goes to DIR/atb_dump_data (default: the "
+                        "current directory)")
+    p.add_argument("--config", default=None, metavar="FILE",
+                   help="the dump config, editable while CMD runs (default: config.json in "
+                        "the current directory)")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                   help="after CMD exits, how long to wait for its dump to be complete (120)")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]",
+                   help="the command to run under the probe")
+    p.set_defaults(func=run)
+
+
+def probe_env(output: str, config: str) -> dict[str, str] | None:
+    """The environment after sourcing the load script, or None if it refused
+    (it has said why on stderr)."""
+    script = 'source "$1" --output="$2" --config="$3" >&2 && env -0'
+    p = subprocess.run(["bash", "-c", script, "bash", str(LOAD), output, config],
+                       stdout=subprocess.PIPE, env=os.environ.copy())
+    if p.returncode != 0:
+        return None
+    env = {}
+    for item in p.stdout.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep and key not in (b"_", b"SHLVL", b"PWD", b"OLDPWD"):
+            env[os.fsdecode(key)] = os.fsdecode(value)
+    return env
+
+
+def run(args: argparse.Namespace) -> int:
+    from msprobe_atb.control.block import ControlError, dump_root_of
+    from msprobe_atb.daemon.cli import stop
+    from msprobe_atb.status import render
+    from msprobe_atb.wait import EXIT_TIMEOUT, outcome, wait_for
+
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        print("msprobe-atb run: no command given: msprobe-atb run [--output DIR] "
+              "[--config FILE] -- CMD [ARGS...]", file=sys.stderr)
+        return 2
+    output = os.path.abspath(args.output)
+    config = os.path.abspath(args.config or "config.json")
+    env = probe_env(output, config)
+    if env is None:
+        print("msprobe-atb run: the probe could not be loaded (see above); "
+              f"{cmd[0]} was not started", file=sys.stderr)
+        return 2
+    # Ctrl-C and kill go to the command; we stay to finish the dump.
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            child = subprocess.Popen(cmd, env=env)
+        except OSError as exc:
+            print(f"msprobe-atb run: cannot start {cmd[0]}: {exc.strerror or exc}",
+                  file=sys.stderr)
+            return 127 if isinstance(exc, FileNotFoundError) else 126
+        signal.signal(signal.SIGTERM, lambda *_: child.terminate())
+        rc = child.wait()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    rc = 128 - rc if rc < 0 else rc
+    dump_root = dump_root_of(output)
+    if not (dump_root / ".probe" / "control.block").exists():
+        print(f"msprobe-atb run: {cmd[0]} exited ({rc}) without attaching the probe (is it an "
+              "ATB process of the environment in ATB_HOME_PATH?); nothing was dumped",
+              file=sys.stderr)
+        return rc
+    try:
+        code, state = wait_for(dump_root, args.timeout,
+                               lambda s: print(f"msprobe-atb run: {s}", file=sys.stderr))
+    except ControlError as exc:
+        print(f"msprobe-atb run: {exc}", file=sys.stderr)
+        return rc
+    stop(output)  # the control plane finishes now rather than after its linger
+    print(render(state.status))
+    if code == EXIT_TIMEOUT:
+        print(f"msprobe-atb run: the dump is not complete after {args.timeout:g} s "
+              f"(waiting for {state.waiting_for})", file=sys.stderr)
+    else:
+        print(f"{dump_root}: {outcome(state)}")
+    return rc

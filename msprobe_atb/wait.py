@@ -1,0 +1,166 @@
+"""`msprobe-atb wait DIR [--timeout S]`: block until the dump is complete so far.
+
+Complete means: the control plane has handled the config file as it is now (so a
+`wait` right after an edit returns once the edit is in force or refused), every
+selected tensor of every attached process is written (or counted as lost), and
+every record is in the derived files (statistic.csv, info/, the round markers of
+finished processes), as `.probe/built.json` says. With no control plane running
+and records not yet built, the tree is rebuilt from the record logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_LOST, EXIT_NO_DUMP, EXIT_TIMEOUT = 0, 1, 2, 3
+POLL_S = 0.05
+REPORT_EVERY_S = 5.0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "wait", help="block until every selected tensor is written and every derived "
+        "file is built",
+        description="Block until the control plane has applied (or refused) the config "
+        "file as it is now, every selected tensor of every attached process is written, "
+        "and statistic.csv, info/ and the round markers hold every record. Exit code: 0 "
+        "everything selected was written, 1 some selected tensors were lost (dropped, "
+        "failed, or held by a process that died), 2 not a dump directory, 3 timed out.")
+    p.add_argument("dir", nargs="?", default=os.environ.get("ATB_OUTPUT_DIR") or ".",
+                   help="output root or its atb_dump_data directory "
+                        "(default: $ATB_OUTPUT_DIR or the current directory)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="give up after S seconds (exit code 3); default: wait as long as it takes")
+    p.set_defaults(func=run)
+
+
+@dataclass
+class State:
+    done: bool
+    waiting_for: str  # what is missing, in words ("" when done)
+    lost: int
+    status: dict[str, Any]
+
+
+def _file_digest(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def check(dump_root: Path) -> State:
+    """One look at the dump: is it complete so far, and if not, what is missing."""
+    from msprobe_atb.control.liveness import is_alive
+    from msprobe_atb.status import collect
+    from msprobe_atb.tree import progress
+    from msprobe_atb.tree.records import list_logs
+
+    st = collect(dump_root)
+    lost = sum(p["drops"] + p["errors"] + p["lost_at_death"] for p in st["processes"])
+    built = progress.read(dump_root)
+    daemon = st["daemon"]["alive"]
+    if daemon and st["config_path"]:
+        handled = built.config_sha256 if built and built.daemon_pid == st["daemon"]["pid"] \
+            else None
+        if handled != _file_digest(st["config_path"]):
+            return State(False, f"the control plane to read {st['config_path']}", lost, st)
+    queued = [p for p in st["processes"] if not p["all_written"]]
+    if queued:
+        n = sum(max(0, p["tensors_selected"] - p["tensors_written"] - p["drops"] - p["errors"])
+                for p in queued)
+        return State(False, f"{n} selected tensors of {len(queued)} process(es) to be written",
+                     lost, st)
+    unbuilt = progress.unbuilt(dump_root, built)
+    finished = set(built.finished) if built else set()
+    unbuilt += [path.name for key, path in list_logs(dump_root)
+                if path.name not in unbuilt and path.name not in finished
+                and not is_alive(key.pid, key.start_ns)]
+    if unbuilt:
+        return State(False, f"statistic.csv and info/ of {len(unbuilt)} process(es) to be built",
+                     lost, st)
+    return State(True, "", lost, st)
+
+
+def _rebuild(dump_root: Path) -> bool:
+    """Builds the derived files when no control plane runs; False if one took over."""
+    from msprobe_atb.control.lockfile import try_lock
+    from msprobe_atb.tree.drain import rebuild
+
+    lock = try_lock(dump_root)
+    if lock is None:
+        return False
+    try:
+        from msprobe_atb.control.block import ControlBlock
+
+        with ControlBlock(dump_root, create=False) as block:
+            rebuild(dump_root, block)
+    finally:
+        os.close(lock)
+    return True
+
+
+def wait_for(dump_root: Path, timeout: float | None, say=None) -> tuple[int, State]:
+    """Polls until complete; (exit code, last state). `say(text)` gets progress lines."""
+    start = time.monotonic()
+    next_report = start + 1.0
+    rebuilt = False
+    while True:
+        state = check(dump_root)
+        if state.done:
+            return (EXIT_LOST if state.lost else EXIT_OK), state
+        procs_alive = any(p["alive"] for p in state.status["processes"])
+        if not state.status["daemon"]["alive"] and not procs_alive and not rebuilt:
+            # Nobody will build the tree: do it here (once; a daemon may start meanwhile).
+            rebuilt = _rebuild(dump_root)
+            continue
+        now = time.monotonic()
+        if timeout is not None and now - start >= timeout:
+            return EXIT_TIMEOUT, state
+        if say and now >= next_report:
+            say(f"waiting for {state.waiting_for} ({now - start:.0f} s)")
+            next_report = now + REPORT_EVERY_S
+        time.sleep(POLL_S)
+
+
+def outcome(state: State) -> str:
+    """One line on how the dump ended."""
+    procs = state.status["processes"]
+    written = sum(p["tensors_written"] for p in procs)
+    linked = sum(p["linked"] for p in procs)
+    text = (f"{written} selected tensors written by {len(procs)} process(es)"
+            + (f", {linked} of them hard links to identical ones" if linked else ""))
+    if state.lost:
+        text += f"; LOST {state.lost} (see `msprobe-atb status` and .probe/daemon.log)"
+    return text
+
+
+def run(args: argparse.Namespace) -> int:
+    from msprobe_atb.control.block import ControlError
+    from msprobe_atb.tree.cli import find_dump_root
+
+    dump_root = find_dump_root(args.dir)
+    if not (dump_root / ".probe" / "control.block").exists():
+        print(f"{dump_root}: no control block: no process has attached to this output dir",
+              file=sys.stderr)
+        return EXIT_NO_DUMP
+    try:
+        code, state = wait_for(dump_root, args.timeout,
+                               lambda s: print(f"msprobe-atb wait: {s}", file=sys.stderr))
+    except ControlError as exc:
+        print(f"msprobe-atb wait: {exc}", file=sys.stderr)
+        return EXIT_NO_DUMP
+    if code == EXIT_TIMEOUT:
+        print(f"msprobe-atb wait: timed out after {args.timeout:g} s, still waiting for "
+              f"{state.waiting_for}", file=sys.stderr)
+        return code
+    print(f"{dump_root}: complete: {outcome(state)}")
+    return code
