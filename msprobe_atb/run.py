@@ -61,7 +61,7 @@ def probe_env(output: str, config: str) -> dict[str, str] | None:
 def run(args: argparse.Namespace) -> int:
     from msprobe_atb.control.block import ControlError, dump_root_of
     from msprobe_atb.daemon.cli import stop
-    from msprobe_atb.status import render
+    from msprobe_atb.status import collect, render
     from msprobe_atb.wait import EXIT_TIMEOUT, outcome, wait_for
 
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"msprobe-atb run: {exc}", file=sys.stderr)
         return rc
     stop(output)  # the control plane finishes now rather than after its linger
-    print(render(state.status))
+    print(render(collect(dump_root)))
     if code == EXIT_TIMEOUT:
         print(f"msprobe-atb run: the dump is not complete after {args.timeout:g} s "
               f"(waiting for {state.waiting_for})", file=sys.stderr)

@@ -121,7 +121,8 @@ def wait_for(dump_root: Path, timeout: float | None, say=None) -> tuple[int, Sta
         if not state.status["daemon"]["alive"] and not procs_alive and not rebuilt:
             # Nobody will build the tree: do it here (once; a daemon may start meanwhile).
             rebuilt = _rebuild(dump_root)
-            continue
+            if rebuilt:
+                continue
         now = time.monotonic()
         if timeout is not None and now - start >= timeout:
             return EXIT_TIMEOUT, state

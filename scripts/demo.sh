@@ -33,20 +33,9 @@ print("  reply tokens:", reply.get("tokens"))
 EOF
 }
 
-# Waits until every selected tensor is written and recorded (no need to watch the
-# folder size, as with msProbe).
-# wait_for DIR EXPR: polls `msprobe-atb status DIR --json` until EXPR (on s) holds.
-wait_for() {
-    for _ in $(seq 1 300); do
-        if "$msprobe" status "$1" --json 2>/dev/null |
-            "$py" -c "import json,sys; s=json.load(sys.stdin); sys.exit(0 if $2 else 1)"; then
-            return 0
-        fi
-        sleep 0.1
-    done
-    echo "timed out waiting for $1: $2" >&2
-    return 1
-}
+# `msprobe-atb wait DIR`: returns once the config file as it is now is in force, every
+# selected tensor is written and statistic.csv is built (no need to watch the folder
+# size, as with msProbe).
 
 rm -rf "$out"
 mkdir -p "$out/live"
@@ -71,16 +60,16 @@ echo "  service is up on port $port"
 
 step "3. Wake the probe up: dump_enable true, exec_range \"none\"; send a request"
 cp "$repo/configs/wake_up.json" "$cfg"
-sleep 0.3
+"$msprobe" wait "$out/live" >/dev/null
 request "$port"
 grep 'Ready to dump ATB data' "$out/live/service.log" | sed 's/^/  service: /'
 
 step "4. Live edit: dump layer 2 with its child ops and kernels, tensors and statistics"
 save_config "$cfg" '{"task": "all", "dump_enable": true, "exec_range": "all", "ids": "2",
  "op_name": "", "save_child": true, "device": "", "filter_level": 1}'
-sleep 0.3
+"$msprobe" wait "$out/live" >/dev/null
 request "$port"
-wait_for "$out/live" 's["all_written"]'
+show "$msprobe" wait "$out/live"
 show "$msprobe" status "$out/live"
 data=$out/live/atb_dump_data/data
 echo "  dumped op directories (first dumped round of each device; round numbers are ATB's"
@@ -101,7 +90,7 @@ grep 'config rejected' "$out/live/service.log" | head -1 | sed 's/^/  service: /
 step "6. Back to sleep: dump_enable false; a request dumps nothing more"
 before=$(find "$data" -name '*.bin' | wc -l)
 save_config "$cfg" '{"dump_enable": false}'
-sleep 0.3
+"$msprobe" wait "$out/live" >/dev/null
 request "$port"
 echo "  .bin files before: $before, after: $(find "$data" -name '*.bin' | wc -l)"
 
@@ -129,8 +118,7 @@ source "$repo/scripts/load_atb_probe.sh" --output="$out/target" --config="$out/t
     sed 's/^/  target: /'
 # shellcheck disable=SC1091
 source "$repo/scripts/unload_atb_probe.sh" >/dev/null
-# The control plane finishes each dump tree once its process has exited.
-for run in golden target; do wait_for "$out/$run" 'not s["daemon"]["alive"]'; done
+for run in golden target; do "$msprobe" wait "$out/$run" | sed 's/^/  /'; done
 
 show "$msprobe" stats "$out/target"
 # compare exits 1 when tensors fail, like diff: here that is the expected finding

@@ -6,7 +6,8 @@
 # Same contract as msProbe's load_atb_probe.sh: --output defaults to the
 # current directory, --config to config.json beside this script; exports
 # ATB_OUTPUT_DIR, ATB_DUMP_CONFIG and LD_PRELOAD (the shim matching the C++ ABI
-# of $ATB_HOME_PATH), plus MSPROBE_ATB_PYTHON for the control plane. Every ATB
+# of $ATB_HOME_PATH), plus MSPROBE_ATB_PYTHON for the control plane, and puts
+# the `msprobe-atb` command (scripts/bin) on PATH. Every ATB
 # process started from this shell afterwards can then be dumped by editing the
 # config while it runs. Undo with unload_atb_probe.sh.
 #
@@ -185,6 +186,14 @@ print("\n".join(difflib.get_close_matches(n, names, n=1, cutoff=0.75)))' "$confi
     export ATB_OUTPUT_DIR="$output"
     export ATB_DUMP_CONFIG="$config"
     export MSPROBE_ATB_PYTHON="$py"
+    # the msprobe-atb command, once; unload removes it only if load added it
+    case ":${PATH:-}:" in
+    *":$here/bin:"*) ;;
+    *)
+        export PATH="$here/bin${PATH:+:$PATH}"
+        export MSPROBE_ATB_PATH_ADDED="$here/bin"
+        ;;
+    esac
     echo "[msprobe-atb] probe loaded for ATB processes started from this shell" \
         "(C++ ABI $abi: $shim)"
     echo "[msprobe-atb]   output: $output/atb_dump_data"

@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # Undo load_atb_probe.sh in this shell (source it): removes the probe from
 # LD_PRELOAD (other entries are kept), asks the control plane of the output
-# dir to finish once its processes have exited, and unsets ATB_OUTPUT_DIR,
-# ATB_DUMP_CONFIG and MSPROBE_ATB_PYTHON.
+# dir to finish once its processes have exited, unsets ATB_OUTPUT_DIR,
+# ATB_DUMP_CONFIG and MSPROBE_ATB_PYTHON, and takes scripts/bin (the
+# msprobe-atb command) off PATH if load put it there.
 
 _msprobe_atb_unload() {
     local entry kept="" removed=0
@@ -33,6 +34,16 @@ _msprobe_atb_unload() {
     local had_vars=""
     [ -n "${ATB_OUTPUT_DIR:-}${ATB_DUMP_CONFIG:-}${MSPROBE_ATB_PYTHON:-}" ] && had_vars=1
     unset ATB_OUTPUT_DIR ATB_DUMP_CONFIG MSPROBE_ATB_PYTHON
+    if [ -n "${MSPROBE_ATB_PATH_ADDED:-}" ]; then
+        local dir out=""
+        local -a dirs=()
+        IFS=':' read -r -a dirs <<<"${PATH:-}"
+        for dir in "${dirs[@]}"; do
+            [ "$dir" = "$MSPROBE_ATB_PATH_ADDED" ] || out="${out:+$out:}$dir"
+        done
+        export PATH="$out"
+        unset MSPROBE_ATB_PATH_ADDED
+    fi
     if [ "$removed" = 1 ]; then
         echo "[msprobe-atb] probe unloaded: processes started from this shell are no longer probed"
     elif [ -n "$had_vars" ]; then

@@ -152,3 +152,19 @@ def test_load_says_how_to_fix_a_config_others_can_write(tmp_path):
     p, v = bash(f'source "{LOAD}" --config={cfg}', tmp_path, ATB_HOME_PATH=home(1))
     assert "rc=0" in p.stdout and v["ATB_DUMP_CONFIG"] == str(cfg)
     assert f"chmod go-w {cfg}" in p.stdout and "asleep until the config is fixed" in p.stdout
+
+
+def test_load_puts_msprobe_atb_on_path_once_and_unload_takes_it_off(tmp_path):
+    bindir = str(REPO / "scripts" / "bin")
+    show = 'echo "P=$PATH"; command -v msprobe-atb; msprobe-atb --version'
+    p, _ = bash(f'source "{LOAD}" --output=o\nsource "{LOAD}" --output=o\n{show}\n'
+                f'source "{UNLOAD}"\necho "P=$PATH"; command -v msprobe-atb || echo GONE',
+                tmp_path, ATB_HOME_PATH=home(1), PATH="/usr/local/bin:/usr/bin:/bin")
+    paths = [line[2:] for line in p.stdout.splitlines() if line.startswith("P=")]
+    assert paths == [f"{bindir}:/usr/local/bin:/usr/bin:/bin", "/usr/local/bin:/usr/bin:/bin"]
+    assert f"{bindir}/msprobe-atb" in p.stdout and "msprobe-atb 0." in p.stdout
+    assert "GONE" in p.stdout
+    # already on PATH before load (the user put it there): unload leaves it
+    p, _ = bash(f'source "{LOAD}" --output=o\nsource "{UNLOAD}"\necho "P=$PATH"', tmp_path,
+                ATB_HOME_PATH=home(1), PATH=f"/usr/bin:{bindir}:/bin")
+    assert f"P=/usr/bin:{bindir}:/bin" in p.stdout

@@ -1,0 +1,111 @@
+"""`msprobe-atb run` and `msprobe-atb wait` through the real shim and daemon, and
+the derived files being built while the service runs (issue 8 §5, §6). No
+sleeps: each test waits with `wait` (or polls) and checks what is on disk at
+the moment it returns."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from e2e_helpers import require_artifacts
+from testkit import REPO, atb_home, atbsim_bin, save_config, wait_until
+
+DUMP = {"task": "all", "dump_enable": True, "exec_range": "all", "ids": "1", "save_child": True}
+SMALL = ["--layers", "2", "--decode-steps", "1", "--hidden", "32", "--heads", "2"]
+
+
+def cli(*args: str, env: dict[str, str], cwd: Path | None = None,
+        timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "msprobe_atb", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def tensor_records(root: Path) -> int:
+    return sum(1 for f in (root / ".probe" / "records").glob("*.jsonl")
+               for line in f.read_text().splitlines() if line.startswith('{"k":"tensor"'))
+
+
+def csv_rows(root: Path) -> int:
+    return sum(len(list(csv.reader(open(f, newline="")))) - 1
+               for f in (root / "data").glob("*/*/statistic.csv"))
+
+
+def test_run_passes_the_exit_code_through_and_returns_with_the_dump_complete(
+        tmp_path, service_env):
+    abi = 1  # the load script picks the shim of either ABI (tests/probe)
+    require_artifacts(abi)
+    (tmp_path / "config.json").write_text(json.dumps(DUMP))
+    env = dict(service_env, ATB_HOME_PATH=str(atb_home(abi)))
+    cmd = f'"{atbsim_bin(abi)}" run {" ".join(SMALL)} && exit 7'
+    p = cli("run", "--output", str(tmp_path / "out"), "--", "bash", "-c", cmd,
+            env=env, cwd=tmp_path)
+    assert p.returncode == 7, p.stdout + p.stderr
+    root = tmp_path / "out" / "atb_dump_data"
+    # complete the moment run returns: every record is a row, every round marked
+    assert tensor_records(root) == csv_rows(root) > 0
+    rounds = list((root / "data").glob("*/*/statistic.csv"))
+    assert all((r.parent / "ROUND_COMPLETE.json").exists() for r in rounds)
+    assert "selected tensors written by 1 process(es)" in p.stdout
+    assert "everything selected so far has been written" in p.stdout
+    # unloaded: the control plane finished
+    status = json.loads(cli("status", str(tmp_path / "out"), "--json", env=env).stdout)
+    assert not status["daemon"]["alive"]
+
+
+def test_run_refuses_without_an_atb_environment(tmp_path, service_env):
+    p = cli("run", "--output", str(tmp_path), "--", "true", env=service_env, cwd=tmp_path)
+    assert p.returncode == 2 and "ATB_HOME_PATH is not set" in p.stderr
+    assert "true was not started" in p.stderr
+
+
+def test_rows_appear_while_the_service_runs_and_wait_follows_edits(
+        tmp_path, service_env, services):
+    """§6: statistic.csv holds a request's rows while the service is still up, and
+    `wait` after an edit returns with that edit in force."""
+    require_artifacts()
+    out = tmp_path / "out"
+    out.mkdir()
+    svc = services(out, service_env, devices=1)
+    save_config(svc.config, **DUMP)
+    w = cli("wait", str(out), "--timeout", "60", env=service_env)
+    assert w.returncode == 0, w.stderr
+    status = json.loads(cli("status", str(out), "--json", env=service_env).stdout)
+    assert status["config"]["ids"] == "1" and status["config"]["state"] == "awake"
+    svc.request(max_tokens=2)
+    root = out / "atb_dump_data"
+    wait_until(lambda: tensor_records(root) and csv_rows(root) == tensor_records(root),
+               timeout=60, what="statistic.csv rows for every tensor record")
+    assert svc.proc.poll() is None  # built while the service runs, not at its exit
+    w = cli("wait", str(out), "--timeout", "60", env=service_env)
+    assert w.returncode == 0 and "complete:" in w.stdout, w.stderr
+    assert csv_rows(root) == tensor_records(root)
+    # asleep again: every round it left is marked complete
+    save_config(svc.config, dump_enable=False)
+    assert cli("wait", str(out), "--timeout", "60", env=service_env).returncode == 0
+    wait_until(lambda: all((r.parent / "ROUND_COMPLETE.json").exists()
+                           for r in (root / "data").glob("*/*/statistic.csv")),
+               timeout=60, what="round markers once asleep")
+    assert svc.proc.poll() is None
+
+
+def test_wait_exit_codes(tmp_path, service_env):
+    assert cli("wait", str(tmp_path), env=service_env).returncode == 2  # not a dump
+    # a dump that lost a tensor (a path the shim refuses), its daemon gone
+    require_artifacts()
+    sys.path.insert(0, str(REPO / "tests" / "probe"))
+    from probe_helpers import Dump
+
+    (tmp_path / "lost").mkdir()
+    d = Dump(tmp_path / "lost")
+    d.publish({"dump_enable": True, "task": "all", "exec_range": "all"})
+    d.host(1, [["save", 2, 1, "1", "hex:003c", "0_7/0/2_L/before/intensor0.bin"],
+               ["save", 2, 1, "2", "hex:003c", "0_7/0/2_L/before/intensor1.bin"]])
+    assert cli("wait", str(d.out), "--timeout", "0", env=service_env).returncode == 3  # locked
+    d.close()  # no daemon, nobody builds the tree: wait rebuilds it
+    p = cli("wait", str(d.out), "--timeout", "60", env=service_env)
+    assert p.returncode == 1 and "LOST 1" in p.stdout, p.stdout + p.stderr
+    assert csv_rows(d.root) == 2
