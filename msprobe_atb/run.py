@@ -59,10 +59,10 @@ def probe_env(output: str, config: str) -> dict[str, str] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from msprobe_atb.control.block import ControlError, dump_root_of
+    from msprobe_atb.control.block import dump_root_of
     from msprobe_atb.daemon.cli import stop
     from msprobe_atb.status import collect, render
-    from msprobe_atb.wait import EXIT_TIMEOUT, outcome, wait_for
+    from msprobe_atb.wait import EXIT_TIMEOUT, outcome, wait_reporting
 
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
@@ -97,12 +97,10 @@ def run(args: argparse.Namespace) -> int:
               "ATB process of the environment in ATB_HOME_PATH?); nothing was dumped",
               file=sys.stderr)
         return rc
-    try:
-        code, state = wait_for(dump_root, args.timeout,
-                               lambda s: print(f"msprobe-atb run: {s}", file=sys.stderr))
-    except ControlError as exc:
-        print(f"msprobe-atb run: {exc}", file=sys.stderr)
+    done = wait_reporting(dump_root, args.timeout, "msprobe-atb run")
+    if done is None:
         return rc
+    code, state = done
     stop(output)  # the control plane finishes now rather than after its linger
     print(render(collect(dump_root)))
     if code == EXIT_TIMEOUT:

@@ -132,6 +132,19 @@ def wait_for(dump_root: Path, timeout: float | None, say=None) -> tuple[int, Sta
         time.sleep(POLL_S)
 
 
+def wait_reporting(dump_root: Path, timeout: float | None,
+                   who: str) -> tuple[int, State] | None:
+    """wait_for with progress lines and problems on stderr, prefixed `who: `;
+    None if the control block cannot be used (said why)."""
+    from msprobe_atb.control.block import ControlError
+
+    try:
+        return wait_for(dump_root, timeout, lambda s: print(f"{who}: {s}", file=sys.stderr))
+    except ControlError as exc:
+        print(f"{who}: {exc}", file=sys.stderr)
+        return None
+
+
 def outcome(state: State) -> str:
     """One line on how the dump ended."""
     procs = state.status["processes"]
@@ -145,7 +158,6 @@ def outcome(state: State) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from msprobe_atb.control.block import ControlError
     from msprobe_atb.tree.cli import find_dump_root
 
     dump_root = find_dump_root(args.dir)
@@ -153,12 +165,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"{dump_root}: no control block: no process has attached to this output dir",
               file=sys.stderr)
         return EXIT_NO_DUMP
-    try:
-        code, state = wait_for(dump_root, args.timeout,
-                               lambda s: print(f"msprobe-atb wait: {s}", file=sys.stderr))
-    except ControlError as exc:
-        print(f"msprobe-atb wait: {exc}", file=sys.stderr)
+    done = wait_reporting(dump_root, args.timeout, "msprobe-atb wait")
+    if done is None:
         return EXIT_NO_DUMP
+    code, state = done
     if code == EXIT_TIMEOUT:
         print(f"msprobe-atb wait: timed out after {args.timeout:g} s, still waiting for "
               f"{state.waiting_for}", file=sys.stderr)
