@@ -20,7 +20,7 @@ from msprobe_atb.tree.manifest import META, manifest_dir
 from .layout import DumpLayout, RoundDir
 
 # The record's `file` vocabulary of the tensor table, from the manifest's status.
-TABLE_STATUS = {"written": "bin", "linked": "link"}
+TABLE_STATUS = {"written": "bin"}  # "linked", "stub", ... are the same words
 TABLE_COLUMNS = ["round", "round_seq", "seq", "op_id", "op_name", "op_type", "stage", "io",
                  "index", "dtype", "format", "shape", "count", "max", "min", "mean", "norm",
                  "nan", "pinf", "ninf", "zero", "stat_step", "path", "status", "note"]
