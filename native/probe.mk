@@ -58,6 +58,15 @@ $(PROBE_HOOK_LOOP): native/tests/hook_loop.cpp $(PROBE_DECL) $(ATBSIM_LIBS_abi1)
 		-Wl,-rpath,$(BUILD)/atbsim/cxx_abi_1/lib -latb -lascendcl -o $@
 probe: $(PROBE_HOOK_LOOP)
 
+# `make bench`'s statistics throughput (bench/stats_throughput.py): the
+# release objects of the statistics, as the writers run them.
+PROBE_STATS_BENCH := $(PROBE_B)/bin/stats_bench
+PROBE_STATS_OBJ := $(foreach m,stats stats_simd dtype jsonw util,$(PROBE_B)/obj/$(m).o)
+$(PROBE_STATS_BENCH): native/tests/stats_bench.c $(PROBE_STATS_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(PROBE_CFLAGS) $^ -o $@ -lm
+probe: $(PROBE_STATS_BENCH)
+
 # ---- sanitizer builds (core + adapter linked straight into the test programs) ----
 PROBE_SAN_asan := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 PROBE_SAN_tsan := -fsanitize=thread
@@ -71,7 +80,7 @@ $(PROBE_B)/tsan/%.o: native/core/%.c $(PROBE_CORE_HDR)
 
 PROBE_ASAN_OBJ := $(patsubst native/core/%.c,$(PROBE_B)/asan/%.o,$(PROBE_CORE_SRC))
 PROBE_TSAN_OBJ := $(patsubst native/core/%.c,$(PROBE_B)/tsan/%.o,$(PROBE_CORE_SRC))
-PROBE_UNIT_MODS := util jsonw dtype stats binfile fsutil filter queue dedup
+PROBE_UNIT_MODS := util jsonw dtype stats stats_simd binfile fsutil filter queue dedup
 
 $(PROBE_B)/bin/test_core_asan: native/tests/test_core.c $(foreach m,$(PROBE_UNIT_MODS),$(PROBE_B)/asan/$(m).o)
 	@mkdir -p $(@D)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "stats_simd.h"
 
 /* ---- exact decoders ---- */
 
@@ -62,13 +63,7 @@ static void build_fp16(void)
 
 /* ---- accumulation ---- */
 
-struct acc {
-    uint64_t n, nan, pinf, ninf, zero;
-    int seen;
-    double max, min, sum, sumsq;
-};
-
-static inline void acc_f(struct acc *a, double v)
+static inline void acc_f(struct msp_float_acc *a, double v)
 {
     a->sum += v;
     a->sumsq += v * v;
@@ -95,7 +90,7 @@ static inline void acc_f(struct acc *a, double v)
 #define LOOP_FLOAT(T, DECODE)                                                                     \
     do {                                                                                          \
         const unsigned char *p_ = data;                                                           \
-        for (uint64_t i_ = 0; i_ < n; i_++) {                                                     \
+        for (uint64_t i_ = first; i_ < n; i_++) {                                                 \
             T raw_;                                                                               \
             memcpy(&raw_, p_ + i_ * sizeof(T), sizeof(T));                                        \
             acc_f(&a, (double)(DECODE));                                                          \
@@ -127,7 +122,8 @@ static inline void acc_f(struct acc *a, double v)
         a.seen = 1;                                                                               \
     } while (0)
 
-static void complex64(const void *data, uint64_t n, struct msp_stats *out, struct acc *a)
+static void complex64(const void *data, uint64_t n, struct msp_stats *out,
+                      struct msp_float_acc *a)
 {
     const unsigned char *p = data;
     double best = -1, worst = INFINITY, sre = 0, sim = 0;
@@ -201,7 +197,9 @@ int msp_stats_compute(int dtype, const void *data, uint64_t size, struct msp_sta
         return -1;
     }
     uint64_t n = size / esize;
-    struct acc a = {0};
+    struct msp_float_acc a = {0};
+    /* fp32/fp16/bf16: the vectorised pass takes all but the tail */
+    uint64_t first = msp_stats_simd(dtype, data, n, &a);
     out->kind = MSP_STATS_FLOAT;
     switch (dtype) {
     case MSP_DT_FLOAT: LOOP_FLOAT(float, raw_); break;

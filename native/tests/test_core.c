@@ -198,6 +198,68 @@ static void test_binfile(void)
     CHECK(msp_bin_header(buf, 10, "2", "1", "2,2", 8, NULL) == -1);
 }
 
+/* The vectorised pass (fp32/fp16/bf16) against a plain double loop over
+ * the decoded values: lengths around the 8-lane step, NaN/Inf/zero
+ * anywhere, all-NaN heads. */
+static void test_stats_simd(void)
+{
+    enum { N = 1037 };
+    static float f[N];
+    static uint16_t h[N], bf[N];
+    uint32_t x = 12345;
+    for (int i = 0; i < N; i++) {
+        x = x * 1103515245u + 12345u;
+        float v = (float)((int)(x >> 8) % 20001 - 10000) / 997.0f;
+        if (i % 97 == 5) v = NAN;
+        if (i % 89 == 7) v = INFINITY;
+        if (i % 83 == 11) v = -INFINITY;
+        if (i % 13 == 3) v = 0.0f;
+        f[i] = v;
+        h[i] = (uint16_t)(i % 97 == 5 ? 0x7e00 : i % 89 == 7 ? 0x7c00 : i % 83 == 11 ? 0xfc00
+                          : i % 13 == 3 ? 0 : (x >> 9) % 0x7c00 | (i & 1 ? 0x8000 : 0));
+        uint32_t bits;
+        memcpy(&bits, &f[i], 4);
+        bf[i] = (uint16_t)(bits >> 16);
+    }
+    const void *bufs[3] = {f, h, bf};
+    int dtypes[3] = {0, 1, 27};
+    size_t esz[3] = {4, 2, 2};
+    size_t lens[] = {1, 7, 8, 9, 15, 16, 17, 64, N};
+    for (int k = 0; k < 3; k++)
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            size_t n = lens[li];
+            double sum = 0, sq = 0, mx = -INFINITY, mn = INFINITY;
+            uint64_t nan = 0, pinf = 0, ninf = 0, zero = 0;
+            for (size_t i = 0; i < n; i++) {
+                double v = k == 0 ? f[i] : k == 1 ? msp_fp16_to_float(h[i])
+                                              : msp_bf16_to_float(bf[i]);
+                sum += v;
+                sq += v * v;
+                if (v != v) { nan++; continue; }
+                pinf += v == INFINITY;
+                ninf += v == -INFINITY;
+                zero += v == 0;
+                mx = v > mx ? v : mx;
+                mn = v < mn ? v : mn;
+            }
+            struct msp_stats s;
+            char note[64];
+            CHECK(msp_stats_compute(dtypes[k], bufs[k], n * esz[k], &s, note, sizeof note) == 0);
+            CHECK(s.nan == nan && s.pinf == pinf && s.ninf == ninf && s.zero == zero);
+            CHECK(s.has_minmax == (nan < n));
+            CHECK(nan == n || (s.max == mx && s.min == mn));
+            CHECK((isnan(sum) && isnan(s.mean)) || s.mean == sum / (double)n ||
+                  fabs(s.mean - sum / (double)n) <= 1e-12 * fabs(sum / (double)n));
+            CHECK((isnan(sq) && isnan(s.norm)) || (isinf(sq) && isinf(s.norm)) ||
+                  fabs(s.norm - sqrt(sq)) <= 1e-12 * sqrt(sq));
+        }
+    float nans[9] = {NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, 2.0f};
+    struct msp_stats s;
+    char note[64];
+    CHECK(msp_stats_compute(0, nans, sizeof nans, &s, note, sizeof note) == 0 &&
+          s.has_minmax && s.max == 2.0 && s.min == 2.0 && s.nan == 8);
+}
+
 static void test_stats(void)
 {
     char note[128];
@@ -450,6 +512,7 @@ int main(void)
     test_fs();
     test_binfile();
     test_stats();
+    test_stats_simd();
     test_json();
     test_queue();
     test_queue_block();
