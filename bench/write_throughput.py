@@ -32,6 +32,7 @@ class Run:
     wall: float    # seconds
     cpu: float     # user + system seconds of the process
     faults: int    # minor page faults of the process
+    rss: int       # peak RSS of the process, KiB
 
 
 def _run(env: dict[str, str]) -> Run:
@@ -44,12 +45,13 @@ def _run(env: dict[str, str]) -> Run:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise subprocess.CalledProcessError(proc.returncode, proc.args)
-    return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_minflt)
+    return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_minflt, usage.ru_maxrss)
 
 
 def _median(runs: list[Run]) -> Run:
     return Run(statistics.median(r.wall for r in runs), statistics.median(r.cpu for r in runs),
-               int(statistics.median(r.faults for r in runs)))
+               int(statistics.median(r.faults for r in runs)),
+               int(statistics.median(r.rss for r in runs)))
 
 
 def _raw_write(sizes: list[int], where: Path) -> float:
@@ -64,10 +66,10 @@ def _raw_write(sizes: list[int], where: Path) -> float:
     return time.perf_counter() - start
 
 
-def _dump(policy: str) -> tuple[Run, int, list[int], int]:
+def _dump(policy: str, task: str = "tensor") -> tuple[Run, int, list[int], int]:
     with tempfile.TemporaryDirectory(prefix="msprobe-bench-") as tmp:
         out, cfg = Path(tmp).resolve(), Path(tmp).resolve() / "config.json"
-        write_config(cfg, dump_enable=True, task="tensor", ids="1", save_child=False,
+        write_config(cfg, dump_enable=True, task=task, ids="1", save_child=False,
                      queue_full_policy=policy, queue_budget_mb=256)
         run = _run(probe_env(out, cfg))
         with ControlBlock(dump_root_of(out)) as block:
@@ -89,6 +91,8 @@ def run() -> list[str]:
     with tempfile.TemporaryDirectory(prefix="msprobe-bench-raw-") as tmp:
         raw = _raw_write(sizes, Path(tmp))
     drop, drop_written, _, drops = _dump("drop")
+    stats_run = _dump("block", task="statistics")[0]
+    stats_rss = (stats_run.rss - base.rss) / 1024
     mib = written / 2**20
     return [
         f"workload: atbsim run {' '.join(WORKLOAD)}, dumping layer 1 (task tensor),"
@@ -104,4 +108,6 @@ def run() -> list[str]:
         f" own host copy of each tensor included)",
         f"drop policy, 256 MiB budget: ran {drop.wall:.2f} s, wrote"
         f" {drop_written / 2**20:.0f} MiB, dropped {drops} tensors (counted, reported in status)",
+        f"task statistics, same run: peak RSS {stats_run.rss / 1024:.0f} MiB vs"
+        f" {base.rss / 1024:.0f} MiB without the probe: {stats_rss:+.0f} MiB (target <= +64 MiB)",
     ]

@@ -17,6 +17,7 @@
 #include "recorder.h"
 #include "ring_overwrite.h"
 #include "snapshot.h"
+#include "stats.h"
 #include "topo.h"
 #include "util.h"
 #include "writer.h"
@@ -313,12 +314,15 @@ static void not_queued(int rc, enum msp_item_kind kind, uint64_t seq, msp_sv pat
 }
 
 /* Copies everything into a queue item (the caller frees its buffer as soon
- * as we return) and queues it, or hands it to the flight recorder (route). */
+ * as we return) and queues it, or hands it to the flight recorder (route).
+ * With `stats` (the statistics task) only they are queued, not the payload:
+ * the item says `size` bytes but holds a struct msp_stats. */
 static void enqueue(const struct msp_snap *s, int route, enum msp_item_kind kind, uint64_t seq,
                     msp_sv format, msp_sv dtype, msp_sv dims, const void *data, uint64_t size,
-                    int add_newline, msp_sv path, const struct msp_tensor_desc *desc /* tensors only */)
+                    int add_newline, msp_sv path, const struct msp_tensor_desc *desc /* tensors only */,
+                    const struct msp_stats *stats)
 {
-    uint64_t payload = size + (add_newline ? 1 : 0);
+    uint64_t payload = stats ? sizeof *stats : size + (add_newline ? 1 : 0);
     size_t strings = format.n + dtype.n + dims.n + path.n + 4;
     struct msp_item *it;
     int rc = route == MSP_ROUTE_HOLD
@@ -344,12 +348,14 @@ static void enqueue(const struct msp_snap *s, int route, enum msp_item_kind kind
     it->dtype_s = put(&cur, dtype);
     it->dims = put(&cur, dims);
     it->dtype = atoi(it->dtype_s);
-    it->stats_in_data = 0;
-    if (size)
+    it->stats_in_data = stats != NULL;
+    if (stats)
+        memcpy(it->data, stats, sizeof *stats);
+    else if (size)
         memcpy(it->data, data, size);
     if (add_newline)
         it->data[size] = '\n';
-    it->size = payload;
+    it->size = stats ? size : payload;
     if (route == MSP_ROUTE_HOLD) {
         msp_rec_hold(s, it);
         return;
@@ -357,6 +363,14 @@ static void enqueue(const struct msp_snap *s, int route, enum msp_item_kind kind
     if (route == MSP_ROUTE_DIRECT)
         msp_rec_scan(s, it); /* a trigger inside a flush window is queued */
     msp_item_queue(it, 0);
+}
+
+/* The dtype enum of a string check_tensor accepted. */
+static int dtype_of(msp_sv dtype)
+{
+    int v = 0;
+    enum_value(dtype, &v);
+    return v;
 }
 
 /* The snapshot to save under, or NULL: ATB gates the calls with our
@@ -401,7 +415,17 @@ void msp_hook_save_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const void *
         msp_tensor_lost(&d, bad);
         return;
     }
-    enqueue(s, route, MSP_ITEM_TENSOR, seq, format, dtype, dims, host, size, 0, path, &d);
+    /* The statistics task writes no file: the pass runs here, on ATB's buffer,
+     * so no copy of the tensor is made or held (an unsupported dtype is copied
+     * and gets its note from the writer). Not with the flight recorder, whose
+     * triggers scan the queued payload. */
+    struct msp_stats st;
+    const struct msp_stats *stats = NULL;
+    char note[192];
+    if (!route && (s->cfg.task & (MSP_TASK_TENSOR | MSP_TASK_OVERFLOW)) == 0 &&
+        msp_stats_compute(dtype_of(dtype), host, size, &st, note, sizeof note) == 0)
+        stats = &st;
+    enqueue(s, route, MSP_ITEM_TENSOR, seq, format, dtype, dims, host, size, 0, path, &d, stats);
 }
 
 void msp_hook_save_param(msp_sv param, msp_sv path)
@@ -424,5 +448,6 @@ void msp_hook_save_param(msp_sv param, msp_sv path)
         return;
     }
     msp_sv none = {"", 0};
-    enqueue(s, route, MSP_ITEM_PARAM, seq, none, none, none, param.p, param.n, 1, path, NULL);
+    enqueue(s, route, MSP_ITEM_PARAM, seq, none, none, none, param.p, param.n, 1, path, NULL,
+            NULL);
 }
