@@ -132,6 +132,7 @@ class CompiledConfig:
     rec_flush_on_exit: int = 0
     rec_budget_bytes: int = 0
     rec_abs_max: float = 0.0
+    rec_arming: int = 0  # set by the daemon: bumped at each new arming (see Controller)
     rec_incident_base: int = 0  # set by the daemon when it arms (see Controller)
 
 

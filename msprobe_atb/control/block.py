@@ -267,7 +267,8 @@ class ControlBlock:
 
     def claim_incident(self, kind: int, t_ns: int, path: str = "", round: int = -1,
                        value: float = float("nan"), device: int = -1,
-                       base: int | None = None, limit: int | None = None) -> int:
+                       base: int | None = None, limit: int | None = None,
+                       after_seq: int = 2**64 - 1) -> int:
         """Claims the next incident for the control plane or a person (pid 0);
         base/limit default to the recorder config in force. 0 = suppressed."""
         _, cfg = self.read_config()
@@ -277,7 +278,11 @@ class ControlBlock:
         e.path = data
         return int(self.lib.msp_ctl_claim_incident(
             self._ctl, cfg.rec_incident_base if base is None else base,
-            cfg.rec_max_incidents if limit is None else limit, 2**64 - 1, e))
+            cfg.rec_max_incidents if limit is None else limit, after_seq, e))
+
+    def set_eval_ns(self, t_ns: int) -> None:
+        """Statistics the shims published before t_ns were evaluated (recorder/evaluate.py)."""
+        self._set_word("rec_eval_ns", max(0, t_ns))
 
     # ---- used by tests that stand in for the shim ----
     def claim_proc(self, pid: int, start_ns: int) -> int:

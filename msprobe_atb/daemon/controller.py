@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from pathlib import Path
 
 from msprobe_atb.config.loader import load_bytes
@@ -51,20 +52,42 @@ class Controller:
         self.good: Config | None = None
         self.published: CompiledConfig | None = None
         self.error = ""
+        self._golden: tuple[Path, object] | None = None
+        self._armed = None  # the recorder block of the arming in force
+        self.armed_ns = 0  # when it was published
+
+    def golden_of(self, cfg: Config | None):
+        """The golden statistics of the recorder's golden trigger (a path relative
+        to the config file's directory), loaded once per path; None without one.
+        Raises GoldenError when they cannot be read."""
+        rec = cfg.recorder if cfg is not None else None
+        if rec is None or rec.golden is None:
+            return None
+        from msprobe_atb.recorder.golden import Golden
+
+        base = self.config_path.parent if self.config_path is not None else Path.cwd()
+        path = (base / rec.golden).resolve()
+        if self._golden is None or self._golden[0] != path:
+            self._golden = (path, Golden(path))
+            log.info("recorder: golden statistics from %s", path)
+        return self._golden[1]
 
     def _arming(self, compiled: CompiledConfig) -> CompiledConfig:
         """The recorder's incident count starts again (and the shims drop their
         rings) when it is armed or its block changes; other edits keep both."""
         if not compiled.rec_armed:
+            self._armed = None
             return compiled
+        rec = self.good.recorder if self.good is not None else None
         old = self.published
-        same = old is not None and old.rec_armed and dataclasses.replace(
-            old, rec_incident_base=0) == dataclasses.replace(
-            old, **{f.name: getattr(compiled, f.name) for f in dataclasses.fields(compiled)
-                    if f.name.startswith("rec_") and f.name != "rec_incident_base"},
-            rec_incident_base=0)
-        base = old.rec_incident_base if same else self.block.rec_claimed
-        return dataclasses.replace(compiled, rec_incident_base=base)
+        if old is not None and old.rec_armed and self._armed == rec:
+            base, arming = old.rec_incident_base, old.rec_arming
+        else:
+            base = self.block.rec_claimed
+            arming = (self.block.read_config()[1].rec_arming + 1) & 0xFFFFFFFF
+            self.armed_ns = time.time_ns()
+        self._armed = rec
+        return dataclasses.replace(compiled, rec_incident_base=base, rec_arming=arming)
 
     def _publish(self, compiled: CompiledConfig, why: str) -> None:
         compiled = self._arming(compiled)
@@ -126,6 +149,13 @@ class Controller:
             self._reject(ConfigError(source, [f"internal error while validating "
                                               f"({type(exc).__name__}; a bug in msprobe-atb, "
                                               "details in daemon.log); fix or revert the edit"]))
+            return
+        from msprobe_atb.recorder.golden import GoldenError
+
+        try:
+            self.golden_of(cfg)
+        except GoldenError as exc:
+            self._reject(ConfigError(source, [f'"recorder.triggers": golden: {exc}']))
             return
         self.good = cfg
         if self.config_path is not None:

@@ -125,6 +125,7 @@ class Daemon:
         self.idle_exit_s = _env_float("MSPROBE_ATB_IDLE_EXIT_S", 60.0)
         self._progress = b""
         self._built = progress.Progress(os.getpid())
+        self.golden_said = False
 
     def check_config(self, settle: bool) -> None:
         if self.watcher is None:
@@ -160,6 +161,9 @@ class Daemon:
         self.oracle = BlockOracle(self.block)
         self.builder = TreeBuilder(self.dump_root, self.oracle)
         self.drain = RecordDrain(self.dump_root, self.builder)
+        from msprobe_atb.recorder.evaluate import Evaluator
+
+        self.evaluator = Evaluator(self.block, self.builder.incidents)
         if self.watcher is not None:
             self.watcher.start_events()
         last_flush = last_live = 0.0
@@ -180,6 +184,7 @@ class Daemon:
             if self.watcher is not None and self.watcher.due(now):
                 self.check_config(settle=True)
             fed = self.drain.poll(RECORD_BUDGET)
+            self.evaluate()
             behind = fed >= RECORD_BUDGET
             pending = pending or fed > 0
             every = BACKLOG_FLUSH_EVERY_S if behind else FLUSH_EVERY_S
@@ -238,6 +243,19 @@ class Daemon:
                 self._progress = data.to_bytes()
             except (OSError, fsio.UnsafePath) as exc:
                 log.warning("cannot write %s: %s", progress.path_of(self.dump_root), exc)
+
+    def evaluate(self) -> None:
+        """The control plane's recorder triggers (golden, growth_over)."""
+        from msprobe_atb.recorder.golden import GoldenError
+
+        try:
+            golden = self.controller.golden_of(self.controller.good)
+        except GoldenError as exc:
+            golden = None
+            if not self.golden_said:
+                self.golden_said = True
+                log.error("recorder: the golden trigger is off: %s", exc)
+        self.evaluator.poll(self.controller.good, golden, self.controller.armed_ns)
 
     def finish_removed(self) -> None:
         if self.watcher is not None:

@@ -49,7 +49,13 @@ def _dev_of(dev_pid: str) -> int | None:
 
 
 def first_tensor(path: str, stats: Any = None) -> dict | None:
-    """The offending tensor, named as the tree names it."""
+    """The offending tensor, named as the tree names it (ATB's overflow report
+    names a kernel, "<Type>_<ids>:<Kernel>": its outputs)."""
+    if path and "/" not in path and ":" in path:
+        op, _, kernel = path.partition(":")
+        op_type, _, ids = op.partition("_")
+        return {"op_id": ids, "op_name": op_type, "kernel": kernel, "io": "output",
+                "index": None, "path": path, "stats": stats}
     tp = parse_tensor_path(path) if path else None
     if tp is None:
         return None

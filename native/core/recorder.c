@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "acl.h"
 #include "record.h"
+#include "recstats.h"
 #include "ring_overwrite.h"
 #include "snapshot.h"
 #include "stats.h"
@@ -21,8 +23,11 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct msp_ring g_ring;
 static int g_inited;        /* the ring belongs to the arming of g_base */
 static uint64_t g_base;     /* cfg.rec_incident_base of that arming */
+static uint32_t g_arming;   /* cfg.rec_arming of that arming */
 static uint64_t g_applied;  /* every incident up to this one is applied to every scope */
 static int g_small_said;    /* "budget too small" was said */
+
+#define CONTROL_PLANE_TRIGGERS (MSP_TRIG_GROWTH | MSP_TRIG_GOLDEN)
 
 static uint64_t claimed(void)
 {
@@ -60,7 +65,7 @@ static void reset_scope(struct msp_ring_scope *s, void *arg)
 static void follow_arming(const struct msp_config *c)
 {
     int armed = c->rec_armed != 0;
-    if (g_inited && armed && g_base == c->rec_incident_base)
+    if (g_inited && armed && g_base == c->rec_incident_base && g_arming == c->rec_arming)
         return;
     if (g_ring.rounds) {
         uint64_t n = msp_ring_clear(&g_ring);
@@ -68,8 +73,13 @@ static void follow_arming(const struct msp_config *c)
                 (unsigned long long)n);
     }
     msp_ring_each(&g_ring, reset_scope, NULL);
+    if (armed && (c->rec_triggers & CONTROL_PLANE_TRIGGERS))
+        msp_recstats_open();
+    else
+        msp_recstats_close();
     g_inited = armed;
     g_base = c->rec_incident_base;
+    g_arming = c->rec_arming;
     if (armed)
         g_applied = c->rec_incident_base; /* later incidents are applied next */
     __atomic_store_n(&msp_proc_now()->rec_state, armed ? MSP_REC_ARMED : MSP_REC_OFF,
@@ -247,11 +257,23 @@ static void window_over(struct msp_ring_scope *s, const struct msp_config *c)
 }
 
 /* Keeps keep_rounds + 1 rounds of the op (the round in progress and the
- * keep_rounds before it). */
+ * keep_rounds before it). With triggers the control plane evaluates, an
+ * older round stays until the control plane has evaluated everything written
+ * before the round that pushed it out (rec_eval_ns), so a late trigger still
+ * finds the rounds before it; the budget caps that too. */
 static void trim_scope(struct msp_ring_scope *s, const struct msp_config *c)
 {
-    while (s->nrounds > c->rec_keep_rounds + 1 && s->oldest)
+    uint64_t evaluated = (c->rec_triggers & CONTROL_PLANE_TRIGGERS)
+                             ? msp_ctl_get_word(&msp_ctl_now()->rec_eval_ns)
+                             : UINT64_MAX;
+    while (s->nrounds > c->rec_keep_rounds + 1 && s->oldest) {
+        struct msp_ring_round *pusher = s->oldest;
+        for (uint32_t i = 0; i <= c->rec_keep_rounds; i++)
+            pusher = pusher->snext;
+        if (pusher->start_ns > evaluated)
+            break;
         evict_round(s->oldest);
+    }
 }
 
 /* A new {exec} of op s begins. */
@@ -393,7 +415,7 @@ static void fire(const struct msp_config *c, uint32_t kind, double value, const 
     /* the device is the path's "{dev}_" (the slot learns it only from writes) */
     char *end;
     long dev = strtol(path, &end, 10);
-    inc.device = end != path && *end == '_' ? dev : -1;
+    inc.device = end != path && *end == '_' ? dev : msp_acl_device();
     inc.round = round;
     inc.kind = kind;
     inc.value = value;
@@ -428,33 +450,47 @@ static void fire(const struct msp_config *c, uint32_t kind, double value, const 
         apply_incidents(c);
 }
 
-/* Under g_mu. */
-static void scan_locked(const struct msp_config *c, const struct msp_item *it,
-                        struct msp_stats *st, int *have)
+/* Under g_mu: the item's statistics (published to the control plane when it
+ * evaluates triggers) and the shim-side trigger they fire (0: none). */
+struct scan {
+    struct msp_stats st;
+    int have;
+    uint32_t kind;
+    double value;
+    uint64_t exec;
+    int64_t round;
+};
+
+static void scan_locked(const struct msp_config *c, const struct msp_item *it, struct scan *sc)
 {
-    *have = 0;
+    sc->have = 0;
+    sc->kind = 0;
     if (it->kind != MSP_ITEM_TENSOR || it->stats_in_data)
         return;
     char note[128];
-    if (msp_stats_compute(it->dtype, it->data, it->size, st, note, sizeof note) != 0)
+    if (msp_stats_compute(it->dtype, it->data, it->size, &sc->st, note, sizeof note) != 0)
         return;
-    *have = 1;
-    double value;
-    uint32_t kind = fired(c, st, &value);
-    if (!kind)
-        return;
-    uint64_t exec = 0;
-    size_t len = strlen(it->path);
-    struct msp_ring_scope *s = msp_ring_scope_of(&g_ring, it->path, len, &exec);
-    fire(c, kind, value, it->path, len, s ? (int64_t)exec : -1, st);
+    sc->have = 1;
+    sc->exec = 0;
+    struct msp_ring_scope *s = msp_ring_scope_of(&g_ring, it->path, strlen(it->path), &sc->exec);
+    sc->round = s ? (int64_t)sc->exec : -1;
+    if (c->rec_triggers & CONTROL_PLANE_TRIGGERS)
+        msp_recstats_put(msp_now_ns(), sc->exec, &sc->st, it->path);
+    sc->kind = fired(c, &sc->st, &sc->value);
+}
+
+static void fire_scan(const struct msp_config *c, const struct msp_item *it, const struct scan *sc)
+{
+    if (sc->kind)
+        fire(c, sc->kind, sc->value, it->path, strlen(it->path), sc->round, &sc->st);
 }
 
 void msp_rec_scan(const struct msp_snap *snap, const struct msp_item *it)
 {
-    struct msp_stats st;
-    int have;
+    struct scan sc;
     pthread_mutex_lock(&g_mu);
-    scan_locked(&snap->cfg, it, &st, &have);
+    scan_locked(&snap->cfg, it, &sc);
+    fire_scan(&snap->cfg, it, &sc);
     pthread_mutex_unlock(&g_mu);
 }
 
@@ -503,22 +539,27 @@ void msp_rec_hold(const struct msp_snap *snap, struct msp_item *it)
         pthread_mutex_unlock(&g_mu);
         return;
     }
-    struct msp_stats st;
-    int have;
-    msp_ring_add(&g_ring, rd, it);
-    scan_locked(c, it, &st, &have); /* may flush the round it was just added to */
-    if (have && rd == s->newest && s->mode == MSP_SCOPE_HOLD && (it->task & MSP_TASK_TENSOR) == 0)
-        keep_stats_only(it, &st);
-    if (s->mode == MSP_SCOPE_HOLD) {
-        int fits;
-        uint64_t gone = msp_ring_fit(&g_ring, c->rec_budget_bytes, &fits);
-        MSP_COUNT(rec_evicted, gone);
-        if (!fits && s->newest && s->newest->exec == exec) {
-            MSP_COUNT(rec_lost, msp_ring_evict(&g_ring, s->newest));
-            s->cur_broken = 1;
-            too_small(c, s);
-        }
+    struct scan sc;
+    scan_locked(c, it, &sc);
+    if (sc.have && (it->task & MSP_TASK_TENSOR) == 0)
+        keep_stats_only(it, &sc.st);
+    /* room first, so the ring never holds more than the budget */
+    int fits = it->cost <= c->rec_budget_bytes;
+    if (fits)
+        MSP_COUNT(rec_evicted, msp_ring_fit(&g_ring, c->rec_budget_bytes - it->cost, &fits));
+    if (!fits) {
+        /* only rounds in progress are left: this op's cannot be kept whole */
+        MSP_COUNT(rec_lost, msp_ring_evict(&g_ring, rd) + 1);
+        fire_scan(c, it, &sc); /* a trigger still fires */
+        msp_ring_item_free(it);
+        s->cur_broken = 1;
+        too_small(c, s);
+        gauges();
+        pthread_mutex_unlock(&g_mu);
+        return;
     }
+    msp_ring_add(&g_ring, rd, it);
+    fire_scan(c, it, &sc); /* flushes the round it was just added to */
     gauges();
     pthread_mutex_unlock(&g_mu);
 }
@@ -603,6 +644,7 @@ void msp_rec_exit(void)
                     (unsigned long long)rounds);
         }
     }
+    msp_recstats_close();
     gauges();
     pthread_mutex_unlock(&g_mu);
 }
@@ -614,5 +656,7 @@ void msp_rec_reset(void)
     memset(&g_ring, 0, sizeof g_ring);
     g_inited = 0;
     g_base = g_applied = 0;
+    g_arming = 0;
     g_small_said = 0;
+    msp_recstats_forget();
 }

@@ -29,7 +29,10 @@ def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 def incidents(out: Path) -> list[dict]:
-    return json.loads(cli("incidents", str(out), "--json").stdout)
+    """What `incidents --json` prints, read in-process (tests poll it)."""
+    from msprobe_atb.tree.incidents import read_incidents
+
+    return read_incidents(out / "atb_dump_data")
 
 
 def rounds_on_disk(out: Path) -> dict[str, set[int]]:
@@ -52,27 +55,59 @@ def op_rounds(out: Path) -> dict[tuple[str, str], set[int]]:
     return found
 
 
-def wait_complete(out: Path, want: int, timeout: float = 60) -> None:
-    """Until `want` round dirs carry ROUND_COMPLETE.json and the daemon wrote the
-    incident's last rounds."""
+def wait_complete(out: Path, want: int, timeout: float = 60, incident: bool = True) -> None:
+    """Until `want` round dirs carry ROUND_COMPLETE.json (and an incident report
+    exists)."""
     data = out / "atb_dump_data" / "data"
 
     def done():
         marks = list(data.glob("*/*/ROUND_COMPLETE.json")) if data.is_dir() else []
-        return len(marks) >= want and any((out / "atb_dump_data" / "incidents").glob("*.json"))
+        return len(marks) >= want and (
+            not incident or any((out / "atb_dump_data" / "incidents").glob("*.json")))
 
     wait_until(done, timeout=timeout, what=f"{want} complete rounds and an incident report")
 
 
 def status(out: Path) -> dict[str, Any]:
-    return json.loads(cli("status", str(out), "--json").stdout)
+    """What `status --json` prints, collected in-process (tests poll it)."""
+    from msprobe_atb.status import collect
+
+    return json.loads(json.dumps(collect(out / "atb_dump_data")))
 
 
-def wait_applied(out: Path) -> None:
-    """Until every live process runs on the config the daemon published last."""
+def rearm(config: Path, out: Path, **recorder: Any) -> None:
+    """Edits the recorder block and waits until the daemon published it and every
+    live process applied it."""
+    before = status(out)["generation"]
+    arm(config, **recorder)
+
     def applied():
         st = status(out)
         procs = [p for p in st["processes"] if p["alive"]]
-        return procs and all(p["config_generation"] == st["generation"] for p in procs)
+        return st["generation"] != before and procs and all(
+            p["config_generation"] == st["generation"] for p in procs)
 
     wait_until(applied, what="the processes to apply the new config")
+
+
+def wait_incident(out: Path, n: int, rounds: list[int]) -> list[dict]:
+    """Until incident report n (from 1) lists `rounds` as written."""
+    def done():
+        docs = incidents(out)
+        return docs if len(docs) >= n and docs[n - 1]["flushed_rounds"] == rounds else None
+
+    return wait_until(done, what=f"incident {n} with rounds {rounds}")
+
+
+def csv_rows(out: Path) -> dict[tuple[str, str], dict[str, int]]:
+    """{(dev_pid, round): {top-level op dir: statistic.csv rows}}."""
+    import csv
+
+    found: dict[tuple[str, str], dict[str, int]] = {}
+    for f in (out / "atb_dump_data" / "data").glob("*/*/statistic.csv"):
+        ops = found.setdefault((f.parent.parent.name, f.parent.name), {})
+        with open(f, newline="") as fh:
+            for row in csv.DictReader(fh):
+                top = f"{row['Op Id'].split('_')[0]}_{row['Op Name'].split('/')[0]}"
+                ops[top] = ops.get(top, 0) + 1
+    return found

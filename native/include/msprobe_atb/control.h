@@ -120,6 +120,8 @@ struct msp_config {
     uint32_t rec_max_incidents; /* incidents before the recorder disarms */
     uint32_t rec_triggers;      /* MSP_TRIG_* bits */
     uint32_t rec_flush_on_exit; /* 0/1 */
+    uint32_t rec_arming;        /* bumped by the daemon at each new arming: the shims drop their rings */
+    uint32_t rec_reserved;      /* keeps the 64-bit fields below aligned */
     uint64_t rec_budget_bytes;  /* memory of the ring, per process */
     double rec_abs_max;         /* abs_max_over bound (MSP_TRIG_ABS_MAX) */
     uint64_t rec_incident_base; /* rec_claimed when this arming began: max_incidents counts from it */

@@ -1,0 +1,87 @@
+"""The golden statistics of the `golden` trigger: a statistic.csv made by a good
+run (or a dump dir, every round's statistic.csv), keyed by op id path, io and
+index (and the round, when the golden has several).
+
+Only an op's inputs before it ran and its outputs after count (an output
+buffer before the op ran holds stale data): rows are in execution order, so
+an input's first row and an output's last row are kept."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+STATS = ("Max", "Min", "Mean", "Norm")
+Key = tuple
+
+
+class GoldenError(ValueError):
+    pass
+
+
+def _float(cell: str) -> float | None:
+    try:
+        return float(cell.lstrip("'"))
+    except ValueError:
+        return None
+
+
+def _files(path: Path) -> list[tuple[str | None, Path]]:
+    if path.is_file():
+        return [(None, path)]
+    root = path / "atb_dump_data" if (path / "atb_dump_data").is_dir() else path
+    found = sorted((root / "data").glob("*/*/statistic.csv"))
+    return [(f.parent.name, f) for f in found]
+
+
+class Golden:
+    def __init__(self, path: Path):
+        self.path = path
+        self.by_round: dict[Key, tuple[float, ...]] = {}
+        self.any_round: dict[Key, tuple[float, ...]] = {}
+        files = _files(path)
+        if not files:
+            raise GoldenError(f"{path}: no statistic.csv there (give a statistic.csv made by a "
+                              "good run with task statistics or all, or its dump dir)")
+        for rnd, f in files:
+            try:
+                with open(f, newline="", encoding="utf-8", errors="replace") as fh:
+                    for row in csv.DictReader(fh):
+                        values = tuple(_float(row.get(k, "")) for k in STATS)
+                        if any(v is None for v in values):
+                            continue
+                        io = row.get("Input/Output", "")
+                        key = (row.get("Op Id", ""), io, row.get("Index", ""))
+                        keep = dict.setdefault if io == "input" else dict.__setitem__
+                        keep(self.any_round, key, values)
+                        if rnd is not None:
+                            keep(self.by_round, (rnd, *key), values)
+            except OSError as exc:
+                raise GoldenError(f"{f}: cannot read it: {exc}") from None
+        if not self.any_round:
+            raise GoldenError(f"{path}: no row with statistics (was it made with task "
+                              '"tensor"? the golden run needs task "statistics" or "all")')
+
+    def lookup(self, rnd: int, op_id: str, io: str, index: str) -> tuple[float, ...] | None:
+        """A dump dir golden answers for its own rounds only (a KV cache differs
+        from round to round); a single statistic.csv answers for every round."""
+        key = (op_id, io, index)
+        if self.by_round:
+            return self.by_round.get((str(rnd), *key))
+        return self.any_round.get(key)
+
+
+def divergence(target: tuple[float, ...], golden: tuple[float, ...]) -> tuple[float, str]:
+    """The largest relative difference of max/min/mean/norm and which one. A value
+    near zero is compared against 1/1000 of the golden tensor's range instead."""
+    scale = max(abs(golden[0]), abs(golden[1])) * 1e-3
+    worst, which = 0.0, STATS[0]
+    for name, t, g in zip(STATS, target, golden):
+        if math.isnan(t) or math.isinf(t):
+            d = math.inf if t != g else 0.0
+        else:
+            d = abs(t - g) / max(abs(g), scale, 1e-30)
+        if d > worst:
+            worst, which = d, name
+    return worst, which
