@@ -624,6 +624,9 @@ void msp_rec_exit(void)
 {
     struct msp_snap *snap = msp_snap_get();
     pthread_mutex_lock(&g_mu);
+    /* an incident claimed before the exit still gets this process's rounds */
+    if (snap && snap->cfg.rec_armed && g_inited)
+        apply_incidents(&snap->cfg);
     if (g_ring.rounds) {
         if (snap && snap->cfg.rec_flush_on_exit) {
             struct flushlog f = {.seq = 0};
