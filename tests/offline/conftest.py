@@ -67,3 +67,13 @@ def stats_dump_3_layers(tmp_path_factory):
     model[model.index("--layers") + 1] = "3"
     yield make_real_dump(base / "st3", "fp32", task="statistics", model=model)
     shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def all_stages_stats_dumps(tmp_path_factory):
+    """Statistics-only runs saving all four stages: fp32 golden, fp16 target."""
+    need_real()
+    base = tmp_path_factory.mktemp("stages")
+    yield {dt: make_real_dump(base / dt, dt, task="statistics", all_stages=True)
+           for dt in ("fp32", "fp16")}
+    shutil.rmtree(base, ignore_errors=True)

@@ -207,3 +207,31 @@ def test_inject_help_names_the_op_ids_the_tools_print(real_dumps):
         assert top[str(n + 1)] == "Prefill_layer" and top[str(n + layers + 3)] == "Decoder_layer"
     inj_layer = int(INJECT.split("layer=")[1].split(",")[0])
     assert INJECTED.startswith(f"{inj_layer + 1}_Prefill_layer/")
+
+
+def test_default_tensor_set_real(real_dumps):
+    """By default the shim writes inputs before and outputs after each op only."""
+    t = open_dump(real_dumps["golden"]).tensors
+    assert t.height > 300 and t.get_column("primary").all()
+    files = list((real_dumps["golden"] / "atb_dump_data" / "data").rglob("*.bin"))
+    assert not [f for f in files if f.parent.name == "before" and f.name.startswith("out")]
+    assert not [f for f in files if f.parent.name == "after" and f.name.startswith("in")]
+
+
+def test_all_stages_statistics_real(all_stages_stats_dumps, tmp_path):
+    """save_all_stages in a statistics-only dump: no Tensor Path, so the Stage
+    column tells the four rows of an op apart; compare pairs stage with stage, and
+    the in-place KV cache after ReshapeAndCache is compared."""
+    g, t = all_stages_stats_dumps["fp32"], all_stages_stats_dumps["fp16"]
+    d = open_dump(t)
+    assert d.tensors.get_column("path").null_count() == d.tensors.height
+    per = d.tensors.group_by("stage", "io").len()
+    assert per.height == 4 and per.get_column("len").min() > 0
+    rc, out = run_cli("stats", str(t))
+    assert "stages: all four;" in out
+    res = compare_dumps(open_dump(g), d)
+    assert res.count("golden-only") == res.count("target-only") == 0
+    cache = res.rows.filter(pl.col("op").str.contains("ReshapeAndCache") & (pl.col("stage")
+                            == "after") & (pl.col("io") == "input"))
+    assert cache.height > 0 and set(cache.get_column("verdict")) <= {"pass", "fail"}
+    assert res.exit_code() in (0, 1) and not res.scope.incomplete
