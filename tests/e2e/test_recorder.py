@@ -190,8 +190,14 @@ def test_budget_evicts_whole_rounds_and_says_when_one_does_not_fit(tmp_path, ser
     assert proc["recorder"]["budget_too_small"] and proc["recorder"]["lost"] > 0
     svc.stop()
     # every op round written is whole: as many tensors as the round after the trigger
-    wait_complete(tmp_path, want=5)
-    (inc,) = wait_incident(tmp_path, 1, [2, 3, 4, 5, 6])
+
+    def written():
+        docs = incidents(tmp_path)
+        rounds = docs[0]["flushed_rounds"] if docs else []
+        marks = list((tmp_path / "atb_dump_data" / "data").glob("*/*/ROUND_COMPLETE.json"))
+        return docs if rounds and rounds[-1] == 6 and len(marks) == len(rounds) else None
+
+    (inc,) = wait_until(written, what="the manual incident's rounds, complete")
     rows = csv_rows(tmp_path)
     counts = {}
     for ops in rows.values():
