@@ -228,15 +228,15 @@ def test_the_shim_starts_the_control_plane_which_builds_the_csv(tmp_path, abi):
     d = Dump(tmp_path, locked=False)
     d.config.write_text(json.dumps({"dump_enable": True, "task": "all", "exec_range": "0,0"}))
     d.atbsim(abi, "--layers", "1", "--decode-steps", "0", MSPROBE_ATB_ATTACH_WAIT_MS="20000")
-    csvs = []
-    deadline = time.monotonic() + 30
     try:
-        while time.monotonic() < deadline and not csvs:
-            csvs = list(d.data.glob("*/0/ROUND_COMPLETE.json"))
-            time.sleep(0.1)
+        w = subprocess.run([sys.executable, "-m", "msprobe_atb", "wait", str(d.out),
+                            "--timeout", "30"], cwd=REPO, capture_output=True, text=True,
+                           timeout=60)
     finally:
         subprocess.run([sys.executable, "-m", "msprobe_atb", "daemon", "--stop", "--output",
                         str(d.out)], cwd=REPO, capture_output=True, timeout=60)
-    assert csvs, (d.root / ".probe" / "daemon.log").read_text()
+    assert w.returncode == 0, w.stderr + (d.root / ".probe" / "daemon.log").read_text()
+    csvs = list(d.data.glob("*/0/ROUND_COMPLETE.json"))  # there when wait returns
+    assert csvs
     rows = (csvs[0].parent / "statistic.csv").read_text().splitlines()
     assert len(rows) - 1 == len(d.tensors("bin"))
