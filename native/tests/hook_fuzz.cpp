@@ -207,19 +207,21 @@ std::string graph_json(Rng &r)
 }
 
 /* Valid configs the control plane publishes while the hooks run: every task,
- * dedup levels, the drop policy with a tiny budget, asleep and awake again. */
+ * dedup levels, the drop policy with a tiny budget, asleep and awake again.
+ * All four stages, so that every SaveTensor call is selected and must end in
+ * a record (the default would refuse before/outtensor and after/intensor). */
 void rewrite_config(Rng &r)
 {
     static const std::vector<std::string> configs = {
-        R"({"dump_enable": true, "task": "tensor", "exec_range": "all", "save_child": true, "filter_level": 0})",
-        R"({"dump_enable": true, "task": "all", "exec_range": "all", "save_child": true, "filter_level": 1})",
-        R"({"dump_enable": true, "task": "statistics", "exec_range": "0,2", "ids": "1,2_3"})",
-        R"({"dump_enable": true, "task": "tensor", "exec_range": "all", "save_child": true, "filter_level": 2, "op_name": "layer,linear"})",
-        R"({"dump_enable": true, "task": "all", "exec_range": "all", "save_child": true, "queue_budget_mb": 1, "queue_full_policy": "drop"})",
-        R"({"dump_enable": true, "task": "overflow_check", "overflow_check": {"overflow_nums": 3}})",
+        R"({"dump_enable": true, "save_all_stages": true, "task": "tensor", "exec_range": "all", "save_child": true, "filter_level": 0})",
+        R"({"dump_enable": true, "save_all_stages": true, "task": "all", "exec_range": "all", "save_child": true, "filter_level": 1})",
+        R"({"dump_enable": true, "save_all_stages": true, "task": "statistics", "exec_range": "0,2", "ids": "1,2_3"})",
+        R"({"dump_enable": true, "save_all_stages": true, "task": "tensor", "exec_range": "all", "save_child": true, "filter_level": 2, "op_name": "layer,linear"})",
+        R"({"dump_enable": true, "save_all_stages": true, "task": "all", "exec_range": "all", "save_child": true, "queue_budget_mb": 1, "queue_full_policy": "drop"})",
+        R"({"dump_enable": true, "save_all_stages": true, "task": "overflow_check", "overflow_check": {"overflow_nums": 3}})",
         R"({"dump_enable": true, "exec_range": "none"})",
         R"({"dump_enable": false})",
-        R"({"dump_enable": true, "task": "all", "exec_range": "all", "device": "0,1"})",
+        R"({"dump_enable": true, "save_all_stages": true, "task": "all", "exec_range": "all", "device": "0,1"})",
     };
     std::string tmp = g_config + ".fuzz.tmp";
     FILE *f = fopen(tmp.c_str(), "w");

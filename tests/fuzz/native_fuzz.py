@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 FUZZ_BIN = REPO / "build" / "probe" / "bin" / "hook_fuzz_asan"
 START_CONFIG = {"dump_enable": True, "task": "all", "exec_range": "all", "save_child": True,
-                "filter_level": 1}
+                "filter_level": 1, "save_all_stages": True}  # every SaveTensor is selected
 # Element widths of common dtypes (aclDataType codes): an oracle of the size check.
 BITS = {0: 32, 1: 16, 2: 8, 3: 32, 4: 8, 6: 16, 7: 16, 8: 32, 9: 64, 10: 64, 11: 64, 12: 8,
         16: 64, 27: 16}
