@@ -118,34 +118,50 @@ def _float(v: Any) -> float | None:
     return None  # complex64 pairs: see the CSV
 
 
+def _utf8(s: str) -> str:
+    """Parquet strings are UTF-8: a name that was not (it arrives as surrogate
+    escapes, see builder.py) keeps its bytes visible as \\xNN."""
+    if s.isascii():
+        return s
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        try:
+            return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a lone surrogate that is no escape
+            return s.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _count(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def record_row(rec: dict, tp: TensorPath, start_ns: int) -> tuple:
     """One manifest row (COLUMNS order, round_seq still unset) from a tensor record."""
-    rel = str(rec.get("path", "")).strip("/")
+    rel = _utf8(str(rec.get("path", "")).strip("/"))
     segs = rel.split("/")
     stats = rec.get("stats") if isinstance(rec.get("stats"), dict) else {}
     file = str(rec.get("file", ""))
     status = STATUS.get(file, file)
-    alias = rec.get("alias")
+    alias = _utf8(rec["alias"]) if isinstance(rec.get("alias"), str) else None
     alias_rel = (os.path.normpath(os.path.join("data", os.path.dirname(rel), alias))
                  if isinstance(alias, str) and alias else None)
     t = _count(rec.get("t"))
     names = tp.names
     return (
         int(tp.exec_count) if tp.exec_count.isdigit() else -1, None, _count(rec.get("seq")),
-        start_ns, "_".join(tp.ids), "/".join(names), names[-1] if names else "",
+        start_ns, _utf8("_".join(tp.ids)), _utf8("/".join(names)),
+        _utf8(names[-1]) if names else "",
         segs[-2] if len(segs) > 1 and segs[-2] in STAGES else None,
-        tp.io, tp.index, dtype_name(rec.get("dtype")), format_name(rec.get("format")),
+        tp.io, _utf8(tp.index), dtype_name(rec.get("dtype")), format_name(rec.get("format")),
         str(rec.get("dims", "")).replace(",", "x"),
         _count(stats.get("count")),
         *(_float(stats.get(k)) for k in ("max", "min", "mean", "norm")),
         *(_count(stats.get(k)) for k in ("nan", "pinf", "ninf", "zero")), 0.0,
         None if status == "none" else f"data/{rel}", _count(rec.get("size")),
-        rec.get("hash") if isinstance(rec.get("hash"), str) else None, alias_rel,
-        status, str(rec["note"]) if rec.get("note") else None,
+        _utf8(rec["hash"]) if isinstance(rec.get("hash"), str) else None, alias_rel,
+        _utf8(status), _utf8(str(rec["note"])) if rec.get("note") else None,
         t,
     )
 
@@ -228,15 +244,19 @@ class ManifestWriter:
                 self._start()
             for part, state in self.partitions.items():
                 if state.ready:
-                    self._write_part(part, state, state.ready, 0)
-                    state.ready = []
+                    rows, state.ready = state.ready, []
+                    try:
+                        self._write_part(part, state, rows, 0)
+                    except (OSError, fsio.UnsafePath):
+                        state.ready = rows + state.ready  # a full disk: next flush again
+                        raise
                     self._compact(part, state)
-        except (OSError, fsio.UnsafePath) as exc:
+        except Exception as exc:  # the manifest must never stop the daemon or the CSVs
             self.failed += 1
             if self.failed <= 5:
-                log.warning("cannot write the manifest under %s: %s (the CSVs are "
+                log.warning("cannot write the manifest under %s: %s: %s (the CSVs are "
                             "unaffected; `msprobe-atb rebuild` recreates it)",
-                            manifest_dir(self.dump_root), exc)
+                            manifest_dir(self.dump_root), type(exc).__name__, exc)
 
     def _frame(self, rows: list[tuple]):
         import polars as pl

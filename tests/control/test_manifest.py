@@ -113,3 +113,16 @@ def test_file_count_stays_bounded_over_many_rounds(out_dir, shims, two_nodes_env
     rebuild(dump_root, a.block)
     assert manifest_rows(dump_root).equals(live)
     assert len(list((dump_root / "manifest").rglob("*.parquet"))) == 1
+
+
+def test_names_that_are_not_utf8_keep_their_bytes_visible(out_dir, shims, two_nodes_env):
+    a = shims(out_dir, dev=0)
+    dump_root = out_dir / "atb_dump_data"
+    # the record log carries a non-UTF-8 byte as a surrogate escape (builder.py)
+    a.tensor(0, "2_L\udcffx", "before/intensor0.bin", task="statistics")
+    a.tensor(0, "2_L\udcffx", "after/outtensor0.bin", task="statistics", note="odd \udcfe")
+    a.exit()
+    rebuild(dump_root, a.block)
+    rows = manifest_rows(dump_root)
+    assert rows.get_column("op_name").to_list() == ["L\\xffx", "L\\xffx"]
+    assert rows.get_column("note").to_list() == [None, "odd \\xfe"]
