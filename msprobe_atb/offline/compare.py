@@ -132,9 +132,11 @@ def _ok(g: pl.Expr, t: pl.Expr, tol: pl.Expr) -> pl.Expr:
             .otherwise((t - g).abs() <= tol))
 
 
-def _stats_columns(rtol: pl.Expr, atol: pl.Expr) -> list[pl.Expr]:
-    """Vectorised stats-mode metrics: reason (empty if all agree), nonfinite_match,
-    rel_rmse (relative Norm error, for growth ranking)."""
+def _stats_columns(rtol: pl.Expr, atol: pl.Expr) -> tuple[list[pl.Expr], list[pl.Expr]]:
+    """Vectorised stats-mode metrics: nonfinite_match, rel_rmse (relative Norm error,
+    for growth ranking) and a `_sbad` flag per statistic; and the expressions of
+    the reason text (empty if all agree), for the flagged rows only: printing a
+    million rows' statistics as text would cost more than the whole comparison."""
     rs = STATS_FACTOR * rtol
 
     def c(side: str, k: str) -> pl.Expr:
@@ -147,22 +149,25 @@ def _stats_columns(rtol: pl.Expr, atol: pl.Expr) -> list[pl.Expr]:
     def fmt(v: pl.Expr) -> pl.Expr:
         return v.cast(pl.Utf8).fill_null("-")
 
-    pieces = []
+    flags, pieces = [], []
+
+    def check(bad: pl.Expr, label: str, k: str) -> None:
+        flags.append(bad.alias(f"_sbad_{k}"))
+        pieces.append(pl.when(pl.col(f"_sbad_{k}")).then(pl.concat_str(
+            [pl.lit(f"{label} "), fmt(c("golden", k)), pl.lit(" vs "), fmt(c("target", k))])))
+
     for k in ("max", "min", "norm"):
         g, t = c("golden", k), c("target", k)
         tol = pl.when(g.is_finite()).then(atol + rs * g.abs()).otherwise(0.0)
-        pieces.append(pl.when(~_ok(g, t, tol)).then(
-            pl.concat_str([pl.lit(f"{k} "), fmt(g), pl.lit(" vs "), fmt(t)])))
+        check(~_ok(g, t, tol), k, k)
     gn, n = c("golden", "norm"), c("golden", "count")
     rms = pl.when(gn.is_finite() & (n > 0)).then(gn / n.cast(pl.Float64).sqrt()).otherwise(0.0)
     g, t = c("golden", "mean"), c("target", "mean")
-    pieces.append(pl.when(~_ok(g, t, atol + rs * rms)).then(
-        pl.concat_str([pl.lit("mean "), fmt(g), pl.lit(" vs "), fmt(t)])))
+    check(~_ok(g, t, atol + rs * rms), "mean", "mean")
     counts = ("nan", "pinf", "ninf")
     for k in counts:
         g, t = c("golden", k), c("target", k)
-        pieces.append(pl.when(g.is_not_null() & t.is_not_null() & (g != t)).then(
-            pl.concat_str([pl.lit(f"{k} count "), fmt(g), pl.lit(" vs "), fmt(t)])))
+        check(g.is_not_null() & t.is_not_null() & (g != t), f"{k} count", k)
     have = pl.all_horizontal([c(s, k).is_not_null() for s in ("golden", "target")
                               for k in counts])
     match = pl.all_horizontal([c("golden", k) == c("target", k) for k in counts])
@@ -176,10 +181,9 @@ def _stats_columns(rtol: pl.Expr, atol: pl.Expr) -> list[pl.Expr]:
     no_stats = pl.all_horizontal([c(s, k).is_null() for s in ("golden", "target")
                                   for k in ("max", "norm", "nan")])
     return [
-        pl.concat_str(pieces, separator="; ", ignore_nulls=True).fill_null("").alias("_sreason"),
-        pl.when(have).then(match).alias("_snf"), rel.alias("_srel"),
+        *flags, pl.when(have).then(match).alias("_snf"), rel.alias("_srel"),
         no_stats.alias("_snostats"), (STATS_FACTOR * rtol).alias("_srtol"),
-    ]
+    ], [pl.concat_str(pieces, separator="; ", ignore_nulls=True).fill_null("").alias("_sreason")]
 
 
 def _verdict(m: dict, min_within: float, min_cosine: float) -> tuple[str, str]:
@@ -285,7 +289,12 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
         pl.when(~both).then(pl.lit("-")).when(files).then(pl.lit("tensor"))
         .otherwise(pl.lit("stats")).alias("mode"),
         rt.alias("_rt"), at.alias("_at"))
-    j = j.with_columns(_stats_columns(pl.col("_rt"), pl.col("_at")))
+    flags, reason_text = _stats_columns(pl.col("_rt"), pl.col("_at"))
+    j = j.with_columns(flags)
+    bad = pl.any_horizontal(pl.col("^_sbad_.*$").fill_null(False))
+    reasons = j.filter(bad).select("_i", *reason_text)
+    j = j.join(reasons, on="_i", how="left", maintain_order="left").with_columns(
+        pl.col("_sreason").fill_null("")).drop(pl.col("^_sbad_.*$"))
 
     work = j.filter(pl.col("mode") == "tensor")
     if total:
