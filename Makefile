@@ -50,8 +50,11 @@ native-test: native $(NATIVE_TEST_TARGETS)
 lint: deps
 	$(VENV)/bin/ruff check msprobe_atb tests bench
 
+# The test's temporary dirs live in build/, not /tmp/pytest-of-$USER: pytest starts by
+# emptying this one dir, instead of sweeping every older run's trees (dumps, deep
+# hostile-path trees) out of /tmp at the end, which took minutes on a shared machine.
 pytest: all deps
-	$(VENV)/bin/pytest -q -ra tests
+	$(VENV)/bin/pytest -q -ra --basetemp=$(BUILD)/pytest-tmp tests
 
 test: all native-test lint pytest
 
