@@ -13,6 +13,7 @@ BENCHMARKS = (
     "bench.stats_throughput",
     "bench.offline_scale",
     "bench.compare_speed",
+    "bench.recorder_cost",
 )
 
 

@@ -4,6 +4,8 @@
 #   dump one layer with a live config edit, go back to sleep, unload.
 #   Part 2, offline: a golden fp32 run and an fp16 run with an injected Inf;
 #   find the first bad op and the first divergence.
+#   Part 3, the flight recorder (seed 004's story): a service armed for hours
+#   writes nothing until an fp16 -inf shows up, then the rounds around it.
 # Everything lands in demo_out/ (or $DEMO_OUT).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -126,4 +128,37 @@ show "$msprobe" stats "$out/target"
 # users open; -o DIR writes it and a CSV under msProbe's result file names.
 show "$msprobe" compare -m atb -gp "$out/golden" -tp "$out/target" -o "$out/compare.xlsx" || true
 show "$msprobe" report "$out/target" --golden "$out/golden" -o "$out/report.html"
+
+step "9. Flight recorder (seed 004): an fp16 -inf after many requests, on one device only"
+rec=$out/recorder
+mkdir -p "$rec"
+save_config "$rec/config.json" '{"task": "tensor", "dump_enable": true, "exec_range": "all",
+ "ids": "", "save_child": true,
+ "recorder": {"keep_rounds": 3, "budget_mb": 256, "triggers": ["nan", "inf"],
+              "after_rounds": 1, "max_incidents": 1}}'
+# shellcheck disable=SC1091
+source "$repo/scripts/load_atb_probe.sh" --output="$rec" --config="$rec/config.json" >/dev/null
+"$atbsim" serve --devices 2 --port 0 --layers 4 \
+    --inject -inf:layer=2,op=Down,round=21,device=1 >"$rec/service.log" 2>&1 &
+service=$!
+trap 'kill $service 2>/dev/null || true' EXIT
+for _ in $(seq 1 300); do
+    grep -q 'Daemon start success!' "$rec/service.log" && break
+    sleep 0.1
+done
+port=$(sed -n 's/.*Listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$rec/service.log" | head -1)
+for _ in $(seq 0 19); do request "$port" >/dev/null; done
+echo "  20 requests served, armed: round directories on disk: $(find "$rec/atb_dump_data/data" \
+    -mindepth 2 -maxdepth 2 -type d 2>/dev/null | wc -l)"
+"$msprobe" status "$rec" | grep -E '^ +recorder|^recorder:' | sed 's/^ */  /'
+# from request 21 on, device 1's answers differ: the front answers 500 ("workers disagree")
+for _ in $(seq 20 29); do request "$port" >/dev/null 2>&1 || true; done
+kill -TERM "$service"
+wait "$service" || true
+trap - EXIT
+# shellcheck disable=SC1091
+source "$repo/scripts/unload_atb_probe.sh" >/dev/null
+"$msprobe" wait "$rec" | sed 's/^/  /'
+echo "  round directories now: $(cd "$rec/atb_dump_data/data" && echo */*)"
+show "$msprobe" incidents "$rec"
 printf '\nDone. Everything is in %s (open report.html in a browser).\n' "$out"
