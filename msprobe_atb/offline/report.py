@@ -117,6 +117,26 @@ def _summary(page: Page, s: dict, comparison: CompareResult | None) -> None:
     page.sections.append(("summary", "Summary", "".join(body)))
 
 
+def _incidents(page: Page, s: dict) -> None:
+    """The flight recorder's incidents: what fired, on which rank and tensor, and
+    links to the rounds it wrote."""
+    rows = []
+    for d in s["incidents"]:
+        ft = d.get("first_tensor") or {}
+        dirs = [Link(f"{f['dev_pid']}/{f['round']}", Path(f["dir"]).as_uri())
+                for f in d.get("flushed") or [] if f.get("dir")]
+        rows.append([d.get("incident"), d.get("trigger"), d.get("value"), d.get("time"),
+                     d.get("round"), d.get("device"), d.get("pid"),
+                     " ".join(str(ft.get(k)) for k in ("op_id", "op_name", "io", "index")
+                              if ft.get(k) is not None) or "-",
+                     ranges_text([r for r in d.get("flushed_rounds") or []
+                                  if isinstance(r, int)]) or "none yet",
+                     *(dirs[:1] or ["-"])])
+    body = _table(["#", "trigger", "value", "time", "round", "device", "pid",
+                   "first offending tensor", "rounds written", "first round dir"], rows)
+    page.sections.append(("incidents", "Flight recorder incidents", body))
+
+
 def _first_nan(page: Page, s: dict, df: pl.DataFrame) -> None:
     firsts = s["first_nonfinite"]
     if not firsts:
@@ -282,6 +302,8 @@ def build_report(dump: Dump, comparison: CompareResult | None = None,
     order = _layer_order(df, *([gdf] if gdf is not None else []))
     page = Page()
     _summary(page, s, comparison)
+    if s["incidents"]:
+        _incidents(page, s)
     step()
     _first_nan(page, s, df)
     step()

@@ -7,6 +7,9 @@ import math
 
 import polars as pl
 
+from msprobe_atb.recorder.cli import format_incident
+from msprobe_atb.tree.incidents import read_incidents
+
 from .graph import load_layer_graphs, load_model_graphs, upstream
 from .table import Dump, op_path
 
@@ -115,9 +118,12 @@ def summarize(dump: Dump, df: pl.DataFrame | None = None, *, top: int = 10) -> d
         f["upstream"] = _feeders(df, f, *graphs_cache[f["dev_pid"]])
     layers = per_layer(df)
     other = int((~df.get_column("primary")).sum()) if df.height else 0
+    root = dump.layout.root
     return {
         "dump": str(dump.layout.root or dump.layout.given), "tensors": df.height,
         "processes": procs, "status": status, "problems": dump.problems,
+        # the flight recorder's reports: what fired, where, which rounds were written
+        "incidents": read_incidents(root) if root is not None else [],
         # Tensors at the other two stages (before/outtensor, after/intensor), saved
         # only with save_all_stages; the findings use inputs before, outputs after.
         "other_stage_tensors": other,
@@ -160,6 +166,11 @@ def format_text(s: dict) -> str:
     if len(s["problems"]) > 20:
         lines.append(f"  ... and {len(s['problems']) - 20} more problems")
     lines.append("")
+    if s["incidents"]:
+        lines.append(f"FLIGHT RECORDER: {len(s['incidents'])} incident(s) "
+                     "(msprobe-atb incidents DIR for the reports)")
+        lines += ["  " + line for d in s["incidents"] for line in format_incident(d).split("\n")]
+        lines.append("")
     if not s["first_nonfinite"]:
         lines.append("No NaN/Inf in any tensor.")
     for f in s["first_nonfinite"]:

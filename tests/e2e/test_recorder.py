@@ -56,6 +56,15 @@ def test_inf_on_one_rank_flushes_the_same_rounds_of_every_rank(tmp_path, service
     assert ft["io"] == "output" and ft["index"] == "0"
     assert {f["dev_pid"].split("_")[0] for f in inc["flushed"]} == {"0", "1"}
     assert inc["feeding_ops"], "the ops feeding it come from info/layer"
+    # stats and report show it too
+    text = cli("stats", str(tmp_path)).stdout
+    assert "FLIGHT RECORDER: 1 incident(s)" in text and "incident 1: inf (-inf)" in text
+    page = tmp_path / "report.html"
+    assert cli("report", str(tmp_path), "-o", str(page)).returncode == 0
+    html = page.read_text()
+    section = html.split("<section id='incidents'>")[1].split("</section>")[0]
+    assert "Flight recorder incidents" in section and ft["op_id"] in section
+    assert "file://" in section  # links to the rounds it wrote
 
 
 def test_decode_steps_flush_each_ops_own_last_rounds(tmp_path, services, service_env):
