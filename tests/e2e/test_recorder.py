@@ -221,3 +221,22 @@ def test_budget_evicts_whole_rounds_and_says_when_one_does_not_fit(tmp_path, ser
     (proc,) = status(tmp_path)["processes"]
     # it exited armed: what the 1 MiB ring held was dropped, and status says so
     assert proc["recorder"]["exit_dropped_ring"] is True
+
+
+def test_flush_on_exit_writes_the_ring_of_an_exiting_process(tmp_path, services, service_env):
+    """A process that exits armed writes what its ring holds when flush_on_exit is
+    true: its last keep_rounds + 1 rounds, reported as an "exit" incident."""
+    cfg = tmp_path / "config.json"
+    arm(cfg, triggers=["nan"], flush_on_exit=True)
+    svc = services(tmp_path, service_env, devices=1, extra=FAST)
+    for _ in range(6):
+        svc.request(max_tokens=1)
+    assert all(not r for r in rounds_on_disk(tmp_path).values())  # armed: nothing written
+    svc.stop()
+    wait_complete(tmp_path, 4)
+    (rounds,) = rounds_on_disk(tmp_path).values()
+    assert rounds == {2, 3, 4, 5}, rounds  # the last keep_rounds + 1 = 4 prefill rounds
+    (inc,) = incidents(tmp_path)
+    assert inc["trigger"] == "exit" and inc["flushed_rounds"] == [2, 3, 4, 5]
+    (proc,) = status(tmp_path)["processes"]
+    assert proc["recorder"]["exit_dropped_ring"] is False
