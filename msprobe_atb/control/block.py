@@ -284,6 +284,22 @@ class ControlBlock:
         """Statistics the shims published before t_ns were evaluated (recorder/evaluate.py)."""
         self._set_word("rec_eval_ns", max(0, t_ns))
 
+    def pending(self, slot: int) -> dict[str, int]:
+        """The slot's selected tensors without a record, per round key
+        ("{dev}_{pid}/{exec}"; "" for tensors of rounds without an entry)."""
+        p = self._ctl.procs[slot]
+        mask, claiming = self.lib.MSP_PENDING_COUNT_MASK, self.lib.MSP_PENDING_CLAIMING
+        out: dict[str, int] = {}
+        for i in range(self.lib.MSP_PENDING_ROUNDS):
+            e = p.pending[i]
+            state = int(e.state)
+            if state & mask and not state & claiming:
+                key = os.fsdecode(self.ffi.string(e.key, self.lib.MSP_ROUND_KEY_LEN))
+                out[key] = out.get(key, 0) + (state & mask)
+        if p.pending_other:
+            out[""] = out.get("", 0) + int(p.pending_other)
+        return out
+
     # ---- used by tests that stand in for the shim ----
     def claim_proc(self, pid: int, start_ns: int) -> int:
         return int(self.lib.msp_ctl_claim_proc(self._ctl, pid, start_ns))

@@ -23,6 +23,7 @@ from msprobe_atb.control.probefiles import open_probe_file, same_file
 from msprobe_atb.daemon.controller import Controller
 from msprobe_atb.daemon.watcher import MISSING, ConfigWatcher, Unusable
 from msprobe_atb.tree import fsio, progress  # light: the heavy tree modules load later
+from msprobe_atb.tree.killed import close_killed
 
 log = logging.getLogger("msprobe_atb")
 
@@ -198,6 +199,7 @@ class Daemon:
             if now - last_live < LIVENESS_EVERY_S:
                 continue
             last_live = now
+            close_killed(self.block, self.builder, self.drain)
             alive = self.alive_procs()
             if len(alive) < len(alive_before):
                 self.flush()  # a process died: its rounds are complete now
@@ -267,6 +269,7 @@ class Daemon:
         if self.watcher is not None:
             self.watcher.stop()
         self.drain.poll()
+        close_killed(self.block, self.builder, self.drain)
         self.flush()
         # The next process to attach must wait for a fresh publish by the next
         # daemon rather than trust this daemon's last config.

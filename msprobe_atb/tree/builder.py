@@ -69,6 +69,7 @@ class Round:
     rows: list[tuple[tuple[int, int], str, str]] | None = field(default_factory=list)
     count: int = 0
     lost: int = 0
+    unlisted: int = 0  # of `lost`: tensors without a row (no record of their own)
     last_t: int = 0
     procs: set[ProcKey] = field(default_factory=set)
     dirty: bool = True
@@ -164,6 +165,7 @@ class TreeBuilder:
         elif kind == "exit":
             p.exited = True
             self.exits_seen += 1
+            self._add_unrecorded(p, rec)
         elif kind in ("incident", "flush"):
             self.incidents.add_record(p.key, rec)
 
@@ -204,6 +206,30 @@ class TreeBuilder:
         rnd.last_t = max(rnd.last_t, _int(rec.get("t"), 0))
         rnd.procs.add(p.key)
         rnd.dirty = True
+
+    def _add_unrecorded(self, p: Proc, rec: dict) -> None:
+        """Selected tensors that never got a record of their own (the record log
+        had no room, or the process was killed: its exit record is then the
+        daemon's), counted per round; "" is a round the shim could not name."""
+        unrecorded = rec.get("unrecorded")
+        if not isinstance(unrecorded, dict):
+            return
+        for key, n in unrecorded.items():
+            n = _int(n, 0)
+            parts = [x for x in str(key).split("/") if x]
+            round_key = (parts[0], parts[1]) if len(parts) == 2 else p.last_round
+            if n <= 0 or round_key is None:
+                continue
+            rnd = self.rounds.get(round_key)
+            if rnd is None:
+                rnd = self.rounds[round_key] = Round(round_key)
+            if rnd.rows is None:
+                self._reload(rnd)
+            rnd.lost += n
+            rnd.unlisted += n
+            rnd.last_t = max(rnd.last_t, _int(rec.get("t"), 0))
+            rnd.procs.add(p.key)
+            rnd.dirty = True
 
     def _info_doc(self, p: Proc, rec: dict, kind: str, name_key: str, what: str, build):
         """(name, parsed JSON, the built doc) of a graph or topo record, or None when
@@ -341,8 +367,11 @@ class TreeBuilder:
         complete = all(self._proc_done_with(k, rnd.key) for k in rnd.procs)
         if complete:
             self.manifest.round_complete(rnd.key)
-            marker = dumps({"rows": rnd.count, "lost": rnd.lost,
-                            "complete_at": iso_time(rnd.last_t) if rnd.last_t else None})
+            fields = {"rows": rnd.count, "lost": rnd.lost,
+                      "complete_at": iso_time(rnd.last_t) if rnd.last_t else None}
+            if rnd.unlisted:
+                fields["lost_without_row"] = rnd.unlisted
+            marker = dumps(fields)
             if marker != rnd.marker and self._write((base + (MARKER,), marker)):
                 rnd.marker = marker
             if rnd.marker is not None and len(rnd.procs) == 1:

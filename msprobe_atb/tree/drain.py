@@ -93,6 +93,10 @@ def rebuild(dump_root: Path, block=None) -> TreeBuilder:
     builder = TreeBuilder(dump_root, BlockOracle(block))
     drain = RecordDrain(dump_root, builder)
     drain.poll()
+    if block is not None:
+        from msprobe_atb.tree.killed import close_killed
+
+        close_killed(block, builder, drain)  # a killed process the daemon did not close
     builder.flush()
     progress.write(dump_root, drain.progress())
     return builder

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "monitor.h"
+#include "pending.h"
 #include "record.h"
 #include "recorder.h"
 #include "state.h"
@@ -32,7 +33,11 @@ static void exit_record(int drained, uint64_t lost)
     jb_ku64(&b, "drops", __atomic_load_n(&p->drops, __ATOMIC_RELAXED));
     jb_ku64(&b, "errors", __atomic_load_n(&p->errors, __ATOMIC_RELAXED));
     jb_ku64(&b, "overflow_events", __atomic_load_n(&p->overflow_events, __ATOMIC_RELAXED));
-    msp_rec_commit(&b);
+    /* selected tensors whose own record found no room (a full disk), per round */
+    msp_pending_json(&b, "unrecorded", p);
+    if (msp_rec_commit_final(&b) == 0)
+        msp_pending_clear(p);
+    msp_rec_release_reserve();
 }
 
 void msp_exit_drain(void)

@@ -13,6 +13,7 @@
 #include "dtype.h"
 #include "filter.h"
 #include "fsutil.h"
+#include "pending.h"
 #include "record.h"
 #include "recorder.h"
 #include "ring_overwrite.h"
@@ -409,7 +410,7 @@ void msp_hook_save_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const void *
         return;
     }
     if (route != MSP_ROUTE_HOLD)
-        MSP_COUNT(tensors_selected, 1);
+        msp_pending_select(path.p, path.n);
     if (bad) {
         MSP_COUNT(errors, 1);
         msp_tensor_lost(&d, bad);

@@ -6,11 +6,15 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "fsutil.h"
+#include "snapshot.h"
 #include "state.h"
 #include "util.h"
+
+static uint64_t g_size, g_reserved_end;
 
 /* Opened from the verified .probe fd without following symlinks, like the
  * data tree: a link planted at .probe/records must not lead the log
@@ -33,6 +37,9 @@ int msp_rec_open(const char *dump_root, uint64_t pid, uint64_t start_ns)
              (unsigned long long)start_ns);
     int fd = openat(dir, name, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
                     0640);
+    /* a new (empty) log: its reserve is made at the first record */
+    __atomic_store_n(&g_size, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_reserved_end, 0, __ATOMIC_RELEASE);
     saved = errno;
     close(dir);
     errno = saved;
@@ -47,7 +54,64 @@ void msp_rec_begin(struct jbuf *b, const char *kind)
     jb_ku64(b, "t", msp_now_ns());
 }
 
-int msp_rec_commit(struct jbuf *b)
+/* The reserve: the record log keeps space allocated ahead of its end
+ * (FALLOC_FL_KEEP_SIZE), so on a full disk the records of the tensors that
+ * could not be written still fit, and the last FLOOR bytes are kept for the
+ * exit record, which carries per round whatever could not be recorded one by
+ * one (pending.h). Sized from the queue budget: 1/1024 of it, at most 1/32
+ * of the free space, 64 KiB..4 MiB. */
+#define FLOOR (16u << 10)
+/* g_size: bytes appended to the current log; g_reserved_end: allocated
+ * up to here (both atomic, declared above msp_rec_open) */
+static int g_extending;        /* atomic: one thread extends at a time */
+static int g_no_fallocate;     /* the file system cannot preallocate: no reserve */
+
+static uint64_t reserve_bytes(int fd)
+{
+    struct msp_snap *s = msp_snap_get();
+    uint64_t r = (s ? s->cfg.queue_budget_bytes : (uint64_t)1 << 30) / 1024;
+    /* never more than 1/32 of the free space: on a small disk the tensors
+     * come first */
+    struct statvfs vfs;
+    if (fstatvfs(fd, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize / 32 < r)
+        r = (uint64_t)vfs.f_bavail * vfs.f_frsize / 32;
+    return r < (64u << 10) ? 64u << 10 : r > (4u << 20) ? 4u << 20 : r;
+}
+
+/* 1 if the reserve now covers `need` more bytes plus the floor. */
+static int extend(int fd, uint64_t need)
+{
+    if (__atomic_exchange_n(&g_extending, 1, __ATOMIC_ACQUIRE))
+        return 0; /* another thread is at it; this record may use the floor's slack */
+    uint64_t off = __atomic_load_n(&g_size, __ATOMIC_ACQUIRE);
+    int ok = 0;
+    for (uint64_t r = reserve_bytes(fd) + need; r >= need + FLOOR; r /= 4) {
+        if (fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)r) == 0) {
+            __atomic_store_n(&g_reserved_end, off + r, __ATOMIC_RELEASE);
+            ok = 1;
+            break;
+        }
+        if (errno == EOPNOTSUPP || errno == ENOSYS) {
+            __atomic_store_n(&g_no_fallocate, 1, __ATOMIC_RELAXED);
+            ok = 1;
+            break;
+        }
+    }
+    __atomic_store_n(&g_extending, 0, __ATOMIC_RELEASE);
+    return ok;
+}
+
+void msp_rec_release_reserve(void)
+{
+    int fd = __atomic_load_n(&g_msp.rec_fd, __ATOMIC_ACQUIRE);
+    uint64_t size = __atomic_load_n(&g_size, __ATOMIC_ACQUIRE);
+    uint64_t end = __atomic_load_n(&g_reserved_end, __ATOMIC_ACQUIRE);
+    if (fd >= 0 && end > size)
+        fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)size,
+                  (off_t)(end - size));
+}
+
+static int commit(struct jbuf *b, int final)
 {
     jb_raw(b, "}\n", 2);
     int rc = -1;
@@ -55,6 +119,16 @@ int msp_rec_commit(struct jbuf *b)
     if (b->oom) {
         msp_log_error("out of memory building a record; it is lost");
     } else if (fd >= 0) {
+        uint64_t end = __atomic_load_n(&g_reserved_end, __ATOMIC_ACQUIRE);
+        if (!__atomic_load_n(&g_no_fallocate, __ATOMIC_RELAXED) &&
+            __atomic_load_n(&g_size, __ATOMIC_ACQUIRE) + b->len + FLOOR > end &&
+            !extend(fd, b->len) && !final) {
+            /* no room left but the floor: the exit record counts this one */
+            msp_log_error("no room for the record log: a record is held back (the exit "
+                          "record counts the tensors it held, per round)");
+            jb_free(b);
+            return -1;
+        }
         /* O_APPEND: the kernel appends each write whole; a short write
          * (disk full) is finished by the loop so the line stays intact. */
         const char *p = b->p;
@@ -69,6 +143,7 @@ int msp_rec_commit(struct jbuf *b)
             }
             p += w;
             left -= (size_t)w;
+            __atomic_fetch_add(&g_size, (uint64_t)w, __ATOMIC_RELEASE);
         }
         if (!left) {
             rc = 0;
@@ -78,4 +153,14 @@ int msp_rec_commit(struct jbuf *b)
     }
     jb_free(b);
     return rc;
+}
+
+int msp_rec_commit(struct jbuf *b)
+{
+    return commit(b, 0);
+}
+
+int msp_rec_commit_final(struct jbuf *b)
+{
+    return commit(b, 1);
 }

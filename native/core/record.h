@@ -14,5 +14,10 @@ void msp_rec_begin(struct jbuf *b, const char *kind);
 /* Closes the object, appends it to the log and frees the buffer. Counts
  * the record and the activity in the proc slot. Returns 0 or -1. */
 int msp_rec_commit(struct jbuf *b);
+/* Like msp_rec_commit, for the exit record: it may use the reserve's floor,
+ * which the other records leave alone once the disk is full. */
+int msp_rec_commit_final(struct jbuf *b);
+/* Gives the unused reserve back to the file system (at exit). */
+void msp_rec_release_reserve(void);
 
 #endif

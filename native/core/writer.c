@@ -13,6 +13,7 @@
 #include "binfile.h"
 #include "dedup.h"
 #include "fsutil.h"
+#include "pending.h"
 #include "record.h"
 #include "state.h"
 #include "util.h"
@@ -74,7 +75,10 @@ void msp_tensor_record(const struct msp_tensor_desc *d, const char *file, const 
         jb_null(&b);
     if (note && note[0])
         jb_kcstr(&b, "note", note);
-    msp_rec_commit(&b);
+    /* a written tensor whose record found no room is not lost (its file is
+     * there, counted in tensors_written): only lost ones stay pending */
+    if (msp_rec_commit(&b) == 0 || strcmp(file, "lost") != 0)
+        msp_pending_done(msp_proc_now(), d->path, d->pathn);
 }
 
 void msp_tensor_lost(const struct msp_tensor_desc *d, const char *note)

@@ -16,6 +16,7 @@
 #include "filter.h"
 #include "fsutil.h"
 #include "jsonw.h"
+#include "pending.h"
 #include "queue.h"
 #include "stats.h"
 
@@ -505,6 +506,49 @@ static void test_queue_block(void)
     msp_queue_trim_idle(&q);
 }
 
+static void test_pending(void)
+{
+    char key[MSP_ROUND_KEY_LEN];
+    CHECK(msp_round_key("0_7/3/1_L/before/x.bin", 22, key) == 5 && !strcmp(key, "0_7/3"));
+    CHECK(msp_round_key("//0_7//3/x", 10, key) == 5 && !strcmp(key, "0_7/3"));
+    CHECK(msp_round_key("0_7/3", 5, key) == 0); /* no file below the round */
+    static struct msp_proc p;
+    const char *a = "0_7/1/1_L/before/a.bin", *b = "0_7/2/1_L/before/b.bin";
+    msp_pending_add(&p, a, strlen(a));
+    msp_pending_add(&p, a, strlen(a));
+    msp_pending_add(&p, b, strlen(b));
+    msp_pending_done(&p, a, strlen(a));
+    msp_pending_done(&p, b, strlen(b));
+    msp_pending_add(&p, b, strlen(b)); /* b's entry was freed and is claimed again */
+    struct jbuf j;
+    jb_init(&j, 64);
+    jb_open(&j, '{');
+    CHECK(msp_pending_json(&j, "u", &p) == 2);
+    jb_close(&j, '}');
+    jb_raw(&j, "", 1);
+    CHECK(!strcmp(j.p, "{\"u\":{\"0_7/1\":1,\"0_7/2\":1}}") ||
+          !strcmp(j.p, "{\"u\":{\"0_7/2\":1,\"0_7/1\":1}}"));
+    jb_free(&j);
+    /* more rounds than entries: the rest is counted, and uncounted, as other */
+    char path[64];
+    for (int i = 0; i < MSP_PENDING_ROUNDS + 3; i++) {
+        snprintf(path, sizeof path, "0_7/%d/1_L/x.bin", 100 + i);
+        msp_pending_add(&p, path, strlen(path));
+    }
+    CHECK(p.pending_other == 5); /* 2 entries were already taken */
+    for (int i = 0; i < MSP_PENDING_ROUNDS + 3; i++) {
+        snprintf(path, sizeof path, "0_7/%d/1_L/x.bin", 100 + i);
+        msp_pending_done(&p, path, strlen(path));
+    }
+    msp_pending_done(&p, a, strlen(a));
+    msp_pending_done(&p, b, strlen(b));
+    msp_pending_done(&p, b, strlen(b)); /* one too many: never below zero */
+    jb_init(&j, 64);
+    jb_open(&j, '{');
+    CHECK(msp_pending_json(&j, "u", &p) == 0);
+    jb_free(&j);
+}
+
 int main(void)
 {
     test_filters();
@@ -516,6 +560,7 @@ int main(void)
     test_json();
     test_queue();
     test_queue_block();
+    test_pending();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }

@@ -40,6 +40,8 @@
 #define MSP_ERROR_LEN 2048
 #define MSP_REC_MAX_INCIDENTS 64
 #define MSP_REC_PATH_LEN 1024
+#define MSP_PENDING_ROUNDS 16
+#define MSP_ROUND_KEY_LEN 40
 
 /* config.state */
 #define MSP_STATE_ASLEEP 0
@@ -144,6 +146,21 @@ struct msp_incident {
     char path[MSP_REC_PATH_LEN]; /* relative path of the offending tensor (or kernel) */
 };
 
+/* Selected tensors of one round ("{dev}_{pid}/{exec}", the first two path
+ * components) that have no record in the log yet: what a kill -9 or a full
+ * record log would lose. `state` holds the count (low 40 bits), a claiming
+ * flag and a generation (bumped at each claim, so a CAS never mistakes a
+ * reclaimed entry for the one it read). An entry with count 0 is claimed by
+ * a CAS that sets the flag; its key is then written and the flag cleared.
+ * The key stays fixed while the count is above 0. */
+struct msp_pending {
+    uint64_t state;
+    char key[MSP_ROUND_KEY_LEN];
+};
+#define MSP_PENDING_COUNT_MASK 0xffffffffff
+#define MSP_PENDING_CLAIMING 0x10000000000
+#define MSP_PENDING_GEN_ONE 0x20000000000
+
 /* One attached process. Written only by that process's shim. */
 struct msp_proc {
     uint64_t pid;              /* 0 = free slot; claimed by CAS */
@@ -177,6 +194,8 @@ struct msp_proc {
     uint64_t rec_lost;         /* tensors that could not be kept (a round over the budget, ...) */
     uint64_t rec_flushed;      /* tensors moved from the ring to the writers */
     uint64_t rec_incident;     /* last incident this process applied */
+    uint64_t pending_other;    /* like pending[], for tensors of rounds without an entry */
+    struct msp_pending pending[MSP_PENDING_ROUNDS];
 };
 
 struct msp_control {

@@ -1,0 +1,138 @@
+#include "pending.h"
+
+#include <string.h>
+
+#include "jsonw.h"
+#include "state.h"
+
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+
+size_t msp_round_key(const char *path, size_t n, char key[MSP_ROUND_KEY_LEN])
+{
+    size_t k = 0, i = 0;
+    int comps = 0;
+    while (i < n && comps < 3) {
+        while (i < n && path[i] == '/')
+            i++;
+        if (i == n)
+            break;
+        size_t start = i;
+        while (i < n && path[i] != '/')
+            i++;
+        if (++comps == 3)
+            break;
+        size_t len = i - start;
+        if (k + len + (comps == 2 ? 1 : 2) > MSP_ROUND_KEY_LEN)
+            return 0;
+        if (comps == 2)
+            key[k++] = '/';
+        memcpy(key + k, path + start, len);
+        k += len;
+    }
+    if (comps < 3)
+        return 0;
+    key[k] = 0;
+    return k;
+}
+
+#define COUNT(w) ((w) & MSP_PENDING_COUNT_MASK)
+#define LIVE(w) (COUNT(w) > 0 && !((w) & MSP_PENDING_CLAIMING))
+
+static int key_is(const struct msp_pending *e, const char *key, size_t len)
+{
+    return strncmp(e->key, key, MSP_ROUND_KEY_LEN) == 0 && e->key[len] == 0;
+}
+
+/* Moves the count of the live entry of this key by delta (+1/-1); 0 if
+ * there is no live entry of it. */
+static int move_live(struct msp_proc *p, const char *key, size_t len, int delta)
+{
+    for (int i = 0; i < MSP_PENDING_ROUNDS; i++) {
+        struct msp_pending *e = &p->pending[i];
+        uint64_t w = LOAD(&e->state);
+        while (LIVE(w) && key_is(e, key, len)) {
+            if (__atomic_compare_exchange_n(&e->state, &w, w + (uint64_t)(int64_t)delta, 1,
+                                            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+void msp_pending_add(struct msp_proc *p, const char *path, size_t n)
+{
+    char key[MSP_ROUND_KEY_LEN];
+    size_t len = msp_round_key(path, n, key);
+    if (len && move_live(p, key, len, 1))
+        return;
+    for (int i = 0; len && i < MSP_PENDING_ROUNDS; i++) {
+        struct msp_pending *e = &p->pending[i];
+        uint64_t w = LOAD(&e->state);
+        if (COUNT(w) || (w & MSP_PENDING_CLAIMING))
+            continue;
+        uint64_t gen = (w & ~(MSP_PENDING_COUNT_MASK | MSP_PENDING_CLAIMING)) + MSP_PENDING_GEN_ONE;
+        if (!__atomic_compare_exchange_n(&e->state, &w, gen | MSP_PENDING_CLAIMING, 0,
+                                         __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            continue;
+        /* a reader may see a torn key only while the flag is set */
+        memcpy(e->key, key, len + 1);
+        __atomic_store_n(&e->state, gen | 1, __ATOMIC_RELEASE);
+        return;
+    }
+    __atomic_fetch_add(&p->pending_other, 1, __ATOMIC_RELAXED);
+}
+
+void msp_pending_select(const char *path, size_t n)
+{
+    struct msp_proc *p = msp_proc_now();
+    __atomic_fetch_add(&p->tensors_selected, 1, __ATOMIC_RELAXED);
+    msp_pending_add(p, path, n); /* until its record is in the log */
+}
+
+void msp_pending_done(struct msp_proc *p, const char *path, size_t n)
+{
+    char key[MSP_ROUND_KEY_LEN];
+    size_t len = msp_round_key(path, n, key);
+    if (len && move_live(p, key, len, -1))
+        return;
+    /* counted under pending_other (the table was full, or the path had no
+     * round), or in the slot of a removed tree (docs/contracts.md §2):
+     * never below zero */
+    uint64_t c = __atomic_load_n(&p->pending_other, __ATOMIC_RELAXED);
+    while (c > 0 && !__atomic_compare_exchange_n(&p->pending_other, &c, c - 1, 1,
+                                                 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+uint64_t msp_pending_json(struct jbuf *b, const char *key, const struct msp_proc *p)
+{
+    uint64_t sum = 0;
+    jb_key(b, key);
+    jb_open(b, '{');
+    for (int i = 0; i < MSP_PENDING_ROUNDS; i++) {
+        uint64_t w = LOAD(&p->pending[i].state);
+        if (!LIVE(w))
+            continue;
+        char k[MSP_ROUND_KEY_LEN];
+        memcpy(k, p->pending[i].key, sizeof k);
+        k[sizeof k - 1] = 0;
+        jb_ku64(b, k, COUNT(w));
+        sum += COUNT(w);
+    }
+    uint64_t other = LOAD(&p->pending_other);
+    if (other) {
+        jb_ku64(b, "", other);
+        sum += other;
+    }
+    jb_close(b, '}');
+    return sum;
+}
+
+void msp_pending_clear(struct msp_proc *p)
+{
+    for (int i = 0; i < MSP_PENDING_ROUNDS; i++) {
+        uint64_t w = LOAD(&p->pending[i].state);
+        __atomic_store_n(&p->pending[i].state, w & ~MSP_PENDING_COUNT_MASK, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&p->pending_other, 0, __ATOMIC_RELEASE);
+}

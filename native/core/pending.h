@@ -1,0 +1,29 @@
+/* Per-round counts of selected tensors without a record yet (control.h
+ * struct msp_pending): counted when SaveTensor takes a tensor, uncounted
+ * once its record (written or lost) is in the log. What is left when the
+ * process dies, or when the disk has no room for the records, is the exact
+ * per-round loss the control plane reports (docs/contracts.md §4). */
+#ifndef MSP_PENDING_H
+#define MSP_PENDING_H
+
+#include <stddef.h>
+
+#include "msprobe_atb/control.h"
+
+/* The round key of a tensor path: its first two non-empty components
+ * joined by '/', as the control plane's parse_tensor_path reads them. 0 if
+ * the path has fewer than three components or the key does not fit. */
+size_t msp_round_key(const char *path, size_t n, char key[MSP_ROUND_KEY_LEN]);
+void msp_pending_add(struct msp_proc *p, const char *path, size_t n);
+/* Counts a tensor as selected (the slot's tensors_selected) and pending. */
+void msp_pending_select(const char *path, size_t n);
+void msp_pending_done(struct msp_proc *p, const char *path, size_t n);
+
+struct jbuf;
+/* Writes the non-zero counts as a JSON object {"<key>": n, ..., "": other}
+ * under `key`; returns their sum. */
+uint64_t msp_pending_json(struct jbuf *b, const char *key, const struct msp_proc *p);
+/* Zeroes every count (after the exit record carried them). */
+void msp_pending_clear(struct msp_proc *p);
+
+#endif
