@@ -174,6 +174,14 @@ def partition_of(dev_pid: str) -> Partition | None:
         return None
 
 
+def _utf8(value):
+    """Parquet strings are UTF-8: a name that is not (surrogate escapes from the
+    record log, see native/core/jsonw.h) is stored with \\xNN for its odd bytes."""
+    if not isinstance(value, str) or value.isascii():
+        return value
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 @dataclass
 class _Part:
     name: str
@@ -261,7 +269,8 @@ class ManifestWriter:
     def _frame(self, rows: list[tuple]):
         import polars as pl
 
-        return pl.DataFrame(rows, schema=polars_schema(), orient="row")
+        return pl.DataFrame([tuple(_utf8(v) for v in r) for r in rows], schema=polars_schema(),
+                            orient="row")
 
     def _write_part(self, part: Partition, state: _Partition, rows, level: int,
                     first: int | None = None) -> _Part:

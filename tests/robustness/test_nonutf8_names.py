@@ -39,3 +39,6 @@ def test_op_name_that_is_not_utf8_keeps_its_row(tmp_path):
     # statistic_extra.csv stays row-aligned and readable the same way
     extra = (round_dir / "statistic_extra.csv").read_bytes().decode("utf-8", "surrogateescape")
     assert [row["Data Status"] for row in csv.DictReader(io.StringIO(extra))] == ["bin"] * 3
+    # the daemon wrote everything it derives (manifest included) and never failed
+    log = (root / ".probe" / "daemon.log").read_text(errors="replace")
+    assert "Traceback" not in log and "daemon failed" not in log, log
