@@ -82,7 +82,7 @@ static uint64_t reserve_bytes(int fd)
 static int extend(int fd, uint64_t need)
 {
     if (__atomic_exchange_n(&g_extending, 1, __ATOMIC_ACQUIRE))
-        return 0; /* another thread is at it; this record may use the floor's slack */
+        return 1; /* another thread is at it; this record may use the floor's slack */
     uint64_t off = __atomic_load_n(&g_size, __ATOMIC_ACQUIRE);
     int ok = 0;
     for (uint64_t r = reserve_bytes(fd) + need; r >= need + FLOOR; r /= 4) {

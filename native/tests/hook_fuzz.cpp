@@ -219,8 +219,8 @@ void rewrite_config(Rng &r)
         R"({"dump_enable": true, "save_all_stages": true, "task": "tensor", "exec_range": "all", "save_child": true, "filter_level": 2, "op_name": "layer,linear"})",
         R"({"dump_enable": true, "save_all_stages": true, "task": "all", "exec_range": "all", "save_child": true, "queue_budget_mb": 1, "queue_full_policy": "drop"})",
         R"({"dump_enable": true, "save_all_stages": true, "task": "overflow_check", "overflow_check": {"overflow_nums": 3}})",
-        R"({"dump_enable": true, "exec_range": "none"})",
-        R"({"dump_enable": false})",
+        R"({"dump_enable": true, "save_all_stages": true, "exec_range": "none"})",
+        R"({"dump_enable": false, "save_all_stages": true})",
         R"({"dump_enable": true, "save_all_stages": true, "task": "all", "exec_range": "all", "device": "0,1"})",
     };
     std::string tmp = g_config + ".fuzz.tmp";

@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #define MSP_CTL_MAGIC 0x4c54434250534d31
-#define MSP_CTL_VERSION 3
+#define MSP_CTL_VERSION 4
 
 #define MSP_MAX_RANGES 32
 #define MSP_MAX_IDS 128
