@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "jsonw.h"
-#include "state.h"
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 
@@ -80,13 +79,6 @@ void msp_pending_add(struct msp_proc *p, const char *path, size_t n)
         return;
     }
     __atomic_fetch_add(&p->pending_other, 1, __ATOMIC_RELAXED);
-}
-
-void msp_pending_select(const char *path, size_t n)
-{
-    struct msp_proc *p = msp_proc_now();
-    __atomic_fetch_add(&p->tensors_selected, 1, __ATOMIC_RELAXED);
-    msp_pending_add(p, path, n); /* until its record is in the log */
 }
 
 void msp_pending_done(struct msp_proc *p, const char *path, size_t n)

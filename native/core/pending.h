@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "msprobe_atb/control.h"
+#include "state.h"
 
 /* The round key of a tensor path: its first two non-empty components
  * joined by '/', as the control plane's parse_tensor_path reads them. 0 if
@@ -16,7 +17,12 @@
 size_t msp_round_key(const char *path, size_t n, char key[MSP_ROUND_KEY_LEN]);
 void msp_pending_add(struct msp_proc *p, const char *path, size_t n);
 /* Counts a tensor as selected (the slot's tensors_selected) and pending. */
-void msp_pending_select(const char *path, size_t n);
+static inline void msp_pending_select(const char *path, size_t n)
+{
+    struct msp_proc *p = msp_proc_now();
+    __atomic_fetch_add(&p->tensors_selected, 1, __ATOMIC_RELAXED);
+    msp_pending_add(p, path, n); /* until its record is in the log */
+}
 void msp_pending_done(struct msp_proc *p, const char *path, size_t n);
 
 struct jbuf;
