@@ -278,7 +278,7 @@ def watch(dump_root: Path, interval: float, count: int) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from msprobe_atb.control.block import ControlError
-    from msprobe_atb.tree.cli import find_dump_root
+    from msprobe_atb.tree.cli import find_dump_root, no_control_block
 
     dirs = args.dirs or [os.environ.get("ATB_OUTPUT_DIR") or "."]
     if args.watch and len(dirs) > 1:
@@ -288,10 +288,9 @@ def run(args: argparse.Namespace) -> int:
     rc, states = 0, []
     for d in dirs:  # every dir is reported, whatever happened to the others
         dump_root = find_dump_root(d)
-        if not (dump_root / ".probe" / "control.block").exists():
-            print(f"{dump_root}: no control block: no process has attached to this output "
-                  "dir (load the probe with load_atb_probe.sh and start the service)",
-                  file=sys.stderr)
+        problem = no_control_block(d, dump_root)
+        if problem:
+            print(problem, file=sys.stderr)
             rc = max(rc, 2)
             continue
         try:

@@ -158,12 +158,12 @@ def outcome(state: State) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from msprobe_atb.tree.cli import find_dump_root
+    from msprobe_atb.tree.cli import find_dump_root, no_control_block
 
     dump_root = find_dump_root(args.dir)
-    if not (dump_root / ".probe" / "control.block").exists():
-        print(f"{dump_root}: no control block: no process has attached to this output dir",
-              file=sys.stderr)
+    problem = no_control_block(args.dir, dump_root)
+    if problem:
+        print(problem, file=sys.stderr)
         return EXIT_NO_DUMP
     done = wait_reporting(dump_root, args.timeout, "msprobe-atb wait")
     if done is None:

@@ -22,6 +22,17 @@ def find_dump_root(path: str | os.PathLike) -> Path:
     return p
 
 
+def no_control_block(path: str | os.PathLike, dump_root: Path) -> str | None:
+    """Why `status`/`wait` cannot read DIR, in words a user can act on; None if they can."""
+    if (dump_root / ".probe" / "control.block").exists():
+        return None
+    if not os.path.isdir(path):
+        return (f"{path}: no such directory; give the --output dir that load_atb_probe.sh "
+                "(or `msprobe-atb run`) was given")
+    return (f"{dump_root}: no control block: no process has attached to this output dir "
+            "(load the probe with load_atb_probe.sh and start the service)")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rebuild", help="rebuild statistic.csv, info/ and markers from the "
                        "record logs (after a crash or a killed daemon)",
