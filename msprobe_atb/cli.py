@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -62,10 +63,28 @@ def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.Argumen
     return parser
 
 
+def unknown_command(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """The message for a mistyped command (argparse's own lists the internal ones)."""
+    if not argv or argv[0].startswith("-"):
+        return None
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    if argv[0] in sub.choices:
+        return None
+    names = [n for n in sub.choices if n not in INTERNAL_COMMANDS]
+    near = difflib.get_close_matches(argv[0], names, n=1)
+    return (f"msprobe-atb: unknown command '{argv[0]}'"
+            + (f"; did you mean '{near[0]}'?" if near else "")
+            + f"\ncommands: {', '.join(names)} (msprobe-atb COMMAND --help for each)")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     fast = FAST_COMMANDS.get(argv[0]) if argv else None
     parser = build_parser((fast,) if fast else COMMAND_MODULES)
+    problem = unknown_command(parser, argv)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -75,3 +75,10 @@ def test_verify_says_what_it_checked(synth_dump):
                        capture_output=True, text=True, cwd=REPO, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "verify: every file's header, size and alias target is sound" in r.stdout
+
+
+def test_a_mistyped_command_gets_a_suggestion_not_the_internal_list(capsys):
+    assert main(["stast", "x"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown command 'stast'; did you mean 'stats'?" in err
+    assert "daemon" not in err and "compare" in err
