@@ -37,9 +37,14 @@ size_t msp_round_key(const char *path, size_t n, char key[MSP_ROUND_KEY_LEN])
 #define COUNT(w) ((w) & MSP_PENDING_COUNT_MASK)
 #define LIVE(w) (COUNT(w) > 0 && !((w) & MSP_PENDING_CLAIMING))
 
+/* The key bytes are atomics (relaxed): a reader may race a claimer rewriting them;
+ * the state word's CAS, not the bytes, decides, but the race must not be a data race. */
 static int key_is(const struct msp_pending *e, const char *key, size_t len)
 {
-    return strncmp(e->key, key, MSP_ROUND_KEY_LEN) == 0 && e->key[len] == 0;
+    for (size_t i = 0; i <= len; i++) /* key[len] is its terminator */
+        if (__atomic_load_n(&e->key[i], __ATOMIC_RELAXED) != key[i])
+            return 0;
+    return 1;
 }
 
 /* Moves the count of the live entry of this key by delta (+1/-1); 0 if
@@ -74,7 +79,8 @@ void msp_pending_add(struct msp_proc *p, const char *path, size_t n)
                                          __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
             continue;
         /* a reader may see a torn key only while the flag is set */
-        memcpy(e->key, key, len + 1);
+        for (size_t k = 0; k <= len; k++)
+            __atomic_store_n(&e->key[k], key[k], __ATOMIC_RELAXED);
         __atomic_store_n(&e->state, gen | 1, __ATOMIC_RELEASE);
         return;
     }
@@ -106,7 +112,8 @@ uint64_t msp_pending_json(struct jbuf *b, const char *key, const struct msp_proc
         if (!LIVE(w))
             continue;
         char k[MSP_ROUND_KEY_LEN];
-        memcpy(k, p->pending[i].key, sizeof k);
+        for (size_t j = 0; j < sizeof k; j++)
+            k[j] = __atomic_load_n(&p->pending[i].key[j], __ATOMIC_RELAXED);
         k[sizeof k - 1] = 0;
         jb_ku64(b, k, COUNT(w));
         sum += COUNT(w);
