@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -81,10 +82,14 @@ static uint64_t reserve_bytes(int fd)
 /* 1 if the reserve now covers `need` more bytes plus the floor. */
 static int extend(int fd, uint64_t need)
 {
-    if (__atomic_exchange_n(&g_extending, 1, __ATOMIC_ACQUIRE))
-        return 1; /* another thread is at it; this record may use the floor's slack */
+    while (__atomic_exchange_n(&g_extending, 1, __ATOMIC_ACQUIRE))
+        sched_yield(); /* another thread is extending: a few fallocate calls */
     uint64_t off = __atomic_load_n(&g_size, __ATOMIC_ACQUIRE);
-    int ok = 0;
+    int ok = off + need + FLOOR <= __atomic_load_n(&g_reserved_end, __ATOMIC_ACQUIRE);
+    if (ok) { /* that thread made room */
+        __atomic_store_n(&g_extending, 0, __ATOMIC_RELEASE);
+        return 1;
+    }
     for (uint64_t r = reserve_bytes(fd) + need; r >= need + FLOOR; r /= 4) {
         if (fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)r) == 0) {
             __atomic_store_n(&g_reserved_end, off + r, __ATOMIC_RELEASE);
