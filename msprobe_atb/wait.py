@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from msprobe_atb.tree.cli import output_dir_arg
+
 EXIT_OK, EXIT_LOST, EXIT_NO_DUMP, EXIT_TIMEOUT = 0, 1, 2, 3
 POLL_S = 0.05
 REPORT_EVERY_S = 5.0
@@ -33,9 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "and statistic.csv, info/ and the round markers hold every record. Exit code: 0 "
         "everything selected was written, 1 some selected tensors were lost (dropped, "
         "failed, or held by a process that died), 2 not a dump directory, 3 timed out.")
-    p.add_argument("dir", nargs="?", default=os.environ.get("ATB_OUTPUT_DIR") or ".",
-                   help="output root or its atb_dump_data directory "
-                        "(default: $ATB_OUTPUT_DIR or the current directory)")
+    output_dir_arg(p)
     p.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="give up after S seconds (exit code 3); default: wait as long as it takes")
     p.set_defaults(func=run)

@@ -4,21 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
-from msprobe_atb.tree.cli import find_dump_root
+from msprobe_atb.tree.cli import find_dump_root, output_dir_arg
 from msprobe_atb.tree.incidents import DIR, file_name, read_incidents
 
 MANUAL = 64
-
-
-def _dir_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dir", nargs="?", default=os.environ.get("ATB_OUTPUT_DIR") or ".",
-                   help="output root or its atb_dump_data directory "
-                        "(default: $ATB_OUTPUT_DIR or the current directory)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "for when the output looks wrong to a person: every process attached "
                        "to DIR writes the rounds it holds (keep_rounds before the one in "
                        "progress) and after_rounds more, and an incident report is written.")
-    _dir_arg(p)
+    output_dir_arg(p)
     p.add_argument("--wait", type=float, default=0.0, metavar="S",
                    help="wait up to S seconds for the incident report")
     p.set_defaults(func=run_trigger)
@@ -36,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="List the incident reports of a dump "
                        "(<dump root>/incidents/*.json): what fired, where, and which rounds "
                        "were written.")
-    _dir_arg(q)
+    output_dir_arg(q)
     q.add_argument("--json", action="store_true", help="machine-readable output (a list)")
     q.set_defaults(func=run_incidents)
 

@@ -14,6 +14,13 @@ from msprobe_atb.tree.fsio import sweep_stale_temps
 from msprobe_atb.tree.records import records_dir
 
 
+def output_dir_arg(p: argparse.ArgumentParser) -> None:
+    """The DIR argument of the commands that act on one output dir."""
+    p.add_argument("dir", nargs="?", default=os.environ.get("ATB_OUTPUT_DIR") or ".",
+                   help="output root or its atb_dump_data directory "
+                        "(default: $ATB_OUTPUT_DIR or the current directory)")
+
+
 def find_dump_root(path: str | os.PathLike) -> Path:
     """Accepts an output root (containing atb_dump_data) or the dump root itself."""
     p = Path(os.path.abspath(path))
@@ -40,9 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "statistic_extra.csv, ROUND_COMPLETE.json, info/layer, info/model, "
                        "info/overflow) from <dump root>/.probe/records. The result is the same "
                        "as the live daemon's.")
-    p.add_argument("dir", nargs="?", default=os.environ.get("ATB_OUTPUT_DIR") or ".",
-                   help="output root or its atb_dump_data directory "
-                        "(default: $ATB_OUTPUT_DIR or the current directory)")
+    output_dir_arg(p)
     p.set_defaults(func=run)
 
 
