@@ -137,7 +137,7 @@ class ConfigWatcher:
         if self._events_tried and self._observer is None and self.use_events:
             self.start_events()  # the directory may have appeared since
         try:
-            st = os.lstat(self.path)  # a symlink is refused, and judged by itself
+            st = self._lstat()
         except FileNotFoundError:
             return self._report(None, None)
         except OSError as exc:  # a permission, ...
@@ -161,6 +161,17 @@ class ConfigWatcher:
         if isinstance(data, Unusable):
             return self._unusable(key, data)
         return self._report(key, data)
+
+    def _lstat(self) -> os.stat_result:
+        """lstat (a symlink is refused, and judged by itself), looking twice before
+        calling the file gone: `rm` + `cp`, and tools that delete before they write,
+        leave a moment with no file, and an asleep published for it would stop a dump
+        the user never meant to stop."""
+        try:
+            return os.lstat(self.path)
+        except FileNotFoundError:
+            time.sleep(EMPTY_RETRY_S)
+            return os.lstat(self.path)
 
     def _unusable(self, key: tuple[int, ...] | None, what: Unusable) -> object | None:
         return self._report(key, what.problem.encode(), what)
