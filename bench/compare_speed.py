@@ -13,7 +13,12 @@ Dumps are generated in a temp dir and removed afterwards:
   of the issue's 1,888-pair, 28 MB dump), pairs per second of the per-pair stage
   (after start-up: the dump tables are open);
 * 1 vs 2 local Dask workers on the big-tensor dump, the cluster already started
-  (its start-up is printed apart)."""
+  (its start-up is printed apart);
+* the local cluster's start-up until its workers are ready, the first in the
+  process (its forkserver starts and imports the metric code once) and the next
+  (what `--engine auto` hides behind in-process work), and `auto` on the
+  big-tensor dump with its threshold (pair_engine.LOCAL_CLUSTER_MIN_S) at 0, so
+  that it starts the cluster: wall time vs in-process, pairs done here meanwhile."""
 
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from msprobe_atb.offline import pair_engine
 from msprobe_atb.offline.pair_engine import pair_metrics
 
 BIG_PAIRS, BIG_ELEMS = 8, 64 << 20  # 8 x 2 x 128 MiB of fp16: a 1 GiB round vs itself
@@ -57,9 +63,10 @@ def _pairs(d: Path, n: int, elems: int, seed: int, golden=np.float16) -> pl.Data
         gp, tp = d / f"g{i}.bin", d / f"t{i}.bin"
         _write_bin(gp, g)
         _write_bin(tp, t)
-        rows.append((i, str(gp), str(tp), "float16", elems))
+        rows.append((i, str(gp), str(tp), "float16", elems, np.dtype(golden).name, elems))
     return pl.DataFrame(rows, schema=["_i", "golden_path", "target_path", "target_dtype",
-                                      "target_count"], orient="row")
+                                      "target_count", "golden_dtype", "golden_count"],
+                        orient="row")
 
 
 def _read_bandwidth(files: list[str]) -> float:
@@ -100,6 +107,38 @@ def _cluster_rate(work: pl.DataFrame, jobs: int) -> tuple[float, float, pl.DataF
     return t1 - t0, t2 - t1, pl.DataFrame(out)
 
 
+def _start_up(jobs: int) -> float:
+    """Seconds until a local cluster's workers are ready (imports included)."""
+    from msprobe_atb.offline.dask_run import ClusterStart
+    t0 = time.perf_counter()
+    start = ClusterStart(jobs)
+    start.ready.wait()
+    t = time.perf_counter() - t0
+    start.result()
+    start.close()
+    return t
+
+
+def _cold_start_up(jobs: int) -> float:
+    """_start_up in a fresh process (its forkserver not yet running)."""
+    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent.parent)!r}); "
+            f"from bench.compare_speed import _start_up; print(_start_up({jobs}))")
+    return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                check=True).stdout)
+
+
+def _auto(work: pl.DataFrame, jobs: int) -> tuple[float, pl.DataFrame, pair_engine.EngineReport]:
+    """(wall s, rows, report) of `--engine auto` forced over its threshold."""
+    saved = pair_engine.LOCAL_CLUSTER_MIN_S
+    pair_engine.LOCAL_CLUSTER_MIN_S = 0.0
+    try:
+        t0 = time.perf_counter()
+        out, report = pair_metrics(work, None, None, jobs, None)
+        return time.perf_counter() - t0, out, report
+    finally:
+        pair_engine.LOCAL_CLUSTER_MIN_S = saved
+
+
 def _rss_child(work: pl.DataFrame) -> float:
     """Peak RSS (MiB) of a fresh process comparing the first pair of `work`: its
     VmHWM (rusage's maxrss would include the parent's pages from before exec)."""
@@ -134,12 +173,24 @@ def run() -> list[str]:
             f"sides {nbytes / cpu_big / 1e9:.2f} GB/s per CPU s = "
             f"{nbytes / cpu_big / read_bw:.2f} x read bandwidth",
         ]
+        # auto first: its cluster is the first of this process, as in a `compare` run
+        t, rows, rep = _auto(big, 2)
+        assert rows.get_column("cosine").to_list() == res.get_column("cosine").to_list()
+        lines.append(f"--engine auto forced onto a local cluster of 2 workers: {t:.2f} s wall "
+                     f"incl. its start-up (x{t_big / t:.2f} vs in-process; {rep.in_process} of "
+                     f"{BIG_PAIRS} pairs done in-process while it started)")
+        est = pair_engine.estimated_seconds(nbytes // 2, nbytes // 2, BIG_PAIRS)
+        lines.append(f"local Dask cluster start-up, 2 workers ready: {_cold_start_up(2):.1f} s "
+                     f"the first in a process, {_start_up(2):.1f} s the next (auto starts it "
+                     f"from {pair_engine.LOCAL_CLUSTER_MIN_S:g} s of estimated in-process work; "
+                     f"this dump: {est:.1f} s, measured {t_big:.1f} s)")
         for jobs in (1, 2):
             start, t, rows = _cluster_rate(big, jobs)
             assert rows.get_column("cosine").to_list() == res.get_column("cosine").to_list()
-            lines.append(f"local Dask cluster, {jobs} worker(s): round {side / t / 1e9:.2f} "
-                         f"GB/s per wall s (x{t_big / t:.2f} vs in-process; start-up "
-                         f"{start:.1f} s; load average {os.getloadavg()[0]:.1f})")
+            lines.append(f"local Dask cluster, {jobs} worker(s), started: round "
+                         f"{side / t / 1e9:.2f} GB/s per wall s (x{t_big / t:.2f} vs "
+                         f"in-process; start-up {start:.1f} s; load average "
+                         f"{os.getloadavg()[0]:.1f})")
         for f in files:
             os.unlink(f)
         huge = _pairs(tmp / "huge", 1, HUGE_ELEMS, 2)

@@ -136,6 +136,9 @@ def cmd_compare(a) -> int:
     from .dumpset import open_dumps
     if a.mode != "atb":
         return _err("compare", f"-m {a.mode}: only mode atb (ATB dumps) is supported")
+    if a.scheduler and a.engine != "auto":
+        return _err("compare", f"--engine {a.engine} with --scheduler: the pairs run on the "
+                               "cluster at --scheduler; drop one of the two")
     try:
         golden, target = open_dumps(a.golden_path), open_dumps(a.target_path)
     except (DumpNotFound, ValueError) as e:
@@ -145,7 +148,8 @@ def cmd_compare(a) -> int:
         res = compare_dumps(golden, target, rtol=a.rtol, atol=a.atol, min_within=a.min_within,
                             min_cosine=a.min_cosine, jobs=a.jobs, progress=bar.update,
                             scheduler=a.scheduler, pair_by_id=a.pair_by_id,
-                            min_matched=a.min_matched, total=lambda n: setattr(bar, "total", n))
+                            min_matched=a.min_matched, engine=a.engine,
+                            total=lambda n: setattr(bar, "total", n))
     except ClusterError as e:
         return _err("compare", str(e))
     finally:
@@ -282,6 +286,13 @@ def register(sub) -> None:
                    help="share of elements within tolerance to pass (0.95)")
     p.add_argument("--min-cosine", type=float, default=0.999, help="cosine to pass (0.999)")
     _jobs(p)
+    from .pair_engine import ENGINES, LOCAL_CLUSTER_MIN_S
+    p.add_argument("--engine", choices=ENGINES, default="auto",
+                   help="where the tensor pairs are compared: a local Dask cluster of -j "
+                        "worker processes, or this process; auto (the default) starts the "
+                        "cluster when the pairs would take over "
+                        f"{LOCAL_CLUSTER_MIN_S:g} s in-process, and works on them here "
+                        "while it starts")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="run the per-pair work on this existing Dask cluster; workers "
                         "announce their dump roots with `dask worker --preload "

@@ -235,10 +235,12 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
                   progress: Callable[[int], None] | None = None,
                   scheduler: str | None = None, pair_by_id: bool = False,
                   min_matched: float = MIN_MATCHED,
-                  total: Callable[[int], None] | None = None) -> CompareResult:
+                  total: Callable[[int], None] | None = None,
+                  engine: str = "auto") -> CompareResult:
     """`progress(n)` after every n tensor pairs compared, `total(n)` once with their
     number; `pair_by_id` pairs tensors at the same op ids across different names;
-    `scheduler` is the Dask scheduler for the pairs (pair_engine.py)."""
+    `engine` (auto, local-cluster, in-process) or `scheduler` (an existing Dask
+    cluster) is where the pairs run (pair_engine.py)."""
     scope_notes = _stats_for_stats_only(golden, target)
     g, t = golden.tensors, target.tensors
     if len(golden.layout.rounds) == 1 and len(target.layout.rounds) == 1:
@@ -299,7 +301,7 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
     work = j.filter(pl.col("mode") == "tensor")
     if total:
         total(work.height)
-    tens, engine = pair_metrics(work, rtol, atol, jobs, progress, scheduler)
+    tens, report = pair_metrics(work, rtol, atol, jobs, progress, scheduler, engine)
     verdicts = [_verdict(m, min_within, min_cosine) for m in tens.iter_rows(named=True)]
     tens = tens.drop("state", "reason").with_columns(
         pl.Series("verdict", [v for v, _ in verdicts], pl.Utf8),
@@ -357,7 +359,7 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
     structure = structure_differences(g, t, pairs, golden.layout.info, target.layout.info)
     scope = check_scope(g, t, pairs, rows, structure, min_matched, pair_by_id)
     scope.notes = scope_notes + scope.notes
-    return CompareResult(rows, pairs, notes, golden.problems + target.problems, engine=engine,
+    return CompareResult(rows, pairs, notes, golden.problems + target.problems, engine=report,
                          scope=scope)
 
 

@@ -108,8 +108,7 @@ def format_summary(res: CompareResult, outputs: list[str] | None = None) -> str:
                                if v or k in ("pass", "fail")),
               f"  checked {sc.checked} of {sc.golden} golden and {sc.target} target tensors "
               "(inputs before and outputs after each op)"]
-    if res.engine.where != "in-process" or res.engine.not_compared:
-        lines.append("  " + res.engine.summary())
+    lines.append("  " + res.engine.summary())
     for note in sc.notes + res.unpaired + res.problems[:10]:
         lines.append(f"  note: {note}")
     lines.append("")
@@ -161,5 +160,5 @@ def summary_json(res: CompareResult, outputs: list[str], notes: list[str]) -> di
         "paired_by_id": sc.paired_by_id, "causes": sc.causes,
         "notes": [*sc.notes, *res.unpaired, *notes], "problems": res.problems,
         "first_divergence": fd, "error_growth": error_growth(res),
-        "engine": res.engine.summary(), "outputs": outputs, "exit_code": res.exit_code(),
+        "engine": res.engine.as_dict(), "outputs": outputs, "exit_code": res.exit_code(),
     }

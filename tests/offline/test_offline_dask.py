@@ -4,6 +4,7 @@ simulated nodes holding different ranks, golden and target)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -62,13 +63,9 @@ def _wait(cond, what: str):
     raise RuntimeError(f"gave up waiting for {what}")
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    base = tmp_path_factory.mktemp("dask")
-    nodes = {"nodeA": 0, "nodeB": 1}
-    for name, dev in nodes.items():
-        rank_dump(base / name / "golden", dev, 100 + dev, np.float32, 1)
-        rank_dump(base / name / "target", dev, 200 + dev, np.float16, 2)
+@contextlib.contextmanager
+def dask_cluster(base: Path, roots: dict[str, list[Path]]):
+    """A `dask scheduler` and one `dask worker` per name, announcing its roots."""
     sched_file = base / "scheduler.json"
     env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
     procs = {"scheduler": subprocess.Popen(
@@ -78,22 +75,33 @@ def cluster(tmp_path_factory):
     try:
         addr = _wait(lambda: sched_file.is_file() and sched_file.stat().st_size and
                      json.loads(sched_file.read_text())["address"], "the scheduler")
-        for name in nodes:
+        for name, dirs in roots.items():
             procs[name] = subprocess.Popen(
                 [str(DASK), "worker", addr, "--name", name, "--nthreads", "1", "--no-nanny",
                  "--no-dashboard", "--host", "127.0.0.1",
                  "--preload", "msprobe_atb.offline.dask_roots",
-                 "--dump-root", str(base / name)],
+                 *[a for d in dirs for a in ("--dump-root", str(d))]],
                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         from distributed import Client
         with Client(addr, timeout=WAIT_S) as c:
-            c.wait_for_workers(2, timeout=WAIT_S)
+            c.wait_for_workers(len(roots), timeout=WAIT_S)
             names = {w["name"]: a for a, w in c.scheduler_info()["workers"].items()}
         yield {"base": base, "addr": addr, "workers": names, "procs": procs}
     finally:
         for p in procs.values():
             p.kill()
             p.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    base = tmp_path_factory.mktemp("dask")
+    nodes = {"nodeA": 0, "nodeB": 1}
+    for name, dev in nodes.items():
+        rank_dump(base / name / "golden", dev, 100 + dev, np.float32, 1)
+        rank_dump(base / name / "target", dev, 200 + dev, np.float16, 2)
+    with dask_cluster(base, {name: [base / name] for name in nodes}) as c:
+        yield c
 
 
 def _dirs(base: Path, side: str, nodes=("nodeA", "nodeB")) -> list[str]:
@@ -146,30 +154,53 @@ def test_pair_no_worker_can_read_travels_to_the_golden_worker(cluster):
     assert "bytes of target chunks travelled" in res.engine.summary()
 
 
+def fifo_in_place_of(dump: Path, k: int) -> tuple[Path, Path]:
+    """The k-th .bin file of `dump` replaced by a FIFO (a worker reading it blocks
+    there until it is killed); the real file is kept beside it. (FIFO, real)."""
+    victim = sorted(dump.rglob("*.bin"))[k]
+    real = victim.with_name(victim.name + ".real")
+    victim.rename(real)
+    os.mkfifo(victim)
+    return victim, real
+
+
+def fifo_opened(fifo: Path) -> int | None:
+    """A writer fd once a reader has the FIFO open (it then blocks in read)."""
+    try:
+        return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:  # ENXIO: nobody has it open for reading yet
+        return None
+
+
+def holds_open(pid: int, path: Path) -> bool:
+    fds = Path(f"/proc/{pid}/fd")
+    try:
+        return any(os.readlink(fds / fd) == str(path) for fd in os.listdir(fds))
+    except OSError:  # an fd closed while we looked
+        return False
+
+
+def compare_in_thread(golden, target, addr: str) -> tuple[threading.Thread, dict]:
+    box: dict = {}
+    th = threading.Thread(target=lambda: box.update(
+        res=compare_dumps(golden, target, scheduler=addr)))
+    th.start()
+    return th, box
+
+
 def test_killed_worker_never_turns_a_pair_into_a_pass(cluster):
-    """Node B's worker dies while reading a tensor (a FIFO holds it there): its
-    pairs are reported not compared; node A's are computed as locally."""
+    """Node B's worker dies while reading a tensor (a FIFO holds it there): no
+    other worker reads node B's disk, so its pairs are reported not compared;
+    node A's are computed as locally."""
     base = cluster["base"]
     local = compare_dumps(open_dumps(_dirs(base, "golden")), open_dumps(_dirs(base, "target")))
     fifo_dump = base / "nodeB" / "target_fifo"
     subprocess.run(["cp", "-r", str(base / "nodeB" / "target"), str(fifo_dump)], check=True)
-    victim = sorted(fifo_dump.rglob("*.bin"))[3]
-    victim.unlink()
-    os.mkfifo(victim)
+    victim, _ = fifo_in_place_of(fifo_dump, 3)
     golden = open_dumps(_dirs(base, "golden"))
     target = open_dumps([str(base / "nodeA" / "target"), str(fifo_dump)])
-    box: dict = {}
-    th = threading.Thread(target=lambda: box.update(
-        res=compare_dumps(golden, target, scheduler=cluster["addr"])))
-    th.start()
-
-    def worker_b_inside_the_fifo():
-        try:
-            return os.open(victim, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError:  # ENXIO: nobody has it open for reading yet
-            return None
-
-    fd = _wait(worker_b_inside_the_fifo, "node B's worker to open the FIFO")
+    th, box = compare_in_thread(golden, target, cluster["addr"])
+    fd = _wait(lambda: fifo_opened(victim), "node B's worker to open the FIFO")
     cluster["procs"]["nodeB"].send_signal(signal.SIGKILL)
     cluster["procs"]["nodeB"].wait()
     os.close(fd)
@@ -187,21 +218,98 @@ def test_killed_worker_never_turns_a_pair_into_a_pass(cluster):
     assert rank0.select("cosine", "max_abs_err").equals(lrank0.select("cosine", "max_abs_err"))
 
 
-def test_default_local_cluster_is_the_in_process_compare(tmp_path, monkeypatch):
-    """Big enough dumps go to a local cluster of one worker process per core
-    (here forced for a small dump): same rows, bit for bit."""
-    from msprobe_atb.offline import pair_engine
-
-    for name, dev in (("nodeA", 0), ("nodeB", 1)):
-        rank_dump(tmp_path / name / "golden", dev, 100 + dev, np.float32, 1)
-        rank_dump(tmp_path / name / "target", dev, 200 + dev, np.float16, 2)
-    golden, target = open_dumps(_dirs(tmp_path, "golden")), open_dumps(_dirs(tmp_path, "target"))
+def test_killed_worker_s_pairs_are_retried_on_another_that_can_read_them(tmp_path):
+    """Both workers read the shared storage holding both dumps. The one blocked
+    on a target tensor (a FIFO) is killed; Dask retries its batch on the other
+    worker, which reads the real file: every pair compared, as in the local run."""
+    shared = tmp_path / "shared"
+    rank_dump(shared / "golden", 0, 100, np.float32, 1)
+    rank_dump(shared / "target", 0, 200, np.float16, 2)
+    golden, target = open_dumps([str(shared / "golden")]), open_dumps([str(shared / "target")])
     local = compare_dumps(golden, target)
-    monkeypatch.setattr(pair_engine, "LOCAL_CLUSTER_MIN_BYTES", 0)
-    res = compare_dumps(golden, target, jobs=2)
-    assert res.engine.where == "local Dask cluster of 2 worker processes"
-    assert len(set(res.engine.placement.values())) == 2
+    victim, real = fifo_in_place_of(shared / "target", 5)
+    with dask_cluster(tmp_path, {"w1": [shared], "w2": [shared]}) as c:
+        th, box = compare_in_thread(golden, target, c["addr"])
+        fd = _wait(lambda: fifo_opened(victim), "a worker to open the FIFO")
+        stuck = _wait(lambda: next((n for n in ("w1", "w2")
+                                    if holds_open(c["procs"][n].pid, victim)), None),
+                      "the worker reading the FIFO")
+        real.replace(victim)  # the retry opens the real file
+        c["procs"][stuck].send_signal(signal.SIGKILL)
+        c["procs"][stuck].wait()
+        os.close(fd)
+        th.join(timeout=300)
+    res = box["res"]
+    assert res.engine.not_compared == 0
     assert res.rows.equals(local.rows)
+    assert set(res.rows.get_column("verdict")) >= {"pass", "fail"}
+    other = c["workers"]["w2" if stuck == "w1" else "w1"]
+    retried = [w for (_, t), w in res.engine.placement.items() if t == str(victim)]
+    assert retried == [other]
+
+
+def test_local_cluster_is_the_in_process_compare(tmp_path):
+    """--engine local-cluster: a local cluster of one worker process per core
+    computes every pair; same rows, bit for bit."""
+    golden, target = _two_rank_dumps(tmp_path)
+    local = compare_dumps(golden, target, engine="in-process")
+    assert local.engine.where == "in-process" and local.engine.in_process > 0
+    res = compare_dumps(golden, target, jobs=2, engine="local-cluster")
+    assert res.engine.where == "local Dask cluster of 2 worker processes"
+    assert len(set(res.engine.placement.values())) == 2 and res.engine.in_process == 0
+    assert len(res.engine.placement) == local.engine.in_process
+    assert res.rows.equals(local.rows)
+
+
+def test_auto_works_in_process_while_the_cluster_starts(tmp_path, monkeypatch):
+    """auto, over the threshold (here lowered to 0): the first pair runs here,
+    the cluster starts meanwhile (the progress callback waits for it), the rest
+    run on its workers; the rows are the in-process ones, the summary says so."""
+    from msprobe_atb.offline import dask_run, pair_engine
+
+    golden, target = _two_rank_dumps(tmp_path)
+    local = compare_dumps(golden, target, jobs=2)
+    assert local.engine.where == "in-process"
+    assert "under the 5 s from which a local Dask cluster is started" in local.engine.why
+    starts: list = []
+
+    class Seen(dask_run.ClusterStart):
+        def __init__(self, jobs: int) -> None:
+            super().__init__(jobs)
+            starts.append(self)
+
+    monkeypatch.setattr(dask_run, "ClusterStart", Seen)
+    monkeypatch.setattr(pair_engine, "LOCAL_CLUSTER_MIN_S", 0.0)
+    res = compare_dumps(golden, target, jobs=2, progress=lambda n: starts[0].ready.wait())
+    assert res.rows.equals(local.rows)
+    e = res.engine
+    assert e.where == "local Dask cluster of 2 worker processes" and e.workers == 2
+    assert e.in_process <= 1 and e.in_process + len(e.placement) == local.engine.in_process
+    assert "over the 0 s from which a local Dask cluster is started" in e.summary()
+    assert e.as_dict()["pairs_on_cluster"] == len(e.placement)
+
+
+def test_cli_says_which_engine_ran(tmp_path, capsys):
+    rank_dump(tmp_path / "g", 0, 100, np.float32, 1, big=False)
+    rank_dump(tmp_path / "t", 0, 200, np.float16, 2, big=False)
+    args = ["compare", "-gp", str(tmp_path / "g"), "-tp", str(tmp_path / "t"),
+            "-o", str(tmp_path / "r.csv")]
+    rc, out = run_cli(*args, "-j", "2")
+    assert rc == 1 and "per-pair work: in-process [about 0" in out
+    assert "under the 5 s from which a local Dask cluster is started]" in out
+    rc, out = run_cli(*args, "--engine", "in-process", "--json")
+    engine = json.loads(out)["engine"]
+    assert rc == 1 and engine["where"] == "in-process" and engine["why"] == "--engine in-process"
+    assert engine["pairs_in_process"] == N_TENSORS - 1 and engine["pairs_on_cluster"] == 0
+    rc, _ = run_cli(*args, "--engine", "local-cluster", "--scheduler", "tcp://127.0.0.1:9")
+    assert rc == 2 and "drop one of the two" in capsys.readouterr().err
+
+
+def _two_rank_dumps(base: Path):
+    for name, dev in (("nodeA", 0), ("nodeB", 1)):
+        rank_dump(base / name / "golden", dev, 100 + dev, np.float32, 1)
+        rank_dump(base / name / "target", dev, 200 + dev, np.float16, 2)
+    return open_dumps(_dirs(base, "golden")), open_dumps(_dirs(base, "target"))
 
 
 def test_unreachable_scheduler_is_a_clear_error(tmp_path, monkeypatch, capsys):
