@@ -16,6 +16,8 @@ NATIVE_TEST_TARGETS :=
 # Standing fuzzers: each fragment adds its target; each prints, per target it runs,
 # "fuzz NAME: N inputs tried, K findings" and fails on a finding.
 FUZZ_TARGETS :=
+# Artifacts only `make bench` needs (reference probes).
+BENCH_TARGETS :=
 
 .PHONY: all native deps pyext test native-test pytest lint demo bench clean fuzz fuzz-config
 all: native pyext
@@ -74,7 +76,7 @@ fuzz:
 demo: all deps
 	bash scripts/demo.sh
 
-bench: all deps
+bench: all deps $(BENCH_TARGETS)
 	$(VPY) -m bench
 
 clean:

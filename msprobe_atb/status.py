@@ -118,6 +118,7 @@ def collect(dump_root: Path) -> dict[str, Any]:
                 "drops": s.drops, "errors": s.errors, "records": s.records,
                 "overflow_events": s.overflow_events,
                 "linked": s.linked, "link_refused": s.link_refused,
+                "host_s": round(s.host_ns / 1e9, 3),
                 "last_activity_s_ago": round((now_ns - s.last_activity_ns) / 1e9, 1)
                 if s.last_activity_ns else None,
                 "config_generation": s.config_generation,
@@ -191,6 +192,9 @@ def render(st: dict[str, Any]) -> str:
             f", queue {p['queue_depth']} ({_size(p['queue_bytes'])}), drops {p['drops']}, "
             f"errors {p['errors']}, last tensor written "
             f"{'never' if ago is None else f'{ago:g} s ago'}")
+        if p["host_s"]:
+            lines.append(f"    the host's threads spent {p['host_s']:g} s in the probe (copying "
+                         "selected tensors, waiting for queue room, the exit drain)")
         if p["linked"]:
             lines.append(f"    {p['linked']} of the written tensors share storage with an "
                          "identical earlier one (hard links; statistic_extra.csv: linked)")

@@ -6,7 +6,7 @@
 # preloaded into every process of the user's shell.
 
 PROBE_CORE_SRC := $(sort $(wildcard native/core/*.c))
-PROBE_CORE_HDR := $(wildcard native/core/*.h) native/include/msprobe_atb/control.h
+PROBE_CORE_HDR := $(wildcard native/core/*.h) $(wildcard native/include/msprobe_atb/*.h)
 PROBE_B := $(BUILD)/probe
 PROBE_LIBS := $(BUILD)/lib/libatb_probe_abi0.so $(BUILD)/lib/libatb_probe_abi1.so
 PROBE_HOSTS := $(PROBE_B)/bin/probe_host_abi0 $(PROBE_B)/bin/probe_host_abi1

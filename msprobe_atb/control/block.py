@@ -60,6 +60,7 @@ class ProcSlot:
     overflow_events: int
     linked: int
     link_refused: int
+    host_ns: int
     last_activity_ns: int
     config_generation: int
     rec_state: int = 0

@@ -16,7 +16,7 @@
 #   ATBSIM_LDLIBS         -latb_speed -latb -lascendcl -lpthread
 # Phony target: atbsim-runtime (both ABIs, libs + set_env.sh).
 # Test artifacts (NATIVE_TEST_TARGETS): build/test/librecording_probe_abiN.so,
-# build/test/protocol_host_abiN.
+# build/test/protocol_host_abiN. Bench artifact (BENCH_TARGETS): build/test/libhandover_probe_abiN.so.
 
 ATBSIM_DIR := native/atbsim
 ATBSIM_INC := -I$(CURDIR)/$(ATBSIM_DIR)/runtime -I$(CURDIR)/$(ATBSIM_DIR)/acl/include
@@ -75,6 +75,10 @@ $(BUILD)/test/librecording_probe_abi$(1).so: $(ATBSIM_DIR)/testing/recording_pro
 	@mkdir -p $$(@D)
 	$(CXX) $$(ATBSIM_CXXFLAGS_abi$(1)) -shared -Wl,-z,relro,-z,now -o $$@ $$< -ldl -lpthread
 
+$(BUILD)/test/libhandover_probe_abi$(1).so: $(ATBSIM_DIR)/testing/handover_probe.cpp $(ATBSIM_HEADERS)
+	@mkdir -p $$(@D)
+	$(CXX) $$(ATBSIM_CXXFLAGS_abi$(1)) -shared -Wl,-z,relro,-z,now -o $$@ $$<
+
 $(BUILD)/test/protocol_host_abi$(1): $(ATBSIM_DIR)/testing/protocol_host.cpp $(ATBSIM_HEADERS) $$(ATBSIM_LIBS_abi$(1))
 	@mkdir -p $$(@D)
 	$(CXX) $$(ATBSIM_CXXFLAGS_abi$(1)) -o $$@ $$< -L$$(ATBSIM_HOME_abi$(1))/lib \
@@ -83,6 +87,7 @@ $(BUILD)/test/protocol_host_abi$(1): $(ATBSIM_DIR)/testing/protocol_host.cpp $(A
 ATBSIM_RUNTIME_TARGETS += $$(ATBSIM_LIBS_abi$(1)) $$(ATBSIM_HOME_abi$(1))/set_env.sh
 ATBSIM_RUNTIME_TEST_TARGETS += $(BUILD)/test/librecording_probe_abi$(1).so \
     $(BUILD)/test/protocol_host_abi$(1)
+BENCH_TARGETS += $(BUILD)/test/libhandover_probe_abi$(1).so
 endef
 
 ATBSIM_RUNTIME_TARGETS :=

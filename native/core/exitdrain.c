@@ -45,6 +45,7 @@ void msp_exit_drain(void)
     if (__atomic_load_n(&g_msp.attach_state, __ATOMIC_ACQUIRE) != MSP_ATTACH_DONE ||
         !g_msp.active || g_msp.pid != (uint64_t)getpid())
         return;
+    uint64_t t0 = msp_mono_ns();
     msp_rec_exit(); /* flush_on_exit puts the ring in the queue before the drain */
     __atomic_store_n(&g_msp.closing, 1, __ATOMIC_RELEASE);
     msp_monitor_kick();
@@ -73,6 +74,7 @@ void msp_exit_drain(void)
                 "(MSPROBE_ATB_EXIT_DRAIN_S); they are recorded as lost",
                 (unsigned long long)lost, (unsigned long long)g_drain_s);
     }
+    MSP_COUNT(host_ns, msp_mono_ns() - t0);
     msp_monitor_flush_counters();
     exit_record(drained && !lost, lost);
     if (g_msp.slot >= 0)

@@ -384,14 +384,9 @@ static struct msp_snap *save_snapshot(void)
     return msp_snap_get();
 }
 
-void msp_hook_save_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const void *host,
-                          uint64_t size, msp_sv path)
+static void save_selected(struct msp_snap *s, msp_sv format, msp_sv dtype, msp_sv dims,
+                          const void *host, uint64_t size, msp_sv path)
 {
-    struct msp_snap *s = save_snapshot();
-    /* ATB also offers an op's outputs before it ran and its inputs after;
-     * by default they are not selected, so nothing is copied or counted */
-    if (!s || (!s->cfg.save_all_stages && !msp_default_stage(path.p, path.n)))
-        return;
     int route = s->cfg.rec_armed ? msp_rec_route(s, path.p, path.n) : 0;
     if (route == MSP_ROUTE_DROP)
         return;
@@ -427,6 +422,19 @@ void msp_hook_save_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const void *
         msp_stats_compute(dtype_of(dtype), host, size, &st, note, sizeof note) == 0)
         stats = &st;
     enqueue(s, route, MSP_ITEM_TENSOR, seq, format, dtype, dims, host, size, 0, path, &d, stats);
+}
+
+void msp_hook_save_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const void *host,
+                          uint64_t size, msp_sv path)
+{
+    struct msp_snap *s = save_snapshot();
+    /* ATB also offers an op's outputs before it ran and its inputs after;
+     * by default they are not selected, so nothing is copied or counted */
+    if (!s || (!s->cfg.save_all_stages && !msp_default_stage(path.p, path.n)))
+        return;
+    uint64_t t0 = msp_mono_ns(); /* the host's time in our hands, for `status` and the bench */
+    save_selected(s, format, dtype, dims, host, size, path);
+    MSP_COUNT(host_ns, msp_mono_ns() - t0);
 }
 
 void msp_hook_save_param(msp_sv param, msp_sv path)

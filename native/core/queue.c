@@ -31,6 +31,7 @@ void msp_queue_init(struct msp_queue *q, int nlists)
     pthread_mutex_init(&q->mu, NULL);
     cond_init_mono(&q->space);
     cond_init_mono(&q->idle);
+    pthread_cond_init(&q->warmed, NULL);
     q->nlists = clamp_lists(nlists);
     for (int i = 0; i < MSP_MAX_WRITERS; i++)
         pthread_cond_init(&q->work[i], NULL);
@@ -57,16 +58,28 @@ static struct region *region_at(struct msp_queue *q, uint64_t off)
 }
 
 /* Under mu: a region of len bytes at the ring's head, or NULL if the
- * free space (tail to head) is too small. A region may run past the end:
- * the mirror mapping continues it there. */
+ * free space (tail to head) is too small. A region never runs past the
+ * end: the bytes left there become a free pad region, which the tail
+ * steps over like any released one, and the region starts at offset 0. */
 static struct region *ring_alloc(struct msp_queue *q, uint64_t len)
 {
-    if (q->rhead + len - q->rtail > q->ring_size)
+    uint64_t at = q->rhead % q->ring_size;
+    uint64_t pad = at + len > q->ring_size ? q->ring_size - at : 0;
+    if (q->rhead + pad + len - q->rtail > q->ring_size)
         return NULL;
+    if (pad) {
+        struct region *p = region_at(q, q->rhead);
+        p->len = pad;
+        p->busy = 0;
+        q->rhead += pad;
+    }
     struct region *r = region_at(q, q->rhead);
     r->len = len;
     r->busy = 1;
     q->rhead += len;
+    uint64_t end = q->rhead >= q->ring_size ? q->ring_size : q->rhead;
+    if (end > q->reached)
+        q->reached = end;
     return r;
 }
 
@@ -85,26 +98,29 @@ static void ring_free(struct msp_queue *q, struct region *r)
         q->rtail = q->rhead = 0;
 }
 
-/* Maps `size` bytes of shared anonymous memory twice, back to back (the
- * second view by mremap with old size 0): a region that runs past the end
- * continues in the second view, so the ring needs no padding and, released
- * in order, uses every byte of the budget. No file backs it, so no file
- * size limit (SIGXFSZ) applies. NULL on failure. */
-static unsigned char *map_mirrored(uint64_t size)
+#define HUGE_PAGE (UINT64_C(2) << 20)
+
+/* Maps the ring: private anonymous memory, aligned to and advised for
+ * transparent huge pages, so its first lap costs one fault per 2 MiB
+ * instead of one per 4 KiB (the dump's largest cost once was these faults);
+ * where THP is off it is plain 4 KiB pages. NULL on failure. */
+static unsigned char *map_ring(uint64_t size)
 {
-    void *p = mmap(NULL, 2 * size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    uint64_t span = size + HUGE_PAGE;
+    unsigned char *p = mmap(NULL, span, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
-    void *second = (char *)p + size;
-    if (mmap(p, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
-            MAP_FAILED ||
-        mremap(p, 0, size, MREMAP_MAYMOVE | MREMAP_FIXED, second) != second) {
-        munmap(p, 2 * size);
-        return NULL;
-    }
+    unsigned char *start =
+        (unsigned char *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    if (start > p)
+        munmap(p, (size_t)(start - p));
+    if (start + size < p + span)
+        munmap(start + size, (size_t)(p + span - (start + size)));
+    madvise(start, size, MADV_HUGEPAGE);
     /* a forked child starts its own queue: it must not inherit the ring */
-    madvise(p, 2 * size, MADV_DONTFORK);
-    return p;
+    madvise(start, size, MADV_DONTFORK);
+    return start;
 }
 
 /* A mapping to unmap once the queue's lock is released. */
@@ -121,14 +137,17 @@ static struct mapping ring_resize(struct msp_queue *q, uint64_t size)
     struct mapping old = {NULL, 0};
     if (q->ring && q->ring_size == size)
         return old;
+    while (q->warming) /* writer 0 is faulting a chunk of this mapping in */
+        pthread_cond_wait(&q->warmed, &q->mu);
+    q->warm = q->reached = 0;
     old.p = q->ring;
-    old.n = 2 * q->ring_size;
+    old.n = q->ring_size;
     q->ring = NULL;
     q->ring_size = 0;
     q->rhead = q->rtail = 0;
     if (size == 0)
         return old;
-    q->ring = map_mirrored(size); /* on failure payloads fall back to malloc */
+    q->ring = map_ring(size); /* on failure payloads fall back to malloc */
     if (q->ring) {
         q->ring_size = size;
         q->maps++;
@@ -154,6 +173,13 @@ static void *put_back(struct msp_queue *q, struct msp_item *it)
     return NULL;
 }
 
+/* The ring's size for a budget: mmap maps whole pages. */
+static uint64_t ring_size_for(uint64_t budget)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    return budget / page * page;
+}
+
 int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint64_t budget,
                       int block, struct msp_item **out)
 {
@@ -161,8 +187,7 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
     if (payload > MAX_ITEM || meta > MAX_ITEM)
         return MSP_PUSH_NOMEM;
     uint64_t len = (payload + REGION_HDR + REGION_ALIGN - 1) & ~(uint64_t)(REGION_ALIGN - 1);
-    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    uint64_t ring_want = budget / page * page; /* the mirror maps whole pages */
+    uint64_t ring_want = ring_size_for(budget);
     struct msp_item *it = malloc(meta); /* small: glibc reuses its chunks */
     if (!it)
         return MSP_PUSH_NOMEM;
@@ -245,11 +270,54 @@ int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it)
     return MSP_PUSH_OK;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels say EINVAL */
+#endif
+/* How far past the furthest offset the head reached the ring is warmed:
+ * a burst of this size after a quiet spell copies into warm memory. */
+#define WARM_AHEAD (UINT64_C(256) << 20)
+
+/* Under mu, by an idle writer 0: maps the ring for the expected dump, or
+ * faults in its next chunk with mu released meanwhile. 1 if it did work
+ * (the caller looks at its list again), 0 if there is nothing to warm. */
+static int warm_step(struct msp_queue *q)
+{
+    if (!q->warm_budget || q->warm_off || q->closed)
+        return 0;
+    if (!q->ring) {
+        uint64_t size = ring_size_for(q->warm_budget);
+        if (q->bytes != 0 || size == 0)
+            return 0;
+        ring_resize(q, size); /* nothing to unmap: there was no ring */
+        return q->ring != NULL;
+    }
+    if (q->warm < q->reached) /* the head has been there: it faulted it in */
+        q->warm = q->reached & ~(HUGE_PAGE - 1);
+    uint64_t target = q->reached + WARM_AHEAD < q->ring_size ? q->reached + WARM_AHEAD
+                                                              : q->ring_size;
+    if (q->warm >= target)
+        return 0;
+    uint64_t from = q->warm, n = target - from < HUGE_PAGE ? target - from : HUGE_PAGE;
+    unsigned char *ring = q->ring;
+    q->warming = 1;
+    pthread_mutex_unlock(&q->mu);
+    int rc = madvise(ring + from, n, MADV_POPULATE_WRITE);
+    pthread_mutex_lock(&q->mu);
+    q->warming = 0;
+    pthread_cond_broadcast(&q->warmed);
+    if (rc != 0)
+        q->warm_off = 1; /* the hooks fault it in as they go, as without warming */
+    else if (q->warm == from)
+        q->warm = from + n;
+    return 1;
+}
+
 struct msp_item *msp_queue_pop(struct msp_queue *q, int w)
 {
     pthread_mutex_lock(&q->mu);
     while (!q->head[w] && !q->closed)
-        pthread_cond_wait(&q->work[w], &q->mu);
+        if (w != 0 || !warm_step(q))
+            pthread_cond_wait(&q->work[w], &q->mu);
     struct msp_item *it = q->head[w];
     if (it) {
         q->head[w] = it->next;
@@ -322,11 +390,19 @@ void msp_queue_stats(struct msp_queue *q, uint64_t *depth, uint64_t *bytes)
     pthread_mutex_unlock(&q->mu);
 }
 
+void msp_queue_expect(struct msp_queue *q, uint64_t budget)
+{
+    pthread_mutex_lock(&q->mu);
+    q->warm_budget = budget;
+    pthread_cond_signal(&q->work[0]);
+    pthread_mutex_unlock(&q->mu);
+}
+
 void msp_queue_trim_idle(struct msp_queue *q)
 {
     struct mapping old = {NULL, 0};
     pthread_mutex_lock(&q->mu);
-    if (!q->used && q->bytes == 0)
+    if (!q->used && q->bytes == 0 && !q->warm_budget)
         old = ring_resize(q, 0);
     q->used = 0;
     pthread_mutex_unlock(&q->mu);

@@ -44,17 +44,30 @@ struct msp_queue {
     uint64_t depth, inflight;
     uint64_t bytes;         /* cost of the items reserved, queued or in flight */
     /* The payload ring: `ring_size` bytes (the budget rounded down to
-     * pages) of shared anonymous memory, mapped lazily and twice in a row
-     * (the same pages) so a region can run past the end; regions are
-     * allocated at `rhead` and released at `rtail` (running offsets). Each
-     * region is charged to the budget with its item, so live regions never
-     * exceed the budget; the ring's memory is at most the budget too (only
-     * the part the head has reached is ever touched, and an empty ring
-     * starts again at 0). It is unmapped before an item larger than the
-     * budget is admitted alone, and after msp_queue_trim_idle. */
+     * pages) of private anonymous memory on huge pages where the kernel
+     * allows, mapped lazily; regions are allocated at `rhead` and released
+     * at `rtail` (running offsets), and one that would run past the end
+     * starts at 0 instead (the end's bytes are a free pad). Each region is
+     * charged to the budget with its item, so live regions never exceed the
+     * budget; the ring's memory is at most the budget too (only the part the
+     * head has reached is ever touched, and an empty ring starts again at
+     * 0). It is unmapped before an item larger than the budget is admitted
+     * alone, and after msp_queue_trim_idle. */
     unsigned char *ring;
     uint64_t ring_size, rhead, rtail;
     uint64_t maps, heap_items; /* ring mappings / payloads malloc'd (tests, bench) */
+    /* Warming: while a dump that writes payloads is on (warm_budget, set by
+     * msp_queue_expect), writer 0 maps the ring when it is idle and faults
+     * it in (MADV_POPULATE_WRITE) up to WARM_AHEAD bytes past the furthest
+     * offset the head has reached, so the hooks copy into memory that is
+     * already there: the kernel's zeroing of fresh pages runs on the
+     * writer's core, not the host's. */
+    uint64_t warm_budget;   /* 0: no dump in progress, nothing to warm */
+    uint64_t warm;          /* ring bytes from offset 0 already faulted in */
+    uint64_t reached;       /* furthest ring offset the head has reached */
+    int warming;            /* writer 0 is faulting a chunk in, outside mu */
+    int warm_off;           /* the kernel cannot populate (no MADV_POPULATE_WRITE) */
+    pthread_cond_t warmed;  /* warming went back to 0 */
     int used;               /* a reservation since the last msp_queue_trim_idle */
     int closed;
 };
@@ -98,9 +111,13 @@ int msp_queue_wait_idle(struct msp_queue *q, uint64_t deadline_mono_ns);
  * working on. */
 struct msp_item *msp_queue_close(struct msp_queue *q, uint64_t *inflight);
 void msp_queue_stats(struct msp_queue *q, uint64_t *depth, uint64_t *bytes);
-/* Unmaps the ring if it is empty and nothing was reserved since the
- * previous call (the monitor calls it every 2 s): a process that stopped
- * dumping gives the memory back. */
+/* The budget of the dump now in progress whose payloads go through the
+ * ring (0: none; the snapshot calls it at each config change). While it
+ * is set an idle writer 0 keeps the ring mapped and warm (see warm_budget). */
+void msp_queue_expect(struct msp_queue *q, uint64_t budget);
+/* Unmaps the ring if it is empty, nothing was reserved since the previous
+ * call (the monitor calls it every 2 s) and no dump is expected: a process
+ * that stopped dumping gives the memory back. */
 void msp_queue_trim_idle(struct msp_queue *q);
 
 #endif

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "msprobe_atb/content_hash.h"
+
 #include "binfile.h"
 #include "dedup.h"
 #include "fsutil.h"
@@ -66,6 +68,11 @@ void msp_tensor_record(const struct msp_tensor_desc *d, const char *file, const 
     jb_ku64(&b, "size", d->size);
     jb_kcstr(&b, "task", task_name(d->task));
     jb_kcstr(&b, "file", file);
+    if (d->hashed) {
+        char hex[17];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)d->hash);
+        jb_kcstr(&b, "hash", hex);
+    }
     if (alias)
         jb_kcstr(&b, "alias", alias);
     jb_key(&b, "stats");
@@ -101,6 +108,8 @@ static void desc_of(const struct msp_item *it, struct msp_tensor_desc *d)
     d->dtypen = strlen(it->dtype_s);
     d->size = it->size;
     d->task = it->task;
+    d->hashed = 0;
+    d->hash = 0;
 }
 
 static void param_record(uint64_t seq, const char *path, size_t pathn, const char *file,
@@ -370,6 +379,9 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
         msp_tensor_lost(&d, "cannot write the .bin: header too long");
         return;
     }
+    /* the manifest's content hash; dedup's key starts from it */
+    d.hashed = !it->stats_in_data;
+    d.hash = d.hashed ? msp_content_hash(it->data, it->size) : 0;
     /* dedup only where msProbe applies filter_level: child ops are saved
      * (save_child) and the task writes data */
     int dedup = it->save_child && it->filter_level >= 1;
@@ -379,7 +391,7 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
     }
     uint64_t hash = 0;
     if (dedup) {
-        hash = msp_fnv1a(msp_fnv1a(MSP_FNV_SEED, header, (size_t)hlen), it->data, it->size);
+        hash = msp_fnv1a(d.hash, header, (size_t)hlen);
         struct cmp_ctx c = {header, (size_t)hlen, it->data, it->size};
         const char *real = msp_dedup_find(w->dedup, it->path, hash, same_bytes, &c);
         if (real && write_link(&d, it, real, dfd, name, stats, note))

@@ -15,6 +15,8 @@ struct msp_tensor_desc {
     size_t pathn, dimsn, formatn, dtypen;
     uint64_t size;
     uint32_t task;
+    int hashed;    /* the payload was hashed: `hash` goes in the record */
+    uint64_t hash; /* msp_content_hash of the payload */
 };
 
 /* Starts n writer threads on g_msp.q (at the process's first wake).

@@ -15,7 +15,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import polars as pl
 import pytest
+import xxhash
 from e2e_helpers import require_artifacts
 from testkit import atb_home, atbsim_bin
 
@@ -103,6 +105,13 @@ def test_default_dump_reads_with_a_strict_reader_and_shares_storage(tmp_path, se
     blocks = sum(st.st_blocks * 512 for st in {(s.st_dev, s.st_ino): s for s in
                                                 (p.stat() for p in bins)}.values())
     assert blocks < 0.6 * sizes, (blocks, sizes)
+    # the manifest's content hash: XXH64 of each payload, as the reference xxhash computes it
+    manifest = pl.read_parquet(str(data.parent / "manifest" / "**" / "*.parquet"),
+                               hive_partitioning=True)
+    assert manifest.height == len(table)
+    assert set(manifest.get_column("status")) == {"written", "linked"}
+    for path, digest in manifest.select("path", "hash").iter_rows():
+        assert digest == f"{xxhash.xxh64_intdigest(strict_read(str(data.parent / path))):016x}"
 
 
 def test_all_stages_on_request_told_apart_by_stage(tmp_path, service_env):

@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #define MSP_CTL_MAGIC 0x4c54434250534d31
-#define MSP_CTL_VERSION 4
+#define MSP_CTL_VERSION 5
 
 #define MSP_MAX_RANGES 32
 #define MSP_MAX_IDS 128
@@ -184,6 +184,9 @@ struct msp_proc {
                                   tensor (filter_level >= 1), no bytes of their own */
     uint64_t link_refused;     /* of tensors_written: data= stubs because the file system
                                   refused the hard link */
+    uint64_t host_ns;          /* time the host's threads spent in the probe's hands for
+                                  selected tensors (checks, copy, waiting for queue room)
+                                  and at exit waiting for the drain, CLOCK_MONOTONIC ns */
     uint64_t last_activity_ns; /* CLOCK_REALTIME of the last write or record */
     uint64_t config_generation;/* last config generation this process applied */
     uint64_t rec_state;        /* MSP_REC_* */
