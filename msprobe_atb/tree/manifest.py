@@ -35,6 +35,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import math
 import os
 import socket
 from dataclasses import dataclass, field
@@ -115,22 +116,12 @@ def _float(v: Any) -> float | None:
             return float(v)  # "nan", "inf", "-inf"
         except ValueError:
             return None
-    return None  # complex64 pairs: see the CSV
-
-
-def _utf8(s: str) -> str:
-    """Parquet strings are UTF-8: a name that was not (it arrives as surrogate
-    escapes, see builder.py) keeps its bytes visible as \\xNN."""
-    if s.isascii():
-        return s
-    try:
-        s.encode("utf-8")
-        return s
-    except UnicodeEncodeError:
-        try:
-            return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-        except UnicodeEncodeError:  # a lone surrogate that is no escape
-            return s.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(v, (list, tuple)) and len(v) == 2:
+        # complex64's [re, im] (statistic.csv keeps the pair): its modulus |z|, as
+        # the offline tools' statistics of a complex tensor read from its .bin
+        re, im = _float(v[0]), _float(v[1])
+        return None if re is None or im is None else math.hypot(re, im)
+    return None
 
 
 def _count(v: Any) -> int | None:
@@ -176,10 +167,18 @@ def partition_of(dev_pid: str) -> Partition | None:
 
 def _utf8(value):
     """Parquet strings are UTF-8: a name that is not (surrogate escapes from the
-    record log, see native/core/jsonw.h) is stored with \\xNN for its odd bytes."""
+    record log, see native/core/jsonw.h) is stored with \\xNN for its odd bytes.
+    Other cells pass unchanged."""
     if not isinstance(value, str) or value.isascii():
         return value
-    return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        try:
+            return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a lone surrogate that is no escape
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @dataclass
@@ -195,6 +194,7 @@ class _Partition:
     parts: list[_Part] = field(default_factory=list)
     next_n: int = 0
     ready: list[tuple] = field(default_factory=list)
+    replaced: bool = False  # what an earlier writer left of it is removed
 
 
 class ManifestWriter:
@@ -234,12 +234,14 @@ class ManifestWriter:
             dest.append(row[:_ROUND_SEQ] + (base + i,) + row[_ROUND_SEQ + 1:])
 
     def _start(self) -> None:
-        """This writer derives the whole manifest of its host from the record logs,
-        as the CSVs are: what an earlier daemon or rebuild left is replaced."""
+        """This writer derives its host's manifest from the record logs, as the
+        CSVs are, one process partition at a time: a partition is replaced when
+        this writer first writes to it (_replace), so a restarted daemon's
+        manifest keeps the earlier daemon's rows of a process until it has read
+        that process's log again, and keeps for good the partitions it has no
+        log for (like the CSVs of those rounds: an `index`ed dump in the same
+        root, a process whose record log was removed)."""
         self._started = True
-        import shutil
-
-        shutil.rmtree(self.dump_root.joinpath(*self._host_dir()), ignore_errors=True)
         meta = {"version": VERSION, "made_by": self.made_by, "host": self.host,
                 "partitions": ["host", "device", "pid"], "types": PARTITION_TYPES}
         fsio.write_files(self.dump_root, [((DIR, META), json.dumps(meta, indent=1).encode())])
@@ -272,8 +274,16 @@ class ManifestWriter:
         return pl.DataFrame([tuple(_utf8(v) for v in r) for r in rows], schema=polars_schema(),
                             orient="row")
 
+    def _replace(self, part: Partition, state: _Partition) -> None:
+        if not state.replaced:
+            import shutil
+
+            shutil.rmtree(self.dump_root.joinpath(*self._pdir(part)), ignore_errors=True)
+            state.replaced = True
+
     def _write_part(self, part: Partition, state: _Partition, rows, level: int,
                     first: int | None = None) -> _Part:
+        self._replace(part, state)
         df = rows if not isinstance(rows, list) else self._frame(rows)
         buf = io.BytesIO()
         df.write_parquet(buf, compression="zstd", statistics=True)

@@ -3,6 +3,7 @@ columns and partitions, DuckDB and polars reading it, and a bounded file count."
 
 from __future__ import annotations
 
+import math
 import shutil
 
 import duckdb
@@ -63,6 +64,10 @@ def test_live_manifest_equals_rebuild_row_for_row(out_dir, shims, two_nodes_env)
     assert first["max"] == 1.0 and first["min"] == float("-inf") and first["nan"] == 1
     assert first["path"] == f"data/0_{a.pid}/0/2_Layer/before/intensor0.bin"
     assert first["status"] == "written" and first["bytes"] == 8
+    # complex64: the modulus of statistic.csv's (re,im) pairs
+    z = r0.row(2, named=True)
+    assert z["dtype"] == "complex64" and z["norm"] == 2.5
+    assert (z["max"], z["min"], z["mean"]) == (math.hypot(1, 2), 0.5, math.hypot(0.5, 1))
     # writer threads finished seq 7 before seq 6: the round is still in sequence order
     r1 = ra.filter(pl.col("round") == 1)
     assert r1.get_column("seq").to_list() == [6, 7]
@@ -87,6 +92,31 @@ def test_live_manifest_equals_rebuild_row_for_row(out_dir, shims, two_nodes_env)
     lazy = pl.scan_parquet(glob, hive_partitioning=True)
     per_dev = (lazy.group_by("device").agg(pl.len().alias("n")).sort("device").collect())
     assert per_dev.rows() == [(0, 6), (1, 1)]
+
+
+def test_restarted_daemon_rederives_its_rows_and_keeps_the_rest(out_dir, shims,
+                                                                 two_nodes_env):
+    """A daemon restarted mid-run reads every record log again: its manifest is a
+    rebuild's, row for row, holding all the first daemon wrote. A process whose
+    record log is gone keeps the rows the manifest has of it (as its CSVs stay)."""
+    a = shims(out_dir, dev=0)
+    b = shims(out_dir, dev=1)
+    dump_root = out_dir / "atb_dump_data"
+    steps = scenario_steps(a, b)
+    live_build(dump_root, a, steps[:2])
+    first = manifest_rows(dump_root)
+    live_build(dump_root, a, steps[2:])  # the restarted daemon
+    second = manifest_rows(dump_root)
+    assert 0 < first.height <= second.height
+    assert first.join(second, on=first.columns, how="anti", nulls_equal=True).height == 0
+    shutil.rmtree(dump_root / "manifest")
+    rebuild(dump_root, a.block)
+    assert manifest_rows(dump_root).equals(second)
+
+    b.log.unlink()
+    live_build(dump_root, a, [lambda: None])  # restarted again, without B's log
+    assert manifest_rows(dump_root).equals(second)
+    assert second.filter(pl.col("pid") == b.pid).height == 1
 
 
 def test_file_count_stays_bounded_over_many_rounds(out_dir, shims, two_nodes_env):
