@@ -7,8 +7,7 @@ import math
 
 import polars as pl
 
-from msprobe_atb.recorder.cli import format_incident
-from msprobe_atb.tree.incidents import read_incidents
+from msprobe_atb.tree.incidents import format_incident, read_incidents
 
 from .graph import load_layer_graphs, load_model_graphs, upstream
 from .table import Dump, op_path

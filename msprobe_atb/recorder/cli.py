@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from msprobe_atb.tree.cli import find_dump_root, output_dir_arg
-from msprobe_atb.tree.incidents import DIR, file_name, read_incidents
+from msprobe_atb.tree.incidents import DIR, file_name, format_incident, read_incidents
 
 MANUAL = 64
 
@@ -65,36 +65,6 @@ def run_trigger(args: argparse.Namespace) -> int:
     while args.wait and not report.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     return 0
-
-
-def _value(v) -> str:
-    return f"{v:.6g}" if isinstance(v, float) else str(v)
-
-
-def format_incident(doc: dict) -> str:
-    if "error" in doc:
-        return f"{doc['incident']}: {doc['error']}"
-    ft = doc.get("first_tensor") or {}
-    where = (f"{ft.get('op_id')} {ft.get('op_name')} {ft.get('io')} {ft.get('index')}"
-             if ft else "-")
-    lines = [f"incident {doc.get('incident')}: {doc.get('trigger')} ({_value(doc.get('value'))})"
-             f" at {doc.get('time')}, round {doc.get('round')}, device {doc.get('device')}, "
-             f"pid {doc.get('pid')}",
-             f"  first offending tensor: {where}"]
-    stats = ft.get("stats") if ft else None
-    if isinstance(stats, dict):
-        lines.append("    " + ", ".join(f"{k} {_value(stats[k])}" for k in
-                                          ("max", "min", "mean", "norm", "nan", "pinf", "ninf")
-                                          if k in stats))
-    feeders = doc.get("feeding_ops") or []
-    if feeders:
-        lines.append("  fed by: " + ", ".join(f"{f['op_id'] or '-'} {f['op_name']}"
-                                              for f in feeders[:6]))
-    rounds = doc.get("flushed_rounds") or []
-    lines.append(f"  rounds written: {', '.join(map(str, rounds)) or 'none yet'}")
-    for f in doc.get("flushed") or []:
-        lines.append(f"    {f['dir']}")
-    return "\n".join(lines)
 
 
 def run_incidents(args: argparse.Namespace) -> int:

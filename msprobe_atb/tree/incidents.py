@@ -208,3 +208,34 @@ def read_incidents(dump_root: Path) -> list[dict]:
         except (OSError, ValueError) as exc:
             out.append({"incident": f.name, "trigger": "?", "error": f"unreadable: {exc}"})
     return out
+
+
+def _value(v) -> str:
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+
+def format_incident(doc: dict) -> str:
+    """An incident report as `incidents` and the offline summary print it."""
+    if "error" in doc:
+        return f"{doc['incident']}: {doc['error']}"
+    ft = doc.get("first_tensor") or {}
+    where = (f"{ft.get('op_id')} {ft.get('op_name')} {ft.get('io')} {ft.get('index')}"
+             if ft else "-")
+    lines = [f"incident {doc.get('incident')}: {doc.get('trigger')} ({_value(doc.get('value'))})"
+             f" at {doc.get('time')}, round {doc.get('round')}, device {doc.get('device')}, "
+             f"pid {doc.get('pid')}",
+             f"  first offending tensor: {where}"]
+    stats = ft.get("stats") if ft else None
+    if isinstance(stats, dict):
+        lines.append("    " + ", ".join(f"{k} {_value(stats[k])}" for k in
+                                          ("max", "min", "mean", "norm", "nan", "pinf", "ninf")
+                                          if k in stats))
+    feeders = doc.get("feeding_ops") or []
+    if feeders:
+        lines.append("  fed by: " + ", ".join(f"{f['op_id'] or '-'} {f['op_name']}"
+                                              for f in feeders[:6]))
+    rounds = doc.get("flushed_rounds") or []
+    lines.append(f"  rounds written: {', '.join(map(str, rounds)) or 'none yet'}")
+    for f in doc.get("flushed") or []:
+        lines.append(f"    {f['dir']}")
+    return "\n".join(lines)
