@@ -35,6 +35,21 @@ print("  reply tokens:", reply.get("tokens"))
 EOF
 }
 
+# Starts `atbsim serve ARGS` logging to LOG, killed if the demo stops early; sets $service
+# (its pid) and $port once it says its daemons are up.
+start_service() {
+    local log=$1
+    shift
+    "$atbsim" serve "$@" >"$log" 2>&1 &
+    service=$!
+    trap 'kill $service 2>/dev/null || true' EXIT
+    for _ in $(seq 1 300); do
+        grep -q 'Daemon start success!' "$log" && break
+        sleep 0.1
+    done
+    port=$(sed -n 's/.*Listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$log" | head -1)
+}
+
 # `msprobe-atb wait DIR`: returns once the config file as it is now is in force, every
 # selected tensor is written and statistic.csv is built (no need to watch the folder
 # size, as with msProbe).
@@ -50,14 +65,7 @@ source "$atb_home/set_env.sh"
 source "$repo/scripts/load_atb_probe.sh" --output="$out/live" --config="$cfg"
 
 step "2. Start the inference service: 2 devices, one worker process each"
-"$atbsim" serve --devices 2 --port 0 --layers 4 >"$out/live/service.log" 2>&1 &
-service=$!
-trap 'kill $service 2>/dev/null || true' EXIT
-for _ in $(seq 1 300); do
-    grep -q 'Daemon start success!' "$out/live/service.log" && break
-    sleep 0.1
-done
-port=$(sed -n 's/.*Listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$out/live/service.log" | head -1)
+start_service "$out/live/service.log" --devices 2 --port 0 --layers 4
 echo "  service is up on port $port"
 
 step "3. Wake the probe up: dump_enable true, exec_range \"none\"; send a request"
@@ -138,15 +146,8 @@ save_config "$rec/config.json" '{"task": "tensor", "dump_enable": true, "exec_ra
               "after_rounds": 1, "max_incidents": 1}}'
 # shellcheck disable=SC1091
 source "$repo/scripts/load_atb_probe.sh" --output="$rec" --config="$rec/config.json" >/dev/null
-"$atbsim" serve --devices 2 --port 0 --layers 4 \
-    --inject -inf:layer=2,op=Down,round=21,device=1 >"$rec/service.log" 2>&1 &
-service=$!
-trap 'kill $service 2>/dev/null || true' EXIT
-for _ in $(seq 1 300); do
-    grep -q 'Daemon start success!' "$rec/service.log" && break
-    sleep 0.1
-done
-port=$(sed -n 's/.*Listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$rec/service.log" | head -1)
+start_service "$rec/service.log" --devices 2 --port 0 --layers 4 \
+    --inject -inf:layer=2,op=Down,round=21,device=1
 for _ in $(seq 0 19); do request "$port" >/dev/null; done
 echo "  20 requests served, armed: round directories on disk: $(find "$rec/atb_dump_data/data" \
     -mindepth 2 -maxdepth 2 -type d 2>/dev/null | wc -l)"
