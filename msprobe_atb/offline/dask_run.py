@@ -369,8 +369,9 @@ class ClusterStart:
             run.close()
         else:
             with self._lock:
-                self._run = run
                 closed = self._closed
+                if not closed:
+                    self._run = run
             if closed:
                 run.close()
         self.ready.set()
