@@ -172,7 +172,8 @@ def _on_local_cluster(pairs: list[Pair], sizes: list[int], rtol: float | None,
             if engine == "local-cluster":
                 raise
             _in_process(pairs, rtol, atol, out, progress, first=done)
-            return EngineReport(why=f"{why}; {e}", in_process=len(pairs))
+            return EngineReport(why=f"{why}; it did not start ({e.__cause__!r}): all pairs "
+                                "ran here", in_process=len(pairs))
         rest = out[done:]
         report = run.compare(pairs[done:], sizes[done:], rtol, atol, rest, progress)
         out[done:] = rest

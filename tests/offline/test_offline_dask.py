@@ -289,6 +289,33 @@ def test_auto_works_in_process_while_the_cluster_starts(tmp_path, monkeypatch):
     assert e.as_dict()["pairs_on_cluster"] == len(e.placement)
 
 
+def test_auto_compares_in_process_when_the_cluster_cannot_start(tmp_path):
+    """A script fed to `python -` has no main file for the workers' forkserver to
+    load, so the local cluster fails to start: auto computes every pair here."""
+    rank_dump(tmp_path / "g", 0, 100, np.float32, 1, big=False)
+    rank_dump(tmp_path / "t", 0, 200, np.float16, 2, big=False)
+    script = f"""
+import json
+from msprobe_atb.offline import compare_dumps, dask_run, open_dump, pair_engine
+pair_engine.LOCAL_CLUSTER_MIN_S = 0.0
+starts = []
+class Seen(dask_run.ClusterStart):
+    def __init__(self, jobs):
+        super().__init__(jobs)
+        starts.append(self)
+dask_run.ClusterStart = Seen
+g, t = open_dump({str(tmp_path / "g")!r}), open_dump({str(tmp_path / "t")!r})
+res = compare_dumps(g, t, jobs=2, progress=lambda n: starts[0].ready.wait())
+local = compare_dumps(g, t, engine="in-process")
+print(json.dumps([res.rows.equals(local.rows), res.engine.as_dict()]))
+"""
+    r = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path)
+    same, engine = json.loads(r.stdout.splitlines()[-1])
+    assert same and engine["where"] == "in-process" and engine["pairs_in_process"] == 24
+    assert "it did not start (RuntimeError(" in engine["why"]
+
+
 def test_cli_says_which_engine_ran(tmp_path, capsys):
     rank_dump(tmp_path / "g", 0, 100, np.float32, 1, big=False)
     rank_dump(tmp_path / "t", 0, 200, np.float16, 2, big=False)
