@@ -68,6 +68,16 @@ def tmpfs_mounter(base):
         subprocess.run(["umount", "-l", str(d)], capture_output=True)
 
 
+def manifest_rows(dump_root: Path):
+    """Every row of a dump's Parquet manifest, partition columns included, in a
+    fixed order (host, device, pid, round, round_seq)."""
+    import polars as pl
+
+    files = sorted((dump_root / "manifest").glob("host=*/device=*/pid=*/*.parquet"))
+    return pl.read_parquet(files, hive_partitioning=True).sort(
+        ["host", "device", "pid", "round", "round_seq"])
+
+
 def save_config(path: Path, raw: str | None = None, **fields) -> None:
     """Saves a config the way editors do: a temporary file renamed into place.
     `raw` is written as is (for broken or YAML content), else the fields as JSON."""

@@ -10,17 +10,11 @@ import duckdb
 import polars as pl
 import pytest
 from test_builder import scenario_steps
+from testkit import manifest_rows
 
 from msprobe_atb.tree.builder import TreeBuilder
 from msprobe_atb.tree.drain import BlockOracle, RecordDrain, rebuild
 from msprobe_atb.tree.manifest import COLUMN_NAMES, FANIN
-
-ORDER = ["host", "device", "pid", "round", "round_seq"]
-
-
-def manifest_rows(dump_root) -> pl.DataFrame:
-    files = sorted((dump_root / "manifest").glob("host=*/device=*/pid=*/*.parquet"))
-    return pl.read_parquet(files, hive_partitioning=True).sort(ORDER)
 
 
 @pytest.fixture

@@ -10,26 +10,19 @@ import json
 import subprocess
 import sys
 
-import polars as pl
 import pytest
 from e2e_helpers import require_artifacts
-from testkit import REPO, save_config, wait_until
+from testkit import REPO, manifest_rows, save_config, wait_until
 
 from msprobe_atb.control.block import ControlBlock
 
 pytestmark = pytest.mark.slow
 INJECT = "inf:layer=1,op=SwiGLU,round=0"
-ORDER = ["host", "device", "pid", "round", "round_seq"]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "msprobe_atb", *args], capture_output=True,
                           text=True, timeout=120, cwd=REPO)
-
-
-def manifest(out) -> pl.DataFrame:
-    files = sorted((out / "atb_dump_data" / "manifest").glob("host=*/device=*/pid=*/*.parquet"))
-    return pl.read_parquet(files, hive_partitioning=True).sort(ORDER)
 
 
 def test_two_nodes_one_shared_config(tmp_path, service_env, services):
@@ -72,7 +65,7 @@ def test_two_nodes_one_shared_config(tmp_path, service_env, services):
         wait_until(lambda b=b: b.daemon_pid == 0, timeout=60, what="the daemons' exit")
         b.close()
 
-    live = {h: manifest(s.out) for h, s in nodes.items()}
+    live = {h: manifest_rows(s.out / "atb_dump_data") for h, s in nodes.items()}
     for h, df in live.items():
         assert df.height > 0 and df.get_column("host").unique().to_list() == [h]
         assert set(df.get_column("status")) == {"written"}
@@ -106,4 +99,4 @@ def test_two_nodes_one_shared_config(tmp_path, service_env, services):
     for h, s in nodes.items():
         r = cli("rebuild", str(s.out))
         assert r.returncode == 0, r.stderr
-        assert manifest(s.out).equals(live[h]), h
+        assert manifest_rows(s.out / "atb_dump_data").equals(live[h]), h
