@@ -4,9 +4,10 @@ Tensors are matched by process pair, round, op id path, op name path, stage
 (before/after), io and index (the n-th occurrence of the same key in a round
 pairs with the n-th); leftovers on both sides then pair by op id path and the
 names without their dtype tags (kernel names carry the dtype: AddF16Kernel vs
-AddF32Kernel), noted in `reason`; across any names only with `pair_by_id`.
-Every tensor appears in the result: matched pairs get metrics and a verdict, the
-rest are `golden-only` / `target-only`. What the comparison covered, and whether
+AddF32Kernel), noted in `reason`; across any names only with `pair_by_id`
+(compare_pairs.py, on row numbers and keys alone). Every tensor appears in the
+result: matched pairs get metrics and a verdict, the rest are `golden-only` /
+`target-only`. What the comparison covered, and whether
 the two dumps have the same structure, is `scope` (compare_scope.py): a
 comparison that checked nothing or far too little, or of differently built
 models, is `incomplete`, never a pass. A statistics-only dump against a tensor
@@ -35,13 +36,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from .compare_scope import (
-    MIN_MATCHED,
-    Scope,
-    check_scope,
-    name_without_dtype,
-    structure_differences,
-)
+from .compare_pairs import pair_rows
+from .compare_scope import MIN_MATCHED, Scope, check_scope, structure_differences
 from .dtypes import TOLERANCES
 from .pair_engine import EngineReport, pair_metrics
 from .table import FILE_STATUSES, Dump, fill_missing_stats, op_path
@@ -85,8 +81,8 @@ class CompareResult:
 def pair_processes(g: pl.DataFrame, t: pl.DataFrame) -> tuple[list[tuple[str, str]], list[str]]:
     """Pair golden and target processes: by device id when each side has one
     process per device, else in sorted order. Returns pairs and notes on leftovers."""
-    gp = g.select("dev_pid", "device").unique().sort("dev_pid").rows()
-    tp = t.select("dev_pid", "device").unique().sort("dev_pid").rows()
+    gp, tp = (df.lazy().select("dev_pid", "device").unique().sort("dev_pid").collect().rows()
+              for df in (g, t))
     gdev, tdev = [d for _, d in gp], [d for _, d in tp]
     pairs: list[tuple[str, str]] = []
     if len(set(gdev)) == len(gdev) and len(set(tdev)) == len(tdev) and set(gdev) & set(tdev):
@@ -100,28 +96,27 @@ def pair_processes(g: pl.DataFrame, t: pl.DataFrame) -> tuple[list[tuple[str, st
     return pairs, notes
 
 
-def occurrence(df: pl.DataFrame, by: list[str]) -> pl.Series:
-    """The n-th occurrence (0, 1, ...) of each row's `by` values, in row order.
-    A window over a million mostly unique keys costs seconds; most rows' keys
-    are unique (occurrence 0), so only the rows whose key hash repeats are
-    numbered, with the real keys (a hash collision only enlarges that subset)."""
-    h = df.select(pl.struct(by).hash()).to_series()
-    dup = h.is_duplicated()
-    occ = pl.zeros(df.height, pl.Int64, eager=True).alias("occ")
-    if not dup.any():
-        return occ
-    sub = df.with_row_index("_r").filter(dup).select(
-        "_r", pl.int_range(pl.len(), dtype=pl.Int64).over(by).alias("occ"))
-    return occ.scatter(sub.get_column("_r"), sub.get_column("occ"))
+# The columns of each side a result row needs (its process and round come from the pairing).
+SIDE_COLUMNS = ["op_id", "op_name", "stage", "primary", "io", "index", "dtype", "shape", "max",
+                "min", "mean", "norm", "count", "nan", "pinf", "ninf", "path", "status", "seq",
+                "stat_step"]
 
 
-def _keyed(df: pl.DataFrame, side: str) -> pl.DataFrame:
-    df = df.with_columns(occurrence(df, ["dev_pid", "round", "key"]))
-    keep = ["dev_pid", "round", "key", "occ", "op_id", "op_name", "stage", "primary", "io",
-            "index", "dtype", "shape", "max", "min", "mean", "norm", "count", "nan", "pinf",
-            "ninf", "path", "status", "seq", "stat_step"]
-    return df.select([pl.col(c).alias(f"{side}_{c}") if c not in ("round", "key", "occ")
-                      else pl.col(c) for c in keep])
+def _paired(g: pl.DataFrame, t: pl.DataFrame, pairs: list[tuple[str, str]],
+            pair_by_id: bool) -> pl.DataFrame:
+    """One row per result row, in order: `golden_*` and `target_*` SIDE_COLUMNS
+    (null on the missing side), both processes, round, and the row number `_i`."""
+    rp = pair_rows(g, t, pairs, pair_by_id)
+    f = rp.frame
+    parts = []
+    for side, df, rows in (("golden", g, "gi"), ("target", t, "ti")):
+        part = df.select(SIDE_COLUMNS)
+        if not rp.aligned:
+            part = part[f.get_column(rows)]
+        parts.append(part.rename(lambda c, s=side: f"{s}_{c}"))
+    procs = [pl.lit(pl.Series([p[k] for p in pairs], dtype=pl.Utf8)).gather(pl.col("p"))
+             .alias(name) for k, name in enumerate(("golden_dev_pid", "target_dev_pid"))]
+    return pl.concat([f.select(*procs, "round"), *parts], how="horizontal").with_row_index("_i")
 
 
 def _ok(g: pl.Expr, t: pl.Expr, tol: pl.Expr) -> pl.Expr:
@@ -248,34 +243,8 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
         t = t.with_columns(pl.lit(g.get_column("round")[0] if g.height else 0,
                                   dtype=pl.Int64).alias("round"))
     pairs, notes = pair_processes(g, t)
-    gk = _keyed(g.filter(pl.col("dev_pid").is_in([a for a, _ in pairs])), "golden")
-    tk = _keyed(t.filter(pl.col("dev_pid").is_in([b for _, b in pairs])), "target")
-    # each side gets its partner's process (pairs are one to one; a lookup, not a join)
-    gk = gk.with_columns(pl.col("golden_dev_pid").replace_strict(
-        dict(pairs), return_dtype=pl.Utf8).alias("target_dev_pid"))
-    tk = tk.with_columns(pl.col("target_dev_pid").replace_strict(
-        {b: a for a, b in pairs}, return_dtype=pl.Utf8).alias("golden_dev_pid"))
-    on = ["golden_dev_pid", "target_dev_pid", "round"]
-    j = gk.join(tk, on=[*on, "key", "occ"], how="full", coalesce=True)
-    # Second pass: a tensor left over on both sides at the same op id path, stage, io
-    # and index pairs up if the names differ only in dtype tags (kernel names carry
-    # the dtype, e.g. AddF16Kernel vs AddF32Kernel), or in anything with pair_by_id.
+    j = _paired(g, t, pairs, pair_by_id)
     both = pl.col("golden_op_id").is_not_null() & pl.col("target_op_id").is_not_null()
-    left = {s: j.filter(pl.col(f"{o}_op_id").is_null()).select(
-        *on, *[c for c in j.columns if c.startswith(f"{s}_") and c not in on])
-        for s, o in (("golden", "target"), ("target", "golden"))}
-    for s, d in left.items():
-        idkey = (pl.col(f"{s}_op_id") + "|" + pl.col(f"{s}_stage") + "|" + pl.col(f"{s}_io")
-                 + "." + pl.col(f"{s}_index"))
-        if not pair_by_id:
-            idkey = idkey + "|" + name_without_dtype(f"{s}_op_name")
-        d = d.with_columns(idkey.alias("key"))
-        left[s] = d.with_columns(occurrence(d, [*on, "key"]))
-    j2 = left["golden"].join(left["target"], on=[*on, "key", "occ"], how="full",
-                             coalesce=True)
-    j = pl.concat([j.filter(both), j2], how="diagonal_relaxed")
-    j = j.sort([pl.col("target_dev_pid"), pl.col("target_seq").is_null(), pl.col("target_seq"),
-                pl.col("golden_seq")]).with_row_index("_i")
 
     tdt = pl.col("target_dtype").fill_null("")
     rt = pl.lit(rtol, pl.Float64) if rtol is not None else \
@@ -295,8 +264,9 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
     j = j.with_columns(flags)
     bad = pl.any_horizontal(pl.col("^_sbad_.*$").fill_null(False))
     reasons = j.filter(bad).select("_i", *reason_text)
-    j = j.join(reasons, on="_i", how="left", maintain_order="left").with_columns(
-        pl.col("_sreason").fill_null("")).drop(pl.col("^_sbad_.*$"))
+    j = j.drop(pl.col("^_sbad_.*$")).with_columns(
+        pl.repeat("", j.height, dtype=pl.Utf8, eager=True).scatter(
+            reasons.get_column("_i"), reasons.get_column("_sreason")).alias("_sreason"))
 
     work = j.filter(pl.col("mode") == "tensor")
     if total:
@@ -306,7 +276,11 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
     tens = tens.drop("state", "reason").with_columns(
         pl.Series("verdict", [v for v, _ in verdicts], pl.Utf8),
         pl.Series("reason", [r for _, r in verdicts], pl.Utf8))
-    j = j.join(tens, on="_i", how="left", suffix="_m")
+    # put in place by row number (`_i` is the row), not joined to the wide table
+    j = j.with_columns(
+        pl.repeat(None, j.height, dtype=tens.schema[c], eager=True)
+        .scatter(tens.get_column("_i"), tens.get_column(c))
+        .alias(f"{c}_m" if c in j.columns else c) for c in tens.columns if c != "_i")
 
     def pick(c: str) -> pl.Expr:
         return pl.coalesce(f"target_{c}", f"golden_{c}")

@@ -66,9 +66,11 @@ def _ids(ids) -> str:
     return ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in runs) or "none"
 
 
-def _ops(df: pl.DataFrame) -> pl.DataFrame:
-    return df.select("op_id", "op_name").unique().with_columns(
-        name_without_dtype("op_name").alias("_norm"))
+def _ops(df: pl.DataFrame, dev_pid: str) -> pl.DataFrame:
+    """The distinct ops of a process (projected before filtering: no wide copy)."""
+    return df.lazy().select("dev_pid", "op_id", "op_name").filter(
+        pl.col("dev_pid") == dev_pid).select("op_id", "op_name").unique().with_columns(
+        name_without_dtype("op_name").alias("_norm")).collect()
 
 
 def _layer_counts(ops: pl.DataFrame) -> Counter:
@@ -101,8 +103,7 @@ def structure_differences(g: pl.DataFrame, t: pl.DataFrame, pairs: list[tuple[st
     """Differences in structure between paired processes, one sentence each."""
     out: list[str] = []
     for gp, tp in pairs:
-        go = _ops(g.filter(pl.col("dev_pid") == gp))
-        to = _ops(t.filter(pl.col("dev_pid") == tp))
+        go, to = _ops(g, gp), _ops(t, tp)
         both = go.join(to, on="op_id", suffix="_t")
         differ = (both.filter(pl.col("_norm") != pl.col("_norm_t"))
                   .with_columns(pl.col("op_id").str.count_matches("_").alias("_depth"),

@@ -325,10 +325,10 @@ def _finish(df: pl.DataFrame) -> pl.DataFrame:
     by_round = pl.when(pl.col("seq_exact").all().over("dev_pid")).then(0).otherwise("round")
     keys = ([pl.col("dev_pid"), pl.col("seq")] if df.get_column("seq_exact").all()
             else [pl.col("dev_pid"), by_round, pl.col("seq")])
-    return df if _in_order(df, keys) else df.sort(keys, nulls_last=True)
+    return df if in_order(df, keys) else df.sort(keys, nulls_last=True)
 
 
-def _in_order(df: pl.DataFrame, keys: list[pl.Expr]) -> bool:
+def in_order(df: pl.DataFrame, keys: list[pl.Expr]) -> bool:
     """Rows already in `keys` order (no nulls), as the manifest keeps them: then the
     sort, which moves every column of a million-row table, is skipped."""
     ok = pl.lit(True)
