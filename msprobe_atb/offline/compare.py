@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from .compare_pairs import pair_rows
+from .compare_pairs import pair_rows, take
 from .compare_scope import MIN_MATCHED, Scope, check_scope, structure_differences
 from .dtypes import TOLERANCES
 from .pair_engine import EngineReport, pair_metrics
@@ -106,14 +106,10 @@ def _paired(g: pl.DataFrame, t: pl.DataFrame, pairs: list[tuple[str, str]],
             pair_by_id: bool) -> pl.DataFrame:
     """One row per result row, in order: `golden_*` and `target_*` SIDE_COLUMNS
     (null on the missing side), both processes, round, and the row number `_i`."""
-    rp = pair_rows(g, t, pairs, pair_by_id)
-    f = rp.frame
-    parts = []
-    for side, df, rows in (("golden", g, "gi"), ("target", t, "ti")):
-        part = df.select(SIDE_COLUMNS)
-        if not rp.aligned:
-            part = part[f.get_column(rows)]
-        parts.append(part.rename(lambda c, s=side: f"{s}_{c}"))
+    f = pair_rows(g, t, pairs, pair_by_id)
+    parts = [take(df.select(SIDE_COLUMNS), f.get_column(rows)).rename(
+        lambda c, s=side: f"{s}_{c}") for side, df, rows in (("golden", g, "gi"),
+                                                            ("target", t, "ti"))]
     procs = [pl.lit(pl.Series([p[k] for p in pairs], dtype=pl.Utf8)).gather(pl.col("p"))
              .alias(name) for k, name in enumerate(("golden_dev_pid", "target_dev_pid"))]
     return pl.concat([f.select(*procs, "round"), *parts], how="horizontal").with_row_index("_i")
