@@ -99,6 +99,28 @@ def test_chunking_keeps_memory_fixed_and_results(tmp_path, monkeypatch):
     assert max(r._buf.size for r in metrics._readers()) <= 2 * 1024 * 2
 
 
+@pytest.mark.parametrize("shape", ["rising", "first", "last", "tiny"])
+def test_max_rel_err_wherever_the_maximum_lies(shape, tmp_path, monkeypatch):
+    """The kernel skips the relative error's divisions where no element can beat the
+    running maximum: the maximum is still exact when it rises in every block, is the
+    very first element, the very last, or sits on values under the atol floor."""
+    monkeypatch.setattr(metrics, "CHUNK", 1 << 20)  # one call, many kernel blocks
+    rng = np.random.default_rng(11)
+    n = 20_011
+    g = rng.uniform(0.5, 2.0, n)
+    err = {"rising": np.linspace(1e-6, 1e-2, n), "first": np.r_[0.3, np.full(n - 1, 1e-4)],
+           "last": np.r_[np.full(n - 1, 1e-4), 0.3],
+           "tiny": rng.uniform(0, 1e-3, n)}[shape]
+    if shape == "tiny":
+        g[::101] = 1e-12  # |g| under the floor: the floor is the denominator
+    t = g * (1 + err * rng.choice([-1.0, 1.0], n))
+    gp, tp = write_bin(tmp_path / "g.bin", g, 11), write_bin(tmp_path / "t.bin", t, 11)
+    for tol in (None, 1e-3):
+        a = ref.file_metrics(str(gp), str(tp), "float64", tol, tol)
+        b = metrics.file_metrics(str(gp), str(tp), "float64", tol, tol)
+        assert not same_metrics(a, b), same_metrics(a, b)
+
+
 def test_real_compare_rows_unchanged(real_dumps, monkeypatch):
     """compare on real dumps (clean and with an injected Inf): every row the same
     as with the former numpy metrics."""
