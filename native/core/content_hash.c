@@ -1,5 +1,5 @@
 /* XXH64 (seed 0) written from the xxHash specification: four 64-bit lanes
- * over 32-byte stripes, then the tail, then the avalanche. One multiply per
+ * over 32-byte stripes, then the tail (under 32 bytes), then the avalanche. One multiply per
  * 8 bytes keeps it at memory speed on the writer thread. */
 #include "msprobe_atb/content_hash.h"
 
@@ -44,29 +44,63 @@ static inline uint64_t merge_lane(uint64_t h, uint64_t lane)
     return h * P1 + P4;
 }
 
-uint64_t msp_content_hash(const void *data, size_t len)
+/* The 32-byte stripes of [p, p + n), n a multiple of 32. */
+static void stripes(uint64_t v[4], const unsigned char *p, size_t n)
 {
-    const unsigned char *p = data, *end = p + len;
+    uint64_t v1 = v[0], v2 = v[1], v3 = v[2], v4 = v[3];
+    for (const unsigned char *end = p + n; p < end; p += 32) {
+        v1 = lane_round(v1, load64(p));
+        v2 = lane_round(v2, load64(p + 8));
+        v3 = lane_round(v3, load64(p + 16));
+        v4 = lane_round(v4, load64(p + 24));
+    }
+    v[0] = v1, v[1] = v2, v[2] = v3, v[3] = v4;
+}
+
+void msp_content_hash_init(struct msp_hash_state *s)
+{
+    s->v[0] = P1 + P2;
+    s->v[1] = P2;
+    s->v[2] = 0;
+    s->v[3] = 0 - P1;
+    s->len = 0;
+    s->tailn = 0;
+}
+
+void msp_content_hash_update(struct msp_hash_state *s, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    s->len += len;
+    if (s->tailn) { /* complete the stripe a previous piece left open */
+        size_t take = 32 - s->tailn < len ? 32 - s->tailn : len;
+        memcpy(s->tail + s->tailn, p, take);
+        s->tailn += take;
+        p += take;
+        len -= take;
+        if (s->tailn < 32)
+            return;
+        stripes(s->v, s->tail, 32);
+        s->tailn = 0;
+    }
+    size_t whole = len / 32 * 32;
+    stripes(s->v, p, whole);
+    memcpy(s->tail, p + whole, len - whole);
+    s->tailn = len - whole;
+}
+
+uint64_t msp_content_hash_final(const struct msp_hash_state *s)
+{
     uint64_t h;
-    if (len >= 32) {
-        uint64_t v1 = P1 + P2, v2 = P2, v3 = 0, v4 = 0 - P1;
-        const unsigned char *last = end - 32;
-        do {
-            v1 = lane_round(v1, load64(p));
-            v2 = lane_round(v2, load64(p + 8));
-            v3 = lane_round(v3, load64(p + 16));
-            v4 = lane_round(v4, load64(p + 24));
-            p += 32;
-        } while (p <= last);
-        h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
-        h = merge_lane(h, v1);
-        h = merge_lane(h, v2);
-        h = merge_lane(h, v3);
-        h = merge_lane(h, v4);
+    if (s->len >= 32) {
+        const uint64_t *v = s->v;
+        h = rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18);
+        for (int i = 0; i < 4; i++)
+            h = merge_lane(h, v[i]);
     } else {
         h = P5;
     }
-    h += (uint64_t)len;
+    h += s->len;
+    const unsigned char *p = s->tail, *end = p + s->tailn;
     for (; end - p >= 8; p += 8) {
         h ^= lane_round(0, load64(p));
         h = rotl(h, 27) * P1 + P4;
@@ -86,4 +120,12 @@ uint64_t msp_content_hash(const void *data, size_t len)
     h *= P3;
     h ^= h >> 32;
     return h;
+}
+
+uint64_t msp_content_hash(const void *data, size_t len)
+{
+    struct msp_hash_state s;
+    msp_content_hash_init(&s);
+    msp_content_hash_update(&s, data, len);
+    return msp_content_hash_final(&s);
 }

@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "msprobe_atb/content_hash.h"
 #include "msprobe_atb/control.h"
 
 const char *msp_path_check(const char *rel, size_t len)
@@ -140,7 +141,11 @@ static void tmp_name(char tmp[MSP_NAME_MAX + 1], const char *name)
              (long)syscall(SYS_gettid));
 }
 
-int msp_write_file_at(int dirfd, const char *name, const struct iovec *iov, int iovcnt)
+/* Writes a file through a temporary name renamed over `name` once it is
+ * complete; `fill` writes its contents into fd. */
+typedef int (*fill_fn)(int fd, const void *arg);
+
+static int write_via_tmp(int dirfd, const char *name, fill_fn fill, const void *arg)
 {
     char tmp[MSP_NAME_MAX + 1];
     tmp_name(tmp, name);
@@ -152,7 +157,7 @@ int msp_write_file_at(int dirfd, const char *name, const struct iovec *iov, int 
     }
     if (fd < 0)
         return -errno;
-    int rc = write_all(fd, iov, iovcnt);
+    int rc = fill(fd, arg);
     if (close(fd) != 0 && rc == 0)
         rc = -errno;
     if (rc == 0 && renameat(dirfd, tmp, dirfd, name) != 0)
@@ -160,6 +165,56 @@ int msp_write_file_at(int dirfd, const char *name, const struct iovec *iov, int 
     if (rc != 0)
         unlinkat(dirfd, tmp, 0);
     return rc;
+}
+
+struct iov_args {
+    const struct iovec *iov;
+    int iovcnt;
+};
+
+static int fill_iov(int fd, const void *arg)
+{
+    const struct iov_args *a = arg;
+    return write_all(fd, a->iov, a->iovcnt);
+}
+
+int msp_write_file_at(int dirfd, const char *name, const struct iovec *iov, int iovcnt)
+{
+    struct iov_args a = {iov, iovcnt};
+    return write_via_tmp(dirfd, name, fill_iov, &a);
+}
+
+/* Pieces small enough to still be in cache when write(2) copies them. */
+#define HASHED_PIECE (256u << 10)
+
+struct hashed_args {
+    const struct iovec *head;
+    const unsigned char *data;
+    size_t n;
+    uint64_t *hash;
+};
+
+static int fill_hashed(int fd, const void *arg)
+{
+    const struct hashed_args *a = arg;
+    struct msp_hash_state h;
+    msp_content_hash_init(&h);
+    int rc = write_all(fd, a->head, 1);
+    for (size_t off = 0; rc == 0 && off < a->n; off += HASHED_PIECE) {
+        size_t k = a->n - off < HASHED_PIECE ? a->n - off : HASHED_PIECE;
+        msp_content_hash_update(&h, a->data + off, k);
+        struct iovec piece = {(void *)(a->data + off), k};
+        rc = write_all(fd, &piece, 1);
+    }
+    *a->hash = msp_content_hash_final(&h);
+    return rc;
+}
+
+int msp_write_hashed_file_at(int dirfd, const char *name, const struct iovec *head,
+                             const void *data, size_t n, uint64_t *hash)
+{
+    struct hashed_args a = {head, data, n, hash};
+    return write_via_tmp(dirfd, name, fill_hashed, &a);
 }
 
 int msp_resolve_link(char *path, size_t cap)

@@ -4,6 +4,7 @@
 #define MSP_FSUTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/uio.h>
 
 #define MSP_NAME_MAX 255
@@ -33,6 +34,10 @@ int msp_open_dir_at(int rootfd, const char *rel_dir, int create);
  * renameat into place. On failure the temporary is removed and -errno is
  * returned; a partial file is never left under `name`. */
 int msp_write_file_at(int dirfd, const char *name, const struct iovec *iov, int iovcnt);
+/* The same for `head` then `data`, the data written in pieces each hashed just
+ * before it is written (msp_content_hash of data in *hash): one pass over it. */
+int msp_write_hashed_file_at(int dirfd, const char *name, const struct iovec *head,
+                             const void *data, size_t n, uint64_t *hash);
 
 /* If `path` (cap bytes) is a symlink, replaces it with its resolved target
  * and returns 1; 0 if it is not a link (or does not exist); -1 if the link

@@ -379,12 +379,14 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
         msp_tensor_lost(&d, "cannot write the .bin: header too long");
         return;
     }
-    /* the manifest's content hash; dedup's key starts from it */
-    d.hashed = !it->stats_in_data;
-    d.hash = d.hashed ? msp_content_hash(it->data, it->size) : 0;
     /* dedup only where msProbe applies filter_level: child ops are saved
      * (save_child) and the task writes data */
     int dedup = it->save_child && it->filter_level >= 1;
+    /* the manifest's content hash: before the write where dedup's key starts
+     * from it (or nothing is written), else while the payload is written */
+    d.hashed = !it->stats_in_data;
+    if (d.hashed && dedup)
+        d.hash = msp_content_hash(it->data, it->size);
     if (dedup && it->filter_level >= 2 && is_kernel_tensor(dir)) {
         write_stub(&d, it, dfd, name, name, stats, note, NULL);
         return;
@@ -398,8 +400,11 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
             return;
     }
     struct iovec iov[2] = {{header, (size_t)hlen}, {it->data, it->size}};
-    int rc = msp_write_file_at(dfd, name, iov, 2);
+    int rc = d.hashed && !dedup
+                 ? msp_write_hashed_file_at(dfd, name, iov, it->data, it->size, &d.hash)
+                 : msp_write_file_at(dfd, name, iov, 2);
     if (rc != 0) {
+        d.hashed = dedup; /* a write cut short hashed only part of the payload */
         char why[256];
         snprintf(why, sizeof why, "cannot write the .bin: %s", strerror(-rc));
         MSP_COUNT(errors, 1);

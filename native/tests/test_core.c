@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "msprobe_atb/content_hash.h"
+
 #include "binfile.h"
 #include "dedup.h"
 #include "filter.h"
@@ -184,6 +186,45 @@ static void test_fs(void)
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     close(rfd);
     CHECK(system(cmd) == 0);
+}
+
+/* XXH64's published values, and the same hash fed in pieces of every shape. */
+static void test_content_hash(void)
+{
+    CHECK(msp_content_hash("", 0) == 0xef46db3751d8e999ULL);
+    CHECK(msp_content_hash("a", 1) == 0xd24ec4f1a98c6e5bULL);
+    CHECK(msp_content_hash("abc", 3) == 0x44bc2cf5ad770999ULL);
+    unsigned char buf[773];
+    for (int i = 0; i < 768; i++)
+        buf[i] = (unsigned char)i;
+    memcpy(buf + 768, "xyz12", 5);
+    uint64_t whole = msp_content_hash(buf, sizeof buf);
+    CHECK(whole == 0x9b7d50c047818b1bULL); /* python: xxhash.xxh64_intdigest */
+    static const size_t steps[] = {1, 3, 31, 32, 33, 64, 100, 500};
+    for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
+        struct msp_hash_state h;
+        msp_content_hash_init(&h);
+        for (size_t off = 0; off < sizeof buf; off += steps[k])
+            msp_content_hash_update(&h, buf + off,
+                                    sizeof buf - off < steps[k] ? sizeof buf - off : steps[k]);
+        CHECK(msp_content_hash_final(&h) == whole);
+    }
+    /* the writer's hashed write: the file holds head + data, the hash is the data's */
+    char dir[] = "/tmp/msp-hash-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    static unsigned char big[(600u << 10) + 7];
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (unsigned char)(i * 31 + (i >> 9));
+    struct iovec head = {"HEAD\n", 5};
+    uint64_t got = 0;
+    CHECK(msp_write_hashed_file_at(dfd, "t.bin", &head, big, sizeof big, &got) == 0);
+    CHECK(got == msp_content_hash(big, sizeof big));
+    struct stat st;
+    CHECK(fstatat(dfd, "t.bin", &st, 0) == 0 && st.st_size == (off_t)(5 + sizeof big));
+    unlinkat(dfd, "t.bin", 0);
+    close(dfd);
+    rmdir(dir);
 }
 
 static void test_binfile(void)
@@ -615,6 +656,7 @@ int main(void)
     test_stats();
     test_stats_simd();
     test_json();
+    test_content_hash();
     test_queue();
     test_queue_warm();
     test_queue_block();

@@ -79,6 +79,17 @@ def rows(data: Path) -> list[tuple[dict[str, str], dict[str, str]]]:
     return out
 
 
+def assert_content_hashes(data: Path, rows: int, statuses: set[str]) -> None:
+    """The manifest's content hash of every row: XXH64 of the payload its file holds,
+    as the reference xxhash computes it."""
+    manifest = pl.read_parquet(str(data.parent / "manifest" / "**" / "*.parquet"),
+                               hive_partitioning=True)
+    assert manifest.height == rows
+    assert set(manifest.get_column("status")) == statuses
+    for path, digest in manifest.select("path", "hash").iter_rows():
+        assert digest == f"{xxhash.xxh64_intdigest(strict_read(str(data.parent / path))):016x}"
+
+
 @pytest.mark.parametrize("abi", [0, 1], ids=["abi0", "abi1"])
 def test_default_dump_reads_with_a_strict_reader_and_shares_storage(tmp_path, service_env,
                                                                     abi):
@@ -105,13 +116,7 @@ def test_default_dump_reads_with_a_strict_reader_and_shares_storage(tmp_path, se
     blocks = sum(st.st_blocks * 512 for st in {(s.st_dev, s.st_ino): s for s in
                                                 (p.stat() for p in bins)}.values())
     assert blocks < 0.6 * sizes, (blocks, sizes)
-    # the manifest's content hash: XXH64 of each payload, as the reference xxhash computes it
-    manifest = pl.read_parquet(str(data.parent / "manifest" / "**" / "*.parquet"),
-                               hive_partitioning=True)
-    assert manifest.height == len(table)
-    assert set(manifest.get_column("status")) == {"written", "linked"}
-    for path, digest in manifest.select("path", "hash").iter_rows():
-        assert digest == f"{xxhash.xxh64_intdigest(strict_read(str(data.parent / path))):016x}"
+    assert_content_hashes(data, len(table), {"written", "linked"})
 
 
 def test_all_stages_on_request_told_apart_by_stage(tmp_path, service_env):
@@ -127,3 +132,11 @@ def test_all_stages_on_request_told_apart_by_stage(tmp_path, service_env):
     assert len({k + (e["Stage"],) for k, (_, e) in zip(key, table)}) == len(key)
     for row, _ in table:
         strict_read(row["Tensor Path"])
+
+
+def test_top_level_dump_hashes_each_payload_as_it_writes_it(tmp_path, service_env):
+    """Without save_child there is no dedup: the writer hashes each payload piece by
+    piece while it writes it; the manifest's hashes are still XXH64 of the files."""
+    require_artifacts(1)
+    data = dump(tmp_path, service_env, 1, save_child=False, filter_level=0)
+    assert_content_hashes(data, len(rows(data)), {"written"})

@@ -11,4 +11,16 @@
 
 uint64_t msp_content_hash(const void *data, size_t len);
 
+/* The same hash fed in pieces (the writer hashes each piece just before it
+ * writes it, so the payload is read from memory once). */
+struct msp_hash_state {
+    uint64_t v[4];
+    uint64_t len;
+    unsigned char tail[32];
+    size_t tailn;
+};
+void msp_content_hash_init(struct msp_hash_state *s);
+void msp_content_hash_update(struct msp_hash_state *s, const void *data, size_t len);
+uint64_t msp_content_hash_final(const struct msp_hash_state *s);
+
 #endif
