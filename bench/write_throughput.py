@@ -148,7 +148,8 @@ def run() -> list[str]:
         f"runs: {base.wall:.2f} s without a probe, {handover.wall:.2f} s with ATB's handover"
         f" only, {asleep.wall:.2f} s with the probe asleep, {probe.wall:.2f} s dumping"
         f" {mib:.0f} MiB in {len(dump.sizes)} files",
-        f"raw os.write of the same files (median of {REPEAT}): {raw:.2f} s -> {mib / raw:.0f} MiB/s",
+        f"raw os.write of the same files (median of {REPEAT}): {raw:.2f} s ->"
+        f" {mib / raw:.0f} MiB/s",
         f"probe's own cost to the host: {host:.3f} s in the probe's hands (copy, queue room,"
         f" exit drain) -> {mib / max(host, 1e-3):.0f} MiB/s; probe/raw throughput ratio"
         f" {raw / max(host, 1e-3):.2f} (target >= 0.8)",
