@@ -105,14 +105,19 @@ SIDE_COLUMNS = ["op_id", "op_name", "stage", "primary", "io", "index", "dtype", 
 def _paired(g: pl.DataFrame, t: pl.DataFrame, pairs: list[tuple[str, str]],
             pair_by_id: bool) -> pl.DataFrame:
     """One row per result row, in order: `golden_*` and `target_*` SIDE_COLUMNS
-    (null on the missing side), both processes, round, and the row number `_i`."""
+    (null on the missing side), both processes, round, `_in_golden` / `_in_target`
+    and the row number `_i`."""
     f = pair_rows(g, t, pairs, pair_by_id)
     parts = [take(df.select(SIDE_COLUMNS), f.get_column(rows)).rename(
         lambda c, s=side: f"{s}_{c}") for side, df, rows in (("golden", g, "gi"),
                                                             ("target", t, "ti"))]
     procs = [pl.lit(pl.Series([p[k] for p in pairs], dtype=pl.Utf8)).gather(pl.col("p"))
              .alias(name) for k, name in enumerate(("golden_dev_pid", "target_dev_pid"))]
-    return pl.concat([f.select(*procs, "round"), *parts], how="horizontal").with_row_index("_i")
+    # which side has the tensor (its op id may be missing: an empty CSV cell)
+    sides = [pl.col(rows).is_not_null().alias(f"_in_{side}")
+             for side, rows in (("golden", "gi"), ("target", "ti"))]
+    return pl.concat([f.select(*procs, "round", *sides), *parts],
+                     how="horizontal").with_row_index("_i")
 
 
 def _ok(g: pl.Expr, t: pl.Expr, tol: pl.Expr) -> pl.Expr:
@@ -240,7 +245,7 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
                                   dtype=pl.Int64).alias("round"))
     pairs, notes = pair_processes(g, t)
     j = _paired(g, t, pairs, pair_by_id)
-    both = pl.col("golden_op_id").is_not_null() & pl.col("target_op_id").is_not_null()
+    both = pl.col("_in_golden") & pl.col("_in_target")
 
     tdt = pl.col("target_dtype").fill_null("")
     rt = pl.lit(rtol, pl.Float64) if rtol is not None else \
@@ -283,15 +288,15 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
 
     stats = pl.col("mode") == "stats"
     renamed = both & (pl.col("golden_op_name") != pl.col("target_op_name"))
-    verdict = (pl.when(pl.col("golden_op_id").is_null()).then(pl.lit("target-only"))
-               .when(pl.col("target_op_id").is_null()).then(pl.lit("golden-only"))
+    verdict = (pl.when(~pl.col("_in_golden")).then(pl.lit("target-only"))
+               .when(~pl.col("_in_target")).then(pl.lit("golden-only"))
                .when(stats & pl.col("_snostats")).then(pl.lit("no-data"))
                .when(stats).then(pl.when(pl.col("_sreason") == "").then(pl.lit("pass"))
                                  .otherwise(pl.lit("fail")))
                .otherwise(pl.col("verdict")))
-    reason = (pl.when(pl.col("golden_op_id").is_null())
+    reason = (pl.when(~pl.col("_in_golden"))
               .then(pl.lit("no tensor with this op path/io/index in the golden dump"))
-              .when(pl.col("target_op_id").is_null())
+              .when(~pl.col("_in_target"))
               .then(pl.lit("no tensor with this op path/io/index in the target dump"))
               .when(stats & pl.col("_snostats")).then(pl.lit("neither files nor statistics"))
               .when(stats).then(pl.col("_sreason")).otherwise(pl.col("reason")))

@@ -482,8 +482,11 @@ def filter_tensors(df: pl.DataFrame, *, op: str | None = None, layer: str | None
     return df
 
 
-def op_path(op_id: str, op_name: str) -> str:
-    """'2_0', 'Layer/Attn' -> '2_Layer/0_Attn' (ids and names paired per segment)."""
+def op_path(op_id: str | None, op_name: str | None) -> str:
+    """'2_0', 'Layer/Attn' -> '2_Layer/0_Attn' (ids and names paired per segment);
+    what is known of a row with an empty Op Id or Op Name cell."""
+    if op_id is None or op_name is None:
+        return op_name or op_id or "?"
     ids, names = op_id.split("_"), op_name.split("/")
     if len(ids) != len(names):
         return f"{op_id} {op_name}"

@@ -3,7 +3,8 @@ listing the same tensors in the same order pair row by row with no join (the
 narrow stats-only path of a 1M-row compare), and keys are joined as 64-bit
 hashes checked against the real keys. On real dumps (the stand-in ATB under the
 real probe) each shortcut gives exactly the rows, verdicts, headline and scope
-of the general way: a join on the real keys."""
+of the general way: a join on the real keys. A row without an op id (a damaged
+CSV) pairs with nothing."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import shutil
 
 import polars as pl
 import pytest
+from offline_helpers import run_cli
+from offline_synth import small_model
 
 from msprobe_atb.offline import compare_pairs
 from msprobe_atb.offline.compare import compare_dumps, error_growth, first_divergence
@@ -110,3 +113,27 @@ def test_take_is_a_gather(rows):
     idx = pl.Series(idx, dtype=pl.UInt32)
     assert compare_pairs.take(df, idx).equals(df[idx])
     assert compare_pairs.take(df, idx[:0]).equals(df.clear())
+
+
+def test_a_row_without_op_id_is_compared_alone(tmp_path):
+    """A statistic.csv row with an empty Op Id cell (a damaged file) pairs with
+    nothing and is said so; compare and stats do not fail on it."""
+    for side in ("g", "t"):
+        small_model(tmp_path / side, rounds=1, task="statistics")
+        rd = tmp_path / side / "atb_dump_data/data/0_4711/0"
+        for name in ("statistic.csv", "statistic_extra.csv"):
+            lines = (rd / name).read_text().splitlines()
+            cells = lines[3].split(",")
+            cells[lines[0].split(",").index("Op Id")] = ""
+            lines[3] = ",".join(cells)
+            (rd / name).write_text("\n".join(lines) + "\n")
+    res = compare_dumps(open_dump(tmp_path / "g"), open_dump(tmp_path / "t"))
+    assert dict(res.rows.group_by("verdict").len().iter_rows()) == {
+        "pass": 23, "golden-only": 1, "target-only": 1}
+    alone = res.rows.filter(pl.col("verdict") != "pass")
+    assert alone.get_column("op_id").null_count() == 2
+    assert set(alone.get_column("op")) == {"Layer/Norm"}  # the op name path, all that is known
+    rc, out = run_cli("compare", "-gp", str(tmp_path / "g"), "-tp", str(tmp_path / "t"),
+                      "-o", str(tmp_path / "c.csv"))
+    assert rc == 0, out
+    assert run_cli("stats", str(tmp_path / "t"))[0] == 0
