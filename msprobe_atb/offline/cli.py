@@ -237,7 +237,7 @@ def _jobs(p: argparse.ArgumentParser) -> None:
     from .compare import default_jobs
     p.add_argument("-j", "--jobs", type=int, default=default_jobs(), metavar="N",
                    help=f"worker processes reading tensors (default: {default_jobs()}, "
-                        "one per core)")
+                        "one per core this process may run on)")
 
 
 def register(sub) -> None:

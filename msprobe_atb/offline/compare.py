@@ -372,4 +372,9 @@ def first_divergence(res: CompareResult) -> dict | None:
 
 
 def default_jobs() -> int:
-    return max(1, min(4, os.cpu_count() or 1))
+    """One worker per core this process may run on (its CPU affinity, as a container or
+    `taskset` sets it), as the issue's local cluster asks; -j overrides it."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity call on this platform
+        return max(1, os.cpu_count() or 1)

@@ -348,3 +348,15 @@ def test_unreachable_scheduler_is_a_clear_error(tmp_path, monkeypatch, capsys):
                       "--scheduler", "tcp://127.0.0.1:9", "-o", str(tmp_path / "r.csv"))
     assert rc == 2 and not (tmp_path / "r.csv").exists()
     assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_default_workers_are_one_per_core_this_process_may_use():
+    """-j defaults to one worker per core of the process's CPU affinity (what a
+    container or taskset allows), not to a fixed cap."""
+    code = ("import os, sys; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+            "from msprobe_atb.offline.compare import default_jobs; print(default_jobs())")
+    pinned = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    assert pinned == "1"
+    from msprobe_atb.offline.compare import default_jobs
+    assert default_jobs() == len(os.sched_getaffinity(0))
