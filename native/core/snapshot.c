@@ -154,8 +154,10 @@ void msp_snap_refresh(void)
             else if (was_awake && !s->awake)
                 say_state("Back asleep: dumping stopped (dump_enable is false or the config "
                           "is gone)");
-            /* payloads will go through the copy ring: have it warm first */
-            int ring_dump = s->awake && (s->cfg.task & MSP_TASK_TENSOR) && !s->cfg.rec_armed;
+            /* payloads will go through the copy ring: have it warm first (not
+             * for exec_range "none", awake but selecting nothing) */
+            int ring_dump = s->awake && (s->cfg.task & MSP_TASK_TENSOR) && !s->cfg.rec_armed &&
+                            s->cfg.exec_mode != MSP_EXEC_NONE;
             msp_queue_expect(&g_msp.q, ring_dump ? s->cfg.queue_budget_bytes : 0);
             __atomic_store_n(&g_msp.snap, s, __ATOMIC_RELEASE);
             __atomic_store_n(&msp_proc_now()->config_generation, s->generation, __ATOMIC_RELAXED);
