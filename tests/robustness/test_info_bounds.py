@@ -6,7 +6,6 @@ invalid JSON, and a topo node with a wrong-typed field loses only that node."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
