@@ -8,8 +8,6 @@ the layers and the worst tensor pairs."""
 from __future__ import annotations
 
 import html
-import json
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -21,6 +19,7 @@ import polars as pl
 from . import report_figures as figs
 from .binfile import BinFileError, TensorNotSaved, load_bin
 from .compare import CompareResult, error_growth, first_divergence
+from .page_text import plot_json
 from .summary import ranges_text, summarize
 from .table import Dump
 
@@ -44,21 +43,10 @@ class Page:
     def plot(self, fig: dict, height: int | None = None) -> str:
         self.plots += 1
         pid = f"plot{self.plots}"
-        spec = json.dumps(_json_safe(fig), separators=(",", ":")).replace("</", "<\\/")
+        spec = plot_json(fig)
         style = f" style='height:{height}px'" if height else ""
         return (f"<div class='plot' id='{pid}'{style}></div>"
                 f"<script type='application/json' data-plot='{pid}'>{spec}</script>")
-
-
-def _json_safe(v):
-    """JSON that JSON.parse accepts: non-finite floats become null."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, dict):
-        return {k: _json_safe(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_json_safe(x) for x in v]
-    return v
 
 
 def _cell(v) -> str:

@@ -1,7 +1,10 @@
 """The report's interactive plots, as Plotly figure specs (plain dicts that the
 page hands to Plotly.newPlot). Layers are ordered by op id and every device has
 its own traces; a non-finite point is never dropped: its line breaks there and a
-marker along the top edge says what it was."""
+marker along the top edge says what it was. Names from the dump go only into
+data keys (x, text, name, ...; page_text.plot_json escapes those), never into a
+title or hovertemplate (where Plotly reads markup); a hover without <extra>
+shows its trace's name beside it."""
 
 from __future__ import annotations
 
@@ -94,7 +97,7 @@ def _line_traces(per: pl.DataFrame, order: list[str], label: str, *, dash: str =
                 if r["nonfinite"]:
                     ys.append(None)  # the line breaks here: nothing finite to draw
                     bad_x.append(layer)
-                    bad_text.append(f"{name}<br>{layer}: {label} {fmt_value(r['bad_value'])} "
+                    bad_text.append(f"{layer}: {label} {fmt_value(r['bad_value'])} "
                                     f"({r['nonfinite']} tensor(s) NaN/Inf)")
                 else:
                     ys.append(r["finite_max"] if r["finite_max"] and r["finite_max"] > 0
@@ -103,14 +106,13 @@ def _line_traces(per: pl.DataFrame, order: list[str], label: str, *, dash: str =
                            "legendgroup": name, "x": order, "y": ys,
                            "line": {"color": colour, "dash": dash, "width": 1.5},
                            "marker": {"size": 5}, "connectgaps": False,
-                           "hovertemplate": f"{name}<br>%{{x}}: {label} %{{y:.6g}}"
-                                            "<extra></extra>"})
+                           "hovertemplate": f"%{{x}}: {label} %{{y:.6g}}"})
             if bad_x:
                 traces.append({"type": "scatter", "mode": "markers", "yaxis": "y2",
                                "name": f"{name}: NaN/Inf", "legendgroup": name,
                                "showlegend": False, "x": bad_x,
                                "y": [NONFINITE_Y] * len(bad_x), "text": bad_text,
-                               "hovertemplate": "%{text}<extra></extra>",
+                               "hovertemplate": "%{text}",
                                "marker": {"symbol": "x", "size": 11, "color": "#c00",
                                           "line": {"width": 2, "color": colour}}})
     return traces
@@ -198,7 +200,7 @@ def histogram_figure(tensors: list[tuple[str, np.ndarray]], bins: int = 60) -> d
             hist, centres, width = np.array([]), [], 1.0
         traces.append({"type": "bar", "name": f"{label} ({counts})", "x": centres,
                        "y": hist.tolist(), "width": width, "opacity": 0.6,
-                       "hovertemplate": f"{label}<br>%{{x:.4g}}: %{{y}} values<extra></extra>"})
+                       "hovertemplate": "%{x:.4g}: %{y} values"})
     return {"data": traces, "layout": {
         "title": {"text": "Values of the first NaN/Inf tensor and of its op's inputs "
                   "(finite values; the legend counts the others)"},
@@ -232,8 +234,7 @@ def error_growth_figure(rows: pl.DataFrame) -> dict:
             traces.append({"type": "scatter", "mode": "lines", "name": name, "legendgroup": name,
                            "x": list(range(len(ys))), "y": ys, "text": labels,
                            "line": {"color": colour, "width": 1.2}, "connectgaps": False,
-                           "hovertemplate": "%{text}<br>rel. error %{y:.3g}<extra>" + name
-                                            + "</extra>"})
+                           "hovertemplate": "%{text}<br>rel. error %{y:.3g}"})
             bad = [i for i, m in enumerate(ok) if m is False]
             if bad:
                 traces.append({"type": "scatter", "mode": "markers", "yaxis": "y2",

@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -23,6 +24,27 @@ INJECT = "inf:layer=0,op=Attention,round=0"
 INJECT_OP = "Attention"
 MODEL = ["--layers", "2", "--hidden", "32", "--heads", "2", "--vocab", "64", "--prompt-len", "6",
          "--decode-steps", "2", "--seed", "3"]
+
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--no-first-run", "--enable-logging=stderr", "--v=0",
+                  "--virtual-time-budget=10000"]
+
+
+def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """Real headless Chromium with a fresh profile (skips the test without one)."""
+    exe = shutil.which("chromium")
+    if exe is None:
+        pytest.skip("chromium is not installed: run scripts/install_deps.sh")
+    profile = tmp_path / f"chromium-profile-{len(list(tmp_path.iterdir()))}"
+    return subprocess.run([exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+                          capture_output=True, text=True, timeout=180)
+
+
+def console(r: subprocess.CompletedProcess) -> list[str]:
+    """The lines a page logged to the console."""
+    return [line for line in r.stderr.splitlines() if ":CONSOLE" in line]
 
 
 def run_cli(*args: str) -> tuple[int, str]:

@@ -109,11 +109,14 @@ class RoundWriter:
 
 def small_model(root: Path, *, dtype=np.float32, inject: tuple[int, str] | None = None,
                 rounds: int = 2, layers: int = 3, task: str = "all", pid: int = 4711,
-                seed: int = 0, value: float = np.inf, writer=RoundWriter) -> Path:
+                seed: int = 0, value: float = np.inf, writer=RoundWriter,
+                names: dict[str, str] | None = None) -> Path:
     """A toy dump: per round, layers `{i}_Layer` with children 0_Norm, 1_Linear,
     2_Add; `inject=(layer, child)` puts `value` (+Inf) into that child's output at
     round 0. `writer` makes each round dir (RoundWriter: our form; see
-    msprobe_form.py for msProbe's). Returns the output root."""
+    msprobe_form.py for msProbe's). `names` renames Layer, Norm, Linear or Add in
+    the dump. Returns the output root."""
+    shown = names or {}
     rng = np.random.default_rng(seed)
     data = root / "atb_dump_data" / "data"
     seqs = 0
@@ -121,12 +124,12 @@ def small_model(root: Path, *, dtype=np.float32, inject: tuple[int, str] | None 
         w = writer(data, f"0_{pid}", r, task)
         x = rng.standard_normal(16).astype(np.float64)
         for layer in range(layers):
-            lp = f"{layer + 1}_Layer"
+            lp = f"{layer + 1}_{shown.get('Layer', 'Layer')}"
             w.add(lp, "input", 0, x.astype(dtype), seq=seqs)
             seqs += 1
             h = x
             for ci, child in enumerate(("Norm", "Linear", "Add")):
-                cp = f"{lp}/{ci}_{child}"
+                cp = f"{lp}/{ci}_{shown.get(child, child)}"
                 w.add(cp, "input", 0, h.astype(dtype), seq=seqs)
                 seqs += 1
                 h = {"Norm": lambda v: v / np.sqrt((v * v).mean() + 1e-6),

@@ -8,37 +8,17 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import polars as pl
-import pytest
-from offline_helpers import run_cli
+from offline_helpers import chromium, console, run_cli
 
 from msprobe_atb.offline import report_figures as figs
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu",
-                  "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run", "--enable-logging=stderr", "--v=0",
-                  "--virtual-time-budget=10000"]
 SECTIONS = ("summary", "first-nan", "layers", "nan-map", "error-growth", "layer-compare",
             "compare-table")
 ASSETS = Path(figs.__file__).parent / "report_assets"
-
-
-def _chromium(tmp_path, *args: str) -> subprocess.CompletedProcess:
-    exe = shutil.which("chromium")
-    if exe is None:
-        pytest.skip("chromium is not installed: run scripts/install_deps.sh")
-    profile = tmp_path / f"chromium-profile-{len(list(tmp_path.iterdir()))}"
-    return subprocess.run([exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
-                          capture_output=True, text=True, timeout=180)
-
-
-def _console(r: subprocess.CompletedProcess) -> list[str]:
-    return [line for line in r.stderr.splitlines() if ":CONSOLE" in line]
 
 
 def _section(dom: str, sid: str) -> str:
@@ -52,9 +32,9 @@ def _check_report(tmp_path, dump, golden, injected_op: str) -> str:
     info = json.loads(text)
     assert info["report"] == str(out.resolve()) and info["plots"] >= 6
     assert info["first_nonfinite"][0]["op"] == injected_op
-    r = _chromium(tmp_path, "--dump-dom", out.as_uri())
+    r = chromium(tmp_path, "--dump-dom", out.as_uri())
     assert r.returncode == 0, r.stderr[-2000:]
-    assert _console(r) == [], "the page logged to the console"
+    assert console(r) == [], "the page logged to the console"
     dom = r.stdout
     for s in SECTIONS:
         assert f'<section id="{s}">' in dom, f"section {s} missing"
@@ -72,7 +52,7 @@ def _check_report(tmp_path, dump, golden, injected_op: str) -> str:
     files = re.findall(r'href="(file://[^"]+\.bin)"', _section(dom, "compare-table"))
     assert files and all(Path(f[len("file://"):]).exists() for f in files[:20])
     shot = tmp_path / "shot.png"
-    r = _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1300,4000", out.as_uri())
+    r = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1300,4000", out.as_uri())
     assert r.returncode == 0 and shot.stat().st_size > 50_000
     return dom
 
@@ -105,9 +85,9 @@ def test_tables_sort_when_a_header_is_clicked(tmp_path):
         "function(r){return r.cells[0].textContent}).join('');th.click();"
         "document.body.dataset.desc=[].map.call(document.querySelectorAll('tbody tr'),"
         "function(r){return r.cells[0].textContent}).join('');});</script></body></html>")
-    r = _chromium(tmp_path, "--dump-dom", page.as_uri())
+    r = chromium(tmp_path, "--dump-dom", page.as_uri())
     assert 'data-asc="cab"' in r.stdout and 'data-desc="bac"' in r.stdout, r.stdout
-    assert _console(r) == []
+    assert console(r) == []
 
 
 def _frame(rows: list[dict]) -> pl.DataFrame:
