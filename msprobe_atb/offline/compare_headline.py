@@ -102,8 +102,12 @@ def format_summary(res: CompareResult, outputs: list[str] | None = None) -> str:
     sc = res.scope
     counts = {v: res.count(v) for v in VERDICTS}
     lines = _structure(res)
-    lines += [f"Compared {res.rows.height} tensors over {len(res.process_pairs)} process "
-              "pair(s) " + ", ".join(f"{a}→{b}" for a, b in res.process_pairs[:4]),
+    unpaired = {k: counts[k] for k in ("target-only", "golden-only") if counts[k]}
+    pairs = res.rows.height - sum(unpaired.values())
+    lines += [", ".join([f"{pairs} pairs compared", *(f"{v} {k}" for k, v in unpaired.items())])
+              + f" (processes {', '.join(f'{a}→{b}' for a, b in res.process_pairs[:4])}"
+              + (f" and {len(res.process_pairs) - 4} more)" if len(res.process_pairs) > 4
+                 else ")"),
               "  " + ", ".join(f"{k} {v}" for k, v in counts.items()
                                if v or k in ("pass", "fail")),
               f"  checked {sc.checked} of {sc.golden} golden and {sc.target} target tensors "
@@ -117,8 +121,9 @@ def format_summary(res: CompareResult, outputs: list[str] | None = None) -> str:
     if fd is not None:
         lines += _divergence(fd, bool(sc.structure))
     elif sc.incomplete:
-        lines.append(f"No divergent tensor among the {sc.checked} compared, but the comparison "
-                     "is incomplete (above).")
+        if sc.checked:  # with none, "NOTHING WAS COMPARED" above says it all
+            lines.append(f"No divergent tensor among the {sc.checked} compared, but the "
+                         "comparison is incomplete (above).")
     elif counts["unreadable"] or counts["not-compared"]:
         lines.append(f"No divergent tensor among those read, but "
                      f"{counts['unreadable'] + counts['not-compared']} could not be read or "
