@@ -19,8 +19,8 @@ FUZZ_TARGETS :=
 # Artifacts only `make bench` needs (reference probes).
 BENCH_TARGETS :=
 
-.PHONY: all native deps pyext test native-test pytest lint demo bench clean fuzz fuzz-config
-all: native pyext
+.PHONY: all native deps pyext bytecode test native-test pytest lint demo bench clean fuzz fuzz-config
+all: native pyext bytecode
 
 include native/atbsim/atbsim.mk
 include native/probe.mk
@@ -45,6 +45,11 @@ $(KERNEL_STAMP): $(VENV)/.stamp native/compare/pair_kernel.c native/compare/pair
 	$(VPY) msprobe_atb/offline/_build_kernel.py
 	touch $@
 pyext: $(PYEXT_STAMP) $(KERNEL_STAMP)
+# The package's bytecode, so each `msprobe-atb` call starts from .pyc files even where
+# PYTHONDONTWRITEBYTECODE keeps Python from caching them (compiling the sources costs
+# ~0.1 s a call; issue 18 §5). compileall skips the files that are current.
+bytecode: deps
+	$(VPY) -m compileall -q msprobe_atb
 
 # ---- tests ----
 native-test: native $(NATIVE_TEST_TARGETS)

@@ -8,4 +8,4 @@ Layout:
   offline/  loading .bin tensors, stats, compare, convert, overflow, report
 """
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place: pyproject.toml reads it

@@ -8,6 +8,8 @@ import importlib
 import os
 import sys
 
+from msprobe_atb import __version__
+
 # Modules exposing `register(subparsers)`; each adds its subcommands with
 # `set_defaults(func=...)`, where func(args) returns the exit code.
 COMMAND_MODULES = (
@@ -31,14 +33,6 @@ FAST_COMMANDS = {"daemon": "msprobe_atb.daemon.cli"}
 INTERNAL_COMMANDS = {"daemon"}
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version("msprobe-atb")
-    except PackageNotFoundError:
-        return "unknown (not installed)"
-
-
 class _Subcommands(argparse._SubParsersAction):
     """Every subcommand's --help opens with its one-line summary, and the
     internal ones stay out of the top-level command list."""
@@ -55,7 +49,7 @@ def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.Argumen
         prog="msprobe-atb",
         description="Runtime tensor dumps of ATB inference processes, and tools to read them.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.register("action", "parsers", _Subcommands)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in modules:

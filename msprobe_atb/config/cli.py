@@ -7,10 +7,6 @@ import json
 import sys
 import traceback
 
-from msprobe_atb.config.describe import describe
-from msprobe_atb.config.loader import ConfigMissing, load_config
-from msprobe_atb.config.schema import ConfigError
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check", help="validate a dump config and show what it will dump",
@@ -26,6 +22,10 @@ VALID, REJECTED, MISSING, CRASHED = 0, 1, 2, 3
 
 
 def run(args: argparse.Namespace) -> int:
+    from msprobe_atb.config.describe import describe
+    from msprobe_atb.config.loader import ConfigMissing, load_config
+    from msprobe_atb.config.schema import ConfigError
+
     try:
         cfg = load_config(args.config)
     except ConfigMissing:

@@ -10,12 +10,26 @@ tree), table (the tensor table), tensorstats, graph (info/layer dataflow),
 summary (stats), metrics + compare, overflow, convert, report, cli.
 """
 
-from .binfile import BinFileError, BinHeader, TensorNotSaved, load_bin, read_header, resolve
-from .compare import CompareResult, compare_dumps
-from .layout import DumpNotFound
-from .table import Dump, filter_tensors, open_dump
+import importlib
 
-__all__ = [
-    "BinFileError", "BinHeader", "CompareResult", "Dump", "DumpNotFound", "TensorNotSaved",
-    "compare_dumps", "filter_tensors", "load_bin", "open_dump", "read_header", "resolve",
-]
+# Each public name and the module defining it. They are imported when first used, so
+# `msprobe-atb --version` and the control plane never pay for numpy, ml_dtypes and polars.
+_EXPORTS = {
+    "BinFileError": "binfile", "BinHeader": "binfile", "TensorNotSaved": "binfile",
+    "load_bin": "binfile", "read_header": "binfile", "resolve": "binfile",
+    "CompareResult": "compare", "compare_dumps": "compare",
+    "DumpNotFound": "layout",
+    "Dump": "table", "filter_tensors": "table", "open_dump": "table",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -234,7 +234,7 @@ def cmd_report(a) -> int:
 
 
 def _jobs(p: argparse.ArgumentParser) -> None:
-    from .compare import default_jobs
+    from .engine_rule import default_jobs
     p.add_argument("-j", "--jobs", type=int, default=default_jobs(), metavar="N",
                    help=f"worker processes reading tensors (default: {default_jobs()}, "
                         "one per core this process may run on)")
@@ -286,7 +286,7 @@ def register(sub) -> None:
                    help="share of elements within tolerance to pass (0.95)")
     p.add_argument("--min-cosine", type=float, default=0.999, help="cosine to pass (0.999)")
     _jobs(p)
-    from .pair_engine import ENGINES, LOCAL_CLUSTER_MIN_S
+    from .engine_rule import ENGINES, LOCAL_CLUSTER_MIN_S
     p.add_argument("--engine", choices=ENGINES, default="auto",
                    help="where the tensor pairs are compared: a local Dask cluster of -j "
                         "worker processes, or this process; auto (the default) starts the "

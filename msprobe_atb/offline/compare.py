@@ -30,7 +30,6 @@ headlined.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -369,12 +368,3 @@ def error_growth(res: CompareResult, top: int = 5) -> list[dict]:
 def first_divergence(res: CompareResult) -> dict | None:
     bad = res.rows.filter((pl.col("verdict") == "fail") & pl.col("primary"))
     return bad.row(0, named=True) if bad.height else None
-
-
-def default_jobs() -> int:
-    """One worker per core this process may run on (its CPU affinity, as a container or
-    `taskset` sets it), as the issue's local cluster asks; -j overrides it."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # no affinity call on this platform
-        return max(1, os.cpu_count() or 1)

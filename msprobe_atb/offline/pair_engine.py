@@ -8,7 +8,7 @@ three engines (`compare --engine`, `--scheduler`):
 * `in-process`: in the compare process (also what `-j 1` means);
 * `auto` (the default): the local cluster, for a compare big enough to hide its
   start-up. The rule: the pairs' in-process time is estimated from their bytes
-  and number (IN_PROCESS_BYTES_PER_S, IN_PROCESS_PAIRS_PER_S, measured by
+  and number (engine_rule.py: IN_PROCESS_BYTES_PER_S, IN_PROCESS_PAIRS_PER_S, measured by
   bench/compare_speed.py); below LOCAL_CLUSTER_MIN_S they run in-process, as a
   cluster's start-up (2-3.5 s on a 2-core machine) would cost more than it saves.
   Above, the cluster starts in a background thread while the compare process
@@ -36,6 +36,12 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from .dtypes import DTYPE_CODES, SPECS
+from .engine_rule import (
+    ENGINES,
+    IN_PROCESS_BYTES_PER_S,
+    IN_PROCESS_PAIRS_PER_S,
+    LOCAL_CLUSTER_MIN_S,
+)
 from .metrics import file_metrics
 
 # One row per pair; `state` is ok / not-saved / unreadable / not-compared, `reason` says why.
@@ -46,15 +52,6 @@ PAIR_METRICS = {
     "golden_pinf": pl.Int64, "golden_ninf": pl.Int64, "target_nan": pl.Int64,
     "target_pinf": pl.Int64, "target_ninf": pl.Int64, "state": pl.Utf8, "reason": pl.Utf8,
 }
-ENGINES = ("auto", "local-cluster", "in-process")
-# In-process compare rates on one core of the 2-core reference machine (bench
-# compare_speed: 1.5-1.7 GB/s of both sides' bytes per CPU second; 6,000-9,000
-# small pairs per second), and the estimated in-process time from which `auto`
-# starts the local cluster: its start-up (2-3.5 s to ready workers there) also
-# takes CPU from the in-process work, so below this it would not pay for itself.
-IN_PROCESS_BYTES_PER_S = 1.5e9
-IN_PROCESS_PAIRS_PER_S = 5000.0
-LOCAL_CLUSTER_MIN_S = 5.0
 BATCH_BYTES = 64 << 20
 BATCH_PAIRS = 256
 

@@ -1,0 +1,28 @@
+"""Where a compare's tensor pairs run (`compare --engine`, `-j`): the engines, the rule
+`auto` follows, and the default number of workers. pair_engine.py applies them; this
+module imports nothing heavy, so the command line can offer them without loading numpy
+or polars.
+"""
+
+from __future__ import annotations
+
+import os
+
+ENGINES = ("auto", "local-cluster", "in-process")
+# In-process compare rates on one core of the 2-core reference machine (bench
+# compare_speed: 1.5-1.7 GB/s of both sides' bytes per CPU second; 6,000-9,000
+# small pairs per second), and the estimated in-process time from which `auto`
+# starts the local cluster: its start-up (2-3.5 s to ready workers there) also
+# takes CPU from the in-process work, so below this it would not pay for itself.
+IN_PROCESS_BYTES_PER_S = 1.5e9
+IN_PROCESS_PAIRS_PER_S = 5000.0
+LOCAL_CLUSTER_MIN_S = 5.0
+
+
+def default_jobs() -> int:
+    """One worker per core this process may run on (its CPU affinity, as a container or
+    `taskset` sets it), as the issue's local cluster asks; -j overrides it."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity call on this platform
+        return max(1, os.cpu_count() or 1)
