@@ -108,8 +108,11 @@ def _summary(page: Page, s: dict, comparison: CompareResult | None) -> None:
 def _incidents(page: Page, s: dict) -> None:
     """The flight recorder's incidents: what fired, on which rank and tensor, and
     links to the rounds it wrote."""
-    rows = []
+    rows, refused = [], []
     for d in s["incidents"]:
+        if "error" in d:
+            refused.append(f"{d['incident']}: {d['error']}")
+            continue
         ft = d.get("first_tensor") or {}
         dirs = [Link(f"{f['dev_pid']}/{f['round']}", Path(f["dir"]).as_uri())
                 for f in d.get("flushed") or [] if f.get("dir")]
@@ -122,6 +125,9 @@ def _incidents(page: Page, s: dict) -> None:
                      *(dirs[:1] or ["-"])])
     body = _table(["#", "trigger", "value", "time", "round", "device", "pid",
                    "first offending tensor", "rounds written", "first round dir"], rows)
+    if refused:
+        body += "<p class='bad'>Not read:</p><ul>" + "".join(
+            f"<li>{html.escape(r)}</li>" for r in refused) + "</ul>"
     page.sections.append(("incidents", "Flight recorder incidents", body))
 
 

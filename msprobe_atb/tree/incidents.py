@@ -19,6 +19,7 @@ from typing import Any
 
 from msprobe_atb.tree import fsio
 from msprobe_atb.tree.csvfmt import parse_tensor_path
+from msprobe_atb.tree.incident_check import BadIncident, checked
 from msprobe_atb.tree.records import ProcKey
 
 log = logging.getLogger("msprobe_atb")
@@ -199,13 +200,16 @@ class IncidentBook:
 
 
 def read_incidents(dump_root: Path) -> list[dict]:
-    """Every incident report of a dump, in order (unreadable ones are named)."""
+    """Every incident report of a dump, in order; one that cannot be read or has
+    the wrong shape is named with the reason (incident_check.py)."""
     out = []
     d = Path(dump_root) / DIR
     for f in sorted(d.glob("incident-*.json")) if d.is_dir() else []:
         try:
-            out.append(json.loads(f.read_text()))
-        except (OSError, ValueError) as exc:
+            out.append(checked(json.loads(f.read_bytes()), dump_root))
+        except BadIncident as exc:
+            out.append({"incident": f.name, "trigger": "?", "error": f"refused: {exc}"})
+        except (OSError, ValueError, RecursionError) as exc:
             out.append({"incident": f.name, "trigger": "?", "error": f"unreadable: {exc}"})
     return out
 
