@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from msprobe_atb.argtypes import seconds_or_zero
+
 REPO = Path(__file__).resolve().parent.parent
 LOAD = REPO / "scripts" / "load_atb_probe.sh"
 
@@ -35,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", default=None, metavar="FILE",
                    help="the dump config, editable while CMD runs (default: config.json in "
                         "the current directory)")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="S",
+    p.add_argument("--timeout", type=seconds_or_zero, default=120.0, metavar="S",
                    help="after CMD exits, how long to wait for its dump to be complete (120)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]",
                    help="the command to run under the probe")

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from msprobe_atb.argtypes import seconds
 from msprobe_atb.config.schema import CHECK_MODES, POLICIES, STATE_NAMES, TASK_NAMES
 from msprobe_atb.recorder import status as recorder_status
 
@@ -27,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--watch", action="store_true",
                    help="a live view, refreshed in place, with each process's progress and "
                         "write rate (Ctrl-C to leave)")
-    p.add_argument("--interval", type=float, default=1.0, metavar="S",
+    p.add_argument("--interval", type=seconds, default=1.0, metavar="S",
                    help="with --watch: seconds between refreshes (1)")
     p.add_argument("--count", type=int, default=0, metavar="N",
                    help="with --watch: stop after N refreshes (default: until Ctrl-C)")

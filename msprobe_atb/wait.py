@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from msprobe_atb.argtypes import seconds_or_zero
 from msprobe_atb.tree.cli import output_dir_arg
 
 EXIT_OK, EXIT_LOST, EXIT_NO_DUMP, EXIT_TIMEOUT = 0, 1, 2, 3
@@ -36,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "everything selected was written, 1 some selected tensors were lost (dropped, "
         "failed, or held by a process that died), 2 not a dump directory, 3 timed out.")
     output_dir_arg(p)
-    p.add_argument("--timeout", type=float, default=None, metavar="S",
+    p.add_argument("--timeout", type=seconds_or_zero, default=None, metavar="S",
                    help="give up after S seconds (exit code 3); default: wait as long as it takes")
     p.set_defaults(func=run)
 

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from msprobe_atb.argtypes import seconds_or_zero
 from msprobe_atb.tree.cli import find_dump_root, output_dir_arg
 from msprobe_atb.tree.incidents import DIR, file_name, format_incident, read_incidents
 
@@ -22,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "to DIR writes the rounds it holds (keep_rounds before the one in "
                        "progress) and after_rounds more, and an incident report is written.")
     output_dir_arg(p)
-    p.add_argument("--wait", type=float, default=0.0, metavar="S",
+    p.add_argument("--wait", type=seconds_or_zero, default=0.0, metavar="S",
                    help="wait up to S seconds for the incident report")
     p.set_defaults(func=run_trigger)
     q = sub.add_parser("incidents", help="list the flight recorder's incidents",
