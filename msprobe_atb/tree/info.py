@@ -3,7 +3,8 @@
 Tensors get names instead of indices: a layer's are `<layer>_input_i`,
 `<layer>_output_i`, `<layer>_internal_i`; a node's ins/outs are looked up in
 its parent's list (ins, then outs, then internals) and a node's internals
-are `<node opName>_internal_i`. Odd graphs (nodes without inputs or outputs,
+are `<node opName>_internal_i`. A tensor list that would be empty gets no key,
+as msProbe writes them. Odd graphs (nodes without inputs or outputs,
 missing keys, out-of-range ids, deep nesting) never raise anything but
 GraphError, which the caller logs before skipping that graph; a topo node
 with a wrong-typed field is dropped alone, with a warning.
@@ -141,19 +142,24 @@ class _Resolver:
         if not isinstance(node, dict):
             node = {}
         name = _text(node.get("opName")) or _text(node.get("name"))
-        out: dict[str, Any] = {
-            "opName": name,
-            "opType": _text(node.get("opType")),
-            "param": node.get("param"),
-            "inTensors": self.lookup(pool, node.get("inTensorIds")),
-            "outTensors": self.lookup(pool, node.get("outTensorIds")),
-        }
-        internals, children = self.children(name, node, out["inTensors"], out["outTensors"], depth)
-        if internals:
-            out["internalTensors"] = internals
+        ins = self.lookup(pool, node.get("inTensorIds"))
+        outs = self.lookup(pool, node.get("outTensorIds"))
+        internals, children = self.children(name, node, ins, outs, depth)
+        out = _tensor_lists({"opName": name, "opType": _text(node.get("opType")),
+                             "param": node.get("param")}, ins, outs, internals)
         if children is not None:
             out["nodes"] = children
         return out
+
+
+def _tensor_lists(doc: dict, ins: list[str], outs: list[str], internals: list[str]) -> dict:
+    """Adds the tensor lists that are not empty: msProbe writes no key for an
+    empty one (an EventOperation has neither inputs nor outputs, a WordEmbedding
+    layer no internal tensors)."""
+    for key, names in (("inTensors", ins), ("outTensors", outs), ("internalTensors", internals)):
+        if names:
+            doc[key] = names
+    return doc
 
 
 def layer_json(name: str, graph: dict) -> tuple[dict, list[str]]:
@@ -169,11 +175,9 @@ def layer_json(name: str, graph: dict) -> tuple[dict, list[str]]:
     ins = r.names(f"{layer}_input", _count(graph.get("inTensorNum")))
     outs = r.names(f"{layer}_output", _count(graph.get("outTensorNum")))
     internals, children = r.children(layer, graph, ins, outs, 0)
-    doc = {
-        "opName": layer, "opType": _text(graph.get("opType")), "param": graph.get("param"),
-        "inTensors": ins, "outTensors": outs, "internalTensors": internals,
-        "nodes": children or [],
-    }
+    doc = _tensor_lists({"opName": layer, "opType": _text(graph.get("opType")),
+                         "param": graph.get("param")}, ins, outs, internals)
+    doc["nodes"] = children or []
     if r.unresolved:
         warnings.append(f"graph {name}: {r.unresolved} tensor ids out of range")
     return doc, warnings
@@ -217,8 +221,7 @@ def model_json(topo: dict, graphs: dict[str, dict], counter: int) -> tuple[dict,
         out: dict[str, Any] = {"opName": new, "opType": old}
         out.update((k, v) for k, v in node.items() if k not in ("opName", "opType"))
         graph = graphs.get(new)
-        if graph is not None:
-            out["param"] = graph.get("param")
+        if graph is not None:  # its internals and children; msProbe takes not its param
             internals, children = r.children(new, graph, node.get("inTensors", []),
                                              node.get("outTensors", []), 0)
             if internals:

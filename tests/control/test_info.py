@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
+import msprobe_info_form as form
 import pytest
+from cp_helpers import derived
 
+from msprobe_atb.tree.drain import rebuild
 from msprobe_atb.tree.info import GraphError, layer_json, model_json, parse_json_object
 
 LAYER = {
@@ -50,8 +53,25 @@ def test_nodes_without_inputs_or_outputs():
                         "inTensorIds": [], "outTensorIds": []},
                        {"opName": "SendOperation_0_1", "opType": "SendOperation"}]}
     doc, _ = layer_json("L_0", graph)
-    assert [n["inTensors"] for n in doc["nodes"]] == [[], []]
-    assert [n["outTensors"] for n in doc["nodes"]] == [[], []]
+    # msProbe writes no key for an empty list
+    assert [list(n) for n in doc["nodes"]] == [["opName", "opType", "param"]] * 2
+    assert list(doc) == ["opName", "opType", "param", "nodes"]
+
+
+def test_info_files_in_msprobe_form(out_dir, shims):
+    """The files the builder writes for ATB's graphs equal msProbe's byte for
+    byte (fixtures in msprobe_info_form.py)."""
+    a = shims(out_dir, dev=0)
+    a.graph("WordEmbedding_0", form.WORD_EMBEDDING_GRAPH, dev=0)
+    a.graph("Decoder_layer_1", form.LAYER_GRAPH, dev=0)
+    a.record({"k": "topo", "model": "DecoderModel", "dev": 0, "json": form.MODEL_TOPO})
+    a.exit()
+    dump_root = out_dir / "atb_dump_data"
+    want = {f"info/layer/0_{a.pid}/WordEmbedding_0.json": form.WORD_EMBEDDING_FILE,
+            f"info/layer/0_{a.pid}/Decoder_layer_1.json": form.LAYER_FILE,
+            f"info/model/0_{a.pid}/DecoderModel.json": form.MODEL_FILE}
+    rebuild(dump_root, a.block)
+    assert {k: v for k, v in derived(dump_root).items() if k.startswith("info/")} == want
 
 
 def test_missing_keys_and_bad_types_do_not_raise():
