@@ -15,7 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from .manifest import meta
-from .summary import _fmt, _num
+from .summary import _fmt, _num, peaks
 from .table import Dump, filter_tensors, op_path
 
 
@@ -63,7 +63,7 @@ def across_ranks(df: pl.DataFrame) -> dict:
     for (host, dp), g in df.group_by(["host", "dev_pid"], maintain_order=True):
         bad = firsts.filter((pl.col("host") == host) & (pl.col("dev_pid") == dp)).sort(
             "round", "round_seq")
-        norms = g.filter(pl.col("primary")).get_column("norm").fill_nan(None)
+        norm = peaks(g, ["dev_pid"], "norm")
         per_rank.append({
             "host": host, "dev_pid": dp, "device": g.get_column("device")[0],
             "rounds": g.get_column("round").n_unique(), "tensors": g.height,
@@ -71,7 +71,7 @@ def across_ranks(df: pl.DataFrame) -> dict:
                                       & g.get_column("primary")).sum()),
             "first_nonfinite": ({"round": bad.get_column("round")[0],
                                  **_where(bad.row(0, named=True))} if bad.height else None),
-            "max_norm": _num(norms.max()) if norms.len() else None,
+            "max_norm": _num(norm.item(0, "peak")) if norm.height else None,
         })
     per_rank.sort(key=lambda r: (r["host"], r["device"] if r["device"] is not None else -1,
                                  r["dev_pid"]))

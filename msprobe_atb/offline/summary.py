@@ -4,11 +4,13 @@ fed it, and the largest values per layer."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import polars as pl
 
 from msprobe_atb.tree.incidents import format_incident, read_incidents
 
+from .dtypes import TOLERANCES
 from .graph import load_layer_graphs, load_model_graphs, upstream
 from .table import Dump, op_path
 
@@ -74,28 +76,49 @@ def _feeders(df: pl.DataFrame, ref: dict, graphs, models) -> list[dict]:
     return out
 
 
+def _as_read(col: str) -> pl.Expr:
+    """A tensor's statistic as a person reads it: NaN if the tensor holds NaN, inf if it
+    holds +Inf or -Inf (max and min skip NaN: a finite abs-max of a tensor full of NaN
+    would say it is fine), else the statistic."""
+    uncounted = pl.col("nan").is_null() & pl.col("nonfinite") & pl.col(col).is_finite()
+    return (pl.when(pl.col("nan") > 0).then(float("nan"))
+            .when(pl.col("pinf") + pl.col("ninf") > 0).then(float("inf"))
+            .when(uncounted).then(float("nan"))  # msProbe's: no counts, a NaN mean or norm
+            .otherwise(pl.col(col)))
+
+
+def peaks(df: pl.DataFrame, by: list[str], col: str) -> pl.DataFrame:
+    """Per group of `by`, over the float tensors (token ids and other integers are no
+    activations) among the inputs before and outputs after each op: the largest `col`
+    (norm or abs_max) as `peak`, and the tensor holding it (`at`, `at_round`). A group
+    with a tensor holding NaN/Inf has that non-finite value, at its first such tensor."""
+    value = _as_read(col)
+    bad = (value.is_nan() | value.is_infinite()).fill_null(False)
+    floats = df.filter(pl.col("primary") & pl.col("dtype").is_in(list(TOLERANCES)))
+    top = (floats.with_columns(value.alias("peak"), bad.alias("_bad"))
+           .sort([pl.col("_bad"), pl.when(~pl.col("_bad")).then(pl.col("peak"))],
+                 descending=True, nulls_last=True, maintain_order=True)
+           .group_by(by, maintain_order=True).first())
+    return top.select(*by, "peak", (pl.col("op_id") + " " + pl.col("io") + pl.col("index"))
+                      .alias("at"), pl.col("round").alias("at_round"))
+
+
 def per_layer(df: pl.DataFrame) -> pl.DataFrame:
     """Per top-level op (layer), in first-execution order: the largest norm and
-    abs-max, and the tensors that hold them, plus NaN/Inf tensor counts."""
+    abs-max of its float tensors (peaks), and the tensors that hold them, plus
+    NaN/Inf tensor counts."""
     df = df.filter(pl.col("primary"))
     if df.height == 0:
         return pl.DataFrame()
-    base = df.with_columns(pl.col("norm").fill_nan(None).alias("_n"),
-                           pl.col("abs_max").fill_nan(None).alias("_a"))
-    top_norm = base.sort("_n", descending=True, nulls_last=True).group_by("layer").first()
-    top_abs = base.sort("_a", descending=True, nulls_last=True).group_by("layer").first()
-    agg = base.group_by("layer").agg(pl.col("seq").min().alias("_first"),
-                                     pl.len().alias("tensors"),
-                                     pl.col("nonfinite").sum().alias("nonfinite_tensors"))
-    return (agg.join(top_norm.select("layer", pl.col("_n").alias("max_norm"),
-                                     (pl.col("op_id") + " " + pl.col("io") + pl.col("index"))
-                                     .alias("max_norm_at"), pl.col("round").alias("norm_round")),
-                     on="layer")
-            .join(top_abs.select("layer", pl.col("_a").alias("max_abs"),
-                                 (pl.col("op_id") + " " + pl.col("io") + pl.col("index"))
-                                 .alias("max_abs_at"), pl.col("round").alias("abs_round")),
-                  on="layer")
-            .sort("_first").drop("_first"))
+    agg = df.group_by("layer").agg(pl.col("seq").min().alias("_first"),
+                                   pl.len().alias("tensors"),
+                                   pl.col("nonfinite").sum().alias("nonfinite_tensors"))
+    out = agg
+    for col, name, rnd in (("norm", "max_norm", "norm_round"), ("abs_max", "max_abs",
+                                                                 "abs_round")):
+        out = out.join(peaks(df, ["layer"], col).rename(
+            {"peak": name, "at": f"{name}_at", "at_round": rnd}), on="layer", how="left")
+    return out.sort("_first").drop("_first")
 
 
 def summarize(dump: Dump, df: pl.DataFrame | None = None, *, top: int = 10) -> dict:
@@ -133,6 +156,14 @@ def summarize(dump: Dump, df: pl.DataFrame | None = None, *, top: int = 10) -> d
             named=True)],
         "top": top,
     }
+
+
+def _kinds(feeders: list[dict]) -> str:
+    """'12 weights, 1 model input': the feeders that are no op, counted by kind (the
+    graph names them 'weight of M', 'model input of M', 'input of Layer')."""
+    kinds = Counter("layer input" if u["graph_name"].startswith("input of ")
+                    else u["graph_name"].partition(" of ")[0] for u in feeders)
+    return ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in kinds.items())
 
 
 def ranges_text(values: list[int]) -> str:
@@ -180,19 +211,26 @@ def format_text(s: dict) -> str:
             lines.append(f"  file: {f['path']}")
         if f.get("upstream"):
             lines.append("  fed by (from info/layer, nearest first):")
-            for u in f["upstream"]:
-                who = u.get("op") or (u["op_id"] or u["graph_name"])
+            shown = [u for u in f["upstream"] if u["op_id"] or "nonfinite" in u]
+            for u in shown:
+                who = u.get("op") or u["op_id"]
                 state = ""
                 if "nonfinite" in u:
                     state = (f"  NaN/Inf={'yes' if u['nonfinite'] else 'no'} zeros="
                              f"{_fmt(u['zero'])}/{_fmt(u['count'])} min={_fmt(u['min'])} "
                              f"max={_fmt(u['max'])}")
                 lines.append(f"    {'  ' * (u['hops'] - 1)}{who} via {u['tensor']}{state}")
+            rest = [u for u in f["upstream"] if u not in shown]
+            if rest:
+                lines.append(f"    {'and ' if shown else ''}{_kinds(rest)} (no statistics: "
+                             "not an op's output)")
         elif f is s["first_nonfinite"][0]:
             lines.append("  (no info/layer graph for this op: upstream unknown)")
     lines.append(f"{s['nonfinite_tensors']} tensors hold NaN/Inf in total.")
     if s["layers"]:
         lines.append("")
+        lines.append("Per layer, over its float tensors (a layer holding NaN/Inf shows nan or inf, "
+                     "at its first such tensor):")
         lines.append(f"{'layer':<28} {'max norm':>12} {'at':<22} {'max |x|':>12} "
                      f"{'at':<22} {'NaN/Inf':>7}")
         for r in s["layers"]:

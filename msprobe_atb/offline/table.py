@@ -203,7 +203,13 @@ def _from_csvs(rounds: list[RoundDir], problems: list[str]) -> pl.DataFrame | No
         pl.lit("csv").alias("source"), pl.col("_row"), pl.col("stage"),
         step.alias("stat_step"),
     )
+    # msProbe's max/min start at -FLT_MAX/+FLT_MAX and skip NaN: a tensor with no value
+    # but NaN keeps them (Max < Min, which no real tensor has). No finite value: NaN,
+    # as our own statistics say it.
+    no_value = pl.col("max") < pl.col("min")
     return out.with_columns(
+        *[pl.when(no_value).then(float("nan")).otherwise(pl.col(c)).alias(c)
+          for c in ("max", "min")],
         pl.col("seq").is_not_null().alias("seq_exact"),
         pl.col("seq").fill_null(pl.col("_row")),
         pl.col("status").fill_null(pl.when(pl.col("path").is_null()).then(pl.lit("none"))

@@ -11,7 +11,13 @@ STAT_KEYS = ("count", "max", "min", "mean", "norm", "nan", "pinf", "ninf", "zero
 def tensor_stats(arr: np.ndarray) -> dict[str, float | int | None]:
     """count, max, min, mean, norm (L2), nan, pinf, ninf, zero of one tensor.
 
-    Complex tensors report |z| for max/min and |mean|; string tensors only count."""
+    Complex tensors report |z| for max/min and |mean|; string tensors only count.
+    +Inf and -Inf in one tensor make a NaN mean, as in the probe, without a warning."""
+    with np.errstate(invalid="ignore"):
+        return _stats(arr)
+
+
+def _stats(arr: np.ndarray) -> dict[str, float | int | None]:
     out: dict[str, float | int | None] = dict.fromkeys(STAT_KEYS)
     out["count"] = int(arr.size)
     if arr.size == 0 or arr.dtype.kind not in "biufc":

@@ -8,7 +8,8 @@ on disk (spec §5.4, §6, §7, §8), so the tests can show our tools read them:
   occurrence by op id (msProbe finds "the same tensor" from the graph; equal
   bytes stand in for it here);
 * `statistic.csv` with the 15 columns, statistics printed like `std::to_string`
-  (6 decimals, integers plain, `inf`/`-inf`/`nan`/`-nan`), rows in a shuffled
+  (6 decimals, integers plain, `inf`/`-inf`/`nan`/`-nan`; an all-NaN float tensor
+  has Max -FLT_MAX and Min FLT_MAX, the start values of its max/min), rows in a shuffled
   (thread-pool) order, and no row for a tensor whose cell starting with `-` holds
   anything but `,-./0-9:;` (so a `-inf` Min or a `-nan` Mean drops the row);
   no `statistic_extra.csv`;
@@ -34,6 +35,7 @@ from msprobe_atb.offline.dtypes import dtype_name
 from msprobe_atb.offline.table import CSV_COLUMNS
 from msprobe_atb.offline.tensorstats import tensor_stats
 
+FLT_MAX = float(np.finfo(np.float32).max)
 _SAFE_NEGATIVE = re.compile(r"^-[,-;0-9]*$")  # the only cells starting with '-' kept
 
 
@@ -84,6 +86,9 @@ class MsprobeRound:
                                     alias=key if stub else None))
         st = tensor_stats(arr)
         integer = arr.dtype.kind in "iub"
+        if arr.dtype.kind == "f" and arr.size and math.isnan(st["max"]):
+            # No value but NaN: max and min keep their start values (spec §8.4).
+            st.update(max=-FLT_MAX, min=FLT_MAX)
         stats = ["N/A"] * 4 if self.task == "tensor" else [
             to_string(st[k], integer and k in ("max", "min")) for k in ("max", "min", "mean",
                                                                       "norm")]

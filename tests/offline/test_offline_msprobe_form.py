@@ -4,6 +4,8 @@ rows it drops for -inf/-nan, and info/layer/{pid}. Fixtures: msprobe_form.py."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import polars as pl
 import pytest
@@ -136,3 +138,38 @@ def test_statistics_only_msprobe_dump_warns_of_missing_rows(tmp_path):
                     task="statistics", writer=MsprobeRound)
     rc, out = run_cli("stats", str(tmp_path))
     assert "such tensors are missing from this dump" in out and "2 round dir(s)" in out
+
+
+def _no_value_round(root, writer):
+    """One round: a tensor of NaN only (msProbe: Max -FLT_MAX, Min FLT_MAX) and one with
+    +Inf and -Inf (msProbe drops its row for the -inf Min: read from the file)."""
+    w = writer(root / "atb_dump_data" / "data", "0_5", 0)
+    w.add("1_Layer", "input", 0, np.array([1, 2, 3, 4], np.float16))
+    w.add("1_Layer/0_Norm", "output", 0, np.full(4, np.nan, np.float16))
+    w.add("1_Layer", "output", 0, np.array([np.inf, -np.inf, 1, 2], np.float16))
+    w.close()
+    return root
+
+
+def test_all_nan_sentinel_reads_as_no_finite_value(tmp_path):
+    """Issue 18 §2: msProbe's start values of max/min are no statistics; no warning leaks."""
+    t = _no_value_round(tmp_path / "t", MsprobeRound)
+    csv_text = (t / "atb_dump_data/data/0_5/0/statistic.csv").read_text()
+    flt_max = "340282346638528859811704183484516925440.000000"
+    assert f",-{flt_max},{flt_max},nan,nan," in csv_text
+    g = tmp_path / "g"
+    w = RoundWriter(g / "atb_dump_data" / "data", "0_5", 0)
+    for op, io in (("1_Layer", "input"), ("1_Layer/0_Norm", "output"), ("1_Layer", "output")):
+        w.add(op, io, 0, np.array([1, 2, 3, 4], np.float32))
+    w.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        norm = open_dump(t).tensors.filter(pl.col("op_id") == "1_0").row(0, named=True)
+        assert np.isnan(norm["max"]) and np.isnan(norm["min"]) and norm["nonfinite"]
+        rc, out = run_cli("stats", str(t))
+        assert rc == 0 and "e+38" not in out
+        assert "1_Layer                               nan 1_0 output0" in out
+        rc, out = run_cli("compare", "-gp", str(g), "-tp", str(t), "-o", str(tmp_path / "c.csv"))
+    assert rc == 1
+    rows = pl.read_csv(tmp_path / "c.csv").filter(pl.col("op") == "1_Layer/0_Norm")
+    assert rows.height == 1 and "e+38" not in str(rows.select("target_max", "target_min").row(0))

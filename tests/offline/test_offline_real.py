@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -235,3 +236,33 @@ def test_all_stages_statistics_real(all_stages_stats_dumps, tmp_path):
                             == "after") & (pl.col("io") == "input"))
     assert cache.height > 0 and set(cache.get_column("verdict")) <= {"pass", "fail"}
     assert res.exit_code() in (0, 1) and not res.scope.incomplete
+
+
+def test_stats_per_layer_peaks_are_float_and_say_nonfinite(real_dumps):
+    """Issue 18 §2: the per-layer largest norm and |x| are over float tensors (token ids
+    and positions are integers), and a layer holding NaN/Inf never shows a finite one."""
+    dump = open_dump(real_dumps["injected"], fill_stats=True)
+    s = summarize(dump)
+    df = dump.tensors.filter(pl.col("primary"))
+    dtype_of = {(r["op_id"] + " " + r["io"] + r["index"]): r["dtype"]
+                for r in df.iter_rows(named=True)}
+    assert "int64" in dtype_of.values() or "int32" in dtype_of.values()
+    bad_layers = 0
+    for layer in s["layers"]:
+        for value, at in ((layer["max_norm"], layer["max_norm_at"]),
+                          (layer["max_abs"], layer["max_abs_at"])):
+            assert dtype_of[at] in ("float", "float16"), (layer, at, dtype_of[at])
+            if layer["nonfinite_tensors"]:
+                assert value in ("nan", "inf"), layer
+        bad_layers += bool(layer["nonfinite_tensors"])
+    assert bad_layers >= 2
+    rc, out = run_cli("stats", str(real_dumps["injected"]))
+    table = out.split("Per layer, over its float tensors (a layer holding NaN/Inf shows nan or "
+                      "inf, at its first such tensor):\n")[1].splitlines()
+    assert len(table) == len(s["layers"]) + 1
+    # fed by: ops with their statistics; the weights and inputs without any are counted
+    fed = out.split("fed by (from info/layer, nearest first):\n")[1].split("\n", )
+    fed = fed[:next(i for i, line in enumerate(fed) if not line.startswith("    "))]
+    assert all(" of " not in line.split(" via ")[0] for line in fed), fed
+    assert re.fullmatch(r"    and \d+ (weight|layer input|model input)s?(, \d+ .*)? \(no "
+                        r"statistics: not an op's output\)", fed[-1]), fed
