@@ -13,6 +13,7 @@ from typing import Any
 from msprobe_atb.argtypes import seconds
 from msprobe_atb.config.schema import CHECK_MODES, POLICIES, STATE_NAMES, TASK_NAMES
 from msprobe_atb.recorder import status as recorder_status
+from msprobe_atb.tree.progress import unwritten_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -82,6 +83,17 @@ def _round_counts(dump_root: Path) -> tuple[int, int]:
     return rounds, complete
 
 
+def _derived_view(dump_root: Path) -> dict[str, Any]:
+    """How far statistic.csv, the markers and the manifest hold the record logs
+    (`.probe/built.json`): record logs with records not handled yet, and what a
+    full disk kept out of the files."""
+    from msprobe_atb.tree import progress
+
+    built = progress.read(dump_root)
+    return {"unbuilt_logs": len(progress.unbuilt(dump_root, built)),
+            "unwritten": built.unwritten if built else None}
+
+
 def collect(dump_root: Path) -> dict[str, Any]:
     from msprobe_atb.control.block import PROC_ABI_MISMATCH, PROC_AWAKE_SEEN, ControlBlock
     from msprobe_atb.control.liveness import is_alive, is_daemon
@@ -130,6 +142,7 @@ def collect(dump_root: Path) -> dict[str, Any]:
             })
     rounds, complete = _round_counts(dump_root)
     out["rounds"] = {"total": rounds, "complete": complete}
+    out["derived"] = _derived_view(dump_root)
     out["all_written"] = all(p["all_written"] for p in out["processes"])
     return out
 
@@ -226,6 +239,13 @@ def render(st: dict[str, Any]) -> str:
                  "complete (ROUND_COMPLETE.json)"
                  + (f"; {open_rounds} still open: a round is marked once its process has "
                     "moved to another round, gone to sleep or exited" if open_rounds else ""))
+    derived = st.get("derived") or {}
+    if derived.get("unwritten"):
+        lines.append("NOT WRITTEN: " + unwritten_text(derived["unwritten"]))
+    elif derived.get("unbuilt_logs") and not d["alive"]:
+        lines.append(f"derived files: {derived['unbuilt_logs']} record log(s) hold records "
+                     "that statistic.csv and the round markers do not (no control plane is "
+                     "running): `msprobe-atb wait` or `msprobe-atb rebuild` builds them")
     if st["all_written"]:
         lines.append("everything selected so far has been written"
                      + (" (some tensors were lost, see above)"

@@ -5,7 +5,9 @@ Complete means: the control plane has handled the config file as it is now (so a
 selected tensor of every attached process is written (or counted as lost), and
 every record is in the derived files (statistic.csv, info/, the round markers of
 finished processes), as `.probe/built.json` says. With no control plane running
-and records not yet built, the tree is rebuilt from the record logs.
+and records not yet built, the tree is rebuilt from the record logs. Derived
+files that could not be written (a full disk) end the wait as a loss (exit 1),
+named: their records are in the logs only.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "file as it is now, every selected tensor of every attached process is written, "
         "and statistic.csv, info/ and the round markers hold every record. Exit code: 0 "
         "everything selected was written, 1 some selected tensors were lost (dropped, "
-        "failed, or held by a process that died), 2 not a dump directory, 3 timed out.")
+        "failed, or held by a process that died) or their rows could not be written to "
+        "the derived files (a full disk), 2 not a dump directory, 3 timed out.")
     output_dir_arg(p)
     p.add_argument("--timeout", type=seconds_or_zero, default=None, metavar="S",
                    help="give up after S seconds (exit code 3); default: wait as long as it takes")
@@ -48,6 +51,8 @@ class State:
     waiting_for: str  # what is missing, in words ("" when done)
     lost: int
     status: dict[str, Any]
+    unwritten: str = ""  # derived files a full disk kept out, in words ("" if none)
+    building: bool = False  # not done only because records are not in the derived files
 
 
 def _file_digest(path: str) -> str | None:
@@ -87,26 +92,32 @@ def check(dump_root: Path) -> State:
                 and not is_alive(key.pid, key.start_ns)]
     if unbuilt:
         return State(False, f"statistic.csv and info/ of {len(unbuilt)} process(es) to be built",
-                     lost, st)
-    return State(True, "", lost, st)
+                     lost, st, building=True)
+    return State(True, "", lost, st,
+                 progress.unwritten_text(built.unwritten) if built and built.unwritten else "")
 
 
-def _rebuild(dump_root: Path) -> bool:
-    """Builds the derived files when no control plane runs; False if one took over."""
+def _rebuild(dump_root: Path) -> tuple[bool, str]:
+    """Builds the derived files when no control plane runs: (False if one took
+    over, what could not be written in words or "")."""
     from msprobe_atb.control.lockfile import try_lock
     from msprobe_atb.tree.drain import rebuild
+    from msprobe_atb.tree.progress import unwritten_text
 
-    lock = try_lock(dump_root)
+    try:
+        lock = try_lock(dump_root)
+    except OSError as exc:
+        return True, f"cannot take the control plane's lock to build the tree: {exc.strerror}"
     if lock is None:
-        return False
+        return False, ""
     try:
         from msprobe_atb.control.block import ControlBlock
 
         with ControlBlock(dump_root, create=False) as block:
-            rebuild(dump_root, block)
+            summary = rebuild(dump_root, block).unwritten_summary()
     finally:
         os.close(lock)
-    return True
+    return True, unwritten_text(summary) if summary else ""
 
 
 def wait_for(dump_root: Path, timeout: float | None, say=None) -> tuple[int, State]:
@@ -117,12 +128,18 @@ def wait_for(dump_root: Path, timeout: float | None, say=None) -> tuple[int, Sta
     while True:
         state = check(dump_root)
         if state.done:
-            return (EXIT_LOST if state.lost else EXIT_OK), state
+            return (EXIT_LOST if state.lost or state.unwritten else EXIT_OK), state
         procs_alive = any(p["alive"] for p in state.status["processes"])
         if not state.status["daemon"]["alive"] and not procs_alive and not rebuilt:
             # Nobody will build the tree: do it here (once; a daemon may start meanwhile).
-            rebuilt = _rebuild(dump_root)
+            rebuilt, unwritten = _rebuild(dump_root)
             if rebuilt:
+                after = check(dump_root)
+                if after.done or after.building:
+                    # built here: what the tree holds is known even where built.json,
+                    # on the same full disk, could not say it
+                    return (EXIT_LOST if after.lost or unwritten else EXIT_OK), State(
+                        True, "", after.lost, after.status, unwritten)
                 continue
         now = time.monotonic()
         if timeout is not None and now - start >= timeout:
@@ -155,6 +172,8 @@ def outcome(state: State) -> str:
             + (f", {linked} of them hard links to identical ones" if linked else ""))
     if state.lost:
         text += f"; LOST {state.lost} (see `msprobe-atb status` and .probe/daemon.log)"
+    if state.unwritten:
+        text += f"; NOT IN THE DERIVED FILES: {state.unwritten}"
     return text
 
 

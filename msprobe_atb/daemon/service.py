@@ -125,6 +125,7 @@ class Daemon:
                 os.environ.get("MSPROBE_ATB_NO_EVENTS") != "1", self.wake)
         self.idle_exit_s = _env_float("MSPROBE_ATB_IDLE_EXIT_S", 60.0)
         self._progress = b""
+        self._progress_error = ""  # why the last write of built.json failed, said once
         self._built = progress.Progress(os.getpid())
         self.golden_said = False
 
@@ -243,8 +244,15 @@ class Daemon:
             try:
                 progress.write(self.dump_root, data)
                 self._progress = data.to_bytes()
+                if self._progress_error:
+                    log.info("wrote %s again", progress.path_of(self.dump_root))
+                self._progress_error = ""
             except (OSError, fsio.UnsafePath) as exc:
-                log.warning("cannot write %s: %s", progress.path_of(self.dump_root), exc)
+                if str(exc) != self._progress_error:  # once per reason, not per loop
+                    log.warning("cannot write %s: %s (`msprobe-atb wait` waits until it "
+                                "can, or until the control plane exits)",
+                                progress.path_of(self.dump_root), exc)
+                self._progress_error = str(exc)
 
     def evaluate(self) -> None:
         """The control plane's recorder triggers (golden, growth_over)."""

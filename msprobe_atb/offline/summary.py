@@ -12,6 +12,7 @@ from msprobe_atb.tree.incidents import format_incident, read_incidents
 
 from .dtypes import TOLERANCES
 from .graph import load_layer_graphs, load_model_graphs, upstream
+from .losses import dump_losses
 from .table import Dump, op_path
 
 
@@ -141,8 +142,18 @@ def summarize(dump: Dump, df: pl.DataFrame | None = None, *, top: int = 10) -> d
     layers = per_layer(df)
     other = int((~df.get_column("primary")).sum()) if df.height else 0
     root = dump.layout.root
+    losses = dump_losses(dump.layout)
+    logs = losses.logs
     return {
         "dump": str(dump.layout.root or dump.layout.given), "tensors": df.height,
+        # selected tensors not written, per the round markers or, where the derived
+        # files are behind the record logs, per the logs (`derived_behind` says why)
+        "lost": logs.lost if logs else losses.lost,
+        "lost_without_row": losses.without_row,
+        "derived_behind": losses.behind,
+        "record_logs": {"tensors": logs.tensors, "lost": logs.lost, "rounds": len(logs.rounds),
+                        "unclosed": logs.unclosed, "bad_lines": logs.bad_lines}
+        if logs else None,
         "processes": procs, "status": status, "problems": dump.problems,
         # the flight recorder's reports: what fired, where, which rounds were written
         "incidents": read_incidents(root) if root is not None else [],
@@ -187,6 +198,21 @@ def format_text(s: dict) -> str:
                      f"{p['tensors']} tensors")
     if s["status"]:
         lines.append("  files: " + ", ".join(f"{k} {v}" for k, v in sorted(s["status"].items())))
+    logs = s["record_logs"]
+    if s["derived_behind"]:
+        lines.append(f"  INCOMPLETE: {s['derived_behind']}")
+        lines.append(f"  the record logs hold {logs['tensors']} tensor records in "
+                     f"{logs['rounds']} rounds and {logs['lost']} lost tensors; what follows "
+                     f"covers only the {s['tensors']} tensors the derived files hold")
+        if logs["unclosed"] or logs["bad_lines"]:
+            lines.append(f"  the record logs themselves are short: {logs['unclosed']} end "
+                         "without an exit record (the process was killed, or not even that "
+                         f"record found room), {logs['bad_lines']} lines are unreadable; "
+                         "`msprobe-atb status` has the processes' own counters")
+    elif s["lost"]:
+        lines.append(f"  LOST: {s['lost']} selected tensors were not written (round markers)"
+                     + (f", {s['lost_without_row']} of them without a statistic.csv row: "
+                        "their record found no room" if s["lost_without_row"] else ""))
     if s["other_stage_tensors"]:
         lines.append(f"  stages: all four; {s['other_stage_tensors']} tensors are an output "
                      "buffer before its op ran or an input after it (in-place updates); the "
@@ -201,7 +227,12 @@ def format_text(s: dict) -> str:
                      "(msprobe-atb incidents DIR for the reports)")
         lines += ["  " + line for d in s["incidents"] for line in format_incident(d).split("\n")]
         lines.append("")
-    if not s["first_nonfinite"]:
+    if not s["first_nonfinite"] and (s["lost"] or s["derived_behind"]):
+        lines.append(f"No NaN/Inf in the {s['tensors']} tensors read; "
+                     + (f"{s['lost']} selected tensors were lost and " if s["lost"] else
+                        "the records the derived files lack ")
+                     + "could not be checked.")
+    elif not s["first_nonfinite"]:
         lines.append("No NaN/Inf in any tensor.")
     for f in s["first_nonfinite"]:
         lines.append(f"FIRST NaN/Inf in {f['dev_pid']}: round {f['round']}, {f['op']} "

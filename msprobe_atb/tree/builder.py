@@ -119,6 +119,11 @@ class TreeBuilder:
         self.manifest = ManifestWriter(self.dump_root, "records")
         self.incidents = IncidentBook(self.dump_root)
         self.exits_seen = 0  # exit records fed: the daemon flushes at once after one
+        # what the last flush could not write (a full disk): file -> why, and the
+        # rows of the rounds whose statistic.csv it is
+        self.unwritten: dict[str, str] = {}
+        self.unwritten_rows = 0
+        self.progress_error = ""  # `rebuild` could not write .probe/built.json
 
     # ---- problems are logged, a few times per kind, never raised ----
     def _problem(self, kind: str, message: str) -> None:
@@ -323,14 +328,30 @@ class TreeBuilder:
         return files
 
     def _write(self, *files: tuple[tuple[str, ...], bytes]) -> bool:
-        """Writes files as a unit (all or none replaced); False, logged, on failure."""
+        """Writes files as a unit (all or none replaced); False, logged and kept in
+        `unwritten`, on failure."""
         try:
             fsio.write_files(self.dump_root, files)
             return True
         except (OSError, fsio.UnsafePath) as exc:
             names = ", ".join("/".join(rel) for rel, _ in files)
             self._problem("write", f"cannot write {names}: {exc}")
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            for rel, _ in files:
+                self.unwritten["/".join(rel)] = why
             return False
+
+    def unwritten_summary(self) -> dict | None:
+        """What the last flush could not write, for `.probe/built.json`: the number
+        of files, the rows missing from statistic.csv (and from the manifest), the
+        first few names and the first reason; None when everything was written."""
+        manifest_rows = self.manifest.unwritten_rows()
+        if not self.unwritten and not manifest_rows:
+            return None
+        names = sorted(self.unwritten)
+        reason = self.unwritten[names[0]] if names else self.manifest.last_error
+        return {"files": len(names), "csv_rows": self.unwritten_rows,
+                "manifest_rows": manifest_rows, "names": names[:5], "reason": reason}
 
     def _flush_info(self, p: Proc) -> None:
         want = self._info_files(p)
@@ -343,10 +364,13 @@ class TreeBuilder:
         for rel in [r for r in p.written if r not in want]:
             fsio.remove_file(self.dump_root, rel)  # moved: the device became known
             del p.written[rel]
-        for rel, data in want.items():
-            if p.written.get(rel) != data and self._write((rel, data)):
-                p.written[rel] = data
         p.info_dirty = False
+        for rel, data in want.items():
+            if p.written.get(rel) != data:
+                if self._write((rel, data)):
+                    p.written[rel] = data
+                else:
+                    p.info_dirty = True  # the next flush tries again
 
     def _proc_done_with(self, key: ProcKey, rnd: RoundKey) -> bool:
         p = self.procs.get(key)
@@ -363,6 +387,7 @@ class TreeBuilder:
             # the pair is row-aligned: never replace one without the other
             if not self._write((base + ("statistic.csv",), _bytes(stat)),
                                (base + ("statistic_extra.csv",), _bytes(extra))):
+                self.unwritten_rows += len(rows)
                 return
         complete = all(self._proc_done_with(k, rnd.key) for k in rnd.procs)
         if complete:
@@ -387,6 +412,8 @@ class TreeBuilder:
     def flush(self) -> None:
         """Writes what changed: CSVs of rounds with new records, info files,
         and the completion markers of rounds whose processes are done."""
+        self.unwritten = {}
+        self.unwritten_rows = 0
         for p in self.procs.values():
             if p.info_dirty:
                 self._flush_info(p)

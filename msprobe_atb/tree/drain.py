@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from msprobe_atb.control.liveness import is_alive
-from msprobe_atb.tree import progress
+from msprobe_atb.tree import fsio, progress
 from msprobe_atb.tree.builder import TreeBuilder
 from msprobe_atb.tree.progress import Progress
 from msprobe_atb.tree.records import LogTailer, ProcKey, list_logs
@@ -85,11 +85,14 @@ class RecordDrain:
         finished = [t.path.name for key, t in self.tailers.items()
                     if self.builder.proc(key).exited or not self.builder.oracle.alive(key)]
         return Progress(daemon_pid, config_sha256,
-                        {t.path.name: t.offset for t in self.tailers.values()}, finished)
+                        {t.path.name: t.offset for t in self.tailers.values()}, finished,
+                        self.builder.unwritten_summary())
 
 
 def rebuild(dump_root: Path, block=None) -> TreeBuilder:
-    """Rebuilds every derived file from the record logs."""
+    """Rebuilds every derived file from the record logs. What could not be written
+    (a full disk) is in the builder's `unwritten`, built.json included; never raises
+    for it."""
     builder = TreeBuilder(dump_root, BlockOracle(block))
     drain = RecordDrain(dump_root, builder)
     drain.poll()
@@ -98,5 +101,9 @@ def rebuild(dump_root: Path, block=None) -> TreeBuilder:
 
         close_killed(block, builder, drain)  # a killed process the daemon did not close
     builder.flush()
-    progress.write(dump_root, drain.progress())
+    try:
+        progress.write(dump_root, drain.progress())
+    except (OSError, fsio.UnsafePath) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        builder.progress_error = f"cannot write {progress.path_of(dump_root)}: {why}"
     return builder

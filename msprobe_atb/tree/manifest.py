@@ -211,6 +211,7 @@ class ManifestWriter:
         self.partitions: dict[Partition, _Partition] = {}
         self._started = False
         self.failed = 0
+        self.last_error = ""  # why the last flush failed ("" once one succeeds)
 
     def _host_dir(self) -> tuple[str, ...]:
         return (DIR, f"host={self.host}")
@@ -261,12 +262,19 @@ class ManifestWriter:
                         state.ready = rows + state.ready  # a full disk: next flush again
                         raise
                     self._compact(part, state)
+            self.last_error = ""
         except Exception as exc:  # the manifest must never stop the daemon or the CSVs
             self.failed += 1
+            self.last_error = exc.strerror if isinstance(exc, OSError) and exc.strerror \
+                else f"{type(exc).__name__}: {exc}"
             if self.failed <= 5:
                 log.warning("cannot write the manifest under %s: %s: %s (the CSVs are "
                             "unaffected; `msprobe-atb rebuild` recreates it)",
                             manifest_dir(self.dump_root), type(exc).__name__, exc)
+
+    def unwritten_rows(self) -> int:
+        """Rows of complete rounds not in a manifest file yet (a failed write)."""
+        return sum(len(p.ready) for p in self.partitions.values()) if self.last_error else 0
 
     def _frame(self, rows: list[tuple]):
         import polars as pl

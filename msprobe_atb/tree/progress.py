@@ -5,7 +5,9 @@ record log, the byte offset up to which its records are in statistic.csv, info/
 and the round markers, and whether its process was finished (exited or dead)
 when the tree was written, plus the digest of the config content the daemon last
 handled. A reader compares the offsets with the logs' sizes: equal means every
-record written so far is in the derived files.
+record written so far has been handled; `unwritten` (a full disk) says which
+derived files could not be written then, and how many rows they miss: those
+records are in the logs only, until a later flush or `rebuild` writes them.
 """
 
 from __future__ import annotations
@@ -26,11 +28,15 @@ class Progress:
     config_sha256: str | None = None  # None: no config file (or none handled yet)
     offsets: dict[str, int] = field(default_factory=dict)  # log file name -> bytes built
     finished: list[str] = field(default_factory=list)  # logs whose process was done
+    # TreeBuilder.unwritten_summary(): files, csv_rows, manifest_rows, names, reason
+    unwritten: dict | None = None
 
     def to_bytes(self) -> bytes:
-        return json.dumps({"daemon_pid": self.daemon_pid, "config_sha256": self.config_sha256,
-                           "offsets": self.offsets, "finished": sorted(self.finished)},
-                          sort_keys=True).encode() + b"\n"
+        doc = {"daemon_pid": self.daemon_pid, "config_sha256": self.config_sha256,
+               "offsets": self.offsets, "finished": sorted(self.finished)}
+        if self.unwritten:
+            doc["unwritten"] = self.unwritten
+        return json.dumps(doc, sort_keys=True).encode() + b"\n"
 
 
 def path_of(dump_root: Path) -> Path:
@@ -45,11 +51,35 @@ def read(dump_root: Path) -> Progress | None:
     """The last progress written, or None if there is none (or it is unreadable)."""
     try:
         raw = json.loads(path_of(dump_root).read_bytes())
+        unwritten = raw.get("unwritten")
         return Progress(int(raw.get("daemon_pid") or 0), raw.get("config_sha256"),
                         {str(k): int(v) for k, v in dict(raw.get("offsets") or {}).items()},
-                        [str(x) for x in raw.get("finished") or []])
+                        [str(x) for x in raw.get("finished") or []],
+                        unwritten if isinstance(unwritten, dict) else None)
     except (OSError, ValueError, TypeError, AttributeError):
         return None
+
+
+def unwritten_text(unwritten: dict) -> str:
+    """The derived files a full disk kept out, in words (no trailing period)."""
+    def n(key: str) -> int:
+        v = unwritten.get(key)
+        return v if isinstance(v, int) and v > 0 else 0
+
+    names = [str(x) for x in unwritten.get("names") or []][:3]
+    files = n("files")
+    parts = []
+    if n("csv_rows"):
+        parts.append(f"{n('csv_rows')} rows are missing from statistic.csv")
+    if n("manifest_rows"):
+        parts.append(f"{n('manifest_rows')} rows from the manifest")
+    what = (f"{files} derived file(s) could not be written ({', '.join(names)}"
+            f"{', ...' if files > len(names) else ''})" if files
+            else "the manifest could not be written")
+    return (f"{what}: {unwritten.get('reason') or 'unknown error'}"
+            + (f"; {' and '.join(parts)}" if parts else "")
+            + "; the record logs keep every record: `msprobe-atb rebuild` writes them once "
+            "there is room")
 
 
 def unbuilt(dump_root: Path, progress: Progress | None) -> list[str]:

@@ -16,6 +16,8 @@
 #include "util.h"
 
 static uint64_t g_size, g_reserved_end;
+/* the reserve's floor: the exit record's room (see the reserve below) */
+#define FLOOR (16u << 10)
 
 /* Opened from the verified .probe fd without following symlinks, like the
  * data tree: a link planted at .probe/records must not lead the log
@@ -38,10 +40,14 @@ int msp_rec_open(const char *dump_root, uint64_t pid, uint64_t start_ns)
              (unsigned long long)start_ns);
     int fd = openat(dir, name, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
                     0640);
-    /* a new (empty) log: its reserve is made at the first record */
+    saved = errno;
+    /* a new (empty) log: its floor is taken now, before the first tensor
+     * can fill the disk, so the exit record always fits; the rest of the
+     * reserve is made at the first record */
     __atomic_store_n(&g_size, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&g_reserved_end, 0, __ATOMIC_RELEASE);
-    saved = errno;
+    if (fd >= 0 && fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, FLOOR) == 0)
+        __atomic_store_n(&g_reserved_end, FLOOR, __ATOMIC_RELEASE);
     close(dir);
     errno = saved;
     return fd;
@@ -61,7 +67,6 @@ void msp_rec_begin(struct jbuf *b, const char *kind)
  * exit record, which carries per round whatever could not be recorded one by
  * one (pending.h). Sized from the queue budget: 1/1024 of it, at most 1/32
  * of the free space, 64 KiB..4 MiB. */
-#define FLOOR (16u << 10)
 /* g_size: bytes appended to the current log; g_reserved_end: allocated
  * up to here (both atomic, declared above msp_rec_open) */
 static int g_extending;        /* atomic: one thread extends at a time */
@@ -90,7 +95,10 @@ static int extend(int fd, uint64_t need)
         __atomic_store_n(&g_extending, 0, __ATOMIC_RELEASE);
         return 1;
     }
-    for (uint64_t r = reserve_bytes(fd) + need; r >= need + FLOOR; r /= 4) {
+    /* smaller and smaller, down to this record and the floor: on a nearly
+     * full disk every record that still fits is written */
+    uint64_t least = need + FLOOR;
+    for (uint64_t r = reserve_bytes(fd) + least;; r = r / 4 > least ? r / 4 : least) {
         if (fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)r) == 0) {
             __atomic_store_n(&g_reserved_end, off + r, __ATOMIC_RELEASE);
             ok = 1;
@@ -101,6 +109,8 @@ static int extend(int fd, uint64_t need)
             ok = 1;
             break;
         }
+        if (r == least)
+            break;
     }
     __atomic_store_n(&g_extending, 0, __ATOMIC_RELEASE);
     return ok;

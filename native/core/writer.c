@@ -55,8 +55,8 @@ static int64_t int_or(const char *s, size_t n, int64_t fallback)
     return *end ? fallback : (int64_t)v;
 }
 
-void msp_tensor_record(const struct msp_tensor_desc *d, const char *file, const char *alias,
-                       const struct msp_stats *stats, const char *note)
+int msp_tensor_record(const struct msp_tensor_desc *d, const char *file, const char *alias,
+                      const struct msp_stats *stats, const char *note)
 {
     struct jbuf b;
     msp_rec_begin(&b, "tensor");
@@ -82,10 +82,14 @@ void msp_tensor_record(const struct msp_tensor_desc *d, const char *file, const 
         jb_null(&b);
     if (note && note[0])
         jb_kcstr(&b, "note", note);
-    /* a written tensor whose record found no room is not lost (its file is
-     * there, counted in tensors_written): only lost ones stay pending */
-    if (msp_rec_commit(&b) == 0 || strcmp(file, "lost") != 0)
+    /* A tensor with a file whose record found no room is not lost (its file
+     * is there, counted in tensors_written). A lost one, or a statistics-only
+     * one (its statistics were in this record alone), stays pending: the exit
+     * record counts it in its round. */
+    int ok = msp_rec_commit(&b) == 0;
+    if (ok || (strcmp(file, "lost") != 0 && strcmp(file, "none") != 0))
         msp_pending_done(msp_proc_now(), d->path, d->pathn);
+    return ok;
 }
 
 void msp_tensor_lost(const struct msp_tensor_desc *d, const char *note)
@@ -359,8 +363,11 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
              msp_stats_compute(it->dtype, it->data, it->size, &st, note, sizeof note) == 0)
         stats = &st;
     if (!want_bin) {
-        MSP_COUNT(tensors_written, 1);
-        msp_tensor_record(&d, "none", NULL, stats, note);
+        /* the record is all there is of it: written only once the record is */
+        if (msp_tensor_record(&d, "none", NULL, stats, note))
+            MSP_COUNT(tensors_written, 1);
+        else
+            MSP_COUNT(errors, 1);
         return;
     }
     int dfd = dir_fd(w, dir);

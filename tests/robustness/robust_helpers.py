@@ -108,6 +108,30 @@ def rebuild(out: Path) -> None:
     assert r.returncode == 0, f"rebuild failed ({r.returncode}): {r.stderr[-2000:]}"
 
 
+def pretouch_block(out: Path) -> None:
+    """Creates the control block and reads it whole, so that every page of it is
+    allocated on a small tmpfs before the disk fills (otherwise a SIGBUS on a
+    page of it hits status or the daemon at random)."""
+    from msprobe_atb.control.block import ControlBlock
+
+    out.mkdir(parents=True, exist_ok=True)
+    with ControlBlock(out / "atb_dump_data", create=True) as block:
+        block.procs()
+        block.read_config()
+
+
+def fill(fs: Path, leave_kib: int = 0) -> Path:
+    """Fills the file system of fs, leaving about leave_kib KiB free; the filler file."""
+    filler = fs / "filler"
+    with open(filler, "wb", buffering=0) as f:
+        try:
+            while os.statvfs(fs).f_bavail * os.statvfs(fs).f_frsize > leave_kib * 1024:
+                f.write(b"\0" * 4096)
+        except OSError:
+            pass
+    return filler
+
+
 def record_logs(root: Path) -> list[Path]:
     return sorted((root / ".probe" / "records").glob("*.jsonl"))
 

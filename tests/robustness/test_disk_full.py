@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 from robust_helpers import (
@@ -15,6 +14,8 @@ from robust_helpers import (
     assert_readable_tree,
     cli,
     csv_rows,
+    fill,
+    pretouch_block,
     rebuild,
     records,
     run_atbsim,
@@ -27,28 +28,6 @@ from robust_helpers import (
 FS_KIB = 2048
 
 
-def _pretouch_block(out: Path) -> None:
-    """Creates the control block and reads it whole, so that every page of it is
-    allocated on the tmpfs before the disk fills (otherwise the SIGBUS of
-    test_attach_on_a_full_disk_does_not_kill_the_host hits status or the daemon
-    at random); the other tests here test the rest of the chain."""
-    from msprobe_atb.control.block import ControlBlock
-
-    out.mkdir(parents=True, exist_ok=True)
-    with ControlBlock(out / "atb_dump_data", create=True) as block:
-        block.procs()
-        block.read_config()
-
-
-def _fill(fs: Path) -> None:
-    with open(fs / "filler", "wb", buffering=0) as f:
-        try:
-            while True:
-                f.write(b"\0" * 4096)
-        except OSError:
-            pass
-
-
 @pytest.fixture(scope="module")
 def full_run(module_fs):
     """One run of the small model, dumping everything, into a disk that fills up."""
@@ -56,7 +35,7 @@ def full_run(module_fs):
     out = fs / "out"
     config = fs.parent / "config.json"
     config.write_text(json.dumps(DUMP_ALL))
-    _pretouch_block(out)
+    pretouch_block(out)
     r = run_atbsim(out, config, *SMALL)
     wait_daemon_gone(out)
     return fs, out, r, status(out)
@@ -135,7 +114,7 @@ def test_attach_on_a_full_disk_does_not_kill_the_host(tmp_path, small_fs):
     out.mkdir()
     config = tmp_path / "config.json"
     config.write_text(json.dumps(DUMP_ALL))
-    _fill(fs)
+    fill(fs)
     r = run_atbsim(out, config, *SMALL, MSPROBE_ATB_ATTACH_WAIT_MS="500")
     assert r.returncode == 0, f"host died with {r.returncode}: {r.stderr[-2000:]}"
     assert "tokens" in r.stdout
