@@ -20,8 +20,10 @@ from robust_helpers import (
     records,
     run_atbsim,
     status,
+    status_now,
     wait_daemon_gone,
 )
+from testkit import wait_until
 
 # The small model dumps ~1500 tensors, about 6 MiB on a tmpfs (a page per file):
 # a 2 MiB file system fills up in the middle of the run.
@@ -132,3 +134,31 @@ def test_read_only_output_dir(tmp_path, small_fs):
     assert "tokens" in r.stdout
     assert "Read-only file system" in r.stderr and "will not dump" in r.stderr, r.stderr
     assert [p.name for p in fs.iterdir()] == ["out"] and not any(out.iterdir())
+
+
+def test_no_room_even_for_the_exit_record(tmp_path, small_fs):
+    """A disk full from the start: the record log gets no record, not even the exit
+    record. The control block keeps the counts; once there is room, the round
+    markers and `stats` count every selected tensor as lost, as `status` does."""
+    fs = small_fs(1024)
+    out = fs / "out"
+    pretouch_block(out)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(DUMP_ALL))
+    # the control plane is up and has published the config before the disk fills
+    assert cli("daemon", "--output", str(out), "--config", str(config)).returncode == 0
+    wait_until(lambda: status_now(out)["published"], what="the daemon's first publish")
+    filler = fill(fs)
+    r = run_atbsim(out, config, *SMALL)
+    assert r.returncode == 0, r.stderr[-2000:]
+    wait_daemon_gone(out)
+    (proc,) = status(out)["processes"]
+    lost = proc["errors"] + proc["drops"]
+    assert lost == proc["tensors_selected"] > 0
+    filler.unlink()
+    rebuild(out)
+    root = out / "atb_dump_data"
+    markers = [json.loads(m.read_text()) for m in (root / "data").glob("*/*/ROUND_COMPLETE.json")]
+    assert sum(m["lost"] for m in markers) == lost
+    s = json.loads(cli("stats", str(out), "--json").stdout)
+    assert s["lost"] == lost and not s["derived_behind"]
