@@ -13,7 +13,6 @@ named: their records are in the logs only.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import sys
 import time
@@ -24,7 +23,7 @@ from typing import Any
 from msprobe_atb.argtypes import seconds_or_zero
 from msprobe_atb.tree.cli import output_dir_arg
 
-EXIT_OK, EXIT_LOST, EXIT_NO_DUMP, EXIT_TIMEOUT = 0, 1, 2, 3
+EXIT_OK, EXIT_LOST, EXIT_NO_DUMP, EXIT_TIMEOUT, EXIT_REFUSED = 0, 1, 2, 3, 4
 POLL_S = 0.05
 REPORT_EVERY_S = 5.0
 
@@ -38,7 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "and statistic.csv, info/ and the round markers hold every record. Exit code: 0 "
         "everything selected was written, 1 some selected tensors were lost (dropped, "
         "failed, or held by a process that died) or their rows could not be written to "
-        "the derived files (a full disk), 2 not a dump directory, 3 timed out.")
+        "the derived files (a full disk), 2 not a dump directory, 3 timed out, 4 the control "
+        "plane refused the config file as it is now (the reason is said; the previous config "
+        "stays in force).")
     output_dir_arg(p)
     p.add_argument("--timeout", type=seconds_or_zero, default=None, metavar="S",
                    help="give up after S seconds (exit code 3); default: wait as long as it takes")
@@ -53,22 +54,13 @@ class State:
     status: dict[str, Any]
     unwritten: str = ""  # derived files a full disk kept out, in words ("" if none)
     building: bool = False  # not done only because records are not in the derived files
-
-
-def _file_digest(path: str) -> str | None:
-    try:
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
-    except OSError:
-        return None
+    refused: str = ""  # why the control plane refused the config file as it is now
 
 
 def check(dump_root: Path) -> State:
     """One look at the dump: is it complete so far, and if not, what is missing."""
-    from msprobe_atb.control.liveness import is_alive
     from msprobe_atb.status import collect
     from msprobe_atb.tree import progress
-    from msprobe_atb.tree.records import list_logs
 
     st = collect(dump_root)
     lost = sum(p["drops"] + p["errors"] + p["lost_at_death"] for p in st["processes"])
@@ -77,8 +69,20 @@ def check(dump_root: Path) -> State:
     if daemon and st["config_path"]:
         handled = built.config_sha256 if built and built.daemon_pid == st["daemon"]["pid"] \
             else None
-        if handled != _file_digest(st["config_path"]):
+        if handled not in progress.config_tokens(st["config_path"]):
             return State(False, f"the control plane to read {st['config_path']}", lost, st)
+    state = _written(dump_root, st, lost, built)
+    # Handled: the control block's error is about this very file (set before built.json).
+    state.refused = (daemon and st["config_path"] and st["rejected_edit"]) or ""
+    return state
+
+
+def _written(dump_root: Path, st: dict[str, Any], lost: int, built) -> State:
+    """Whether every selected tensor is written and every record built."""
+    from msprobe_atb.control.liveness import is_alive
+    from msprobe_atb.tree import progress
+    from msprobe_atb.tree.records import list_logs
+
     queued = [p for p in st["processes"] if not p["all_written"]]
     if queued:
         n = sum(max(0, p["tensors_selected"] - p["tensors_written"] - p["drops"] - p["errors"])
@@ -120,13 +124,17 @@ def _rebuild(dump_root: Path) -> tuple[bool, str]:
     return True, unwritten_text(summary) if summary else ""
 
 
-def wait_for(dump_root: Path, timeout: float | None, say=None) -> tuple[int, State]:
-    """Polls until complete; (exit code, last state). `say(text)` gets progress lines."""
+def wait_for(dump_root: Path, timeout: float | None, say=None,
+             refusal_ends: bool = False) -> tuple[int, State]:
+    """Polls until complete; (exit code, last state). `say(text)` gets progress lines.
+    `refusal_ends`: a refused config file ends the wait at once (EXIT_REFUSED)."""
     start = time.monotonic()
     next_report = start + 1.0
     rebuilt = False
     while True:
         state = check(dump_root)
+        if refusal_ends and state.refused:
+            return EXIT_REFUSED, state
         if state.done:
             return (EXIT_LOST if state.lost or state.unwritten else EXIT_OK), state
         procs_alive = any(p["alive"] for p in state.status["processes"])
@@ -150,14 +158,15 @@ def wait_for(dump_root: Path, timeout: float | None, say=None) -> tuple[int, Sta
         time.sleep(POLL_S)
 
 
-def wait_reporting(dump_root: Path, timeout: float | None,
-                   who: str) -> tuple[int, State] | None:
+def wait_reporting(dump_root: Path, timeout: float | None, who: str,
+                   refusal_ends: bool = False) -> tuple[int, State] | None:
     """wait_for with progress lines and problems on stderr, prefixed `who: `;
     None if the control block cannot be used (said why)."""
     from msprobe_atb.control.block import ControlError
 
     try:
-        return wait_for(dump_root, timeout, lambda s: print(f"{who}: {s}", file=sys.stderr))
+        return wait_for(dump_root, timeout, lambda s: print(f"{who}: {s}", file=sys.stderr),
+                        refusal_ends)
     except ControlError as exc:
         print(f"{who}: {exc}", file=sys.stderr)
         return None
@@ -185,13 +194,21 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(problem, file=sys.stderr)
         return EXIT_NO_DUMP
-    done = wait_reporting(dump_root, args.timeout, "msprobe-atb wait")
+    done = wait_reporting(dump_root, args.timeout, "msprobe-atb wait", refusal_ends=True)
     if done is None:
         return EXIT_NO_DUMP
     code, state = done
     if code == EXIT_TIMEOUT:
         print(f"msprobe-atb wait: timed out after {args.timeout:g} s, still waiting for "
               f"{state.waiting_for}", file=sys.stderr)
+        return code
+    if code == EXIT_REFUSED:
+        print(f"msprobe-atb wait: refused: {state.refused}", file=sys.stderr)
+        return code
+    procs = state.status["processes"]
+    if not any(p["tensors_selected"] for p in procs) and code == EXIT_OK:
+        print(f"{dump_root}: nothing to wait for: no tensor selected so far "
+              f"({len(procs)} process(es) attached)")
         return code
     print(f"{dump_root}: complete: {outcome(state)}")
     return code

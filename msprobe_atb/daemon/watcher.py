@@ -16,6 +16,7 @@ from pathlib import Path
 
 from msprobe_atb.config.filecheck import FileRefused, open_config
 from msprobe_atb.config.loader import MAX_CONFIG_BYTES
+from msprobe_atb.tree.progress import refused_unread, stat_key
 
 log = logging.getLogger("msprobe_atb")
 SETTLE_S = 0.02  # editors write in bursts: wait for a quiet moment before reading
@@ -37,12 +38,6 @@ class Unusable:
     problem: str
 
 
-def _key(st: os.stat_result) -> tuple[int, ...]:
-    # ctime, mode and owner too: `chmod go-w` fixes a refused config without touching
-    # mtime, and an edit whose mtime was put back (utime, a coarse clock) still moves ctime
-    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_mode, st.st_uid)
-
-
 class ConfigWatcher:
     def __init__(self, path: Path, poll_s: float, use_events: bool, wake: threading.Event):
         self.path = Path(path)
@@ -58,6 +53,7 @@ class ConfigWatcher:
         self._stat: tuple[int, ...] | None = None
         self._hash: bytes | None = None
         self._known = False  # whether _hash describes the last state we reported
+        self._token: str | None = None  # that state for `wait` (progress.config_tokens)
         self._read_ns = 0  # wall clock of the read that _hash describes
         self._events_tried = False
 
@@ -113,9 +109,10 @@ class ConfigWatcher:
 
     @property
     def digest(self) -> str | None:
-        """Hex SHA-256 of the content last handled (applied or refused); None while
-        the file is missing (`msprobe-atb wait` compares it with the file)."""
-        return self._hash[-32:].hex() if self._known and self._hash is not None else None
+        """The config last handled (applied or refused) as progress.config_tokens names
+        it: the hex SHA-256 of its content, or of a file refused unread its stat; None
+        while the file is missing (`msprobe-atb wait` compares it with the file)."""
+        return self._token if self._known else None
 
     # ---- checks ----
     def due(self, now: float) -> bool:
@@ -142,7 +139,7 @@ class ConfigWatcher:
             return self._report(None, None)
         except OSError as exc:  # a permission, ...
             return self._unusable(None, Unusable(f"cannot be read: {exc.strerror or exc}"))
-        key = _key(st)
+        key = stat_key(st)
         if (not evented and self._known and key == self._stat
                 and st.st_mtime_ns < self._read_ns - RACY_NS):
             return None
@@ -153,7 +150,7 @@ class ConfigWatcher:
                 # (`echo > config.json`): look again before calling it an error.
                 time.sleep(EMPTY_RETRY_S)
                 data = self._read()
-                key = _key(os.lstat(self.path))
+                key = stat_key(os.lstat(self.path))
         except FileNotFoundError:
             return self._report(None, None)
         except OSError as exc:
@@ -191,6 +188,8 @@ class ConfigWatcher:
             digest = b"unusable:" + digest  # never equal to a file's content hash
         changed = not self._known or digest != self._hash
         self._stat, self._hash, self._known = key, digest, True
+        self._token = (None if data is None else refused_unread(key) if unusable is not None
+                       else digest.hex())
         self._read_ns = time.time_ns()
         if not changed:
             return None

@@ -12,6 +12,7 @@ records are in the logs only, until a later flush or `rebuild` writes them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -22,10 +23,42 @@ from msprobe_atb.tree import fsio
 NAME = "built.json"
 
 
+def stat_key(st: os.stat_result) -> tuple[int, ...]:
+    """What tells a config file's versions apart without reading it: ctime, mode and
+    owner too (`chmod go-w` fixes a refused config without touching mtime)."""
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_mode, st.st_uid)
+
+
+def refused_unread(key: tuple[int, ...] | None) -> str:
+    """The handled-config token of a file refused without being read (a link, a file
+    others may write, ...): its stat key, or 'unreadable' when even lstat failed."""
+    return "stat:" + (",".join(map(str, key)) if key is not None else "unreadable")
+
+
+def config_tokens(path: str) -> set[str | None]:
+    """The tokens a daemon reports once it has handled the config file as it is now:
+    the SHA-256 of its content, or refused_unread of its stat; None if it is missing."""
+    try:
+        key: tuple[int, ...] | None = stat_key(os.lstat(path))
+    except FileNotFoundError:
+        return {None}
+    except OSError:
+        key = None
+    tokens: set[str | None] = {refused_unread(key)}
+    try:
+        with open(path, "rb") as f:
+            tokens.add(hashlib.sha256(f.read()).hexdigest())
+    except OSError:
+        pass
+    return tokens
+
+
 @dataclass
 class Progress:
     daemon_pid: int = 0
-    config_sha256: str | None = None  # None: no config file (or none handled yet)
+    # The config file the daemon handled last (applied or refused): config_tokens;
+    # None: no config file (or none handled yet).
+    config_sha256: str | None = None
     offsets: dict[str, int] = field(default_factory=dict)  # log file name -> bytes built
     finished: list[str] = field(default_factory=list)  # logs whose process was done
     # TreeBuilder.unwritten_summary(): files, csv_rows, manifest_rows, names, reason

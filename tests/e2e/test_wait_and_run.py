@@ -87,3 +87,33 @@ def test_wait_exit_codes(tmp_path, service_env):
     p = cli("wait", str(d.out), "--timeout", "60", env=service_env)
     assert p.returncode == 1 and "LOST 1" in p.stdout, p.stdout + p.stderr
     assert csv_rows(d.root) == 2
+
+
+def test_wait_says_a_refused_config_at_once(tmp_path, service_env, services):
+    """Issue 18 §3: whatever the refusal (the file's permissions, JSON syntax, a misspelled
+    key), `wait` says "refused:" with the reason and exits 4 without waiting; a fixed
+    file is waited for as usual."""
+    require_artifacts()
+    out = tmp_path / "out"
+    out.mkdir()
+    svc = services(out, service_env, devices=1)
+    save_config(svc.config, **DUMP)
+    assert cli("wait", str(out), "--timeout", "60", env=service_env).returncode == 0
+    svc.config.chmod(0o664)  # writable by its group
+    w = cli("wait", str(out), "--timeout", "60", env=service_env)
+    assert w.returncode == 4, w.stdout + w.stderr
+    assert "msprobe-atb wait: refused: " in w.stderr and "can be written by its group" in w.stderr
+    svc.config.chmod(0o644)
+    assert cli("wait", str(out), "--timeout", "60", env=service_env).returncode == 0
+    for text, why in (('{"dump_enable": true,', "not valid JSON"),
+                      ('{"dump_enable": true, "exec_rang": "all"}', 'unknown key "exec_rang"')):
+        save_config(svc.config, raw=text)
+        w = cli("wait", str(out), "--timeout", "60", env=service_env)
+        assert w.returncode == 4 and "complete" not in w.stdout, w.stdout + w.stderr
+        assert "msprobe-atb wait: refused: " in w.stderr and why in w.stderr, w.stderr
+    save_config(svc.config, **DUMP)
+    w = cli("wait", str(out), "--timeout", "60", env=service_env)
+    assert w.returncode == 0 and "refused" not in w.stderr, w.stderr
+    # nothing selected yet (no request): said so, not "complete: 0 selected tensors"
+    assert w.stdout.endswith(": nothing to wait for: no tensor selected so far (1 process(es) "
+                             "attached)\n"), w.stdout
