@@ -35,8 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="output root; the dump goes to DIR/atb_dump_data (default: the "
                         "current directory)")
     p.add_argument("--config", default=None, metavar="FILE",
-                   help="the dump config, editable while CMD runs (default: config.json in "
-                        "the current directory)")
+                   help="the dump config, which must exist, editable while CMD runs (default: "
+                        "config.json in the current directory)")
     p.add_argument("--timeout", type=seconds_or_zero, default=120.0, metavar="S",
                    help="after CMD exits, how long to wait for its dump to be complete (120)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]",
@@ -73,6 +73,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     output = os.path.abspath(args.output)
     config = os.path.abspath(args.config or "config.json")
+    if not os.path.lexists(config):
+        # A service's config may be created later (the load script allows it); a
+        # one-shot run would dump nothing and pass.
+        print(f"msprobe-atb run: error: the config file {config} does not exist; a run dumps "
+              "what its config selects: give --config FILE (presets are in configs/ of "
+              f"msprobe-atb); {cmd[0]} was not started", file=sys.stderr)
+        return 2
     env = probe_env(output, config)
     if env is None:
         print("msprobe-atb run: the probe could not be loaded (see above); "

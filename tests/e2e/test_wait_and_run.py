@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from e2e_helpers import require_artifacts
-from testkit import REPO, save_config, wait_until
+from testkit import REPO, atb_home, save_config, wait_until
 
 DUMP = {"task": "all", "dump_enable": True, "exec_range": "all", "ids": "1", "save_child": True}
 SMALL = ["--layers", "2", "--decode-steps", "1", "--hidden", "32", "--heads", "2"]
@@ -38,6 +38,20 @@ def test_run_refuses_without_an_atb_environment(tmp_path, service_env):
     p = cli("run", "--output", str(tmp_path), "--", "true", env=service_env, cwd=tmp_path)
     assert p.returncode == 2 and "ATB_HOME_PATH is not set" in p.stderr
     assert "true was not started" in p.stderr
+
+
+def test_run_refuses_a_missing_config_before_the_command(tmp_path, service_env):
+    """Issue 18 §3: a one-shot run whose config does not exist would dump nothing and
+    pass; it is an error (exit 2) and CMD is not started."""
+    require_artifacts()
+    env = dict(service_env, ATB_HOME_PATH=str(atb_home(0)))
+    marker = tmp_path / "started"
+    p = cli("run", "--output", str(tmp_path / "y"), "--config", "nonexist.json", "--",
+            "touch", str(marker), env=env, cwd=tmp_path)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert f"the config file {tmp_path / 'nonexist.json'} does not exist" in p.stderr
+    assert "touch was not started" in p.stderr and not marker.exists()
+    assert not (tmp_path / "y").exists()
 
 
 def test_rows_appear_while_the_service_runs_and_wait_follows_edits(
