@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .confine import Confinement
 from .dtypes import SPECS, DtypeSpec, dtype_name, format_name
 
 MAX_HEADER = 64 * 1024  # a real header is ~120 bytes; anything longer is not a .bin
@@ -151,19 +152,22 @@ def read_header(path: os.PathLike | str) -> BinHeader:
     return hdr
 
 
+def _round_dir(stub: BinHeader) -> Path:
+    """The first ancestor above `before/`/`after/` that is not an op dir (`{id}_{Name}`)."""
+    rnd = stub.path.parent.parent
+    while _OP_DIR.match(rnd.name) and rnd.parent != rnd:
+        rnd = rnd.parent
+    return rnd
+
+
 def _by_op_id(stub: BinHeader) -> Path | None:
     """The file an msProbe alias key names, or None if `stub.alias` is no such key.
-
-    The round dir is the first ancestor above `before/`/`after/` that is not an
-    op dir (`{id}_{Name}`); the key's ids are then followed down one op dir each."""
+    The key's ids are followed down from the round dir, one op dir each."""
     m = MSPROBE_KEY.match(stub.alias or "")
     if not m:
         return None
     ids, kind, idx = m.groups()
-    rnd = stub.path.parent.parent
-    while _OP_DIR.match(rnd.name) and rnd.parent != rnd:
-        rnd = rnd.parent
-    d = rnd
+    d = _round_dir(stub)
     for i in ids.split("_"):
         sub = sorted(p for p in d.iterdir() if p.is_dir() and p.name.startswith(i + "_"))
         if not sub:
@@ -201,6 +205,13 @@ def resolve(path: os.PathLike | str) -> BinHeader:
         if not target.is_file():
             raise BinFileError(hdr.path, f"alias stub points to {hdr.alias} ({target}), "
                                          "which does not exist")
+        # a stub shares the data of a tensor of its own round (confine.py)
+        rnd = _round_dir(hdr)
+        inside = Confinement(rnd).allows(target)
+        if inside is None:
+            raise BinFileError(hdr.path, f"alias stub data={hdr.alias} leads to {target}, "
+                                         f"outside its round dir {rnd}; refused")
+        target = Path(inside)
         seen.add(str(target))
         stub = hdr.path
         try:

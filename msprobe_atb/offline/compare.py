@@ -37,6 +37,7 @@ import polars as pl
 
 from .compare_pairs import pair_rows, take
 from .compare_scope import MIN_MATCHED, Scope, check_scope, structure_differences
+from .confine import REFUSED
 from .dtypes import TOLERANCES
 from .pair_engine import EngineReport, pair_metrics
 from .table import FILE_STATUSES, Dump, fill_missing_stats, op_path
@@ -98,7 +99,7 @@ def pair_processes(g: pl.DataFrame, t: pl.DataFrame) -> tuple[list[tuple[str, st
 # The columns of each side a result row needs (its process and round come from the pairing).
 SIDE_COLUMNS = ["op_id", "op_name", "stage", "primary", "io", "index", "dtype", "shape", "max",
                 "min", "mean", "norm", "count", "nan", "pinf", "ninf", "path", "status", "seq",
-                "stat_step"]
+                "stat_step", "note"]
 
 
 def _paired(g: pl.DataFrame, t: pl.DataFrame, pairs: list[tuple[str, str]],
@@ -287,8 +288,11 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
 
     stats = pl.col("mode") == "stats"
     renamed = both & (pl.col("golden_op_name") != pl.col("target_op_name"))
+    # a row whose file path left its dump root (confine.py) is not compared
+    refused = [pl.col(f"{s}_status") == REFUSED for s in ("target", "golden")]
     verdict = (pl.when(~pl.col("_in_golden")).then(pl.lit("target-only"))
                .when(~pl.col("_in_target")).then(pl.lit("golden-only"))
+               .when(refused[0] | refused[1]).then(pl.lit("unreadable"))
                .when(stats & pl.col("_snostats")).then(pl.lit("no-data"))
                .when(stats).then(pl.when(pl.col("_sreason") == "").then(pl.lit("pass"))
                                  .otherwise(pl.lit("fail")))
@@ -297,6 +301,8 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
               .then(pl.lit("no tensor with this op path/io/index in the golden dump"))
               .when(~pl.col("_in_target"))
               .then(pl.lit("no tensor with this op path/io/index in the target dump"))
+              .when(refused[0]).then(pl.lit("target ") + pl.col("target_note"))
+              .when(refused[1]).then(pl.lit("golden ") + pl.col("golden_note"))
               .when(stats & pl.col("_snostats")).then(pl.lit("neither files nor statistics"))
               .when(stats).then(pl.col("_sreason")).otherwise(pl.col("reason")))
     reason = (pl.when(renamed).then(pl.concat_str(

@@ -6,6 +6,11 @@ ROUND_COMPLETE.json counts (a round still running, or reopened, is read from its
 CSVs instead); for one made by `msprobe-atb index`, every round it lists. A
 statistic.csv changed after the manifest was last written (edited by hand, or
 copied in) wins over it.
+
+The manifest is data, and is not trusted further than that: only the parts it
+owns are read, within row bounds (manifest_parts.py); a process with a text cell
+longer than MAX_CELL_BYTES is not read; a round with a row whose `path` leaves the
+dump root (confine.py) is read from its CSVs instead. Each is named in problems.
 """
 
 from __future__ import annotations
@@ -17,10 +22,15 @@ import polars as pl
 
 from msprobe_atb.tree.manifest import META, manifest_dir
 
+from .confine import Confinement
 from .layout import DumpLayout, RoundDir
+from .manifest_parts import owned_parts
 
 # The record's `file` vocabulary of the tensor table, from the manifest's status.
 TABLE_STATUS = {"written": "bin"}  # "linked", "stub", ... are the same words
+# The longest text cell a manifest may hold: a path is at most PATH_MAX (4096)
+# bytes, and every other text cell is shorter than the path of its tensor.
+MAX_CELL_BYTES = 4096
 TABLE_COLUMNS = ["round", "round_seq", "seq", "op_id", "op_name", "op_type", "stage", "io",
                  "index", "dtype", "format", "shape", "count", "max", "min", "mean", "norm",
                  "nan", "pinf", "ninf", "zero", "stat_step", "path", "status", "note"]
@@ -59,11 +69,34 @@ def _marker_rows(rd: RoundDir) -> int | None:
         return None
 
 
+def _confined(df: pl.DataFrame, root: Path, dp: str,
+              problems: list[str]) -> tuple[pl.DataFrame, set[int]]:
+    """The rows with their `path` made absolute (confine.py), and the rounds
+    holding a row whose path leaves the root (each named in problems)."""
+    box = Confinement(root)
+    rel = df.get_column("path")
+    full = [None if p is None else box.allows(p) for p in rel.to_list()]
+    bad = df.with_columns(pl.Series("_full", full, pl.Utf8)).filter(
+        pl.col("path").is_not_null() & pl.col("_full").is_null())
+    for (r,), rows in bad.group_by("round", maintain_order=True):
+        problems.append(f"{manifest_dir(root)}: {rows.height} row(s) of process {dp} round {r} "
+                        f"refused: path {rows.get_column('path')[0]!r} leaves the dump root "
+                        f"{root}; that round is read from its CSVs")
+    return (df.with_columns(pl.Series("path", full, pl.Utf8)),
+            set(bad.get_column("round").to_list()))
+
+
+def _too_long(df: pl.DataFrame) -> str | None:
+    """The first text column holding a cell longer than MAX_CELL_BYTES."""
+    longest = df.select(pl.col(pl.Utf8).str.len_bytes().max()).row(0, named=True)
+    return next((c for c, n in longest.items() if n is not None and n > MAX_CELL_BYTES), None)
+
+
 def read(layout: DumpLayout, problems: list[str]) -> tuple[pl.DataFrame | None, set[str]]:
     """(the table rows of the rounds the manifest covers, those round dirs)."""
     if layout.root is None:
         return None, set()
-    files = part_files(layout.root)
+    files = owned_parts(layout.root, problems)
     if not files:
         return None, set()
     from_index = meta(layout.root).get("made_by") == "index"
@@ -74,19 +107,27 @@ def read(layout: DumpLayout, problems: list[str]) -> tuple[pl.DataFrame | None, 
     for f in files:
         dev, pid = (seg.partition("=")[2] for seg in Path(f).parts[-3:-1])
         by_proc.setdefault(f"{dev}_{pid}", []).append(f)
-    try:
-        procs = {dp: pl.read_parquet(fs, columns=TABLE_COLUMNS)
-                 for dp, fs in sorted(by_proc.items())}
-    except (pl.exceptions.PolarsError, OSError) as e:
-        problems.append(f"{manifest_dir(layout.root)}: unreadable manifest "
-                        f"({str(e).splitlines()[0]}); the CSVs are read instead")
-        return None, set()
+    procs = {}
+    for dp, fs in sorted(by_proc.items()):
+        try:
+            df = pl.read_parquet(fs, columns=TABLE_COLUMNS, glob=False)
+        except (pl.exceptions.PolarsError, OSError) as e:
+            problems.append(f"{Path(fs[0]).parent}: unreadable manifest "
+                            f"({str(e).splitlines()[0]}); the CSVs are read instead")
+            continue
+        if (col := _too_long(df)) is not None:
+            problems.append(f"{Path(fs[0]).parent}: a {col!r} cell longer than "
+                            f"{MAX_CELL_BYTES} bytes; not read, the CSVs are read instead")
+            continue
+        procs[dp] = df
     newest = max(_mtime(Path(f)) for f in files)
     wanted = {(rd.dev_pid, rd.round): rd for rd in layout.rounds}
     frames, used = [], set()
     for dp, df in procs.items():
+        df, refused = _confined(df, layout.root, dp, problems)
         counts = dict(df.get_column("round").value_counts().iter_rows())
         use = [r for r, n in counts.items() if (rd := wanted.get((dp, r))) is not None
+               and r not in refused
                and _mtime(rd.csv) <= newest and (from_index or _marker_rows(rd) == n)]
         if len(use) < len(counts):
             df = df.filter(pl.col("round").is_in(use))
@@ -102,8 +143,7 @@ def read(layout: DumpLayout, problems: list[str]) -> tuple[pl.DataFrame | None, 
         "dev_pid", "round", pl.coalesce("seq", "round_seq").alias("seq"), "op_id", "op_name",
         "op_type", "io", "index", "dtype", "format", "shape", "count", "max", "min", "mean",
         "norm", "nan", "pinf", "ninf", "zero", "stat_step",
-        pl.col("status").replace(TABLE_STATUS), "note",
-        (pl.lit(str(layout.root) + "/") + pl.col("path")).alias("path"),
+        pl.col("status").replace(TABLE_STATUS), "note", "path",
         "round_dir", pl.lit("manifest").alias("source"),
         pl.col("seq").is_not_null().alias("seq_exact"), "stage",
     )

@@ -35,10 +35,14 @@ def cmd_query(a) -> int:
     from .layout import DumpNotFound
     from .query import run
 
+    problems: list[str] = []
     try:
-        print(run(a.dirs, a.sql, a.format))
+        print(run(a.dirs, a.sql, a.format, problems))
     except (DumpNotFound, ValueError) as e:
         return _err("query", str(e))
+    finally:
+        for p in problems:
+            print(f"msprobe-atb query: {p}", file=sys.stderr)
     return 0
 
 

@@ -1,19 +1,26 @@
 """`msprobe-atb query DIR... "SQL"`: SQL over the manifests of several dumps (one
 per node), with DuckDB embedded. The view `tensors` holds every manifest row of
 every given dump, with the partition columns `host`, `device`, `pid` and
-`dump_root` (so `dump_root || '/' || path` opens a tensor's file)."""
+`dump_root` (so `dump_root || '/' || path` opens a tensor's file).
+
+It reads exactly the parts each manifest owns (manifest_parts.py): a planted,
+left-over, linked or unreadable file is skipped and named, never counted twice.
+A part that fails only when the query reads its data (a flipped bit) is
+skipped, named, and the query run again without it. File names go to DuckDB with
+its glob characters escaped, so a name is never read as a pattern."""
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
 import math
+import re
 
 from msprobe_atb.tree.csvfmt import is_number
 from msprobe_atb.tree.manifest import PARTITION_TYPES
 
 from .layout import DumpNotFound, find_layout
-from .manifest import part_files
+from .manifest_parts import owned_parts
 
 
 class NoManifest(DumpNotFound):
@@ -24,24 +31,33 @@ def _quote(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def connect(dirs: list[str]):
-    """A DuckDB connection with the `tensors` view over the dumps' manifests."""
-    import duckdb
+def _literal(path: str) -> str:
+    """`path` as a DuckDB file pattern that matches only itself."""
+    return re.sub(r"[*?\[]", lambda m: f"[{m.group(0)}]", path)
 
+
+def manifest_files(dirs: list[str], problems: list[str]) -> list[str]:
     files: list[str] = []
     for d in dirs:
         root = find_layout(d).root
-        found = part_files(root) if root else []
+        found = owned_parts(root, problems) if root else []
         if not found:
-            raise NoManifest(f"{d}: no manifest (atb_dump_data/manifest); make one with "
-                             f"`msprobe-atb index {d}`")
+            raise NoManifest(f"{d}: no manifest (atb_dump_data/manifest) with a readable "
+                             f"part; make one with `msprobe-atb index {d}`")
         files += found
+    return files
+
+
+def connect(files: list[str]):
+    """A DuckDB connection with the `tensors` view over the manifest files."""
+    import duckdb
+
     types = ", ".join(f"{_quote(k)}: {v}" for k, v in PARTITION_TYPES.items())
     con = duckdb.connect()
     con.execute(
         "CREATE VIEW tensors AS SELECT * EXCLUDE (filename), "
         "regexp_replace(filename, '/manifest/host=[^/]*/device=[^/]*/pid=[^/]*/[^/]*$', '') "
-        f"AS dump_root FROM read_parquet([{', '.join(map(_quote, files))}], "
+        f"AS dump_root FROM read_parquet([{', '.join(_quote(_literal(f)) for f in files)}], "
         f"hive_partitioning = true, hive_types = {{{types}}}, union_by_name = true, "
         "filename = true)")
     return con
@@ -89,17 +105,40 @@ def render(columns: list[str], rows: list[tuple], fmt: str) -> str:
     return "\n".join(out)
 
 
-def run(dirs: list[str], sql: str, fmt: str = "table") -> str:
+def _unreadable(con, files: list[str]) -> list[str]:
+    """The files DuckDB cannot decode in full (every column of every row)."""
     import duckdb
 
-    con = connect(dirs)
-    try:
-        cur = con.execute(sql)
-        if cur is None or cur.description is None:  # a statement without rows
-            return ""
-        columns = [d[0] for d in cur.description]
-        return render(columns, cur.fetchall(), fmt)
-    except duckdb.Error as e:
-        raise ValueError(f"query failed: {e}") from None
-    finally:
-        con.close()
+    bad = []
+    for f in files:
+        try:
+            con.execute(f"SELECT max(hash(t)) FROM read_parquet({_quote(_literal(f))}) t")
+        except duckdb.Error:
+            bad.append(f)
+    return bad
+
+
+def run(dirs: list[str], sql: str, fmt: str = "table",
+        problems: list[str] | None = None) -> str:
+    """The query's rows rendered in `fmt`; what was skipped goes to `problems`."""
+    import duckdb
+
+    problems = [] if problems is None else problems
+    files = manifest_files(dirs, problems)
+    while True:
+        con = connect(files)
+        try:
+            cur = con.execute(sql)
+            if cur is None or cur.description is None:  # a statement without rows
+                return ""
+            columns = [d[0] for d in cur.description]
+            return render(columns, cur.fetchall(), fmt)
+        except duckdb.Error as e:
+            bad = [f for f in files if f in str(e)] or _unreadable(con, files)
+            if not bad or len(bad) == len(files):
+                raise ValueError(f"query failed: {e}") from None
+            for f in bad:
+                problems.append(f"{f}: unreadable Parquet ({str(e).splitlines()[0]}); skipped")
+                files.remove(f)
+        finally:
+            con.close()

@@ -30,6 +30,7 @@ from pathlib import Path
 import polars as pl
 
 from .binfile import BinFileError, TensorNotSaved, load_payload, read_header, resolve
+from .confine import Confinement, refuse_outside
 from .layout import DumpLayout, RoundDir, find_layout
 from .manifest import read as read_manifest
 from .tensorstats import tensor_stats
@@ -127,11 +128,24 @@ def _scan(files: list[str], columns: list[str], problems: list[str],
     return pl.concat(frames, how="diagonal_relaxed") if frames else None
 
 
-def _from_csvs(rounds: list[RoundDir], problems: list[str]) -> pl.DataFrame | None:
-    main = _scan([str(r.csv) for r in rounds if r.csv.is_file()], CSV_COLUMNS, problems)
+def _csv_files(paths: list[Path], box: Confinement, problems: list[str]) -> list[str]:
+    """The CSVs that exist; one that is a symbolic link is named and not read."""
+    out = []
+    for p in paths:
+        if p.is_symlink():
+            problems.append(f"{p}: a symbolic link (to {os.path.realpath(p)}), not this "
+                            "round's own file; not read")
+        elif p.is_file() and box.allows(p):
+            out.append(str(p))
+    return out
+
+
+def _from_csvs(rounds: list[RoundDir], problems: list[str],
+               box: Confinement) -> pl.DataFrame | None:
+    main = _scan(_csv_files([r.csv for r in rounds], box, problems), CSV_COLUMNS, problems)
     if main is None or main.height == 0:
         return None
-    extra = _scan([str(r.extra_csv) for r in rounds if r.extra_csv.is_file()],
+    extra = _scan(_csv_files([r.extra_csv for r in rounds], box, problems),
                   EXTRA_COLUMNS, problems, exact=False)
     tkey = ["_dir", "Op Id", "Op Name", "Input/Output", "Index"]
     if extra is not None:
@@ -349,14 +363,22 @@ def open_dump(path: str | Path, *, fill_stats: bool = False) -> Dump:
     """Open any dump directory as a Dump; `fill_stats` computes the statistics of
     rows that have none (task=tensor) from their `.bin` files."""
     layout = find_layout(path)
-    problems: list[str] = []
+    problems: list[str] = list(layout.refused)
+    # Every file path read from the dump's data stays inside it (confine.py).
+    box = Confinement(layout.root or layout.given)
+
+    def confined(df: pl.DataFrame | None) -> pl.DataFrame | None:
+        return None if df is None else refuse_outside(df, box, problems)
+
     # The Parquet manifest, where it holds whole rounds; the CSVs for the rest.
     man, in_manifest = read_manifest(layout, problems)
-    csv = _from_csvs([r for r in layout.rounds if str(r.path) not in in_manifest], problems)
+    csv = confined(_from_csvs([r for r in layout.rounds if str(r.path) not in in_manifest],
+                              problems, box))
     covered = set(in_manifest)
     if csv is not None:
         covered |= set(csv.get_column("round_dir").unique().to_list())
-    bins = _from_bins([r for r in layout.rounds if str(r.path) not in covered], problems)
+    bins = confined(_from_bins([r for r in layout.rounds if str(r.path) not in covered],
+                               problems))
     parts = [p for p in (man, csv, bins) if p is not None]
     # msProbe's own dumps (no statistic_extra.csv) lack the CSV rows of tensors
     # with -inf/-nan statistics and lose rows to its racing writer: their files
@@ -365,7 +387,7 @@ def open_dump(path: str | Path, *, fill_stats: bool = False) -> Dump:
                      and str(r.path) not in in_manifest and not r.extra_csv.is_file()]
     if unlisted_dirs and csv is not None:
         listed = frozenset(csv.get_column("path").drop_nulls().to_list())
-        extra = _from_bins(unlisted_dirs, problems, listed)
+        extra = confined(_from_bins(unlisted_dirs, problems, listed))
         if extra is not None:
             problems.append(
                 f"{extra.height} .bin file(s) have no statistic.csv row (msProbe writes no "

@@ -1,0 +1,259 @@
+"""Dump data must not steer the readers (issue 17 §3), on real dumps made by the
+stand-in ATB under the real probe: a path from a manifest, a CSV or a stub that
+leaves its dump root is refused and named; sizes claimed by a manifest are
+bounded before they are read; `query` reads exactly the parts the manifest owns."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from offline_helpers import run_cli
+from testkit import REPO
+
+from msprobe_atb.cli import main
+from msprobe_atb.offline import open_dump
+from msprobe_atb.offline.compare import compare_dumps
+from msprobe_atb.offline.dumpset import open_dumps
+from msprobe_atb.offline.query import run as query
+
+
+def copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst, symlinks=True)
+    return dst
+
+
+def part_dir(out: Path) -> Path:
+    (d,) = (out / "atb_dump_data" / "manifest").glob("host=*/device=*/pid=*")
+    return d
+
+
+def the_part(out: Path) -> Path:
+    (f,) = part_dir(out).glob("part-*.parquet")
+    return f
+
+
+def count(out: Path, problems: list[str] | None = None) -> int:
+    return int(query([str(out)], "SELECT count(*) AS n FROM tensors", "csv",
+                     problems).splitlines()[1])
+
+
+# ---- paths from data stay inside the dump root ----
+
+def test_a_manifest_path_into_another_dump_is_refused(real_dumps, tmp_path):
+    """The manifest of a copy of `target` lists the golden dump's rows with paths
+    `../../golden/...`: compare read golden on both sides and passed 758 of 758."""
+    golden, target = real_dumps["golden"], real_dumps["injected"]
+    evil = copy(target, tmp_path / "evil")
+    shutil.copytree(golden, tmp_path / "golden")
+    rows = pl.read_parquet(the_part(golden)).with_columns(
+        (pl.lit("../../golden/atb_dump_data/") + pl.col("path")).alias("path"))
+    rows.write_parquet(the_part(evil))
+    dump = open_dump(evil)
+    root = str(evil / "atb_dump_data") + "/"
+    paths = dump.tensors.get_column("path").drop_nulls().to_list()
+    assert paths and all(p.startswith(root) for p in paths)
+    assert set(dump.tensors.get_column("source")) == {"csv"}  # its rounds: from the CSVs
+    refused = [p for p in dump.problems if "leaves the dump root" in p]
+    assert len(refused) == 2 and "'../../golden/atb_dump_data/data/" in refused[0]
+    res = compare_dumps(open_dumps([str(tmp_path / "golden")]), open_dumps([str(evil)]), jobs=1)
+    assert res.count("fail") > 0 and res.exit_code() == 1
+
+
+def escape_csv_paths(out: Path, into: Path) -> None:
+    """Every Tensor Path of `out`'s CSVs climbs out of its round dir into `into`."""
+    escape = "../" * 8 + str(into).lstrip("/") + "/"
+    for csv in (out / "atb_dump_data" / "data").glob("*/*/statistic.csv"):
+        csv.write_text(re.sub(r"(atb_dump_data/data/[^/,]+/[^/,]+/)", r"\g<1>" + escape,
+                              csv.read_text()))
+
+
+def test_a_csv_tensor_path_leaving_the_root_is_refused(real_dumps, tmp_path):
+    """A statistic.csv whose Tensor Paths climb out of the round dir made the
+    readers open files anywhere; each such row is now refused by name and
+    compare calls it unreadable (exit 1), never pass."""
+    golden = real_dumps["golden"]
+    evil = copy(golden, tmp_path / "evil")
+    shutil.rmtree(evil / "atb_dump_data" / "manifest")
+    escape_csv_paths(evil, golden / "atb_dump_data" / "data")
+    dump = open_dump(evil)
+    df = dump.tensors
+    assert df.filter(pl.col("status") == "refused").height == df.height == 758
+    assert df.get_column("path").null_count() == df.height
+    assert any("row(s) refused: their file path leaves the dump root" in p
+               for p in dump.problems)
+    res = compare_dumps(open_dumps([str(golden)]), open_dumps([str(evil)]), jobs=1)
+    assert res.count("pass") == 0 and res.count("unreadable") == 758
+    assert res.exit_code() == 1
+    assert "leaves the dump root" in res.rows.get_column("reason")[0]
+    rc, out = run_cli("stats", str(evil))
+    assert "refused 758" in out
+
+
+def test_a_symlinked_round_dir_or_csv_is_not_read(real_dumps, tmp_path):
+    """A process dir that is a link to another dump's, and a statistic.csv that is
+    a link to another dump's, added that dump's rows."""
+    golden, target = real_dumps["golden"], real_dumps["injected"]
+    evil = copy(target, tmp_path / "evil")
+    shutil.rmtree(evil / "atb_dump_data" / "manifest")
+    (gproc,) = (golden / "atb_dump_data" / "data").iterdir()
+    (evil / "atb_dump_data" / "data" / "7_1").symlink_to(gproc)
+    csv = next((evil / "atb_dump_data" / "data").glob("0_*/1/statistic.csv"))
+    csv.unlink()
+    csv.symlink_to(gproc / "1" / "statistic.csv")
+    dump = open_dump(evil)
+    assert set(dump.tensors.get_column("dev_pid")) == {csv.parent.parent.name}
+    assert dump.tensors.height == 758  # round 1 from its .bin files
+    assert any("7_1: a symbolic link" in p for p in dump.problems)
+    assert any("statistic.csv: a symbolic link" in p for p in dump.problems)
+
+
+def test_a_stub_leading_out_of_its_round_is_refused(real_dumps, tmp_path):
+    """A stub's data= named a file of another dump; it was read as this tensor."""
+    golden, target = real_dumps["golden"], real_dumps["injected"]
+    evil = copy(target, tmp_path / "evil")
+    dump = open_dump(evil)
+    row = dump.tensors.filter(pl.col("status") == "bin").row(0, named=True)
+    victim = Path(row["path"])
+    other = next(golden.glob("atb_dump_data/data/*/*/" + victim.relative_to(
+        Path(row["round_dir"])).as_posix()))
+    victim.unlink()
+    victim.write_text(f"$Version=1.0\n$Object.Count=0\n$Object.Length=0\ndtype=1\n"
+                      f"format=2\ndims=1\ndata={os.path.relpath(other, victim.parent)}\n$End=1\n")
+    from msprobe_atb.offline import BinFileError, load_bin
+    with pytest.raises(BinFileError, match="outside its round dir"):
+        load_bin(victim)
+
+
+# ---- sizes from data are bounded before they are read ----
+
+PEAK = """
+import resource, sys
+from msprobe_atb.cli import main
+from msprobe_atb.offline import open_dump
+d = open_dump(sys.argv[1])
+print(d.tensors.height, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+for p in d.problems:
+    print(p)
+"""
+
+
+def test_a_manifest_claiming_millions_of_rows_is_not_decoded(stats_dump, tmp_path):
+    """A 1 MB part holding 3M copies of the dump's rows took stats to about 1 GB;
+    its footer's row count is now checked against the dump's CSVs first."""
+    evil = copy(stats_dump, tmp_path / "evil")
+    part = the_part(evil)
+    rows = pl.read_parquet(part)
+    pl.concat([rows] * (3_000_000 // rows.height)).write_parquet(part)
+    assert part.stat().st_size < 4 << 20
+    r = subprocess.run([sys.executable, "-c", PEAK, str(evil)], capture_output=True,
+                       text=True, cwd=REPO, check=True)
+    height, peak_mb = map(int, r.stdout.split("\n")[0].split())
+    assert height == rows.height
+    assert "rows, more than the" in r.stdout and "not read" in r.stdout
+    assert peak_mb < 400, r.stdout
+
+
+def test_a_manifest_cell_beyond_any_path_is_not_read(stats_dump, tmp_path):
+    evil = copy(stats_dump, tmp_path / "evil")
+    part = the_part(evil)
+    pl.read_parquet(part).with_columns(pl.lit("x" * 5000).alias("op_name")).write_parquet(part)
+    dump = open_dump(evil)
+    assert set(dump.tensors.get_column("source")) == {"csv"}
+    assert any("'op_name' cell longer than 4096 bytes" in p for p in dump.problems)
+
+
+# ---- query reads exactly the parts the manifest owns ----
+
+@pytest.mark.parametrize("plant", ["truncated", "empty", "random", "symlink", "glob-name"])
+def test_query_skips_and_names_a_planted_part(real_dumps, tmp_path, plant):
+    out = copy(real_dumps["injected"], tmp_path / "q")
+    part = the_part(out)
+    data = part.read_bytes()
+    planted = part.with_name("part-00000001-L0.parquet")
+    if plant == "truncated":
+        planted.write_bytes(data[: len(data) // 2])
+    elif plant == "empty":
+        planted.write_bytes(b"")
+    elif plant == "random":
+        planted.write_bytes(os.urandom(len(data)))
+    elif plant == "symlink":
+        planted.symlink_to(the_part(real_dumps["golden"]))
+    else:
+        planted = part.with_name("part-*.parquet")
+        planted.write_bytes(data)
+    problems: list[str] = []
+    assert count(out, problems) == 758
+    assert [p for p in problems if p.startswith(str(planted))], problems
+
+
+def test_query_survives_a_bit_flip_in_a_part(real_dumps, tmp_path):
+    out = copy(real_dumps["injected"], tmp_path / "q")
+    part = the_part(out)
+    rows = pl.read_parquet(part)
+    rows.head(400).write_parquet(part)
+    second = part.with_name("part-00000001-L0.parquet")
+    rows.slice(400).write_parquet(second, compression="uncompressed")
+    data = bytearray(second.read_bytes())
+    # flip bits in the path column's data (its text is stored as is: uncompressed)
+    at = data.index(b"data/0_")
+    for i in range(at, at + 2000, 7):
+        data[i] ^= 0xFF
+    second.write_bytes(bytes(data))
+    problems: list[str] = []
+    out_text = query([str(out)], "SELECT count(*) AS n, count(DISTINCT path) AS p FROM tensors",
+                     "csv", problems)
+    n, _ = map(int, out_text.splitlines()[1].split(","))
+    assert n in (400, 758)  # the flipped part skipped and named, or its bytes still decode
+    assert n == 758 or any(p.startswith(str(second)) for p in problems)
+
+
+def test_query_does_not_count_a_copied_part_twice(real_dumps, tmp_path):
+    out = copy(real_dumps["injected"], tmp_path / "q")
+    part = the_part(out)
+    shutil.copy(part, part.with_name("part-00000005-L0.parquet"))
+    problems: list[str] = []
+    assert count(out, problems) == 758
+    assert any("rows already in part-00000000-L0.parquet" in p for p in problems)
+
+
+def test_query_after_a_kill_in_the_compaction_window(real_dumps, tmp_path):
+    """tree/manifest.py writes a merged part before it removes its inputs: a kill
+    in between leaves both, which query counted twice (and thrice with a second
+    level). The merged part is taken, its inputs skipped."""
+    out = copy(real_dumps["injected"], tmp_path / "q")
+    part = the_part(out)
+    rows = pl.read_parquet(part)
+    part.unlink()
+    step = -(-rows.height // 8)
+    for i in range(8):  # the 8 inputs of a merge ...
+        rows.slice(i * step, step).write_parquet(part.with_name(f"part-{i:08d}-L0.parquet"))
+    rows.write_parquet(part.with_name("part-00000000-L1.parquet"))  # ... and its output
+    (part.parent / "part-00000000-L0.parquet").unlink()  # the kill came mid-removal
+    problems: list[str] = []
+    assert count(out, problems) == 758
+    assert open_dump(out).tensors.height == 758
+
+
+def test_query_does_not_add_a_linked_manifest_dir(real_dumps, tmp_path):
+    out = copy(real_dumps["injected"], tmp_path / "q")
+    gpid = part_dir(real_dumps["golden"])
+    (part_dir(out).parent / "pid=1").symlink_to(gpid)
+    problems: list[str] = []
+    assert count(out, problems) == 758
+    assert any("pid=1: not a manifest partition directory" in p for p in problems)
+    man = out / "atb_dump_data" / "manifest"
+    shutil.rmtree(man)
+    man.symlink_to(real_dumps["golden"] / "atb_dump_data" / "manifest")
+    assert main(["query", str(out), "SELECT count(*) FROM tensors"]) == 2
+
+
+def test_query_of_a_dump_under_a_dir_with_glob_characters(real_dumps, tmp_path):
+    out = copy(real_dumps["injected"], tmp_path / "a*b[1]?" / "q")
+    assert count(out) == 758
