@@ -170,6 +170,10 @@ def _asleep_reason(st: dict[str, Any]) -> str:
 def state_text(st: dict[str, Any]) -> str:
     cfg = st["config"]
     if not st["published"] and not st["daemon"]["alive"]:
+        procs = st["processes"]
+        if procs and not any(p["alive"] for p in procs):
+            return ("finished: every attached process has exited and so has the control "
+                    "plane (the config it last published is shown)")
         return "asleep: no control plane is running (the config it last published is shown)"
     if cfg["state"] == "asleep":
         return _asleep_reason(st)
@@ -204,8 +208,9 @@ def render(st: dict[str, Any]) -> str:
             f"  pid {p['pid']} device {dev}: {state}; ops seen {p['ops_seen']}, tensors "
             f"{p['tensors_written']}/{p['tensors_selected']} written ({_size(p['bytes_written'])})"
             f", queue {p['queue_depth']} ({_size(p['queue_bytes'])}), drops {p['drops']}, "
-            f"errors {p['errors']}, last tensor written "
-            f"{'never' if ago is None else f'{ago:g} s ago'}")
+            f"errors {p['errors']}, "
+            + ("no tensor written" if not p["tensors_written"] else "last tensor written "
+               + ("at an unknown time" if ago is None else f"{ago:g} s ago")))
         if p["host_s"]:
             lines.append(f"    the host's threads spent {p['host_s']:g} s in the probe (copying "
                          "selected tensors, waiting for queue room, the exit drain)")

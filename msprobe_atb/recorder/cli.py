@@ -60,8 +60,9 @@ def run_trigger(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 1
     report = dump_root / DIR / file_name(seq)
-    print(f"incident {seq}: every process writes its last {cfg.rec_keep_rounds + 1} rounds "
-          f"and {cfg.rec_after_rounds} more; report: {report}")
+    print(f"incident {seq}: every process writes the round in progress and the "
+          f"{cfg.rec_keep_rounds} before it (keep_rounds), then {cfg.rec_after_rounds} more "
+          f"(after_rounds); report: {report}")
     deadline = time.monotonic() + args.wait
     while args.wait and not report.exists() and time.monotonic() < deadline:
         time.sleep(0.05)

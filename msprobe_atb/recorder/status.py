@@ -8,12 +8,18 @@ from typing import Any
 from msprobe_atb.config.recorder import TRIG_BITS
 
 
+def _number(v: float) -> float | int:
+    """60000.0 as the config wrote it, 60000."""
+    return int(v) if v.is_integer() else v
+
+
 def config_view(c) -> dict[str, Any] | None:
     """The recorder block in force, as compiled (None when it is off)."""
     if not c.rec_armed:
         return None
     return {"keep_rounds": c.rec_keep_rounds, "budget_mb": c.rec_budget_bytes >> 20,
-            "triggers": [k for k, bit in TRIG_BITS.items()
+            "triggers": [{k: _number(c.rec_abs_max)} if k == "abs_max_over" else k
+                         for k, bit in TRIG_BITS.items()
                          if c.rec_triggers & bit and k != "manual"],
             "after_rounds": c.rec_after_rounds, "max_incidents": c.rec_max_incidents,
             "flush_on_exit": bool(c.rec_flush_on_exit)}

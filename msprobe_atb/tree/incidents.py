@@ -148,9 +148,10 @@ class IncidentBook:
             e = block.read_incident(seq)
             if e is None:
                 continue
-            self.add_trigger(seq, TRIGGER_NAMES.get(e.kind, "?"), _num(e.value), e.t_ns,
-                             e.round, e.path, e.pid, None,
-                             "msprobe-atb trigger" if e.kind == 64 else "")
+            manual = e.kind == 64  # a person: no value, round, process or tensor
+            self.add_trigger(seq, TRIGGER_NAMES.get(e.kind, "?"),
+                             None if manual else _num(e.value), e.t_ns, e.round, e.path,
+                             e.pid, None, "msprobe-atb trigger" if manual else "")
 
     # ---- output ----
     def doc(self, inc: Incident) -> dict:
@@ -225,9 +226,12 @@ def format_incident(doc: dict) -> str:
     ft = doc.get("first_tensor") or {}
     where = (f"{ft.get('op_id')} {ft.get('op_name')} {ft.get('io')} {ft.get('index')}"
              if ft else "-")
-    lines = [f"incident {doc.get('incident')}: {doc.get('trigger')} ({_value(doc.get('value'))})"
-             f" at {doc.get('time')}, round {doc.get('round')}, device {doc.get('device')}, "
-             f"pid {doc.get('pid')}",
+    value = doc.get("value")
+    why = (f" ({_value(value)})" if value is not None
+           else f" ({doc['detail']})" if doc.get("detail") else "")
+    known = [f"{k} {doc[k]}" for k in ("round", "device", "pid") if doc.get(k) is not None]
+    lines = [f"incident {doc.get('incident')}: {doc.get('trigger')}{why} at {doc.get('time')}"
+             + "".join(f", {k}" for k in known),
              f"  first offending tensor: {where}"]
     stats = ft.get("stats") if ft else None
     if isinstance(stats, dict):

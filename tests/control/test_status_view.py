@@ -48,6 +48,20 @@ def test_progress_words_agree(out_dir, shims, daemons, daemon_env):
     assert "last activity" not in text and "last tensor written" in text
 
 
+def test_no_tensor_written_is_not_given_a_time(out_dir, shims, daemons, daemon_env):
+    """Issue 18 §3: a process that wrote records (its hello, graphs) but no tensor."""
+    cfg = out_dir / "config.json"
+    save_config(cfg, **LAYER2)
+    shim = shims(out_dir, dev=0, config=cfg)
+    shim.block.set_proc_counter(shim.slot, "last_activity_ns", time.time_ns() - 7_600_000_000)
+    daemons(out_dir, cfg, daemon_env)
+    with block_of(out_dir) as block:
+        wait_until(lambda: block.published, what="the first publish")
+    text = _status(out_dir, daemon_env)
+    assert "tensors 0/0 written (0 B)" in text and ", no tensor written" in text
+    assert "last tensor written" not in text
+
+
 def test_watch_refreshes_in_place(out_dir, shims, daemons, daemon_env):
     cfg = out_dir / "config.json"
     save_config(cfg, **LAYER2)

@@ -91,7 +91,7 @@ def test_decode_steps_flush_each_ops_own_last_rounds(tmp_path, services, service
 
 
 def test_manual_trigger_and_status(tmp_path, services, service_env):
-    arm(tmp_path / "config.json", triggers=["nan"])
+    arm(tmp_path / "config.json", triggers=["nan", {"abs_max_over": 60000}])
     svc = services(tmp_path, service_env, devices=1, extra=FAST)
     for _ in range(5):
         svc.request(max_tokens=1)
@@ -101,14 +101,20 @@ def test_manual_trigger_and_status(tmp_path, services, service_env):
     assert rec["state"] == "armed" and rec["rounds_held"] > 0 and rec["bytes_held"] > 0
     assert rec["rounds_held"] % 4 == 0  # keep_rounds + 1 whole rounds of each op
     assert not rounds_on_disk(tmp_path)[next(iter(rounds_on_disk(tmp_path)))] if ops else True
+    # issue 18 §3: the threshold in force is shown, and the trigger says keep_rounds as it is
+    assert '"triggers": ["nan", {"abs_max_over": 60000}]' in cli("status", str(tmp_path)).stdout
     fired = cli("trigger", str(tmp_path), "--wait", "30")
-    assert "incident 1" in fired.stdout
+    assert fired.stdout.startswith("incident 1: every process writes the round in progress and "
+                                   "the 3 before it (keep_rounds), then 1 more (after_rounds);")
     for _ in range(2):
         svc.request(max_tokens=1)
     svc.stop()
     (inc,) = wait_incident(tmp_path, 1, [1, 2, 3, 4, 5])
     assert list(rounds_on_disk(tmp_path).values()) == [{1, 2, 3, 4, 5}]
     assert inc["trigger"] == "manual" and inc["round"] is None and inc["first_tensor"] is None
+    listed = cli("incidents", str(tmp_path)).stdout
+    assert listed.startswith(f"incident 1: manual (msprobe-atb trigger) at {inc['time']}\n")
+    assert "None" not in listed and "nan" not in listed
     again = cli("trigger", str(tmp_path), check=False)
     assert again.returncode == 1
 

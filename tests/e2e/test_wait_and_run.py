@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from e2e_helpers import require_artifacts
-from testkit import REPO, atb_home, save_config, wait_until
+from testkit import REPO, atb_home, atbsim_bin, save_config, wait_until
 
 DUMP = {"task": "all", "dump_enable": True, "exec_range": "all", "ids": "1", "save_child": True}
 SMALL = ["--layers", "2", "--decode-steps", "1", "--hidden", "32", "--heads", "2"]
@@ -35,6 +35,7 @@ def csv_rows(root: Path) -> int:
 
 
 def test_run_refuses_without_an_atb_environment(tmp_path, service_env):
+    save_config(tmp_path / "config.json", **DUMP)
     p = cli("run", "--output", str(tmp_path), "--", "true", env=service_env, cwd=tmp_path)
     assert p.returncode == 2 and "ATB_HOME_PATH is not set" in p.stderr
     assert "true was not started" in p.stderr
@@ -52,6 +53,21 @@ def test_run_refuses_a_missing_config_before_the_command(tmp_path, service_env):
     assert f"the config file {tmp_path / 'nonexist.json'} does not exist" in p.stderr
     assert "touch was not started" in p.stderr and not marker.exists()
     assert not (tmp_path / "y").exists()
+
+
+def test_status_after_run_says_it_finished(tmp_path, service_env):
+    """Issue 18 §3: after `run`, the processes and the control plane have exited: status
+    says the run finished, not "asleep: no control plane is running"."""
+    require_artifacts()
+    save_config(tmp_path / "config.json", **DUMP)
+    env = dict(service_env, ATB_HOME_PATH=str(atb_home(0)))
+    p = cli("run", "--output", str(tmp_path / "out"), "--", str(atbsim_bin(0)), "run", *SMALL,
+            env=env, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for text in (p.stdout, cli("status", str(tmp_path / "out"), env=env).stdout):
+        assert ("\nstate:       finished: every attached process has exited and so has the "
+                "control plane (the config it last published is shown)\n") in text, text
+        assert "no control plane is running" not in text
 
 
 def test_rows_appear_while_the_service_runs_and_wait_follows_edits(
