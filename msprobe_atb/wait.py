@@ -210,5 +210,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"{dump_root}: nothing to wait for: no tensor selected so far "
               f"({len(procs)} process(es) attached)")
         return code
-    print(f"{dump_root}: complete: {outcome(state)}")
+    print(f"{dump_root}: {'INCOMPLETE' if state.unwritten else 'complete'}: {outcome(state)}")
     return code

@@ -156,6 +156,9 @@ class Daemon:
 
     def run(self) -> int:
         started = time.monotonic()
+        # built.json first, while the disk has room: on a disk the dump fills, it is
+        # then kept current in place (tree/progress.py)
+        self.write_progress()
         self.check_config(settle=False)  # the first publish, as early as possible
         from msprobe_atb.tree.builder import TreeBuilder
         from msprobe_atb.tree.drain import BlockOracle, RecordDrain

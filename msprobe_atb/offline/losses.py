@@ -33,6 +33,7 @@ class LogTally:
     rounds: set[tuple[str, str]] = field(default_factory=set)
     bad_lines: int = 0
     unclosed: int = 0  # logs of finished processes without an exit record: counts short
+    running: int = 0  # logs of live processes: their losses so far are in their slots only
 
 
 @dataclass
@@ -70,7 +71,10 @@ def tally_logs(dump_root: Path) -> LogTally:
                             if rnd:
                                 out.rounds.add(rnd)
         out.bad_lines += tailer.bad_lines
-        out.unclosed += not closed and not is_alive(key.pid, key.start_ns)
+        if not closed:
+            alive = is_alive(key.pid, key.start_ns)
+            out.running += alive
+            out.unclosed += not alive
     return out
 
 

@@ -152,7 +152,8 @@ def summarize(dump: Dump, df: pl.DataFrame | None = None, *, top: int = 10) -> d
         "lost_without_row": losses.without_row,
         "derived_behind": losses.behind,
         "record_logs": {"tensors": logs.tensors, "lost": logs.lost, "rounds": len(logs.rounds),
-                        "unclosed": logs.unclosed, "bad_lines": logs.bad_lines}
+                        "unclosed": logs.unclosed, "running": logs.running,
+                        "bad_lines": logs.bad_lines}
         if logs else None,
         "processes": procs, "status": status, "problems": dump.problems,
         # the flight recorder's reports: what fired, where, which rounds were written
@@ -204,6 +205,9 @@ def format_text(s: dict) -> str:
         lines.append(f"  the record logs hold {logs['tensors']} tensor records in "
                      f"{logs['rounds']} rounds and {logs['lost']} lost tensors; what follows "
                      f"covers only the {s['tensors']} tensors the derived files hold")
+        if logs["running"]:
+            lines.append(f"  {logs['running']} process(es) still run: the tensors they lost so "
+                         "far without a record are counted by `msprobe-atb status` only")
         if logs["unclosed"] or logs["bad_lines"]:
             lines.append(f"  the record logs themselves are short: {logs['unclosed']} end "
                          "without an exit record (the process was killed, or not even that "

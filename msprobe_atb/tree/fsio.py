@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -87,6 +88,30 @@ def write_files(dump_root: Path, files: Sequence[tuple[Sequence[str], bytes]]) -
             except OSError:
                 pass
             os.close(fd)
+
+
+def overwrite_in_place(dump_root: Path, rel: Sequence[str], data: bytes) -> bool:
+    """Writes data over <dump_root>/<rel...> where it stands, padded with blanks to
+    the old size, when the file already has room for it (a full disk, where no
+    new file can be made). False when it has not; readers may see it half done."""
+    *dirs, name = rel
+    fd = _open_dir(dump_root, dirs, create=False)
+    try:
+        out = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+    finally:
+        os.close(fd)
+    try:
+        st = os.fstat(out)
+        if not stat.S_ISREG(st.st_mode) or len(data) > st.st_size:
+            return False
+        view = memoryview(data.ljust(st.st_size))
+        offset = 0
+        while view:
+            n = os.pwrite(out, view, offset)
+            view, offset = view[n:], offset + n
+        return True
+    finally:
+        os.close(out)
 
 
 def remove_file(dump_root: Path, rel: Sequence[str]) -> None:

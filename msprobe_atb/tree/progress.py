@@ -8,10 +8,16 @@ handled. A reader compares the offsets with the logs' sizes: equal means every
 record written so far has been handled; `unwritten` (a full disk) says which
 derived files could not be written then, and how many rows they miss: those
 records are in the logs only, until a later flush or `rebuild` writes them.
+
+On a full disk the file is still kept current: it is padded with blanks to at
+least PAD bytes, so a new version that finds no room for a new file overwrites
+the old one in place, in the room it already has. A reader that catches such an
+overwrite half done sees a `check` that does not match and reads it again later.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -21,6 +27,11 @@ from pathlib import Path
 from msprobe_atb.tree import fsio
 
 NAME = "built.json"
+PAD = 16 << 10  # room kept in the file for an overwrite in place (a full disk)
+
+
+def _check(doc: dict) -> str:
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def stat_key(st: os.stat_result) -> tuple[int, ...]:
@@ -69,7 +80,8 @@ class Progress:
                "offsets": self.offsets, "finished": sorted(self.finished)}
         if self.unwritten:
             doc["unwritten"] = self.unwritten
-        return json.dumps(doc, sort_keys=True).encode() + b"\n"
+        data = json.dumps({**doc, "check": _check(doc)}, sort_keys=True).encode() + b"\n"
+        return data.ljust(PAD)
 
 
 def path_of(dump_root: Path) -> Path:
@@ -77,13 +89,23 @@ def path_of(dump_root: Path) -> Path:
 
 
 def write(dump_root: Path, progress: Progress) -> None:
-    fsio.write_files(dump_root, [((".probe", NAME), progress.to_bytes())])
+    """Replaces built.json; with no room for a new file, overwrites it in place."""
+    data = progress.to_bytes()
+    try:
+        fsio.write_files(dump_root, [((".probe", NAME), data)])
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not fsio.overwrite_in_place(
+                dump_root, (".probe", NAME), data):
+            raise
 
 
 def read(dump_root: Path) -> Progress | None:
     """The last progress written, or None if there is none (or it is unreadable)."""
     try:
         raw = json.loads(path_of(dump_root).read_bytes())
+        check = raw.pop("check", None)
+        if check is not None and check != _check(raw):
+            return None  # caught while overwritten in place: read again later
         unwritten = raw.get("unwritten")
         return Progress(int(raw.get("daemon_pid") or 0), raw.get("config_sha256"),
                         {str(k): int(v) for k, v in dict(raw.get("offsets") or {}).items()},

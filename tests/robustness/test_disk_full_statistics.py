@@ -155,3 +155,24 @@ def test_room_coming_back_mid_run(module_fs):
     assert len(csv_rows(root)) == truth["recorded"]
     s = json.loads(cli("stats", str(out), "--json").stdout)
     assert s["tensors"] == truth["recorded"] and s["lost"] == truth["lost"]
+
+
+def test_wait_on_a_live_service_with_a_full_disk(small_fs, services):
+    """The control plane keeps running on a disk the dump filled: `wait` neither
+    says complete nor waits forever; it says what was lost and which derived
+    files could not be written (built.json is kept current in place)."""
+    fs = small_fs(FS_KIB)
+    out = fs / "out"
+    pretouch_block(out)
+    (out / "config.json").write_text(json.dumps(STATS))
+    (out / "config.json").chmod(0o600)
+    svc = services(out, devices=1)
+    fill(fs, FREE_KIB)
+    for _ in range(4):
+        svc.request(max_tokens=2)
+    r = cli("wait", str(out), "--timeout", "60")
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr[-2000:])
+    assert "LOST" in r.stdout and "No space left on device" in r.stdout, r.stdout
+    (proc,) = status(out)["processes"]
+    assert proc["alive"] and proc["errors"] > 0
