@@ -19,7 +19,7 @@ FUZZ_TARGETS :=
 # Artifacts only `make bench` needs (reference probes).
 BENCH_TARGETS :=
 
-.PHONY: all native deps pyext bytecode test native-test pytest lint demo bench clean fuzz fuzz-config
+.PHONY: all native deps pyext bytecode test native-test pytest lint demo bench clean fuzz fuzz-config fuzz-manifest
 all: native pyext bytecode
 
 include native/atbsim/atbsim.mk
@@ -70,6 +70,11 @@ CONFIG_FUZZ_EXAMPLES ?= 10000
 FUZZ_TARGETS += fuzz-config
 fuzz-config: all deps
 	$(VPY) tests/fuzz/config_fuzz.py --examples $(CONFIG_FUZZ_EXAMPLES)
+
+MANIFEST_FUZZ_INPUTS ?= 400
+FUZZ_TARGETS += fuzz-manifest
+fuzz-manifest: all deps
+	$(VPY) tests/fuzz/manifest_fuzz.py --inputs $(MANIFEST_FUZZ_INPUTS)
 
 # Every target runs even if an earlier one finds something; the summary lines come last.
 fuzz:

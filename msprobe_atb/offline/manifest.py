@@ -42,8 +42,11 @@ def part_files(dump_root: Path) -> list[str]:
 
 
 def meta(dump_root: Path) -> dict:
+    f = manifest_dir(dump_root) / META
+    if f.parent.is_symlink() or f.is_symlink():  # another dump's (manifest_parts.py)
+        return {}
     try:
-        m = json.loads((manifest_dir(dump_root) / META).read_text())
+        m = json.loads(f.read_text())
         return m if isinstance(m, dict) else {}
     except (OSError, ValueError):
         return {}
