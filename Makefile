@@ -76,6 +76,12 @@ FUZZ_TARGETS += fuzz-manifest
 fuzz-manifest: all deps
 	$(VPY) tests/fuzz/manifest_fuzz.py --inputs $(MANIFEST_FUZZ_INPUTS)
 
+SCHEDULER_FUZZ_EXAMPLES ?= 2000
+FUZZ_TARGETS += fuzz-scheduler
+.PHONY: fuzz-scheduler
+fuzz-scheduler: all deps
+	$(VPY) tests/fuzz/scheduler_fuzz.py --examples $(SCHEDULER_FUZZ_EXAMPLES)
+
 # Every target runs even if an earlier one finds something; the summary lines come last.
 fuzz:
 	@set -o pipefail; mkdir -p $(BUILD); rc=0; for t in $(FUZZ_TARGETS); do \

@@ -9,6 +9,8 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from ..argtypes import seconds
+from .dask_connect import CONNECT_TIMEOUT_S
 from .layout import DumpNotFound
 
 
@@ -139,6 +141,12 @@ def cmd_compare(a) -> int:
     if a.scheduler and a.engine != "auto":
         return _err("compare", f"--engine {a.engine} with --scheduler: the pairs run on the "
                                "cluster at --scheduler; drop one of the two")
+    if a.scheduler is not None:
+        from .dask_connect import scheduler_address
+        try:
+            scheduler_address(a.scheduler)  # a typo is said before the dumps are read
+        except ClusterError as e:
+            return _err("compare", str(e))
     try:
         golden, target = open_dumps(a.golden_path), open_dumps(a.target_path)
     except (DumpNotFound, ValueError) as e:
@@ -149,6 +157,7 @@ def cmd_compare(a) -> int:
                             min_cosine=a.min_cosine, jobs=a.jobs, progress=bar.update,
                             scheduler=a.scheduler, pair_by_id=a.pair_by_id,
                             min_matched=a.min_matched, engine=a.engine,
+                            connect_timeout=a.connect_timeout,
                             total=lambda n: setattr(bar, "total", n))
     except ClusterError as e:
         return _err("compare", str(e))
@@ -297,6 +306,9 @@ def register(sub) -> None:
                    help="run the per-pair work on this existing Dask cluster; workers "
                         "announce their dump roots with `dask worker --preload "
                         "msprobe_atb.offline.dask_roots --dump-root DIR`")
+    p.add_argument("--connect-timeout", type=seconds, default=CONNECT_TIMEOUT_S, metavar="S",
+                   help="with --scheduler: how long the scheduler has to answer "
+                        f"({CONNECT_TIMEOUT_S:g})")
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("convert", help=".bin to .npy, recursively, keeping the tree")

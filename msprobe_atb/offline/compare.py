@@ -38,6 +38,7 @@ import polars as pl
 from .compare_pairs import pair_rows, take
 from .compare_scope import MIN_MATCHED, Scope, check_scope, structure_differences
 from .confine import REFUSED
+from .dask_connect import CONNECT_TIMEOUT_S
 from .dtypes import TOLERANCES
 from .pair_engine import EngineReport, pair_metrics
 from .table import FILE_STATUSES, Dump, fill_missing_stats, op_path
@@ -232,11 +233,13 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
                   scheduler: str | None = None, pair_by_id: bool = False,
                   min_matched: float = MIN_MATCHED,
                   total: Callable[[int], None] | None = None,
-                  engine: str = "auto") -> CompareResult:
+                  engine: str = "auto",
+                  connect_timeout: float = CONNECT_TIMEOUT_S) -> CompareResult:
     """`progress(n)` after every n tensor pairs compared, `total(n)` once with their
     number; `pair_by_id` pairs tensors at the same op ids across different names;
     `engine` (auto, local-cluster, in-process) or `scheduler` (an existing Dask
-    cluster) is where the pairs run (pair_engine.py)."""
+    cluster, answering within `connect_timeout` s) is where the pairs run
+    (pair_engine.py)."""
     scope_notes = _stats_for_stats_only(golden, target)
     g, t = golden.tensors, target.tensors
     if len(golden.layout.rounds) == 1 and len(target.layout.rounds) == 1:
@@ -272,7 +275,8 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
     work = j.filter(pl.col("mode") == "tensor")
     if total:
         total(work.height)
-    tens, report = pair_metrics(work, rtol, atol, jobs, progress, scheduler, engine)
+    tens, report = pair_metrics(work, rtol, atol, jobs, progress, scheduler, engine,
+                                connect_timeout)
     verdicts = [_verdict(m, min_within, min_cosine) for m in tens.iter_rows(named=True)]
     tens = tens.drop("state", "reason").with_columns(
         pl.Series("verdict", [v for v, _ in verdicts], pl.Utf8),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .binfile import BinFileError, TensorNotSaved
+from .dask_connect import CONNECT_TIMEOUT_S, ClusterError, reach_scheduler
 from .dask_roots import announced_roots, can_read
 from .metrics import (
     Accumulator,
@@ -34,12 +35,6 @@ from .pair_engine import EngineReport, Pair, batches, row
 
 TRANSFER_WINDOW = 4  # target chunks in flight per worker (bounds the memory they take)
 POLL_S = 0.5
-CONNECT_TIMEOUT = "10s"
-
-
-class ClusterError(RuntimeError):
-    """The cluster cannot be used; the message says why and what to do."""
-
 
 # ---- tasks (run on workers) ----
 
@@ -140,16 +135,19 @@ def _local_cluster(jobs: int):
 class ClusterRun:
     """`with ClusterRun(scheduler, jobs) as run: run.compare(...)`."""
 
-    def __init__(self, scheduler: str | None, jobs: int) -> None:
-        self.scheduler, self.jobs = scheduler, jobs
+    def __init__(self, scheduler: str | None, jobs: int,
+                 connect_timeout: float = CONNECT_TIMEOUT_S) -> None:
+        self.scheduler, self.jobs, self.connect_timeout = scheduler, jobs, connect_timeout
         self.cluster = self.client = None
 
     def __enter__(self) -> ClusterRun:
         from distributed import Client
 
         if self.scheduler:
+            # A scheduler answered there just now (or ClusterError says what did not).
+            self.scheduler = reach_scheduler(self.scheduler, self.connect_timeout)
             try:
-                self.client = Client(self.scheduler, timeout=CONNECT_TIMEOUT)
+                self.client = Client(self.scheduler, timeout=self.connect_timeout)
             except (OSError, TimeoutError) as e:
                 raise ClusterError(f"cannot reach the Dask scheduler at {self.scheduler} "
                                    f"({e}); start one with `dask scheduler` and workers "

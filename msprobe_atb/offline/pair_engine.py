@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from .dask_connect import CONNECT_TIMEOUT_S
 from .dtypes import DTYPE_CODES, SPECS
 from .engine_rule import (
     ENGINES,
@@ -114,11 +115,12 @@ def estimated_seconds(golden_bytes: int, target_bytes: int, pairs: int) -> float
 
 def pair_metrics(work: pl.DataFrame, rtol: float | None, atol: float | None, jobs: int,
                  progress: Callable[[int], None] | None, scheduler: str | None = None,
-                 engine: str = "auto") -> tuple[pl.DataFrame, EngineReport]:
+                 engine: str = "auto", connect_timeout: float = CONNECT_TIMEOUT_S
+                 ) -> tuple[pl.DataFrame, EngineReport]:
     """Metrics of each row of `work` (columns _i, golden_path, target_path,
     target_dtype, target_count, golden_dtype, golden_count); rtol/atol None mean
     the target dtype's defaults. Returns PAIR_METRICS plus `_i`, in the order of
-    `work`, and where it ran."""
+    `work`, and where it ran. A scheduler must answer within `connect_timeout` s."""
     if engine not in ENGINES:
         raise ValueError(f"engine {engine!r}: use one of {', '.join(ENGINES)}")
     pairs = [(g, t, d or "") for g, t, d in
@@ -130,7 +132,7 @@ def pair_metrics(work: pl.DataFrame, rtol: float | None, atol: float | None, job
     out: list[dict | None] = [None] * len(pairs)
     if scheduler is not None:
         from .dask_run import ClusterRun
-        with ClusterRun(scheduler, jobs) as run:
+        with ClusterRun(scheduler, jobs, connect_timeout) as run:
             report = run.compare(pairs, sizes, rtol, atol, out, progress)
     elif engine == "local-cluster" or (engine == "auto" and jobs > 1 and
                                          est >= LOCAL_CLUSTER_MIN_S):

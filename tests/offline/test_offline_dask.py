@@ -339,15 +339,14 @@ def _two_rank_dumps(base: Path):
     return open_dumps(_dirs(base, "golden")), open_dumps(_dirs(base, "target"))
 
 
-def test_unreachable_scheduler_is_a_clear_error(tmp_path, monkeypatch, capsys):
-    from msprobe_atb.offline import dask_run
-
+def test_unreachable_scheduler_is_a_clear_error(tmp_path, capsys):
     rank_dump(tmp_path / "g", 0, 100, np.float32, 1, big=False)
-    monkeypatch.setattr(dask_run, "CONNECT_TIMEOUT", "1s")
     rc, out = run_cli("compare", "-gp", str(tmp_path / "g"), "-tp", str(tmp_path / "g"),
-                      "--scheduler", "tcp://127.0.0.1:9", "-o", str(tmp_path / "r.csv"))
+                      "--scheduler", "tcp://127.0.0.1:9", "--connect-timeout", "1",
+                      "-o", str(tmp_path / "r.csv"))
     assert rc == 2 and not (tmp_path / "r.csv").exists()
-    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in capsys.readouterr().err
+    assert ("--scheduler tcp://127.0.0.1:9: cannot reach a Dask scheduler there"
+            in capsys.readouterr().err)
 
 
 def test_default_workers_are_one_per_core_this_process_may_use():
