@@ -212,7 +212,7 @@ def cmd_overflow(a) -> int:
 
 
 def cmd_report(a) -> int:
-    from .compare import compare_dumps
+    from .compare import EXIT_INCOMPLETE, compare_dumps
     from .report import REPORT_STEPS, build_report
     try:
         dump = _open(a.dir, fill_stats=True)
@@ -239,6 +239,10 @@ def cmd_report(a) -> int:
         print(json.dumps(_jsonable({"report": str(out.resolve()), **info}), indent=1))
     else:
         print(f"report: {out} ({info['plots']} plots; open it in a browser, it works offline)")
+    if info["refused"]:
+        print("report: the golden dump was not compared (the page says why): "
+              + "; ".join(info["refused"]), file=sys.stderr)
+        return EXIT_INCOMPLETE
     return 0
 
 

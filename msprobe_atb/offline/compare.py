@@ -376,5 +376,13 @@ def error_growth(res: CompareResult, top: int = 5) -> list[dict]:
 
 
 def first_divergence(res: CompareResult) -> dict | None:
-    bad = res.rows.filter((pl.col("verdict") == "fail") & pl.col("primary"))
-    return bad.row(0, named=True) if bad.height else None
+    """The first failing pair: each target process' first in its execution order,
+    and of those the earliest by round and position within the round (ranks run
+    the same ops in the same order; their sequence numbers are not comparable)."""
+    pos = pl.col("target_seq").rank("ordinal").over(["target_process", "round"])
+    bad = (res.rows.with_columns(pos.alias("_pos"))
+           .filter((pl.col("verdict") == "fail") & pl.col("primary"))
+           .group_by("target_process", maintain_order=True).first()
+           .sort(["round", "_pos"], maintain_order=True, nulls_last=True))
+    return bad.select(res.rows.columns).row(0, named=True) if bad.height else None
+

@@ -39,7 +39,7 @@ def nonfinite_text(row: dict, side: str) -> str:
     return ", ".join(f"{n} {name}" for n, name in counts if n) or "none"
 
 
-def _has_nonfinite(row: dict) -> bool:
+def has_nonfinite(row: dict) -> bool:
     return any(row.get(f"{s}_{k}") for s in ("golden", "target") for k in ("nan", "pinf",
                                                                             "ninf"))
 
@@ -77,7 +77,7 @@ def _divergence(fd: dict, structure_differs: bool) -> list[str]:
         lines.append("  caution: the dumps differ in structure, so the two sides of this pair "
                      "may be different ops of the two models")
     why = [w for w in (fd["reason"] or "").split("; ") if w]
-    if _has_nonfinite(fd):
+    if has_nonfinite(fd):
         what = "positions" if fd["mode"] == "tensor" else "counts"
         same = "the same" if fd["nonfinite_match"] else "different"
         lines.append(f"  NaN/Inf: target {nonfinite_text(fd, 'target')}; golden "
@@ -85,7 +85,7 @@ def _divergence(fd: dict, structure_differs: bool) -> list[str]:
         why = [w for w in why if not w.startswith("NaN/Inf differ")]  # said just above
     if fd["mode"] == "tensor":
         n = _elements(fd["target_shape"])
-        over = (f"over the elements finite on both sides (of {n})" if _has_nonfinite(fd)
+        over = (f"over the elements finite on both sides (of {n})" if has_nonfinite(fd)
                 else f"over all {n} elements" if n is not None else "")
         lines.append(f"  {over}: cosine {_g(fd['cosine'])}, max abs err "
                      f"{_g(fd['max_abs_err'])}, max rel err {_g(fd['max_rel_err'])}, rmse "

@@ -17,9 +17,9 @@ from pathlib import Path
 import polars as pl
 
 from . import report_figures as figs
-from .binfile import BinFileError, TensorNotSaved, load_bin
 from .compare import CompareResult, error_growth, first_divergence
 from .page_text import plot_json
+from .report_headline import headline_blocks, load_tensors
 from .summary import ranges_text, summarize
 from .table import Dump
 
@@ -49,11 +49,18 @@ class Page:
                 f"<script type='application/json' data-plot='{pid}'>{spec}</script>")
 
 
+def _link(v: Link | str) -> str:
+    return (f"<a href='{html.escape(v.href)}'>{html.escape(v.text)}</a>"
+            if isinstance(v, Link) else html.escape(v))
+
+
 def _cell(v) -> str:
-    if isinstance(v, Link):
-        return f"<td><a href='{html.escape(v.href)}'>{html.escape(v.text)}</a></td>"
+    if isinstance(v, (Link, list)):
+        links = v if isinstance(v, list) else [v]
+        return f"<td class='links'>{' '.join(_link(x) for x in links)}</td>"
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return f"<td>{html.escape(figs.fmt_value(v))}</td>"
+        # an op path may break after a '/', never inside a name
+        return f"<td>{html.escape(figs.fmt_value(v)).replace('/', '/<wbr>')}</td>"
     text = html.escape(figs.fmt_value(v))
     return f"<td class='num' data-v='{text}'>{text}</td>"
 
@@ -163,19 +170,11 @@ def _histogram(page: Page, first: dict, df: pl.DataFrame) -> str:
     wanted = [(f"{first['op']} {first['io']}{first['index']}", first["path"])]
     if first["io"] != "input":
         wanted += [(f"input{r['index']}", r["path"]) for r in inputs.iter_rows(named=True)]
-    loaded, missing = [], []
-    for label, path in wanted:
-        try:
-            loaded.append((label, load_bin(path)))
-        except (BinFileError, TensorNotSaved, OSError, ValueError, TypeError) as e:
-            missing.append(f"{label}: {e}" if path
-                           else f"{label}: no .bin file (statistics only)")
+    loaded, note = load_tensors(wanted)
     parts = ["<h3 id='first-bad-histogram'>Histogram</h3>"]
     if loaded:
-        parts.append(page.plot(figs.histogram_figure(loaded)))
-    if missing:
-        parts.append("<p class='muted'>Not drawn: " + html.escape("; ".join(missing)) + "</p>")
-    return "".join(parts)
+        parts.append(page.plot(figs.histogram_figure(list(loaded.items()))))
+    return "".join([*parts, note])
 
 
 def _layers(page: Page, df: pl.DataFrame, golden: pl.DataFrame | None, order: list[str],
@@ -201,6 +200,9 @@ def _nan_map(page: Page, df: pl.DataFrame, order: list[str]) -> None:
     page.sections.append(("nan-map", "NaN/Inf map", body))
 
 
+RENAMED = "matched by op id; golden name "
+
+
 def _compare_rows(comparison: CompareResult) -> tuple[pl.DataFrame, dict[str, str]]:
     """The worst pairs first (failed, then lowest cosine), each with a row id;
     and the id of the worst pair of each layer, for links from the layer table."""
@@ -214,16 +216,30 @@ def _compare_rows(comparison: CompareResult) -> tuple[pl.DataFrame, dict[str, st
     return rows, worst
 
 
-def _comparison(page: Page, comparison: CompareResult, label: str, order: list[str]) -> None:
+def _reasons(shown: pl.DataFrame, golden: Dump | None) -> tuple[list[str], int]:
+    """Each row's reason without compare's "matched by op id; golden name ..."
+    (said once above the table), and on how many rows it was."""
+    names: dict[tuple, str] = {}
+    if golden is not None and golden.tensors.height:
+        g = golden.tensors.select("dev_pid", "seq", "op_name").unique(["dev_pid", "seq"])
+        names = {(p, q): n for p, q, n in g.iter_rows()}
+    out, renamed = [], 0
+    for r in shown.select("reason", "golden_process", "golden_seq").iter_rows():
+        reason, key = r[0] or "", (r[1], r[2])
+        said = RENAMED + names.get(key, "\0")
+        if reason == said or reason.startswith(said + "; "):
+            reason, renamed = reason[len(said) + 2:], renamed + 1
+        out.append(reason)
+    return out, renamed
+
+
+def _growth(page: Page, comparison: CompareResult, label: str, order: list[str],
+            checked: pl.DataFrame) -> None:
     counts = {v: comparison.count(v) for v in ("pass", "fail", "golden-only", "target-only",
                                                "unreadable")}
     fd = first_divergence(comparison)
     body = ["<p>Against golden <code>" + html.escape(label) + "</code>: "
             + html.escape(", ".join(f"{k} {v}" for k, v in counts.items())) + "</p>"]
-    rows, worst = _compare_rows(comparison)
-    shown = rows.head(MAX_COMPARE_ROWS)
-    listed = set(shown.get_column("_id").to_list())
-    worst = {layer: rid for layer, rid in worst.items() if rid in listed}
     sc = comparison.scope
     for line in [*sc.structure, *sc.causes] if sc.incomplete else []:
         body.append(f"<p class='bad'>Not a pass: {html.escape(line)}</p>")
@@ -233,48 +249,79 @@ def _comparison(page: Page, comparison: CompareResult, label: str, order: list[s
                     f"{html.escape(fd['reason'] or '')}</p>")
     elif not sc.incomplete:
         body.append("<p class='ok'>No divergent tensor.</p>")
-    checked = rows.filter(pl.col("verdict").is_in(["pass", "fail"]) & pl.col("primary"))
     outputs = checked.filter(pl.col("io") == "output")
-    body.append(page.plot(figs.error_growth_figure(outputs)))
+    body.append(page.plot(figs.error_growth_figure(outputs, order)))
     body.append(_table(["round", "op", "input error", "output error", "growth"],
                        [[o["round"], o["op"], o["err_in"], o["err_out"], o["growth"]]
                         for o in error_growth(comparison, 10)]))
     page.sections.append(("error-growth", "Error growth along the layers", "".join(body)))
 
-    per = (checked.with_columns(pl.col("target_process").str.split("_").list.first()
-                                .cast(pl.Int64, strict=False).alias("device"))
-           .group_by(["device", "_layer"])
-           .agg(pl.len().alias("pairs"), (~pl.col("_passed")).sum().alias("failed"),
-                pl.col("cosine").min().alias("min_cosine"),
-                pl.col("max_rel_err").max().alias("max_rel_err"))
-           .rename({"_layer": "layer"}))
+
+def _comparison(page: Page, comparison: CompareResult, label: str, order: list[str],
+                golden: Dump | None) -> None:
+    rows, worst = _compare_rows(comparison)
+    shown = rows.head(MAX_COMPARE_ROWS)
+    listed = set(shown.get_column("_id").to_list())
+    worst = {layer: rid for layer, rid in worst.items() if rid in listed}
+    checked = rows.filter(pl.col("verdict").is_in(["pass", "fail"]) & pl.col("primary"))
+    _growth(page, comparison, label, order, checked)
+
+    per = figs.per_layer_compare(checked)
     lbody = [page.plot(figs.layer_compare_figure(per, order)), _table(
-        ["layer", "device", "pairs", "failed", "lowest cosine", "max rel. error", "worst pair"],
-        [[r["layer"], r["device"], r["pairs"], r["failed"], r["min_cosine"], r["max_rel_err"],
-          Link("show", f"#{worst[r['layer']]}") if r["layer"] in worst else "-"]
+        ["layer", "device", "pairs", "failed", "NaN/Inf differ", "lowest cosine",
+         "max rel. error", "worst pair"],
+        [[r["layer"], r["device"], r["pairs"], r["failed"], r["differ"], r["min_cosine"],
+          r["max_rel_err"], Link("show", f"#{worst[r['layer']]}") if r["layer"] in worst
+          else "-"]
          for r in sorted(per.iter_rows(named=True),
                          key=lambda r: (figs.layer_key(r["layer"]), r["device"] or 0))],
-        scroll=True)]
+        scroll=True),
+        "<p class='muted'>Lowest cosine and max rel. error are over the pairs whose NaN/Inf "
+        "agree with golden (their metrics cover the finite elements only).</p>"]
     page.sections.append(("layer-compare", "Per layer against golden", "".join(lbody)))
 
+    reasons, renamed = _reasons(shown, golden)
     more = rows.height - shown.height
     table = _table(
         ["verdict", "process", "round", "op", "io", "index", "cosine", "max abs err",
-         "max rel err", "NaN/Inf golden", "NaN/Inf target", "reason", "golden", "target"],
+         "max rel err", "NaN/Inf golden", "NaN/Inf target", "reason", ".bin"],
         [[r["verdict"], r["target_process"], r["round"], r["op"], r["io"], r["index"],
           r["cosine"], r["max_abs_err"], r["max_rel_err"],
-          _nonfinite(r, "golden"), _nonfinite(r, "target"), r["reason"] or "",
-          _file_link(r["golden_path"]), _file_link(r["target_path"])]
-         for r in shown.iter_rows(named=True)],
+          _nonfinite(r, "golden"), _nonfinite(r, "target"), reason,
+          [_file_link(r["golden_path"], "golden"), _file_link(r["target_path"], "target")]]
+         for r, reason in zip(shown.iter_rows(named=True), reasons)],
         ids=shown.get_column("_id").to_list(), scroll=True)
+    said = (f"<p class='muted'>{renamed} of these pairs were matched by op id: the golden "
+            "op's name differs from the target's in its dtype tags only (kernel names carry "
+            "the dtype, e.g. AddF32Kernel and AddF16Kernel). The golden names are in the "
+            "CSV that <code>msprobe-atb compare</code> writes.</p>" if renamed else "")
     note = (f"<p class='muted'>The {shown.height} worst of {rows.height} pairs; the rest "
             "are in the CSV that <code>msprobe-atb compare</code> writes.</p>" if more else "")
-    page.sections.append(("compare-table", "Tensor pairs, worst first", table + note))
+    page.sections.append(("compare-table", "Tensor pairs, worst first", said + table + note))
 
 
 def _nonfinite(r: dict, side: str) -> int | None:
     vals = [r.get(f"{side}_{k}") for k in ("nan", "pinf", "ninf")]
     return None if all(v is None for v in vals) else sum(v or 0 for v in vals)
+
+
+def refusal(comparison: CompareResult | None) -> list[str]:
+    """Why the golden dump is not compared in the report: golden and target are
+    built differently (other layer counts or op names at the same ids), so
+    pairing their tensors would compare different ops."""
+    sc = comparison.scope if comparison is not None else None
+    return list(sc.structure) if sc is not None and sc.structure and not sc.paired_by_id \
+        else []
+
+
+def _refused(page: Page, label: str, why: list[str]) -> None:
+    page.sections.append(("headline", "Golden not compared", (
+        f"<p class='bad'>The golden dump <code>{html.escape(label)}</code> was not compared "
+        "with this dump: they are not built alike (different models?), so their tensors "
+        "would pair different ops. <code>msprobe-atb compare --pair-by-id</code> pairs them "
+        "by op id if you are sure.</p><ul>"
+        + "".join(f"<li>{html.escape(w)}</li>" for w in why) + "</ul>"
+        "<p>The rest of this page is about this dump alone.</p>")))
 
 
 def _assets() -> tuple[str, str, str]:
@@ -291,10 +338,17 @@ def build_report(dump: Dump, comparison: CompareResult | None = None,
     """The page, and a summary of it (sections, plots, findings) for --json."""
     step = progress or (lambda: None)
     s = summarize(dump)
+    refused = refusal(comparison)
+    page = Page()
+    if refused:
+        _refused(page, golden_label or "", refused)
+        comparison = golden = None
     df = dump.tensors.filter(pl.col("primary")) if dump.tensors.height else dump.tensors
     gdf = golden.tensors.filter(pl.col("primary")) if golden is not None else None
     order = _layer_order(df, *([gdf] if gdf is not None else []))
-    page = Page()
+    if comparison is not None:
+        page.sections.append(("headline", "First divergent op", "".join(
+            headline_blocks(comparison, dump, page.plot))))
     _summary(page, s, comparison)
     if s["incidents"]:
         _incidents(page, s)
@@ -307,7 +361,7 @@ def build_report(dump: Dump, comparison: CompareResult | None = None,
         _nan_map(page, df, order)
     step()
     if comparison is not None:
-        _comparison(page, comparison, golden_label or "", order)
+        _comparison(page, comparison, golden_label or "", order, golden)
     step()
     css, js, plotly_js = _assets()
     nav = "".join(f"<a href='#{sid}'>{html.escape(title)}</a>"
@@ -328,5 +382,5 @@ def build_report(dump: Dump, comparison: CompareResult | None = None,
     fd = first_divergence(comparison) if comparison is not None else None
     info = {"sections": [sid for sid, _, _ in page.sections], "plots": page.plots,
             "tensors": s["tensors"], "first_nonfinite": s["first_nonfinite"][:1],
-            "first_divergence": fd}
+            "first_divergence": fd, "refused": refused}
     return doc, info

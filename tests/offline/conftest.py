@@ -13,7 +13,15 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 import offline_synth as synth  # noqa: E402
-from offline_helpers import INJECT, MODEL, make_real_dump, need_real  # noqa: E402
+from offline_helpers import (  # noqa: E402
+    INJECT,
+    MODEL,
+    TRUTH_INJECT,
+    TRUTH_LAYERS,
+    TRUTH_MODEL,
+    make_real_dump,
+    need_real,
+)
 
 
 @pytest.fixture(scope="session")
@@ -76,4 +84,22 @@ def all_stages_stats_dumps(tmp_path_factory):
     base = tmp_path_factory.mktemp("stages")
     yield {dt: make_real_dump(base / dt, dt, task="statistics", all_stages=True)
            for dt in ("fp32", "fp16")}
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def truth_dumps(tmp_path_factory):
+    """Dumps with a known fault for the report's truth tests: a golden fp32 and a
+    target fp16 run of TRUTH_MODEL (2 requests: prefill rounds 0-1, decode rounds
+    0-3), each on devices 0 and 1, the target with TRUTH_INJECT (device 1 only);
+    and a golden fp32 run with TRUTH_LAYERS - 1 layers."""
+    need_real()
+    base = tmp_path_factory.mktemp("truth")
+    other = [*TRUTH_MODEL]
+    other[other.index("--layers") + 1] = str(TRUTH_LAYERS - 1)
+    yield {"golden": make_real_dump(base / "golden", "fp32", model=TRUTH_MODEL,
+                                    devices=(0, 1)),
+           "target": make_real_dump(base / "target", "fp16", model=TRUTH_MODEL,
+                                    devices=(0, 1), inject=TRUTH_INJECT),
+           "other_layers": make_real_dump(base / "other", "fp32", model=other)}
     shutil.rmtree(base, ignore_errors=True)

@@ -22,6 +22,13 @@ ABI = 1
 # Attention op, prefill round 0.
 INJECT = "inf:layer=0,op=Attention,round=0"
 INJECT_OP = "Attention"
+# The report's truth tests: an Inf in the SwiGLU output of decoder layer
+# TRUTH_LAYER (top-level op TRUTH_LAYER + 1) at prefill round 0, on device 1 only.
+TRUTH_LAYER = 1
+TRUTH_LAYERS = 3
+TRUTH_INJECT = f"inf:layer={TRUTH_LAYER},op=SwiGLU,round=0,device=1"
+TRUTH_MODEL = ["--layers", str(TRUTH_LAYERS), "--hidden", "32", "--heads", "2", "--vocab", "64",
+               "--prompt-len", "6", "--decode-steps", "2", "--requests", "2", "--seed", "3"]
 MODEL = ["--layers", "2", "--hidden", "32", "--heads", "2", "--vocab", "64", "--prompt-len", "6",
          "--decode-steps", "2", "--seed", "3"]
 
@@ -86,9 +93,10 @@ def _wait_done(out: Path, timeout: float = 90.0) -> None:
 
 def make_real_dump(out: Path, dtype: str, *, inject: str | None = None, task: str = "all",
                    filter_level: int = 1, model: list[str] = MODEL,
-                   all_stages: bool = False) -> Path:
+                   all_stages: bool = False, devices: tuple[int, ...] = (0,)) -> Path:
     """Run the stand-in ATB under the real probe with a config enabled from the start
-    (`all_stages`: save_all_stages, the opt-in to all four stages)."""
+    (`all_stages`: save_all_stages, the opt-in to all four stages), one process per
+    device, side by side."""
     out.mkdir(parents=True, exist_ok=True)
     cfg = out / "config.json"
     cfg.write_text(json.dumps({"task": task, "dump_enable": True, "exec_range": "all",
@@ -103,9 +111,12 @@ def make_real_dump(out: Path, dtype: str, *, inject: str | None = None, task: st
     cmd = [str(atbsim_bin(ABI)), "run", "--dtype", dtype, *model]
     if inject:
         cmd += ["--inject", inject]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-    if r.returncode != 0:
-        raise RuntimeError(f"atbsim failed ({r.returncode}): {r.stderr[-2000:]}")
+    procs = [subprocess.Popen([*cmd, "--device", str(d)], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True) for d in devices]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        if p.returncode != 0:
+            raise RuntimeError(f"atbsim failed ({p.returncode}): {err[-2000:]}")
     _wait_done(out)
     return out
 

@@ -114,7 +114,7 @@ def test_absmax_shows_float_tensors_with_dtype_limits():
                  {"layer": "2_L", "norm": 1.0, "abs_max": 3.0, "dtype": "bf16"}])
     fig = figs.absmax_figure(df, ["1_L", "2_L"])
     assert fig["data"][0]["y"] == [2.0, 3.0]  # the int32 token ids are not there
-    limits = sorted(s["y0"] for s in fig["layout"]["shapes"])
+    limits = sorted(s["y0"] for s in fig["layout"]["shapes"] if s["yref"] == "y")
     assert limits == [figs.FP16_MAX, figs.BF16_MAX]
 
 
@@ -138,7 +138,7 @@ def test_an_all_finite_dump_draws_no_nan_map():
 def test_histogram_counts_what_it_cannot_draw():
     fig = figs.histogram_figure([("t", np.array([1.0, 2.0, np.nan, np.inf, -np.inf, np.inf]))])
     (trace,) = fig["data"]
-    assert sum(trace["y"]) == 2 and "NaN 1, +Inf 2, -Inf 1" in trace["name"]
+    assert sum(c or 0 for c in trace["y"]) == 2 and "NaN 1, +Inf 2, -Inf 1" in trace["name"]
 
 
 def test_progress_is_reported_per_step(synth_pair):
@@ -148,3 +148,56 @@ def test_progress_is_reported_per_step(synth_pair):
     steps = []
     build_report(open_dump(synth_pair[1]), progress=lambda: steps.append(1))
     assert len(steps) == REPORT_STEPS
+
+
+def test_a_log_axis_is_labelled_at_decades_only_even_for_one_value():
+    from msprobe_atb.offline.report_axes import log_axis
+
+    one = log_axis("norm", [25.667, 25.6673])  # a one-layer dump: not 25.667-25.6673
+    assert one["ticktext"] == ["10", "100"] and one["range"][0] < 1 < 2 < one["range"][1]
+    wide = log_axis("x", [1e-30, 3.0, 3.4e38])
+    decades = [math.log10(v) for v in wide["tickvals"]]
+    assert len(decades) <= 12 and all(d == round(d) for d in decades)
+    assert wide["ticktext"][:2] == ["1e-30", "1e-24"] and "1" in wide["ticktext"]
+
+
+def test_a_linear_axis_zoomed_into_a_tiny_span_says_so():
+    from msprobe_atb.offline.report_axes import linear_axis
+
+    assert "zoomed in" in linear_axis("value", [25.667, 25.6673])["title"]["text"]
+    assert linear_axis("value", [-1.5, 1.7])["title"]["text"] == "value"
+    fig = figs.histogram_figure([("t", np.full(100, 25.667) + np.linspace(0, 3e-4, 100))])
+    assert "zoomed in" in fig["layout"]["xaxis"]["title"]["text"]
+    assert fig["layout"]["yaxis"]["title"]["text"] == "count"
+
+
+def test_many_layers_are_labelled_sparsely_and_upright():
+    from msprobe_atb.offline.report_axes import MAX_LAYER_TICKS, layer_axis
+
+    order = [f"{i}_Decoder_layer" for i in range(166)]
+    ax = layer_axis(order)
+    assert len(ax["tickvals"]) <= MAX_LAYER_TICKS and ax["tickvals"][-1] == order[-1]
+    assert ax["tickangle"] == -90 and ax["categoryarray"] == order
+
+
+def test_histograms_of_several_tensors_share_their_bins():
+    fig = figs.histogram_figure([("a", np.linspace(0, 1, 50)), ("b", np.linspace(5, 9, 50))])
+    a, b = fig["data"]
+    assert a["x"] == b["x"] and a["width"] == b["width"]
+
+
+def test_a_first_divergence_is_the_earliest_across_devices():
+    """Device 0 (listed first) fails at round 0 position 9, device 1 at round 0
+    position 2: device 1's is the first divergent op."""
+    from msprobe_atb.offline.compare import RESULT_COLUMNS, CompareResult, first_divergence
+
+    def row(proc, seq, verdict, op):
+        r = dict.fromkeys(RESULT_COLUMNS)
+        r.update(verdict=verdict, primary=True, target_process=proc, round=0, target_seq=seq,
+                 op=op)
+        return r
+
+    rows = [row("0_1", 100 + i, "fail" if i == 9 else "pass", f"d0 op{i}") for i in range(10)]
+    rows += [row("1_2", 500 + i, "fail" if i >= 2 else "pass", f"d1 op{i}") for i in range(10)]
+    res = CompareResult(pl.DataFrame(rows, infer_schema_length=None), [])
+    assert first_divergence(res)["op"] == "d1 op2"

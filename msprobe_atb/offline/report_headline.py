@@ -1,0 +1,92 @@
+"""The headline card at the top of a report made with a golden dump: where the
+first divergent op is (layer, op, round, device, model), how large the error is
+there (NaN/Inf counts of both sides first, then max abs/rel error and cosine over
+the elements finite on both sides), and the two tensors' values against each
+other. The card is a list of blocks (`headline_blocks`), so later findings about
+the same op add a block of their own. A comparison that was refused or is
+incomplete says so instead of naming an op."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+
+from . import report_figures as figs
+from .binfile import BinFileError, TensorNotSaved, load_bin
+from .compare import CompareResult, first_divergence
+from .compare_headline import has_nonfinite, nonfinite_text
+from .graph import load_model_graphs
+from .table import Dump
+
+
+def _facts(rows: list[tuple[str, str]]) -> str:
+    return "<dl class='facts'>" + "".join(
+        f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in rows) + "</dl>"
+
+
+def model_of(dump: Dump, dev_pid: str, layer: str) -> str:
+    """The model (info/model) whose topology holds the top-level op `layer`."""
+    graphs = load_model_graphs(dump.layout.info, dev_pid)
+    nodes = graphs.get(layer.partition("_")[0])
+    return nodes[0][0].model if nodes else "unknown (no info/model for this op)"
+
+
+def _where(fd: dict, target: Dump) -> str:
+    layer = fd["op"].split("/", 1)[0]
+    proc = fd["target_process"] or "-"
+    device, _, pid = proc.partition("_")
+    return _facts([("layer", layer), ("op", fd["op"]),
+                   ("tensor", f"{fd['io']} {fd['index']} ({fd['target_dtype'] or '-'}, "
+                              f"shape {fd['target_shape'] or '-'})"),
+                   ("round", str(fd["round"])), ("device", f"{device} (pid {pid or '-'})"),
+                   ("model", model_of(target, proc, layer))])
+
+
+def _size(fd: dict) -> str:
+    rows = [("NaN/Inf in target", nonfinite_text(fd, "target")),
+            ("NaN/Inf in golden", nonfinite_text(fd, "golden"))]
+    if fd["mode"] == "tensor":
+        over = " (finite on both sides)" if has_nonfinite(fd) else ""
+        rows += [(f"max abs error{over}", figs.fmt_value(fd["max_abs_err"])),
+                 (f"max rel error{over}", figs.fmt_value(fd["max_rel_err"])),
+                 (f"cosine{over}", figs.fmt_value(fd["cosine"]))]
+    else:
+        rows += [(f"{k} golden / target", f"{figs.fmt_value(fd[f'golden_{k}'])} / "
+                                          f"{figs.fmt_value(fd[f'target_{k}'])}")
+                 for k in ("max", "min", "mean", "norm")]
+    return _facts(rows)
+
+
+def load_tensors(wanted: list[tuple[str, str | None]]) -> tuple[dict, str]:
+    """{label: values} of the (label, .bin path) that load, and a paragraph
+    naming those that do not and why ('' when all do)."""
+    loaded, missing = {}, []
+    for label, path in wanted:
+        try:
+            loaded[label] = load_bin(path)
+        except (BinFileError, TensorNotSaved, OSError, ValueError, TypeError) as e:
+            missing.append(f"{label}: {e}" if path
+                           else f"{label}: no .bin file (statistics only)")
+    note = ("<p class='muted'>Not drawn: " + html.escape("; ".join(missing)) + "</p>"
+            if missing else "")
+    return loaded, note
+
+
+def _values(fd: dict, plot: Callable[[dict], str]) -> str:
+    loaded, note = load_tensors([(s, fd[f"{s}_path"]) for s in ("golden", "target")])
+    return note or plot(figs.value_figure(loaded["golden"], loaded["target"]))
+
+
+def headline_blocks(comparison: CompareResult, target: Dump,
+                    plot: Callable[[dict], str]) -> list[str]:
+    sc = comparison.scope
+    if sc.incomplete:
+        return ["<p class='bad'>Not a pass, and no op can be named as the first to diverge: "
+                "the comparison is incomplete (see below).</p>"]
+    fd = first_divergence(comparison)
+    if fd is None:
+        return [f"<p class='ok'>No divergent tensor: all {sc.checked} compared tensors are "
+                "within tolerance.</p>"]
+    return [f"<div class='headline'><div><h3>Where</h3>{_where(fd, target)}</div>"
+            f"<div><h3>How large</h3>{_size(fd)}</div></div>",
+            f"<h3>Values</h3>{_values(fd, plot)}"]
