@@ -115,8 +115,12 @@ def _rebuild(dump_root: Path) -> tuple[bool, str]:
     if lock is None:
         return False, ""
     try:
+        import logging
+
         from msprobe_atb.control.block import ControlBlock
 
+        # what could not be written is said once, in the summary, not file by file
+        logging.getLogger("msprobe_atb").setLevel(logging.ERROR)
         with ControlBlock(dump_root, create=False) as block:
             summary = rebuild(dump_root, block).unwritten_summary()
     finally:
