@@ -83,6 +83,14 @@ def run(args: argparse.Namespace) -> int:
             block.close()
         os.close(lock)
     complete = len(builder.rounds) - builder.pending_markers()
+    summary = builder.unwritten_summary()
+    if summary or builder.progress_error:
+        from msprobe_atb.tree.progress import unwritten_text
+
+        print(f"{dump_root}: the tree is NOT complete: "
+              + "; ".join(x for x in (unwritten_text(summary) if summary else "",
+                                      builder.progress_error) if x), file=sys.stderr)
+        return 1
     print(f"{dump_root}: rebuilt {len(builder.rounds)} rounds ({complete} complete) "
           f"from {len(builder.procs)} processes"
           + (f"; removed {swept} temporary files left by killed processes" if swept else ""))

@@ -106,6 +106,14 @@ def test_status_names_what_the_disk_kept_out(full):
     assert "NOT WRITTEN" in r.stdout or "derived files:" in r.stdout, r.stdout
 
 
+def test_rebuild_on_the_full_disk_says_what_it_could_not_write(full):
+    _, out = full
+    r = cli("rebuild", str(out))
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert r.returncode == 1 and "NOT complete" in r.stderr, (r.returncode, r.stdout, r.stderr)
+    assert "No space left on device" in r.stderr and "statistic.csv" in r.stderr, r.stderr
+
+
 def test_once_there_is_room_the_markers_count_every_loss(full):
     fs, out = full
     (fs / "filler").unlink()
