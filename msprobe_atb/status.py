@@ -13,6 +13,7 @@ from typing import Any
 from msprobe_atb.argtypes import seconds
 from msprobe_atb.config.schema import CHECK_MODES, POLICIES, STATE_NAMES, TASK_NAMES
 from msprobe_atb.recorder import status as recorder_status
+from msprobe_atb.tree.models import model_kind, span_label
 from msprobe_atb.tree.progress import unwritten_text
 
 
@@ -63,7 +64,44 @@ def _config_view(c) -> dict[str, Any]:
     rec = recorder_status.config_view(c)
     if rec:
         view["recorder"] = rec
+    if c.model_ranges:  # exec_range "next:N", made concrete when it was published
+        view["exec_range"] = f"next:{c.ranges[0][1] + 1}" if c.ranges else "next"
+        view["next_rounds"] = [{"model": m, "kind": model_kind(m), "first": lo, "last": hi}
+                               for m, lo, hi in sorted(c.model_ranges, key=_prefill_first)]
+        view["other_ops_rounds"] = [list(r) for r in c.ranges]
     return view
+
+
+def _prefill_first(model: tuple) -> tuple:
+    return model_kind(model[0]) != "prefill", model[0]
+
+
+def _models_view(models) -> list[dict[str, Any]]:
+    """Each model's executions: `running` is the round in progress, if any."""
+    return [{"model": name, "kind": model_kind(name), "started": started, "executed": executed,
+             "running": started - 1 if started > executed else None, "next": started}
+            for name, started, executed in sorted(models, key=_prefill_first)]
+
+
+def _models_text(models: list[dict[str, Any]]) -> str:
+    parts = []
+    for m in models:
+        label = m["kind"] or m["model"]
+        if m["running"] is not None:
+            parts.append(f"{label} round {m['running']} running")
+        elif m["executed"]:
+            parts.append(f"{label} round {m['executed'] - 1} done, next is round {m['next']}")
+        else:
+            parts.append(f"{label}: no round yet")
+    return "; ".join(parts)
+
+
+def _next_text(cfg: dict[str, Any]) -> str:
+    named = ", ".join(f"{span_label(r['first'], r['last'], r['model'])} ({r['model']})"
+                      for r in cfg["next_rounds"])
+    other = ", ".join(span_label(lo, hi) for lo, hi in cfg["other_ops_rounds"])
+    return (f"exec_range {cfg['exec_range']}, made concrete when published: {named}"
+            + (f"; ops of other models: {other}" if other else ""))
 
 
 def _round_counts(dump_root: Path) -> tuple[int, int]:
@@ -139,6 +177,7 @@ def collect(dump_root: Path) -> dict[str, Any]:
                 "all_written": died or (s.queue_depth == 0
                                         and s.tensors_selected == s.tensors_written + lost),
                 "recorder": recorder_status.proc_view(s, bool(cfg.rec_armed)),
+                "models": _models_view(s.models),
             })
     rounds, complete = _round_counts(dump_root)
     out["rounds"] = {"total": rounds, "complete": complete}
@@ -193,8 +232,11 @@ def render(st: dict[str, Any]) -> str:
     else:
         lines.append("daemon:      not running (the shim starts it when a process attaches)")
     lines.append("state:       " + state_text(st))
-    shown = {k: v for k, v in cfg.items() if k != "state"}
+    shown = {k: v for k, v in cfg.items()
+             if k not in ("state", "next_rounds", "other_ops_rounds")}
     lines.append("config in force: " + json.dumps(shown))
+    if cfg.get("next_rounds"):
+        lines.append(_next_text(cfg))
     if st["rejected_edit"]:
         lines.append(f"REJECTED EDIT (the config above stays in force): {st['rejected_edit']}")
     procs = st["processes"]
@@ -211,6 +253,8 @@ def render(st: dict[str, Any]) -> str:
             f"errors {p['errors']}, "
             + ("no tensor written" if not p["tensors_written"] else "last tensor written "
                + ("at an unknown time" if ago is None else f"{ago:g} s ago")))
+        if p["models"]:
+            lines.append(f"    models: {_models_text(p['models'])}")
         if p["host_s"]:
             lines.append(f"    the host's threads spent {p['host_s']:g} s in the probe (copying "
                          "selected tensors, waiting for queue room, the exit drain)")

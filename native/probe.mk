@@ -28,7 +28,7 @@ $(PROBE_B)/obj/%.o: native/core/%.c $(PROBE_CORE_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(PROBE_CFLAGS) -c $< -o $@
 
-$(PROBE_B)/obj/adapter_abi%.o: native/adapter/hooks.cpp native/core/hooks.h $(PROBE_DECL)
+$(PROBE_B)/obj/adapter_abi%.o: native/adapter/hooks.cpp $(PROBE_CORE_HDR) $(PROBE_DECL)
 	@mkdir -p $(@D)
 	$(CXX) $(PROBE_CXXFLAGS) -D_GLIBCXX_USE_CXX11_ABI=$* -c $< -o $@
 

@@ -82,7 +82,7 @@ class Config:
     check_mode: str = "all"
     queue_budget_mb: int = 1024
     queue_full_policy: str = "block"
-    exec_mode: str = "ranges"  # "all" | "none" | "ranges"
+    exec_mode: str = "ranges"  # "all" | "none" | "ranges" | "next" (ranges: the first N)
     ranges: tuple[tuple[int, int], ...] = ((0, 0),)
     recorder: Recorder | None = None
     notes: tuple[str, ...] = field(default=(), compare=False)
@@ -134,6 +134,9 @@ class CompiledConfig:
     rec_abs_max: float = 0.0
     rec_arming: int = 0  # set by the daemon: bumped at each new arming (see Controller)
     rec_incident_base: int = 0  # set by the daemon when it arms (see Controller)
+    # exec_range "next[:N]": (model, lo, hi) per model, made concrete by the daemon when it
+    # publishes (daemon/nextrounds.py); `ranges` then holds the rounds of every other op
+    model_ranges: tuple[tuple[str, int, int], ...] = ()
 
 
 STATE_NAMES = {0: "asleep", 1: "awake"}
@@ -334,10 +337,21 @@ def _exec_range(v: _Validator, raw: dict) -> tuple[str, str, tuple[tuple[int, in
         return default
     if norm.lower() in ("all", "none"):
         return norm.lower(), norm.lower(), ()
+    accepted = ('accepted: "all", "none", "start,end" (inclusive, e.g. "0,2"), several pairs '
+                '"0,2,5,6", one round "3", or "next" / "next:N" (the next N executions of each '
+                'model)')
+    word, _, count = norm.partition(":")
+    if word.strip().lower() == "next":
+        count = count.strip() if _ else "1"
+        if not _uint(count) or not 1 <= int(count) < 1 << 62:
+            v.bad("exec_range", text, f"asks for {_show(count)} executions; N in \"next:N\" is a "
+                  f"whole number from 1; {accepted}")
+            return default
+        # Ops of a model the control plane has not seen run get their first N rounds;
+        # every model seen gets its own N rounds when the edit is published.
+        return f"next:{int(count)}", "next", ((0, int(count) - 1),)
     tokens = [t.strip() for t in norm.split(",")]
     bad = [t for t in tokens if not _uint(t) or int(t) >= 1 << 63]
-    accepted = ('accepted: "all", "none", "start,end" (inclusive, e.g. "0,2"), several pairs '
-                '"0,2,5,6", or one round "3"')
     if bad:
         v.bad("exec_range", text, f"has {'an invalid bound' if len(bad) == 1 else 'invalid bounds'}"
               f" {', '.join(_show(b) for b in bad)}; bounds are non-negative integers; {accepted}")
@@ -484,8 +498,8 @@ def compile_config(cfg: Config | None) -> CompiledConfig:
     return CompiledConfig(
         state=1 if cfg.dump_enable else 0,
         task=TASK_BITS[cfg.task],
-        exec_mode=EXEC_MODES[cfg.exec_mode],
-        ranges=cfg.ranges if cfg.exec_mode == "ranges" else (),
+        exec_mode=EXEC_MODES["ranges" if cfg.exec_mode == "next" else cfg.exec_mode],
+        ranges=cfg.ranges if cfg.exec_mode in ("ranges", "next") else (),
         save_child=int(cfg.save_child),
         filter_level=cfg.filter_level,
         ids=cfg.ids,

@@ -71,13 +71,15 @@ class ProcSlot:
     rec_lost: int = 0
     rec_flushed: int = 0
     rec_incident: int = 0
+    # (name, started, executed) per model the process runs (control.h struct msp_proc_model)
+    models: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def exited(self) -> bool:
         return bool(self.flags & PROC_EXITED)
 
 
-_PROC_FIELDS = [f for f in ProcSlot.__dataclass_fields__ if f != "slot"]
+_PROC_FIELDS = [f for f in ProcSlot.__dataclass_fields__ if f not in ("slot", "models")]
 _REC_FIELDS = [f for f in CompiledConfig.__dataclass_fields__ if f.startswith("rec_")]
 
 
@@ -215,6 +217,11 @@ class ControlBlock:
         c.save_all_stages = cfg.save_all_stages
         for name in _REC_FIELDS:
             setattr(c, name, getattr(cfg, name))
+        c.n_model_ranges = len(cfg.model_ranges)
+        for i, (model, lo, hi) in enumerate(cfg.model_ranges):
+            c.model_ranges[i].model = model.encode(errors="surrogateescape")
+            c.model_ranges[i].lo = lo
+            c.model_ranges[i].hi = hi
         self.lib.msp_ctl_publish(self._ctl, c)
 
     def read_config(self) -> tuple[int, CompiledConfig]:
@@ -233,7 +240,12 @@ class ControlBlock:
             queue_budget_bytes=c.queue_budget_bytes, queue_policy=c.queue_policy,
             save_all_stages=c.save_all_stages,
             **{name: getattr(c, name) for name in _REC_FIELDS},
+            model_ranges=tuple((self._name(c.model_ranges[i].model), c.model_ranges[i].lo,
+                                c.model_ranges[i].hi) for i in range(c.n_model_ranges)),
         )
+
+    def _name(self, chars) -> str:
+        return self.ffi.string(chars).decode(errors="surrogateescape")
 
     # ---- process table ----
     def procs(self) -> list[ProcSlot]:
@@ -245,7 +257,10 @@ class ControlBlock:
                 continue
             self.lib.msp_ctl_read_proc(self._ctl, i, p)
             if p.pid:
-                out.append(ProcSlot(i, *(int(getattr(p, f)) for f in _PROC_FIELDS)))
+                models = tuple((self._name(m.name), int(m.started), int(m.executed))
+                               for m in p.models[0:min(int(p.n_models), self.lib.MSP_MAX_MODELS)])
+                out.append(ProcSlot(i, *(int(getattr(p, f)) for f in _PROC_FIELDS),
+                                    models=models))
         return out
 
     # ---- flight recorder incidents ----

@@ -99,6 +99,27 @@ class Controller:
         log.info("published config (generation %d): %s -> %s; %s", self.block.generation, old,
                  STATE_NAMES[compiled.state], why)
 
+    def _publish_config(self, cfg: Config, why: str) -> None:
+        """Publishes a valid config; exec_range "next" is made concrete here."""
+        compiled = compile_config(cfg)
+        if cfg.exec_mode != "next" or not cfg.dump_enable:
+            self._publish(compiled, why)
+            return
+        from msprobe_atb.daemon.nextrounds import settle
+
+        old = self.block.read_config()[1]
+        if (self.published is None and self.block.published and old.state == 1
+                and old.model_ranges and old.ranges == compiled.ranges):
+            # a restarted control plane: the rounds an earlier one chose stay in force
+            self._publish(dataclasses.replace(compiled, model_ranges=old.model_ranges), why)
+            return
+        n = cfg.ranges[0][1] + 1
+        rounds = settle(self.block, n, lambda r: self._publish(
+            dataclasses.replace(compiled, model_ranges=r), why))
+        log.info("exec_range next:%d: %s", n, ", ".join(
+            f"{name} rounds {lo}-{hi}" for name, lo, hi in rounds) or
+            "no model has run yet: the first rounds of each")
+
     def _set_error(self, message: str) -> None:
         if message != self.error:
             self.error = message
@@ -133,9 +154,8 @@ class Controller:
             if self.good is None:
                 self._publish(ASLEEP, "no valid config yet")
             else:
-                self._publish(compile_config(self.good),
-                              f"the last good config, kept across the restart: "
-                              f"{summary(self.good)}")
+                self._publish_config(self.good, f"the last good config, kept across the "
+                                                f"restart: {summary(self.good)}")
 
     def apply(self, data: bytes) -> None:
         source = str(self.config_path or "config")
@@ -164,4 +184,4 @@ class Controller:
             log.info("config accepted again; the previous error is cleared")
         self._set_error("")
         state = "dump_enable true" if cfg.dump_enable else "dump_enable false"
-        self._publish(compile_config(cfg), f"{state}: {summary(cfg)}")
+        self._publish_config(cfg, f"{state}: {summary(cfg)}")

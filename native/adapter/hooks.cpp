@@ -26,9 +26,9 @@ inline msp_sv sv(const std::string &s)
 } // namespace
 
 namespace atb {
-bool Probe::IsTensorNeedSave(const std::vector<int64_t> &, const std::string &)
+bool Probe::IsTensorNeedSave(const std::vector<int64_t> &ids, const std::string &)
 {
-    return msp_hook_is_tensor_need_save();
+    return msp_hook_is_tensor_need_save(ids.data(), ids.size());
 }
 bool Probe::IsSaveTensorData() { return msp_hook_is_save_tensor_data(); }
 bool Probe::IsSaveTensorDesc() { return msp_hook_is_save_tensor_desc(); }

@@ -355,6 +355,15 @@ void msp_ctl_read_proc(const struct msp_control *ctl, int slot, struct msp_proc 
     uint64_t *dst = &out->ops_seen;
     for (; src <= &p->rec_incident; src++, dst++)
         *dst = LOAD(src);
+    /* a model's name is complete once n_models counts it (release by the shim) */
+    uint64_t nm = __atomic_load_n(&p->n_models, __ATOMIC_ACQUIRE);
+    out->n_models = nm < MSP_MAX_MODELS ? nm : MSP_MAX_MODELS;
+    for (uint64_t i = 0; i < out->n_models; i++) {
+        memcpy(out->models[i].name, p->models[i].name, MSP_MODEL_NAME_LEN);
+        out->models[i].name[MSP_MODEL_NAME_LEN - 1] = 0;
+        out->models[i].started = LOAD(&p->models[i].started);
+        out->models[i].executed = LOAD(&p->models[i].executed);
+    }
 }
 
 uint64_t msp_ctl_claim_incident(struct msp_control *ctl, uint64_t base, uint64_t max,

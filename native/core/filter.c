@@ -19,21 +19,47 @@ int msp_split(const char *s, size_t n, struct msp_seg *segs, int max)
     return k;
 }
 
+static int in_ranges(const struct msp_config *cfg, uint64_t count)
+{
+    uint32_t nr = cfg->n_ranges < MSP_MAX_RANGES ? cfg->n_ranges : MSP_MAX_RANGES;
+    for (uint32_t i = 0; i < nr; i++)
+        if (count >= cfg->ranges[i].lo && count <= cfg->ranges[i].hi)
+            return 1;
+    return 0;
+}
+
+static uint32_t model_ranges(const struct msp_config *cfg)
+{
+    return cfg->n_model_ranges < MSP_MAX_MODELS ? cfg->n_model_ranges : MSP_MAX_MODELS;
+}
+
 int msp_exec_selected(const struct msp_config *cfg, uint64_t count)
 {
     switch (cfg->exec_mode) {
     case MSP_EXEC_ALL:
         return 1;
-    case MSP_EXEC_RANGES: {
-        uint32_t nr = cfg->n_ranges < MSP_MAX_RANGES ? cfg->n_ranges : MSP_MAX_RANGES;
-        for (uint32_t i = 0; i < nr; i++)
-            if (count >= cfg->ranges[i].lo && count <= cfg->ranges[i].hi)
+    case MSP_EXEC_RANGES:
+        if (in_ranges(cfg, count))
+            return 1;
+        for (uint32_t i = 0; i < model_ranges(cfg); i++)
+            if (count >= cfg->model_ranges[i].lo && count <= cfg->model_ranges[i].hi)
                 return 1;
         return 0;
-    }
     default:
         return 0;
     }
+}
+
+int msp_round_selected(const struct msp_config *cfg, const char *model, uint64_t round)
+{
+    if (cfg->exec_mode != MSP_EXEC_RANGES)
+        return cfg->exec_mode == MSP_EXEC_ALL;
+    for (uint32_t i = 0; model && i < model_ranges(cfg); i++) {
+        const struct msp_model_range *r = &cfg->model_ranges[i];
+        if (strncmp(r->model, model, MSP_MODEL_NAME_LEN) == 0)
+            return round >= r->lo && round <= r->hi;
+    }
+    return in_ranges(cfg, round);
 }
 
 /* Parses an optionally negative decimal of exactly n bytes. */
@@ -73,6 +99,25 @@ int msp_device_selected(const struct msp_config *cfg, const char *dir, size_t n)
         if (cfg->devices[i] == dev)
             return 1;
     return 0;
+}
+
+int msp_dir_round(const char *dir, size_t n, uint64_t *round, int64_t *top)
+{
+    struct msp_seg segs[3];
+    int64_t r;
+    /* only the first three segments matter: split the prefix that holds them */
+    const char *end = dir;
+    int slashes = 0;
+    while (end < dir + n && !(*end == '/' && ++slashes == 3))
+        end++;
+    if (msp_split(dir, (size_t)(end - dir), segs, 3) != 3)
+        return 0;
+    const char *us = memchr(segs[2].p, '_', segs[2].n);
+    if (!us || !parse_int(segs[1].p, segs[1].n, &r) || r < 0 ||
+        !parse_int(segs[2].p, (size_t)(us - segs[2].p), top))
+        return 0;
+    *round = (uint64_t)r;
+    return 1;
 }
 
 /* An op segment "{id}_{Name}": id is the text before the first '_'. */

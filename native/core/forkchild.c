@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "models.h"
 #include "monitor.h"
 #include "opcount.h"
 #include "recorder.h"
@@ -38,6 +39,7 @@ void msp_fork_child(void)
     msp_rec_reset();
     msp_daemon_reset();
     msp_topo_reset();
+    msp_models_reset();
     msp_log_reset();
     g_msp.attach_state = MSP_ATTACH_NONE;
 }

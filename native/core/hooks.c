@@ -13,6 +13,7 @@
 #include "dtype.h"
 #include "filter.h"
 #include "fsutil.h"
+#include "models.h"
 #include "pending.h"
 #include "record.h"
 #include "recorder.h"
@@ -108,6 +109,13 @@ int msp_hook_in_dir_awake(msp_sv dir)
         return 0;
     if (!msp_device_selected(&s->cfg, dir.p, dir.n))
         return 0;
+    if (!overflow_task(s) && s->cfg.n_model_ranges) {
+        uint64_t round;
+        int64_t top;
+        if (!msp_dir_round(dir.p, dir.n, &round, &top) ||
+            !msp_round_selected(&s->cfg, msp_models_of_op(top), round))
+            return 0;
+    }
     if (!overflow_task(s))
         return msp_op_selected(&s->cfg, dir.p, dir.n);
     if (t_pending_n && msp_kernel_dir_matches(t_pending, t_pending_n, dir.p, dir.n)) {
@@ -177,10 +185,14 @@ void msp_hook_report_graph(msp_sv name, msp_sv json)
     report_json("graph", "name", name, json);
 }
 
+/* ATB-Models asks once per Model::Execute, after issuing every node. */
 int msp_hook_is_report_topo(msp_sv model)
 {
     msp_ensure_attached();
-    return g_msp.active && msp_topo_first(model.p, model.n);
+    if (!g_msp.active)
+        return 0;
+    msp_models_executed(model.p, model.n);
+    return msp_topo_first(model.p, model.n);
 }
 
 void msp_hook_report_topo(msp_sv model, msp_sv json)

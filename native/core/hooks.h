@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "hot.h"
+#include "models.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,14 +32,16 @@ int msp_hook_param_awake(void);
 int msp_hook_in_dir_awake(msp_sv dir);
 int msp_hook_overflow_check_awake(void);
 
-/* IsTensorNeedSave: its ids/opType arguments are not needed. ATB caches
- * the answer for children and kernels, so it must not depend on the
- * current config (the other predicates filter): attached with a config
- * path. It also follows the config. */
-static inline msp_bool msp_hook_is_tensor_need_save(void)
+/* IsTensorNeedSave: ATB caches the answer for children and kernels, so it
+ * must not depend on the current config (the other predicates filter):
+ * attached with a config path. It also follows the config, and a top-level
+ * op's setup (ids of one element, asked at every Setup) counts the start of
+ * its model's execution (models.h). */
+static inline msp_bool msp_hook_is_tensor_need_save(const int64_t *ids, size_t n)
 {
     if (__builtin_expect(msp_hot_stale(), 0))
         msp_hot_refresh();
+    msp_models_note_setup(ids, n);
     return MSP_HOT_LOAD(msp_hot.active);
 }
 

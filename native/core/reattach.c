@@ -11,6 +11,7 @@
 #include "attach.h"
 #include "daemon.h"
 #include "fsutil.h"
+#include "models.h"
 #include "monitor.h"
 #include "record.h"
 #include "snapshot.h"
@@ -116,6 +117,7 @@ void msp_reattach_if_removed(void)
      * pointer loaded before the swap (56 KiB of address space per removal). */
     __atomic_store_n(&g_msp.proc, p, __ATOMIC_RELEASE);
     move_gauges(old_proc, p);
+    msp_models_to_slot(p);
     g_msp.slot = slot;
     msp_monitor_new_block();
     __atomic_store_n(&g_msp.ctl, ctl, __ATOMIC_RELEASE);

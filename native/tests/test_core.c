@@ -117,6 +117,32 @@ static void test_filters(void)
     c.exec_mode = MSP_EXEC_ALL;
     CHECK(msp_exec_selected(&c, 123456));
 
+    /* exec_range "next": each model its own rounds, every other op the ranges */
+    c.exec_mode = MSP_EXEC_RANGES;
+    c.n_ranges = 1;
+    c.ranges[0].lo = 0; c.ranges[0].hi = 0;
+    c.n_model_ranges = 2;
+    snprintf(c.model_ranges[0].model, MSP_MODEL_NAME_LEN, "M_Prefill");
+    c.model_ranges[0].lo = 21; c.model_ranges[0].hi = 21;
+    snprintf(c.model_ranges[1].model, MSP_MODEL_NAME_LEN, "M_Decoder");
+    c.model_ranges[1].lo = 59; c.model_ranges[1].hi = 60;
+    CHECK(msp_exec_selected(&c, 0) && msp_exec_selected(&c, 21) && msp_exec_selected(&c, 60));
+    CHECK(!msp_exec_selected(&c, 22) && !msp_exec_selected(&c, 58));
+    CHECK(msp_round_selected(&c, "M_Prefill", 21) && !msp_round_selected(&c, "M_Prefill", 59));
+    CHECK(msp_round_selected(&c, "M_Decoder", 60) && !msp_round_selected(&c, "M_Decoder", 21));
+    CHECK(!msp_round_selected(&c, "M_Decoder", 0) && msp_round_selected(&c, NULL, 0));
+    CHECK(msp_round_selected(&c, "Other", 0) && !msp_round_selected(&c, "Other", 21));
+    c.n_model_ranges = 0;
+    uint64_t round = 0;
+    int64_t top = -1;
+    const char *rd = "0_77/59/12_Decoder_layer/3_Linear/before";
+    CHECK(msp_dir_round(rd, strlen(rd), &round, &top) && round == 59 && top == 12);
+    const char *rd2 = "0_77/7/3_LmHead";
+    CHECK(msp_dir_round(rd2, strlen(rd2), &round, &top) && round == 7 && top == 3);
+    CHECK(!msp_dir_round("0_77/x/3_A", 10, &round, &top));
+    CHECK(!msp_dir_round("0_77/5", 6, &round, &top));
+    CHECK(!msp_dir_round("0_77/5/Layer", 12, &round, &top));
+
     const char *k = "LinearOperation_5_3:MatMulKernel";
     const char *d1 = "0_1/0/5_Layer/3_LinearOperation/0_MatMulKernel";
     CHECK(msp_kernel_dir_matches(k, strlen(k), d1, strlen(d1)));

@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #define MSP_CTL_MAGIC 0x4c54434250534d31
-#define MSP_CTL_VERSION 5
+#define MSP_CTL_VERSION 6
 
 #define MSP_MAX_RANGES 32
 #define MSP_MAX_IDS 128
@@ -42,6 +42,8 @@
 #define MSP_REC_PATH_LEN 1024
 #define MSP_PENDING_ROUNDS 16
 #define MSP_ROUND_KEY_LEN 40
+#define MSP_MAX_MODELS 8
+#define MSP_MODEL_NAME_LEN 128
 
 /* config.state */
 #define MSP_STATE_ASLEEP 0
@@ -94,6 +96,14 @@ struct msp_range {
     uint64_t hi; /* inclusive */
 };
 
+/* exec_range "next[:N]", made concrete by the control plane: the rounds of one
+ * model (a name a process reported in its model table, procs[].models[].name). */
+struct msp_model_range {
+    char model[MSP_MODEL_NAME_LEN];
+    uint64_t lo; /* inclusive */
+    uint64_t hi; /* inclusive */
+};
+
 /* The compiled config, as validated by the control plane. Strings are
  * NUL-terminated; lists are already trimmed and free of empty entries. */
 struct msp_config {
@@ -127,6 +137,11 @@ struct msp_config {
     uint64_t rec_budget_bytes;  /* memory of the ring, per process */
     double rec_abs_max;         /* abs_max_over bound (MSP_TRIG_ABS_MAX) */
     uint64_t rec_incident_base; /* rec_claimed when this arming began: max_incidents counts from it */
+    /* With exec_mode RANGES: a top-level op of a model named here (and its children
+     * and kernels) is selected in that model's rounds; every other op in `ranges`. */
+    uint32_t n_model_ranges;
+    uint32_t model_reserved;    /* keeps the entries 64-bit aligned */
+    struct msp_model_range model_ranges[MSP_MAX_MODELS];
 };
 
 /* One incident: claimed by whoever fired (a shim, the daemon, the trigger
@@ -160,6 +175,18 @@ struct msp_pending {
 #define MSP_PENDING_COUNT_MASK 0xffffffffff
 #define MSP_PENDING_CLAIMING 0x10000000000
 #define MSP_PENDING_GEN_ONE 0x20000000000
+
+/* One model (atb_speed::Model) a process runs, by the name it reports to
+ * SpeedProbe. `started` counts its executions begun (the first top-level op of
+ * one was set up), `executed` those whose ops were all issued (ATB-Models asks
+ * IsReportModelTopoInfo once per Model::Execute): the model's ops run round
+ * `started - 1` while started > executed; its next execution is round `started`.
+ * The name is written before `n_models` grows past the entry (release). */
+struct msp_proc_model {
+    char name[MSP_MODEL_NAME_LEN];
+    uint64_t started;
+    uint64_t executed;
+};
 
 /* One attached process. Written only by that process's shim. */
 struct msp_proc {
@@ -199,6 +226,8 @@ struct msp_proc {
     uint64_t rec_incident;     /* last incident this process applied */
     uint64_t pending_other;    /* like pending[], for tensors of rounds without an entry */
     struct msp_pending pending[MSP_PENDING_ROUNDS];
+    uint64_t n_models;         /* entries of models[] in use (layout version 6) */
+    struct msp_proc_model models[MSP_MAX_MODELS];
 };
 
 struct msp_control {

@@ -1,0 +1,50 @@
+/* The models a process runs (atb_speed::Model, by the name it reports to
+ * SpeedProbe): how many executions each has begun and finished issuing, and
+ * which top-level ops belong to it (the topology's node names carry no op
+ * ids, so ops are mapped by the thread that runs them). `status` shows them as each model's current
+ * round, and exec_range "next" is made concrete from them (docs/contracts.md
+ * §3.2). Lock-free reads, no allocation; a model is added under a mutex the
+ * first time its name is seen. */
+#ifndef MSP_MODELS_H
+#define MSP_MODELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hot.h"
+#include "msprobe_atb/control.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Top-level op ids mapped to their model; a larger id is of no known model. */
+#define MSP_MODEL_OP_IDS 4096
+
+/* A top-level op (ids of one element: ATB asks IsTensorNeedSave at its every
+ * Setup) is being set up: the first of an execution of its model begins that
+ * execution. An op of no known model yet is remembered by the thread. */
+void msp_models_op_setup(int64_t id) MSP_HIDDEN;
+
+static inline void msp_models_note_setup(const int64_t *ids, size_t n)
+{
+    if (n == 1)
+        msp_models_op_setup(ids[0]);
+}
+
+/* IsReportModelTopoInfo(name), once per Model::Execute after every node was
+ * issued: an execution of the model finished issuing; the top-level ops this
+ * thread set up since its last report, of no known model, are this model's. */
+void msp_models_executed(const char *name, size_t n) MSP_HIDDEN;
+/* The model of top-level op `id` as named in the process's table, or NULL. */
+const char *msp_models_of_op(int64_t id) MSP_HIDDEN;
+/* Writes every model into a fresh proc slot (after a re-attach). */
+void msp_models_to_slot(struct msp_proc *p) MSP_HIDDEN;
+/* Forgets everything (a forked child counts its own executions). */
+void msp_models_reset(void) MSP_HIDDEN;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,82 @@
+"""Issue 18 §4: rounds a user can aim at, through the real shim and control plane on
+the stand-in service. `status` shows each model's current round per process, and
+exec_range "next" dumps the next execution of each model, whole, in the rounds the
+console and `status` name."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from e2e_helpers import require_artifacts
+from testkit import save_config
+
+STATS = {"task": "statistics", "dump_enable": True, "save_child": False}
+
+
+def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "msprobe_atb", *args], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def models(out: Path, env: dict[str, str]) -> dict[int, dict[str, dict]]:
+    st = json.loads(cli("status", str(out), "--json", env=env).stdout)
+    return {p["pid"]: {m["kind"]: m for m in p["models"]} for p in st["processes"]}
+
+
+def top_ops(round_dir: Path) -> set[str]:
+    """The round's layer-level ops as "{id}_{Name}", from its statistic.csv."""
+    with open(round_dir / "statistic.csv", newline="") as f:
+        return {f"{r['Op Id'].split('_')[0]}_{r['Op Name'].split('/')[0]}"
+                for r in csv.DictReader(f)}
+
+
+def test_status_shows_each_models_round_and_next_dumps_the_next_execution_whole(
+        tmp_path, service_env, services):
+    require_artifacts()
+    out = tmp_path / "out"
+    out.mkdir()
+    svc = services(out, service_env, devices=2)
+    for _ in range(3):
+        svc.request(max_tokens=3)
+    before = models(out, service_env)
+    assert len(before) == 2
+    for per in before.values():
+        # three requests: three prefills, and their decode steps counted apart
+        assert per["prefill"]["executed"] == per["prefill"]["started"] == 3
+        assert per["decode"]["executed"] > 3 and per["decode"]["running"] is None
+    decode_next = max(p["decode"]["next"] for p in before.values())
+    text = cli("status", str(out), env=service_env).stdout
+    assert f"models: prefill round 2 done, next is round 3; decode round {decode_next - 1} " \
+           f"done, next is round {decode_next}" in text
+
+    save_config(svc.config, **STATS, exec_range="next")
+    assert cli("wait", str(out), "--timeout", "60", env=service_env).returncode == 0
+    st = json.loads(cli("status", str(out), "--json", env=service_env).stdout)
+    assert st["config"]["exec_range"] == "next:1"
+    assert [(r["kind"], r["first"], r["last"]) for r in st["config"]["next_rounds"]] == \
+        [("prefill", 3, 3), ("decode", decode_next, decode_next)]
+    assert "exec_range next:1, made concrete when published: prefill round 3 " \
+        "(DecoderModel_Prefill), decode round " \
+        f"{decode_next} (DecoderModel_Decoder)" in cli("status", str(out), env=service_env).stdout
+
+    svc.request(max_tokens=3)
+    svc.request(max_tokens=3)
+    # each process says so when it applies the edit (at its next op)
+    svc.wait_line(r"exec_range next: dumping .*DecoderModel_Prefill round 3\b", count=2)
+    assert cli("wait", str(out), "--timeout", "60", env=service_env).returncode == 0
+    data = out / "atb_dump_data" / "data"
+    procs = sorted(data.iterdir())
+    assert len(procs) == 2
+    for proc in procs:
+        assert sorted(int(r.name) for r in proc.iterdir()) == sorted({3, decode_next})
+        prefill, decode = top_ops(proc / "3"), top_ops(proc / str(decode_next))
+        # each round holds one model's execution, every layer-level op of it
+        assert any("Prefill_layer" in n for n in prefill) and len(prefill) == 4
+        assert any("Decoder_layer" in n for n in decode) and len(decode) == 4
+        assert not any("Decoder_layer" in n for n in prefill)
+        assert not any("Prefill_layer" in n for n in decode)
+        assert (proc / "3" / "ROUND_COMPLETE.json").exists()
