@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from e2e_helpers import require_artifacts
-from testkit import save_config
+from testkit import save_config, wait_until
 
 STATS = {"task": "statistics", "dump_enable": True, "save_child": False}
 
@@ -42,8 +42,16 @@ def test_status_shows_each_models_round_and_next_dumps_the_next_execution_whole(
     svc = services(out, service_env, devices=2)
     for _ in range(3):
         svc.request(max_tokens=3)
-    before = models(out, service_env)
-    assert len(before) == 2
+
+    def settled():
+        """Both ranks done with the last step (the reply can come before the other
+        rank's last decode step has ended)."""
+        now = models(out, service_env)
+        return now if len(now) == 2 and all(
+            m["running"] is None for per in now.values() for m in per.values()) and len(
+            {per["decode"]["executed"] for per in now.values()}) == 1 else None
+
+    before = wait_until(settled, timeout=60, what="both ranks between requests")
     for per in before.values():
         # three requests: three prefills, and their decode steps counted apart
         assert per["prefill"]["executed"] == per["prefill"]["started"] == 3
