@@ -12,16 +12,24 @@ so `stats` says what it cannot see instead of reporting less as everything.
 from __future__ import annotations
 
 import json
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from msprobe_atb.control.liveness import is_alive
+from msprobe_atb.control.liveness import is_alive, is_daemon
 from msprobe_atb.tree import progress
-from msprobe_atb.tree.records import LogTailer, list_logs
+from msprobe_atb.tree.records import CHUNK, RECORD_START, list_logs
 
 from .layout import DumpLayout
 
 MARKER = "ROUND_COMPLETE.json"
+# Tensor and exit records as the shim writes them (native/core/writer.c and
+# exitdrain.c: one a line, keys in this order); literal prefixes keep the scans fast.
+_TENSOR = b'{"k":"tensor",'
+_LOST = tuple(b'"task":"%s","file":"lost"' % t for t in (b"tensor", b"statistics", b"all"))
+_PATH = re.compile(rb'\{"k":"tensor","t":\d+,"seq":\d+,"path":"/?([^"/\\]+)/([^"/\\]+)/')
+_EXIT = re.compile(rb'\{"k":"exit",[^\n]*')
 
 
 @dataclass
@@ -49,28 +57,55 @@ def _round_of(path: str) -> tuple[str, str] | None:
     return (parts[0], parts[1]) if len(parts) >= 2 else None
 
 
+def _blobs(path: Path):
+    """The log's complete lines, a chunk of them at a time."""
+    with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
+        rest = b""
+        while chunk := f.read(CHUNK):
+            blob = rest + chunk
+            end = blob.rfind(b"\n") + 1
+            rest = blob[end:]
+            yield blob[:end]
+
+
+def _tally_blob(out: LogTally, blob: bytes) -> bool:
+    """Adds a chunk of whole lines; True if it held an exit record."""
+    if blob.count(RECORD_START) != blob.count(b"\n"):
+        # a record glued to one a full disk cut short: each line's last record
+        lines = blob.split(b"\n")[:-1]
+        blob = b"\n".join(line[max(0, line.rfind(RECORD_START)):] for line in lines) + b"\n"
+    out.tensors += blob.count(_TENSOR)
+    out.lost += sum(blob.count(x) for x in _LOST)
+    out.rounds.update((a.decode(), b.decode()) for a, b in set(_PATH.findall(blob)))
+    exits = _EXIT.findall(blob)
+    for line in exits:
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError):
+            out.bad_lines += 1
+            continue
+        unrecorded = rec.get("unrecorded") if isinstance(rec, dict) else None
+        for key, n in unrecorded.items() if isinstance(unrecorded, dict) else ():
+            if isinstance(n, int) and n > 0:
+                out.lost += n
+                rnd = _round_of(str(key))
+                if rnd:
+                    out.rounds.add(rnd)
+    return bool(exits)
+
+
 def tally_logs(dump_root: Path) -> LogTally:
+    """Counts the logs' tensor records, lost tensors and rounds. Tensor records are
+    recognised by how the shim writes them, chunk by chunk (a JSON parse per record
+    takes minutes on a long service's logs); exit records are parsed."""
     out = LogTally()
     for key, path in list_logs(dump_root):
-        tailer = LogTailer(path)
         closed = False
-        while recs := tailer.read_new():
-            for rec in recs:
-                closed = closed or rec.get("k") == "exit"
-                if rec.get("k") == "tensor":
-                    out.tensors += 1
-                    out.lost += rec.get("file") == "lost"
-                    rnd = _round_of(str(rec.get("path", "")))
-                    if rnd:
-                        out.rounds.add(rnd)
-                elif rec.get("k") == "exit" and isinstance(rec.get("unrecorded"), dict):
-                    for key, n in rec["unrecorded"].items():
-                        if isinstance(n, int) and n > 0:
-                            out.lost += n
-                            rnd = _round_of(str(key))
-                            if rnd:
-                                out.rounds.add(rnd)
-        out.bad_lines += tailer.bad_lines
+        try:
+            for blob in _blobs(path):
+                closed = _tally_blob(out, blob) or closed
+        except OSError:
+            out.bad_lines += 1
         if not closed:
             alive = is_alive(key.pid, key.start_ns)
             out.running += alive
@@ -92,18 +127,24 @@ def _marker_counts(layout: DumpLayout) -> tuple[int, int]:
     return lost, without_row
 
 
-def _behind(dump_root: Path) -> str:
+def _behind(dump_root: Path) -> tuple[str, bool]:
+    """(why the derived files do not hold every record, or ""; whether to count the
+    logs: not while a live control plane is merely a flush behind)."""
     if not list_logs(dump_root):
-        return ""  # no record logs: msProbe's dump, or one copied without .probe
+        return "", False  # no record logs: msProbe's dump, or one copied without .probe
     built = progress.read(dump_root)
     if built and built.unwritten:
-        return progress.unwritten_text(built.unwritten)
+        return progress.unwritten_text(built.unwritten), True
     unbuilt = progress.unbuilt(dump_root, built)
-    if unbuilt:
-        return (f"{len(unbuilt)} record log(s) hold records not yet in statistic.csv and the "
-                "round markers (the control plane is still at work, or could not record "
-                "its progress: `msprobe-atb wait` or `msprobe-atb rebuild`)")
-    return ""
+    if not unbuilt:
+        return "", False
+    if built and built.daemon_pid and is_daemon(built.daemon_pid):
+        return (f"the control plane (pid {built.daemon_pid}) is still adding the records of "
+                f"{len(unbuilt)} record log(s) to statistic.csv and the round markers "
+                "(`msprobe-atb wait` waits for it)"), False
+    return (f"{len(unbuilt)} record log(s) hold records not yet in statistic.csv and the "
+            "round markers, and no control plane is running (`msprobe-atb wait` or "
+            "`msprobe-atb rebuild` adds them)"), True
 
 
 def dump_losses(layout: DumpLayout) -> Losses:
@@ -111,5 +152,5 @@ def dump_losses(layout: DumpLayout) -> Losses:
     if layout.root is None:
         return Losses()
     lost, without_row = _marker_counts(layout)
-    behind = _behind(layout.root)
-    return Losses(lost, without_row, behind, tally_logs(layout.root) if behind else None)
+    behind, count = _behind(layout.root)
+    return Losses(lost, without_row, behind, tally_logs(layout.root) if count else None)

@@ -202,6 +202,7 @@ def format_text(s: dict) -> str:
     logs = s["record_logs"]
     if s["derived_behind"]:
         lines.append(f"  INCOMPLETE: {s['derived_behind']}")
+    if logs:
         lines.append(f"  the record logs hold {logs['tensors']} tensor records in "
                      f"{logs['rounds']} rounds and {logs['lost']} lost tensors; what follows "
                      f"covers only the {s['tensors']} tensors the derived files hold")

@@ -80,6 +80,10 @@ def test_every_lost_tensor_is_in_the_record_log(full_run):
     lost = sum(x["k"] == "tensor" and x["file"] == "lost" for x in recs)
     unrecorded = sum(ex["unrecorded"].values())
     assert lost + unrecorded == proc["errors"] + proc["drops"]
+    # stats, on the tree the full disk left, counts as the record log does
+    s = json.loads(cli("stats", str(out), "--json").stdout)
+    assert s["lost"] == lost + unrecorded
+    assert s["record_logs"]["tensors"] == sum(x["k"] == "tensor" for x in recs)
 
 
 def test_rebuild_once_there_is_room_again(full_run):
