@@ -341,7 +341,8 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
     )
     rows = out.select(RESULT_COLUMNS)
     structure = structure_differences(g, t, pairs, golden.layout.info, target.layout.info)
-    scope = check_scope(g, t, pairs, rows, structure, min_matched, pair_by_id)
+    scope = check_scope(g, t, pairs, rows, structure, min_matched, pair_by_id,
+                        report.lost_why)
     scope.notes = scope_notes + scope.notes
     return CompareResult(rows, pairs, notes, golden.problems + target.problems, engine=report,
                          scope=scope)

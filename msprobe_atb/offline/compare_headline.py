@@ -55,6 +55,15 @@ def _structure(res: CompareResult) -> list[str]:
             + how, *[f"  {s}" for s in sc.structure], ""]
 
 
+def _not_compared(sc) -> list[str]:
+    """What the cluster could not do, said before anything else on coverage."""
+    if not sc.lost_why:
+        return []
+    n = sum(sc.lost_why.values())
+    return [f"NOT A PASS: {n} tensor pair(s) were NOT compared, because:",
+            *[f"  - {k} pair(s): {why}" for why, k in sc.lost_why.items()], ""]
+
+
 def _coverage(res: CompareResult) -> list[str]:
     sc = res.scope
     if not sc.low:
@@ -116,7 +125,7 @@ def format_summary(res: CompareResult, outputs: list[str] | None = None) -> str:
     for note in sc.notes + res.unpaired + res.problems[:10]:
         lines.append(f"  note: {note}")
     lines.append("")
-    lines += _coverage(res)
+    lines += _not_compared(sc) + _coverage(res)
     fd = first_divergence(res)
     if fd is not None:
         lines += _divergence(fd, bool(sc.structure))

@@ -10,7 +10,10 @@
 * Coverage: the inputs before and outputs after each op (the `primary` tensors)
   present on each side, and how many of them were checked (pass, fail or
   unreadable). Nothing checked, or fewer than `min_matched` of the smaller
-  side, is not a pass: `incomplete`, with the likely causes named.
+  side, is not a pass: `incomplete`, with the likely causes named. Pairs the
+  engine could not compare (a Dask worker died, or none can read the files)
+  did line up: they are not counted against the dumps but named, with what the
+  cluster could not do (compare then exits 1, as for an unreadable tensor).
 """
 
 from __future__ import annotations
@@ -43,12 +46,15 @@ class Scope:
     structure: list[str] = field(default_factory=list)  # differences, said first
     paired_by_id: bool = False  # the user asked to pair across different names
     causes: list[str] = field(default_factory=list)  # why so little was checked
+    lost_why: dict[str, int] = field(default_factory=dict)  # why pairs were not compared
+    not_compared: int = 0  # primary tensors paired but not compared (the cluster failed)
     notes: list[str] = field(default_factory=list)  # what the reader should know
 
     @property
     def low(self) -> bool:
-        return self.checked == 0 or self.checked < self.min_matched * min(self.golden,
-                                                                            self.target)
+        """Too few tensors paired (compared, or paired but not compared)."""
+        paired = self.checked + self.not_compared
+        return paired == 0 or paired < self.min_matched * min(self.golden, self.target)
 
     @property
     def incomplete(self) -> bool:
@@ -187,9 +193,13 @@ def likely_causes(g: pl.DataFrame, t: pl.DataFrame, pairs: list[tuple[str, str]]
 
 def check_scope(g: pl.DataFrame, t: pl.DataFrame, pairs: list[tuple[str, str]],
                 rows: pl.DataFrame, structure: list[str], min_matched: float = MIN_MATCHED,
-                paired_by_id: bool = False) -> Scope:
+                paired_by_id: bool = False, lost_why: dict[str, int] | None = None) -> Scope:
+    """`lost_why`: why the engine did not compare some pairs (pairs per reason)."""
     ng, nt, checked = coverage(rows)
     s = Scope(ng, nt, checked, min_matched, structure, paired_by_id)
+    s.lost_why = dict(lost_why or {})
+    s.not_compared = rows.filter(pl.col("primary").fill_null(False)
+                                 & (pl.col("verdict") == "not-compared")).height
     if s.incomplete:
         s.causes = likely_causes(g, t, pairs, rows, [] if paired_by_id else structure)
     if structure and paired_by_id:

@@ -33,6 +33,12 @@ from .metrics import (
 )
 from .pair_engine import EngineReport, Pair, batches, row
 
+# Why pairs were not compared, as the summary says it (EngineReport.lost_why).
+RESTART = "killed, crashed or out of memory? restart them and compare again"
+DIED = f"the Dask workers running them died each time they were tried: {RESTART}"
+BLIND = ("no Dask worker can read their files (no worker's --dump-root holds them): start "
+         "one on the node holding them with `dask worker --preload "
+         "msprobe_atb.offline.dask_roots --dump-root DIR`")
 TRANSFER_WINDOW = 4  # target chunks in flight per worker (bounds the memory they take)
 POLL_S = 0.5
 
@@ -199,7 +205,7 @@ class ClusterRun:
                 self._not_compared([i], f"no worker of the cluster can read "
                                    f"{t if gw else g}: start one with `--preload "
                                    "msprobe_atb.offline.dask_roots --dump-root DIR` on "
-                                   "the node holding it")
+                                   "the node holding it", BLIND)
         for group, idx in groups.items():
             for b in batches(idx, sizes, len(group)):
                 self._submit(("batch", b), set(group), run_batch, [pairs[i] for i in b],
@@ -225,13 +231,16 @@ class ClusterRun:
             self.tracked[fut] = (what, [need] + ([need_also] if need_also else []))
         return fut
 
-    def _not_compared(self, idx: list[int], reason: str) -> None:
+    def _not_compared(self, idx: list[int], reason: str, why: str) -> None:
+        """The pairs `idx` get no metrics: `reason` per pair, `why` (what the
+        cluster could not do) for the summary."""
         for i in idx:
             if self.out[i] is None:
                 rt, at = resolve_tolerance(self.pairs[i][2], self.rtol, self.atol)
                 self.out[i] = {"state": "not-compared", "reason": reason, "rtol": rt,
                                "atol": at}
                 self.report.not_compared += 1
+                self.report.lost_why[why] = self.report.lost_why.get(why, 0) + 1
                 if self.progress:
                     self.progress(1)
 
@@ -249,7 +258,10 @@ class ClusterRun:
                 if fut.status == "finished":
                     self._finished(what, fut.result())
                 elif fut.status == "error":
-                    self._failed(what, f"the task failed on the cluster: {fut.exception()!r}")
+                    exc = fut.exception()
+                    self._failed(what, f"the task failed on the cluster: {exc!r}",
+                                 DIED if type(exc).__name__ == "KilledWorker" else
+                                 f"their task failed on the cluster ({type(exc).__name__})")
             live = set(self.client.nthreads())
             for fut, (what, needs) in list(self.tracked.items()):
                 if any(not (live if need is None else need & live) for need in needs):
@@ -258,18 +270,20 @@ class ClusterRun:
                     gone = ", ".join(sorted(set().union(*(n or self.workers for n in needs))
                                             - live))
                     self._failed(what, f"not compared: the worker(s) that could read its "
-                                       f"files left the cluster ({gone})")
+                                       f"files left the cluster ({gone})",
+                                 f"the Dask worker(s) able to read their files left the "
+                                 f"cluster ({gone}): {RESTART}")
 
     def _indices(self, what: tuple) -> list[int]:
         return what[1] if what[0] == "batch" else [what[1].index]
 
-    def _failed(self, what: tuple, reason: str) -> None:
+    def _failed(self, what: tuple, reason: str, why: str) -> None:
         if what[0] != "batch":
             what[1].failed = True
         if what[0] == "chunk":
             self.inflight -= 1
             self._pump()
-        self._not_compared(self._indices(what), reason)
+        self._not_compared(self._indices(what), reason, why)
 
     def _finished(self, what: tuple, result) -> None:
         kind = what[0]

@@ -68,6 +68,7 @@ class EngineReport:
     moved_bytes: int = 0  # target bytes sent between workers
     moved_pairs: int = 0
     not_compared: int = 0
+    lost_why: dict[str, int] = field(default_factory=dict)  # why not compared -> pairs
 
     def summary(self) -> str:
         per: dict[str, int] = {}
@@ -92,6 +93,7 @@ class EngineReport:
                 "pairs_in_process": self.in_process,
                 "pairs_on_cluster": len(self.placement), "moved_pairs": self.moved_pairs,
                 "moved_bytes": self.moved_bytes, "not_compared": self.not_compared,
+                "not_compared_why": self.lost_why,
                 "summary": self.summary()}
 
 
