@@ -70,6 +70,11 @@ CONFIG_FUZZ_EXAMPLES ?= 10000
 FUZZ_TARGETS += fuzz-config
 fuzz-config: all deps
 	$(VPY) tests/fuzz/config_fuzz.py --examples $(CONFIG_FUZZ_EXAMPLES)
+# Crafted incident files and non-UTF-8 op names through every offline reader.
+FUZZ_TARGETS += fuzz-readers
+.PHONY: fuzz-readers
+fuzz-readers: all deps
+	$(VPY) tests/fuzz/reader_fuzz.py
 
 MANIFEST_FUZZ_INPUTS ?= 400
 FUZZ_TARGETS += fuzz-manifest

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from msprobe_atb.tree.names import text_of
+
 from .confine import Confinement
 from .dtypes import SPECS, DtypeSpec, dtype_name, format_name
 
@@ -31,12 +33,13 @@ _OP_DIR = re.compile(r"^\d+_")
 
 
 class BinFileError(ValueError):
-    """A `.bin` file that cannot be read; the message names the file and the problem."""
+    """A `.bin` file that cannot be read; the message names the file (in the text
+    form of tree/names.py: it is printed, and goes into tables) and the problem."""
 
     def __init__(self, path: os.PathLike | str, problem: str):
         self.path = str(path)
-        self.problem = problem
-        super().__init__(f"{path}: {problem}")
+        self.problem = text_of(problem)
+        super().__init__(f"{text_of(self.path)}: {self.problem}")
 
 
 class TensorNotSaved(BinFileError):

@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 import stat
 
+from msprobe_atb.tree.names import os_path, text_of
+
 
 class Confinement:
     def __init__(self, root: str | os.PathLike):
@@ -67,6 +69,13 @@ class Confinement:
         return p
 
 
+    def allows_text(self, path: str) -> str | None:
+        """`allows` for a path of a tensor table (tree/names.py's text form): the
+        file system is asked with its bytes, the answer is in the text form too."""
+        p = self.allows(os_path(path))
+        return None if p is None else text_of(p)
+
+
 REFUSED = "refused"  # the tensor table's status of a row whose path leaves the root
 
 
@@ -77,7 +86,7 @@ def refuse_outside(df, box: Confinement, problems: list[str]):
     import polars as pl
 
     paths = df.get_column("path").to_list()
-    full = [None if p is None else box.allows(p) for p in paths]
+    full = [None if p is None else box.allows_text(p) for p in paths]
     out = df.with_columns(pl.Series("_full", full, pl.Utf8))
     bad = pl.col("path").is_not_null() & pl.col("_full").is_null()
     refused = out.filter(bad)

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from msprobe_atb.tree.names import text_of, texts
+
 
 @dataclass
 class Node:
@@ -58,14 +60,14 @@ def load_layer_graphs(info: Path | None, dev_pid: str | None = None,
     graphs: dict[str, Node] = {}
     for f in _info_jsons(info, "layer", dev_pid):
         try:
-            obj = json.loads(f.read_text(encoding="utf-8", errors="replace"))
+            obj = texts(json.loads(f.read_bytes().decode("utf-8", "surrogateescape")))
             m = _GID.search(str(obj.get("opName", ""))) or _GID.search(f.stem)
             if not m:
                 raise ValueError("no trailing _<id> in opName or file name")
             graphs.setdefault(m.group(1), _node(obj, m.group(1)))
         except (ValueError, AttributeError, RecursionError) as e:
             if problems is not None:
-                problems.append(f"{f}: layer graph skipped ({e})")
+                problems.append(f"{text_of(str(f))}: layer graph skipped ({e})")
     return graphs
 
 
@@ -100,7 +102,7 @@ def load_model_graphs(info: Path | None, dev_pid: str | None = None,
     out: dict[str, tuple[list[ModelNode], int]] = {}
     for f in _info_jsons(info, "model", dev_pid):
         try:
-            obj = json.loads(f.read_text(encoding="utf-8", errors="replace"))
+            obj = texts(json.loads(f.read_bytes().decode("utf-8", "surrogateescape")))
             name = str(obj.get("modelName", f.stem))
             nodes = []
             for n in obj.get("nodes") or []:
@@ -113,7 +115,7 @@ def load_model_graphs(info: Path | None, dev_pid: str | None = None,
                 out.setdefault(n.gid, (nodes, i))
         except (ValueError, AttributeError, TypeError) as e:
             if problems is not None:
-                problems.append(f"{f}: model graph skipped ({e})")
+                problems.append(f"{text_of(str(f))}: model graph skipped ({e})")
     return out
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import polars as pl
 
 from msprobe_atb.tree.manifest import ManifestWriter, polars_schema
+from msprobe_atb.tree.names import os_path, text_of
 
 from .binfile import BinFileError, read_header, resolve
 from .layout import DumpNotFound, find_layout
@@ -33,6 +34,7 @@ def _file_facts(path: str | None, root: Path) -> tuple[int | None, int | None, s
     be read."""
     if not path:
         return None, None, None
+    path = os_path(path)  # the table's text form: the file's own name
     try:
         hdr = read_header(path)
         mtime = os.stat(path).st_mtime_ns
@@ -40,8 +42,8 @@ def _file_facts(path: str | None, root: Path) -> tuple[int | None, int | None, s
         return None, None, None
     alias, length = None, hdr.length
     if hdr.is_stub and hdr.alias:
-        alias = os.path.relpath(os.path.normpath(os.path.join(os.path.dirname(path), hdr.alias)),
-                                root)
+        alias = text_of(os.path.relpath(
+            os.path.normpath(os.path.join(os.path.dirname(path), hdr.alias)), root))
         try:
             length = resolve(path).length
         except BinFileError:  # not saved (filter_level 2 kernel stub), or a bad target
@@ -57,7 +59,7 @@ def manifest_frame(df: pl.DataFrame, root: Path,
         facts.append(_file_facts(p, root))
         if progress:
             progress(1)
-    prefix = str(root) + "/"
+    prefix = text_of(str(root)) + "/"
     path = pl.col("path")
     alias = pl.Series("alias", [a for _, _, a in facts], pl.Utf8)
     out = df.with_columns(

@@ -78,7 +78,7 @@ def _confined(df: pl.DataFrame, root: Path, dp: str,
     holding a row whose path leaves the root (each named in problems)."""
     box = Confinement(root)
     rel = df.get_column("path")
-    full = [None if p is None else box.allows(p) for p in rel.to_list()]
+    full = [None if p is None else box.allows_text(p) for p in rel.to_list()]
     bad = df.with_columns(pl.Series("_full", full, pl.Utf8)).filter(
         pl.col("path").is_not_null() & pl.col("_full").is_null())
     for (r,), rows in bad.group_by("round", maintain_order=True):

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from msprobe_atb.tree.names import os_path
+
 from ._pair_kernel import ffi, lib
 from .binfile import BinFileError, BinHeader, TensorNotSaved, payload_spec, resolve
 from .dtypes import SPECS, tolerance
@@ -82,8 +84,9 @@ class TensorFile:
 
 
 def open_tensor(path: str) -> TensorFile:
-    """Resolve aliases and check the payload; raises TensorNotSaved / BinFileError."""
-    hdr = resolve(path)
+    """Resolve aliases and check the payload; raises TensorNotSaved / BinFileError.
+    `path` is a table's (names.py's text form)."""
+    hdr = resolve(os_path(path))
     payload_spec(hdr)
     if hdr.dtype == 13:  # string: the raw bytes are the elements
         return TensorFile(hdr, hdr.length, (hdr.length,), (1, 1))

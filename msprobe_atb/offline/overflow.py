@@ -13,6 +13,8 @@ import re
 
 import polars as pl
 
+from msprobe_atb.tree.names import text_of_bytes
+
 from .summary import tensor_ref
 from .table import Dump, op_path
 
@@ -56,7 +58,7 @@ def _from_logs(dump: Dump) -> list[dict] | None:
         if dump.layout.dev_pids is not None and dev_pid not in dump.layout.dev_pids:
             continue  # the file is named after its process
         try:
-            ev = pl.read_csv(f, infer_schema=False)
+            ev = pl.read_csv(text_of_bytes(f.read_bytes()).encode(), infer_schema=False)
         except (pl.exceptions.PolarsError, OSError) as e:
             dump.problems.append(f"{f}: unreadable overflow log ({str(e).splitlines()[0]})")
             continue

@@ -1,7 +1,9 @@
 """`msprobe-atb query DIR... "SQL"`: SQL over the manifests of several dumps (one
 per node), with DuckDB embedded. The view `tensors` holds every manifest row of
 every given dump, with the partition columns `host`, `device`, `pid` and
-`dump_root` (so `dump_root || '/' || path` opens a tensor's file).
+`dump_root` (so `dump_root || '/' || path` names a tensor's file; a name that is
+not UTF-8 is there in the text form of tree/names.py, which `os_path()` turns
+back into the file's path).
 
 It reads exactly the parts each manifest owns (manifest_parts.py): a planted,
 left-over, linked or unreadable file is skipped and named, never counted twice.

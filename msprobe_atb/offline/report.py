@@ -16,6 +16,8 @@ from pathlib import Path
 
 import polars as pl
 
+from msprobe_atb.tree.names import os_path
+
 from . import report_figures as figs
 from .compare import CompareResult, error_growth, first_divergence
 from .page_text import plot_json
@@ -76,7 +78,8 @@ def _table(headers: list[str], rows: list[list], ids: list[str] | None = None,
 
 
 def _file_link(path: str | None, text: str = ".bin") -> Link | str:
-    return Link(text, Path(path).as_uri()) if path and Path(path).is_absolute() else "-"
+    return Link(text, Path(os_path(path)).as_uri()) if path and Path(path).is_absolute() \
+        else "-"
 
 
 def _cards(items: list[tuple[str, object, bool]]) -> str:
@@ -121,7 +124,7 @@ def _incidents(page: Page, s: dict) -> None:
             refused.append(f"{d['incident']}: {d['error']}")
             continue
         ft = d.get("first_tensor") or {}
-        dirs = [Link(f"{f['dev_pid']}/{f['round']}", Path(f["dir"]).as_uri())
+        dirs = [Link(f"{f['dev_pid']}/{f['round']}", Path(os_path(f["dir"])).as_uri())
                 for f in d.get("flushed") or [] if f.get("dir")]
         rows.append([d.get("incident"), d.get("trigger"), d.get("value"), d.get("time"),
                      d.get("round"), d.get("device"), d.get("pid"),

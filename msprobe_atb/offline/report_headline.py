@@ -11,6 +11,8 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
+from msprobe_atb.tree.names import os_path
+
 from . import report_figures as figs
 from .binfile import BinFileError, TensorNotSaved, load_bin
 from .compare import CompareResult, first_divergence
@@ -63,7 +65,7 @@ def load_tensors(wanted: list[tuple[str, str | None]]) -> tuple[dict, str]:
     loaded, missing = {}, []
     for label, path in wanted:
         try:
-            loaded[label] = load_bin(path)
+            loaded[label] = load_bin(os_path(path) if path else path)
         except (BinFileError, TensorNotSaved, OSError, ValueError, TypeError) as e:
             missing.append(f"{label}: {e}" if path
                            else f"{label}: no .bin file (statistics only)")

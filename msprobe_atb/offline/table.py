@@ -29,6 +29,8 @@ from pathlib import Path
 
 import polars as pl
 
+from msprobe_atb.tree.names import BACKSLASH, os_path, text_of, text_of_bytes
+
 from .binfile import BinFileError, TensorNotSaved, load_payload, read_header, resolve
 from .confine import Confinement, refuse_outside
 from .layout import DumpLayout, RoundDir, find_layout
@@ -92,11 +94,16 @@ def _scan(files: list[str], columns: list[str], problems: list[str],
     if not files:
         return None
 
-    def read(paths: list[str]) -> pl.DataFrame:
+    def read(paths: list[str], data: bytes | None = None) -> pl.DataFrame:
         # Ragged rows (msProbe writes complex64 stats unquoted) keep their first
         # columns; their statistics then fail to parse and read as missing.
-        lf = pl.scan_csv(paths, infer_schema=False, include_file_paths="_file",
-                         truncate_ragged_lines=True)
+        if data is None:  # valid UTF-8: the cells in the text form (names.py)
+            lf = pl.scan_csv(paths, infer_schema=False, include_file_paths="_file",
+                             truncate_ragged_lines=True).with_columns(
+                pl.all().exclude("_file").str.replace_all("\\", BACKSLASH, literal=True))
+        else:  # a file holding names that are not UTF-8: already in the text form
+            lf = pl.read_csv(data, infer_schema=False, truncate_ragged_lines=True).lazy() \
+                .with_columns(pl.lit(paths[0]).alias("_file"))
         if not exact:
             lf = lf.select(*columns, *[c for c in ("Stage",) if c in header], "_file")
         return lf.with_columns(
@@ -122,6 +129,11 @@ def _scan(files: list[str], columns: list[str], problems: list[str],
     for f in good:
         try:
             frames.append(read([f]))
+            continue
+        except (pl.exceptions.PolarsError, OSError):
+            pass
+        try:
+            frames.append(read([f], text_of_bytes(Path(f).read_bytes()).encode()))
         except (pl.exceptions.PolarsError, OSError) as e:
             problems.append(f"{f}: unreadable CSV ({str(e).splitlines()[0]}); "
                             "its tensors are read from the .bin files instead")
@@ -212,7 +224,8 @@ def _from_csvs(rounds: list[RoundDir], problems: list[str],
         *[pl.col(c) for c in COUNT_COLS],
         *[pl.col(c.capitalize()).cast(pl.Float64, strict=False).alias(c) for c in STAT_COLS],
         pl.when((path == "N/A") | ~path.str.ends_with(".bin")).then(None)
-        .when(reroot).then(pl.col("_dir") + "/" + rel).otherwise(path).alias("path"),
+        .when(reroot).then(pl.col("_dir").str.replace_all("\\", BACKSLASH, literal=True)
+                           + "/" + rel).otherwise(path).alias("path"),
         pl.col("status"), pl.col("note"), pl.col("_dir").alias("round_dir"),
         pl.lit("csv").alias("source"), pl.col("_row"), pl.col("stage"),
         step.alias("stat_step"),
@@ -240,12 +253,12 @@ def _bin_row(rd: RoundDir, f: Path, problems: list[str]) -> dict | None:
     if not m or len(rel) < 3 or rel[-2] not in ("before", "after"):
         return None
     ops = rel[:-2]
-    ids, names = zip(*(seg.partition("_")[::2] for seg in ops))
+    ids, names = zip(*(text_of(seg).partition("_")[::2] for seg in ops))
     row = dict(dev_pid=rd.dev_pid, round=rd.round, seq=None, op_id="_".join(ids),
                op_name="/".join(names), op_type=names[-1],
-               io="input" if m.group(1) == "intensor" else "output", index=m.group(2),
-               path=str(f), round_dir=str(rd.path), source="bin", status="bin", note=None,
-               seq_exact=False)
+               io="input" if m.group(1) == "intensor" else "output",
+               index=text_of(m.group(2)), path=text_of(str(f)), round_dir=str(rd.path),
+               source="bin", status="bin", note=None, seq_exact=False)
     try:
         hdr = read_header(f)
         row.update(dtype=hdr.dtype_name, format=hdr.format_name,
@@ -427,7 +440,7 @@ def fill_missing_stats(dump: Dump) -> None:
     updates = []
     for i, p in zip(need.get_column("_i").to_list(), need.get_column("path").to_list()):
         try:
-            st = tensor_stats(load_payload(resolve(p)))
+            st = tensor_stats(load_payload(resolve(os_path(p))))
         except BinFileError as e:
             if not isinstance(e, TensorNotSaved):
                 dump.problems.append(str(e))
@@ -453,7 +466,7 @@ def verify_files(dump: Dump) -> int:
     for p in df.filter(pl.col("status").is_in(FILE_STATUSES) & pl.col("path").is_not_null()
                        ).get_column("path").to_list():
         try:
-            resolve(p)
+            resolve(os_path(p))
         except TensorNotSaved:
             continue
         except BinFileError as e:

@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from msprobe_atb.tree.names import text_of, texts
+
 NUM = (int, float)
 OPT_STR = (str, type(None))
 OPT_INT = (int, type(None))
@@ -81,7 +83,7 @@ def _flushed(i: int, f: Any, data: Path) -> dict:
         raise BadIncident(f"{what}: dir {f['dir']!r} is not a dump's data/{dev_pid}/{rnd}")
     for op, how in f["ops"].items():
         _typed(f"{what}['ops'][{op!r}]", how, (str,))
-    return {**f, "round": int(rnd), "dir": str(data / dev_pid / rnd)}
+    return {**f, "round": int(rnd), "dir": text_of(str(data / dev_pid / rnd))}
 
 
 def checked(doc: Any, dump_root: Path) -> dict:
@@ -100,4 +102,4 @@ def checked(doc: Any, dump_root: Path) -> dict:
         _typed(f"flushed_rounds[{i}]", r, (int,))
     data = Path(dump_root).absolute() / "data"
     d["flushed"] = [_flushed(i, f, data) for i, f in enumerate(d["flushed"])]
-    return d
+    return texts(d, only_raw=True)  # names as text (names.py), also in older reports

@@ -20,6 +20,7 @@ from typing import Any
 from msprobe_atb.tree import fsio
 from msprobe_atb.tree.csvfmt import parse_tensor_path
 from msprobe_atb.tree.incident_check import BadIncident, checked
+from msprobe_atb.tree.names import text_of, texts
 from msprobe_atb.tree.records import ProcKey
 
 log = logging.getLogger("msprobe_atb")
@@ -162,9 +163,9 @@ class IncidentBook:
                                                                 if kv[0][1].isdigit() else 0)):
             where = files.setdefault((dev_pid, rnd), {
                 "dev_pid": dev_pid, "round": int(rnd) if rnd.isdigit() else rnd,
-                "dir": str(self.dump_root / "data" / dev_pid / rnd), "ops": {}})
-            where["ops"][op] = entry["as"]
-        ft = first_tensor(inc.path, inc.stats)
+                "dir": text_of(str(self.dump_root / "data" / dev_pid / rnd)), "ops": {}})
+            where["ops"][text_of(op)] = entry["as"]
+        ft = texts(first_tensor(inc.path, inc.stats))
         return {
             "incident": inc.seq, "trigger": inc.trigger, "value": inc.value,
             "time": _iso(inc.t_ns) if inc.t_ns else None, "t_ns": inc.t_ns,

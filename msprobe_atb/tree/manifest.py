@@ -44,6 +44,7 @@ from typing import Any
 
 from msprobe_atb.tree import fsio
 from msprobe_atb.tree.csvfmt import TensorPath
+from msprobe_atb.tree.names import text_of
 from msprobe_atb.tree.vocab import dtype_name, format_name
 
 log = logging.getLogger("msprobe_atb")
@@ -129,30 +130,31 @@ def _count(v: Any) -> int | None:
 
 
 def record_row(rec: dict, tp: TensorPath, start_ns: int) -> tuple:
-    """One manifest row (COLUMNS order, round_seq still unset) from a tensor record."""
-    rel = _utf8(str(rec.get("path", "")).strip("/"))
+    """One manifest row (COLUMNS order, round_seq still unset) from a tensor record;
+    its names as the record has them (the text form is made for the whole frame)."""
+    rel = str(rec.get("path", "")).strip("/")
     segs = rel.split("/")
     stats = rec.get("stats") if isinstance(rec.get("stats"), dict) else {}
     file = str(rec.get("file", ""))
     status = STATUS.get(file, file)
-    alias = _utf8(rec["alias"]) if isinstance(rec.get("alias"), str) else None
+    alias = rec["alias"] if isinstance(rec.get("alias"), str) else None
     alias_rel = (os.path.normpath(os.path.join("data", os.path.dirname(rel), alias))
                  if isinstance(alias, str) and alias else None)
     t = _count(rec.get("t"))
     names = tp.names
     return (
         int(tp.exec_count) if tp.exec_count.isdigit() else -1, None, _count(rec.get("seq")),
-        start_ns, _utf8("_".join(tp.ids)), _utf8("/".join(names)),
-        _utf8(names[-1]) if names else "",
+        start_ns, "_".join(tp.ids), "/".join(names),
+        names[-1] if names else "",
         segs[-2] if len(segs) > 1 and segs[-2] in STAGES else None,
-        tp.io, _utf8(tp.index), dtype_name(rec.get("dtype")), format_name(rec.get("format")),
+        tp.io, tp.index, dtype_name(rec.get("dtype")), format_name(rec.get("format")),
         str(rec.get("dims", "")).replace(",", "x"),
         _count(stats.get("count")),
         *(_float(stats.get(k)) for k in ("max", "min", "mean", "norm")),
         *(_count(stats.get(k)) for k in ("nan", "pinf", "ninf", "zero")), 0.0,
         None if status == "none" else f"data/{rel}", _count(rec.get("size")),
-        _utf8(rec["hash"]) if isinstance(rec.get("hash"), str) else None, alias_rel,
-        _utf8(status), _utf8(str(rec["note"])) if rec.get("note") else None,
+        rec["hash"] if isinstance(rec.get("hash"), str) else None, alias_rel,
+        status, str(rec["note"]) if rec.get("note") else None,
         t,
     )
 
@@ -167,18 +169,9 @@ def partition_of(dev_pid: str) -> Partition | None:
 
 def _utf8(value):
     """Parquet strings are UTF-8: a name that is not (surrogate escapes from the
-    record log, see native/core/jsonw.h) is stored with \\xNN for its odd bytes.
-    Other cells pass unchanged."""
-    if not isinstance(value, str) or value.isascii():
-        return value
-    try:
-        value.encode("utf-8")
-        return value
-    except UnicodeEncodeError:
-        try:
-            return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-        except UnicodeEncodeError:  # a lone surrogate that is no escape
-            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    record log, see native/core/jsonw.h) is stored in names.py's text form, which
+    gives its bytes back. Other cells pass unchanged."""
+    return text_of(value) if isinstance(value, str) else value
 
 
 @dataclass

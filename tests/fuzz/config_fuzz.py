@@ -11,37 +11,20 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
-
 sys.path.insert(0, str(Path(__file__).parent))
 from config_docs import placed_config_files  # noqa: E402
 from config_properties import PLACEMENTS, PROPERTIES  # noqa: E402
+from hypothesis_run import run_property  # noqa: E402
 
 
 def run(name: str, examples: int, derandomize: bool = False) -> tuple[int, list[BaseException]]:
     """Tries `examples` inputs on one property; returns (inputs tried, findings)."""
-    tried = 0
     with tempfile.TemporaryDirectory(prefix=f"fuzz-config-{name}-") as d:
         prop = PROPERTIES[name](Path(d))
-
-        @settings(max_examples=examples, database=None, deadline=None, derandomize=derandomize,
-                  suppress_health_check=list(HealthCheck), report_multiple_bugs=True)
-        @given(placed_config_files(PLACEMENTS))
-        def check(file: tuple[str, bytes, str]) -> None:
-            nonlocal tried
-            tried += 1
-            prop(*file)
-
         try:
-            check()
-            findings: list[BaseException] = []
-        except BaseExceptionGroup as group:  # several distinct bugs  # noqa: F821
-            findings = list(group.exceptions)
-        except Exception as exc:  # one bug, shrunk to its smallest input
-            findings = [exc]
+            return run_property(prop, placed_config_files(PLACEMENTS), examples, derandomize)
         finally:
             getattr(prop, "close", lambda: None)()
-    return tried, findings
 
 
 def main() -> int:

@@ -96,12 +96,14 @@ class RoundWriter:
         return f
 
     def close(self, extra: bool = True) -> None:
-        with open(self.dir / "statistic.csv", "w", newline="") as fh:
+        # names that are not UTF-8 (surrogate escapes) go in as their raw bytes
+        with open(self.dir / "statistic.csv", "w", newline="", errors="surrogateescape") as fh:
             w = csv.writer(fh, lineterminator="\n")
             w.writerow(CSV_COLUMNS)
             w.writerows(self.rows)
         if extra:
-            with open(self.dir / "statistic_extra.csv", "w", newline="") as fh:
+            with open(self.dir / "statistic_extra.csv", "w", newline="",
+                      errors="surrogateescape") as fh:
                 w = csv.writer(fh, lineterminator="\n")
                 w.writerow([*EXTRA_COLUMNS, *(["Stage"] if self.stages else [])])
                 w.writerows(self.extra)
