@@ -95,8 +95,10 @@ class TensorPath:
 
 
 def parse_tensor_path(path: str) -> TensorPath | None:
+    """None for a path that cannot be a tensor's: too short, or climbing with `.`
+    or `..` (a record names a file under data/, and nothing else)."""
     parts = [p for p in path.split("/") if p]
-    if len(parts) < 3:
+    if len(parts) < 3 or "." in parts or ".." in parts:
         return None
     file_name = parts[-1]
     ops = parts[2:-1]

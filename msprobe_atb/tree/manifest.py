@@ -140,6 +140,8 @@ def record_row(rec: dict, tp: TensorPath, start_ns: int) -> tuple:
     alias = rec["alias"] if isinstance(rec.get("alias"), str) else None
     alias_rel = (os.path.normpath(os.path.join("data", os.path.dirname(rel), alias))
                  if isinstance(alias, str) and alias else None)
+    if alias_rel is not None and not alias_rel.startswith("data/"):  # leaves data/
+        alias_rel = None
     t = _count(rec.get("t"))
     names = tp.names
     return (

@@ -200,6 +200,28 @@ def test_nothing_is_written_outside_the_dump_root(out_dir, shims, tmp_path):
     assert not (out_dir / "evil.json").exists()
 
 
+def test_a_record_path_climbing_out_of_data_gets_no_row(out_dir, shims):
+    """A record whose path climbs with `..` put a row naming a file of another
+    dump into statistic.csv and the manifest (issue 17 §3); it is refused as an
+    unusable path, and an alias leaving data/ is not written to the manifest."""
+    from testkit import manifest_rows
+
+    a = shims(out_dir, dev=0)
+    dump_root = out_dir / "atb_dump_data"
+    a.tensor(0, "2_L", "before/intensor0.bin")
+    evil = f"0_{a.pid}/0/../../../../other/atb_dump_data/data/0_1/0/2_L/before/intensor0.bin"
+    a.record({"k": "tensor", "seq": 9, "path": evil, "task": "tensor", "file": "bin",
+              "dtype": 1, "format": 2, "dims": "1"})
+    a.tensor(0, "2_L", "after/outtensor0.bin", file="linked", alias="../../../../../x.bin")
+    a.exit()
+    rebuild(dump_root, a.block)
+    csv_text = (dump_root / "data" / f"0_{a.pid}" / "0" / "statistic.csv").read_text()
+    assert "other" not in csv_text and len(csv_text.splitlines()) == 3
+    rows = manifest_rows(dump_root)
+    assert rows.height == 2 and rows.get_column("alias").null_count() == 2
+    assert all(p.startswith(f"data/0_{a.pid}/0/2_L/") for p in rows.get_column("path"))
+
+
 def test_restart_removes_info_left_under_the_bare_pid(out_dir, shims):
     a = shims(out_dir, dev=3)
     dump_root = out_dir / "atb_dump_data"
