@@ -56,13 +56,18 @@ def _link(v: Link | str) -> str:
             if isinstance(v, Link) else html.escape(v))
 
 
-def _cell(v) -> str:
+WIDE = {"op": "op", "reason": "reason"}  # columns with a class (report.css: their width)
+
+
+def _cell(v, header: str = "") -> str:
     if isinstance(v, (Link, list)):
         links = v if isinstance(v, list) else [v]
         return f"<td class='links'>{' '.join(_link(x) for x in links)}</td>"
+    if header == "op":  # an op path may break after a '/', never inside a name
+        return f"<td class='op'>{html.escape(figs.fmt_value(v)).replace('/', '/<wbr>')}</td>"
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        # an op path may break after a '/', never inside a name
-        return f"<td>{html.escape(figs.fmt_value(v)).replace('/', '/<wbr>')}</td>"
+        cls = f" class='{WIDE[header]}'" if header in WIDE else ""
+        return f"<td{cls}>{html.escape(figs.fmt_value(v))}</td>"
     text = html.escape(figs.fmt_value(v))
     return f"<td class='num' data-v='{text}'>{text}</td>"
 
@@ -72,7 +77,8 @@ def _table(headers: list[str], rows: list[list], ids: list[str] | None = None,
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join(
         f"<tr{f' id={chr(39)}{ids[i]}{chr(39)}' if ids else ''}>"
-        + "".join(_cell(v) for v in r) + "</tr>" for i, r in enumerate(rows))
+        + "".join(_cell(v, h) for v, h in zip(r, headers)) + "</tr>"
+        for i, r in enumerate(rows))
     t = f"<table class='sortable'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
     return f"<div class='scroll'>{t}</div>" if scroll else t
 
@@ -286,9 +292,9 @@ def _comparison(page: Page, comparison: CompareResult, label: str, order: list[s
     reasons, renamed = _reasons(shown, golden)
     more = rows.height - shown.height
     table = _table(
-        ["verdict", "process", "round", "op", "io", "index", "cosine", "max abs err",
+        ["verdict", "process", "round", "op", "tensor", "cosine", "max abs err",
          "max rel err", "NaN/Inf golden", "NaN/Inf target", "reason", ".bin"],
-        [[r["verdict"], r["target_process"], r["round"], r["op"], r["io"], r["index"],
+        [[r["verdict"], r["target_process"], r["round"], r["op"], f"{r['io']} {r['index']}",
           r["cosine"], r["max_abs_err"], r["max_rel_err"],
           _nonfinite(r, "golden"), _nonfinite(r, "target"), reason,
           [_file_link(r["golden_path"], "golden"), _file_link(r["target_path"], "target")]]

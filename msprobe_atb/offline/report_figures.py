@@ -102,13 +102,14 @@ def _line_traces(per: pl.DataFrame, order: list[str], label: str, *, dash: str =
     """One line per (device, round) over the layers in `order`, broken at
     non-finite points, plus one marker trace of those points on the overlay axis."""
     traces: list[dict] = []
-    row = first_row
+    row, series = first_row, 0
     for dev in sorted(per.get_column("device").unique().to_list()):
         dsub = per.filter(pl.col("device") == dev)
-        for k, rnd in enumerate(shown_rounds(dsub.get_column("round").to_list())):
+        for rnd in shown_rounds(dsub.get_column("round").to_list()):
             rows = {r["layer"]: r for r in dsub.filter(pl.col("round") == rnd)
                     .iter_rows(named=True)}
-            colour = COLOURS[k % len(COLOURS)]
+            colour = COLOURS[series % len(COLOURS)]  # golden's same series: same colour
+            series += 1
             name = f"{prefix}dev {dev} · round {rnd}"
             ys, bad_x, bad_text = [], [], []
             for layer in order:
@@ -320,15 +321,15 @@ def error_growth_figure(rows: pl.DataFrame, order: list[str]) -> dict:
     differs from golden, one per layer and line."""
     per = layer_growth(rows)
     traces: list[dict] = []
-    row = 0
-    procs = sorted(per.get_column("target_process").unique().to_list())
-    for p_i, proc in enumerate(procs):
+    row = series = 0
+    for proc in sorted(per.get_column("target_process").unique().to_list()):
         psub = per.filter(pl.col("target_process") == proc)
-        for k, rnd in enumerate(shown_rounds(psub.get_column("round").to_list())):
+        for rnd in shown_rounds(psub.get_column("round").to_list()):
             at = {r["layer"]: r for r in psub.filter(pl.col("round") == rnd)
                   .iter_rows(named=True)}
             name = f"{proc} · round {rnd}"
-            colour = COLOURS[(p_i * MAX_ROUND_LINES + k) % len(COLOURS)]
+            colour = COLOURS[series % len(COLOURS)]
+            series += 1
             ys, texts, bad_x, bad_text = [], [], [], []
             for layer in order:
                 r = at.get(layer)
