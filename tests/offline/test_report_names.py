@@ -18,18 +18,44 @@ NAMES = {"Layer": "<!--<script>", "Norm": '<span style="font-size:90px;color:red
 SECTIONS = ("summary", "first-nan", "layers", "nan-map", "error-growth", "layer-compare",
             "compare-table")
 # Runs after report.js has drawn the plots; a page cut short by a name never runs it.
+# It hovers every point of every line and bar trace (Plotly throttles hovers to one
+# per 50 ms), keeping what each hover label shows and any markup in it.
 CHECK = """<script>document.addEventListener('DOMContentLoaded', function () {
-  setTimeout(function () {
-    var all = function (q) { return Array.prototype.slice.call(document.querySelectorAll(q)); };
+  var all = function (q, el) {
+    return Array.prototype.slice.call((el || document).querySelectorAll(q)); };
+  var styled = function (el) { return all('tspan[style]', el).filter(function (t) {
+    return /90px|red|bold/.test(t.getAttribute('style')); }).length; };
+  var points = [], hovers = [], hoverMarkup = 0;
+  function hoverNext() {
+    if (!points.length) { return finish(); }
+    var p = points.shift();
+    Plotly.Fx.hover(p[0], [{curveNumber: p[1], pointNumber: p[2]}]);
+    all('.hoverlayer', p[0]).forEach(function (h) {
+      hovers.push(h.textContent);
+      hoverMarkup += styled(h) + all('a', h).length;
+    });
+    setTimeout(hoverNext, 60);
+  }
+  function finish() {
     document.body.dataset.check = JSON.stringify({
       divs: all('div.plot').length,
       sections: all('section').map(function (s) { return s.id; }),
       injected: all('img, [onerror], td b, span[style], svg a, a[href^="javascript"]').length,
-      styled: all('svg tspan[style]').filter(function (t) {
-        return /90px|red|bold/.test(t.getAttribute('style')); }).length,
+      styled: styled(document),
       plotText: all('.js-plotly-plot').map(function (p) { return p.textContent; }).join(' '),
+      hovers: hovers, hoverMarkup: hoverMarkup,
       cells: all('td').map(function (td) { return td.textContent; })});
-  }, 3000);
+  }
+  setTimeout(function () {
+    all('.js-plotly-plot').forEach(function (gd) {
+      gd.data.forEach(function (t, c) {
+        if (t.type !== 'heatmap') {
+          (t.y || []).forEach(function (y, i) { if (y !== null) { points.push([gd, c, i]); } });
+        }
+      });
+    });
+    hoverNext();
+  }, 1000);
 });</script>"""
 
 
@@ -56,6 +82,10 @@ def test_op_names_are_text_in_real_chromium(tmp_path):
     assert check["injected"] == 0 and check["styled"] == 0
     for name in NAMES.values():
         assert any(name in c for c in check["cells"]), f"{name!r} is not in any table"
+    # hovers show names as written (layers everywhere, the bad op in its histogram)
+    assert len(check["hovers"]) > 20 and check["hoverMarkup"] == 0
+    for name in (NAMES["Layer"], NAMES["Linear"]):
+        assert any(name in h for h in check["hovers"]), f"{name!r} is in no hover label"
     # the layer names label the axes, the bad op's name the histogram's legend
     for name in (NAMES["Layer"], NAMES["Linear"]):
         assert name in check["plotText"], f"{name!r} is not shown as written in the plots"
