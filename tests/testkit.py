@@ -86,6 +86,30 @@ def save_config(path: Path, raw: str | None = None, **fields) -> None:
     os.replace(tmp, path)
 
 
+SHIM_CONTINUED = "[msprobe-atb]   "  # a wrapped console message's next lines
+
+
+def shim_message_lines(lines: list[str], head: str) -> list[list[str]]:
+    """The shim's console messages holding `head` on their first line, each as its
+    lines (it wraps long ones at 100 columns, indenting the continuations)."""
+    out: list[list[str]] = []
+    taking = False
+    for line in lines:
+        if taking and line.startswith(SHIM_CONTINUED):
+            out[-1].append(line)
+            continue
+        taking = head in line
+        if taking:
+            out.append([line])
+    return out
+
+
+def shim_messages(lines: list[str], head: str) -> list[str]:
+    """shim_message_lines, each message joined back into one line."""
+    return [" ".join([m[0], *(c[len(SHIM_CONTINUED):] for c in m[1:])])
+            for m in shim_message_lines(lines, head)]
+
+
 def dynamic_symbols(lib: Path) -> dict[str, str]:
     """Defined dynamic symbols of a shared library: name -> nm type letter."""
     out = subprocess.run(["nm", "-D", "--defined-only", str(lib)], check=True,

@@ -47,8 +47,14 @@ static void check_config_error(void)
     if (msp_ctl_get_word(&ctl->error_seq) != seq)
         return; /* changing under us: next tick */
     g_last_error_seq = seq;
-    if (text[0])
-        msp_log("config rejected, keeping the previous one: %s", text);
+    if (text[0]) {
+        /* once per process: say which, and wrap the reason (it lists every problem) */
+        char who[64], msg[MSP_ERROR_LEN + 128];
+        msp_who(who, sizeof who);
+        snprintf(msg, sizeof msg, "config rejected (%s), keeping the previous one: %s", who,
+                 text);
+        msp_log_wrapped(msg);
+    }
 }
 
 /* One round of the duties, every 250 ms, on the monitor thread or (while

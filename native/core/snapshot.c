@@ -20,13 +20,9 @@
 /* "(pid N, device D)": a service with several processes prints one line each. */
 static void say_state(const char *what)
 {
-    char line[MSP_MAX_MODELS * (MSP_MODEL_NAME_LEN + 64) + 256];
-    int64_t dev = __atomic_load_n(&msp_proc_now()->device, __ATOMIC_RELAXED);
-    int n = dev >= 0 ? snprintf(line, sizeof line, "%s%s (pid %llu, device %lld)\n",
-                                MSP_LOG_PREFIX, what, (unsigned long long)g_msp.pid,
-                                (long long)dev)
-                     : snprintf(line, sizeof line, "%s%s (pid %llu)\n", MSP_LOG_PREFIX, what,
-                                (unsigned long long)g_msp.pid);
+    char line[MSP_MAX_MODELS * (MSP_MODEL_NAME_LEN + 64) + 256], who[64];
+    msp_who(who, sizeof who);
+    int n = snprintf(line, sizeof line, "%s%s (%s)\n", MSP_LOG_PREFIX, what, who);
     if (n > 0)
         msp_write_tty(STDOUT_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "msprobe_atb/control.h"
 #include "queue.h"
@@ -68,6 +69,18 @@ static inline struct msp_control *msp_ctl_now(void)
 static inline struct msp_proc *msp_proc_now(void)
 {
     return __atomic_load_n(&g_msp.proc, __ATOMIC_ACQUIRE);
+}
+
+/* "pid N, device D" ("pid N" while the device is unknown): which process of a
+ * service a console line comes from. */
+static inline void msp_who(char *buf, size_t cap)
+{
+    int64_t dev = __atomic_load_n(&msp_proc_now()->device, __ATOMIC_RELAXED);
+    if (dev >= 0)
+        snprintf(buf, cap, "pid %llu, device %lld", (unsigned long long)g_msp.pid,
+                 (long long)dev);
+    else
+        snprintf(buf, cap, "pid %llu", (unsigned long long)g_msp.pid);
 }
 
 /* Relaxed counter bump on our proc slot (several threads of this process). */

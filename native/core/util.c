@@ -86,6 +86,38 @@ void msp_log(const char *fmt, ...)
     va_end(ap);
 }
 
+void msp_log_wrapped(const char *text)
+{
+    static const char cont[] = MSP_LOG_PREFIX "  ";
+    char esc[6144], out[8192];
+    size_t n = escape_controls(text, strlen(text), esc, sizeof esc);
+    size_t k = 0, pos = 0;
+    while (pos < n) {
+        const char *prefix = pos ? cont : MSP_LOG_PREFIX;
+        size_t plen = strlen(prefix), avail = MSP_LOG_WIDTH - plen, end = n;
+        if (n - pos > avail) {
+            end = pos + avail;
+            while (end > pos && esc[end] != ' ')
+                end--;
+            if (end == pos) { /* one word longer than a line: it gets a line of its own */
+                end = pos + avail;
+                while (end < n && esc[end] != ' ')
+                    end++;
+            }
+        }
+        if (k + plen + (end - pos) + 1 > sizeof out)
+            break;
+        memcpy(out + k, prefix, plen);
+        memcpy(out + k + plen, esc + pos, end - pos);
+        k += plen + (end - pos);
+        out[k++] = '\n';
+        pos = end;
+        while (pos < n && esc[pos] == ' ')
+            pos++;
+    }
+    msp_write_tty(STDERR_FILENO, out, k);
+}
+
 void msp_log_error(const char *fmt, ...)
 {
     uint64_t n = __atomic_fetch_add(&g_error_lines, 1, __ATOMIC_RELAXED);

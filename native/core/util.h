@@ -15,6 +15,11 @@ void msp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * the control block and the record log still carry every loss. */
 void msp_log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void msp_log_reset(void);
+/* A long message as lines of at most MSP_LOG_WIDTH columns, broken between words,
+ * the continuation lines indented under the prefix; one write(2), so the
+ * messages of processes sharing a console do not mix. */
+#define MSP_LOG_WIDTH 100
+void msp_log_wrapped(const char *text);
 
 /* write(2) to the host's stdout/stderr that never raises SIGPIPE in it. */
 void msp_write_tty(int fd, const char *buf, size_t len);

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from e2e_helpers import require_artifacts, unload
-from testkit import save_config, wait_until
+from testkit import save_config, shim_message_lines, shim_messages, wait_until
 
 from msprobe_atb.control.block import PROC_AWAKE_SEEN, ControlBlock
 from msprobe_atb.control.liveness import pid_alive
@@ -211,8 +211,13 @@ def test_bad_edit_mid_run_with_polling_only(tmp_path, services, service_env):
         n_before = len(bins(dump_root))
         gen = block.generation
         save_config(svc.config, raw='{"dump_enable": "true", "exec_range": "all", "ids": "3"}')
-        line = svc.wait_line(r"\[msprobe-atb\] config rejected, keeping the previous one: (.*)")
-        assert '"dump_enable": "true" is a string' in line.group(1)
+        svc.wait_line(r"\[msprobe-atb\] config rejected \(pid \d+, device \d\), keeping the "
+                      "previous one:")
+        said = wait_until(lambda: [m for m in shim_messages(svc.lines, "config rejected (")
+                                   if '"dump_enable": "true" is a string' in m],
+                          what="the whole rejection on the console")[0]
+        assert said.endswith('"dump_enable": "true" is a string; write true without quotes '
+                             "(a JSON boolean: true or false)"), said
         assert block.generation == gen
         status = subprocess.run([sys.executable, "-m", "msprobe_atb", "status", str(out)],
                                 capture_output=True, text=True, env=service_env)
@@ -227,7 +232,13 @@ def test_bad_edit_mid_run_with_polling_only(tmp_path, services, service_env):
         save_config(svc.config, dump_enable=True, exec_range="all", ids="3")
         published(block, lambda c: c.ids == ("3",), what="ids 3 (by the poll)")
         assert block.error == ""
-    assert svc.count(r"config rejected") == 2  # once per worker process
+    # once per worker process, saying which, wrapped (it was ~600 characters on one line)
+    said = shim_messages(svc.lines, "config rejected (")
+    workers = {re.search(r"\(pid (\d+), device (\d)\)", m).groups() for m in said}
+    assert len(said) == 2 and {d for _, d in workers} == {"0", "1"} and len(workers) == 2
+    long = [line for m in shim_message_lines(svc.lines, "config rejected (") for line in m
+            if len(line) > 100]
+    assert not long, long
 
 
 def test_daemon_killed_mid_run_is_restarted_and_nothing_is_lost(tmp_path, services,

@@ -102,8 +102,8 @@ def test_each_bad_edit_is_refused_and_the_good_one_stays(busy_service):
             what=f"the {kind} edit to be refused in `status`")
         assert (state, in_force) == ("awake", ids), kind
         assert rejected.startswith(f"{cfg}: "), rejected
-        assert svc.wait_line(r"config rejected, keeping the previous one: .*config\.json",
-                             count=n + 1)
+        assert svc.wait_line(r"config rejected \(pid \d+, device \d+\), keeping the previous "
+                             "one:", count=n + 1)
     assert not errors
     assert "REJECTED EDIT" in cli("status", str(out)).stdout
 
