@@ -22,12 +22,16 @@ VALID, REJECTED, MISSING, CRASHED = 0, 1, 2, 3
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from msprobe_atb.config.describe import describe
     from msprobe_atb.config.loader import ConfigMissing, load_config
     from msprobe_atb.config.schema import ConfigError
+    from msprobe_atb.recorder.golden import validate_golden
 
     try:
         cfg = load_config(args.config)
+        validate_golden(cfg, Path(args.config))  # as the daemon judges it
     except ConfigMissing:
         print(f"{args.config}: no such file", file=sys.stderr)
         return MISSING

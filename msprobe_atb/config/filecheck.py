@@ -26,11 +26,33 @@ class FileRefused(Exception):
         self.problem = problem
 
 
-def kind_problem(mode: int) -> str | None:
+def file_kind(mode: int) -> str | None:
+    """What a file of this mode is ("a FIFO", ...), or None for a regular file."""
     if stat.S_ISREG(mode):
         return None
-    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-    return f"is {kind}, not a config file; replace it with a JSON or YAML file"
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def kind_problem(mode: int) -> str | None:
+    kind = file_kind(mode)
+    return f"is {kind}, not a config file; replace it with a JSON or YAML file" if kind else None
+
+
+def open_regular(path: str | os.PathLike, follow: bool = True) -> int:
+    """A read-only fd of a regular file, opened without blocking: a FIFO or a
+    device in its place is refused (FileRefused saying what it is), never waited
+    on. OSError if it cannot be opened."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
+    try:
+        kind = file_kind(os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    if kind:
+        os.close(fd)
+        raise FileRefused(f"is {kind}, not a regular file")
+    return fd
 
 
 def trust_problem(st: os.stat_result, path: str | os.PathLike) -> str | None:

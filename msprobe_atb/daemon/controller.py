@@ -59,18 +59,17 @@ class Controller:
     def golden_of(self, cfg: Config | None):
         """The golden statistics of the recorder's golden trigger (a path relative
         to the config file's directory), loaded once per path; None without one.
-        Raises GoldenError when they cannot be read."""
-        rec = cfg.recorder if cfg is not None else None
-        if rec is None or rec.golden is None:
-            return None
-        from msprobe_atb.recorder.golden import Golden
+        Raises ConfigError when they cannot be read: validate_golden judges, as
+        for `msprobe-atb check`."""
+        from msprobe_atb.recorder.golden import validate_golden
 
-        base = self.config_path.parent if self.config_path is not None else Path.cwd()
-        path = (base / rec.golden).resolve()
-        if self._golden is None or self._golden[0] != path:
-            self._golden = (path, Golden(path))
-            log.info("recorder: golden statistics from %s", path)
-        return self._golden[1]
+        loaded = validate_golden(cfg, self.config_path, self._golden)
+        if loaded is None:
+            return None
+        if loaded is not self._golden:
+            self._golden = loaded
+            log.info("recorder: golden statistics from %s", loaded[0])
+        return loaded[1]
 
     def _arming(self, compiled: CompiledConfig) -> CompiledConfig:
         """The recorder's incident count starts again (and the shims drop their
@@ -170,12 +169,10 @@ class Controller:
                                               f"({type(exc).__name__}; a bug in msprobe-atb, "
                                               "details in daemon.log); fix or revert the edit"]))
             return
-        from msprobe_atb.recorder.golden import GoldenError
-
         try:
             self.golden_of(cfg)
-        except GoldenError as exc:
-            self._reject(ConfigError(source, [f'"recorder.triggers": golden: {exc}']))
+        except ConfigError as exc:
+            self._reject(exc)
             return
         self.good = cfg
         if self.config_path is not None:

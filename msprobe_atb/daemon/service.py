@@ -259,11 +259,11 @@ class Daemon:
 
     def evaluate(self) -> None:
         """The control plane's recorder triggers (golden, growth_over)."""
-        from msprobe_atb.recorder.golden import GoldenError
+        from msprobe_atb.config.schema import ConfigError
 
         try:
             golden = self.controller.golden_of(self.controller.good)
-        except GoldenError as exc:
+        except ConfigError as exc:
             golden = None
             if not self.golden_said:
                 self.golden_said = True

@@ -8,6 +8,8 @@ import os
 import struct
 from dataclasses import dataclass
 
+from msprobe_atb.config.filecheck import FileRefused, open_regular
+
 MAGIC = 0x5354415453524D31
 HEADER = struct.Struct("<QIIQQ32x")
 ENTRY = struct.Struct("<QQQIIddddQQ")
@@ -47,9 +49,9 @@ class Channel:
         self.cap = self.entry = 0
 
     def _open(self) -> bool:
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
+        try:  # never blocks: /dev/shm is everyone's, a FIFO may sit at the name
+            fd = open_regular(self.path, follow=False)
+        except (OSError, FileRefused):
             return False
         try:
             size = os.fstat(fd).st_size
