@@ -8,13 +8,12 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from config_docs import placed_config_files  # noqa: E402
 from config_properties import PLACEMENTS, PROPERTIES  # noqa: E402
-from hypothesis_run import run_property  # noqa: E402
+from hypothesis_run import run_property, run_targets  # noqa: E402
 
 
 def run(name: str, examples: int, derandomize: bool = False) -> tuple[int, list[BaseException]]:
@@ -32,15 +31,7 @@ def main() -> int:
     ap.add_argument("--examples", type=int, default=10000, help="inputs per target")
     ap.add_argument("targets", nargs="*", default=list(PROPERTIES), help="default: all")
     args = ap.parse_args()
-    total = 0
-    for name in args.targets:
-        tried, findings = run(name, args.examples)
-        for exc in findings:
-            traceback.print_exception(exc)
-        print(f"fuzz config-{name}: {tried} inputs tried, {len(findings)} findings", flush=True)
-        total += len(findings)
-    return 1 if total else 0
-
+    return run_targets(args.targets, lambda name: run(name, args.examples), "config-{}")
 
 if __name__ == "__main__":
     raise SystemExit(main())

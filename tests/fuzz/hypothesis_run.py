@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
 
 from hypothesis import HealthCheck, given, settings
@@ -29,3 +30,18 @@ def run_property(prop: Callable[..., None], inputs: SearchStrategy, examples: in
     except Exception as exc:  # one bug, shrunk to its smallest input
         return tried, [exc]
     return tried, []
+
+
+def run_targets(names: list[str], run_one: Callable[[str], tuple[int, list[BaseException]]],
+                label: str = "{}") -> int:
+    """Runs each target, prints its findings and "fuzz NAME: N inputs tried, K
+    findings" (NAME: `label` with the target); the exit code: 1 on any finding."""
+    total = 0
+    for name in names:
+        tried, findings = run_one(name)
+        for exc in findings:
+            traceback.print_exception(exc)
+        print(f"fuzz {label.format(name)}: {tried} inputs tried, {len(findings)} findings",
+              flush=True)
+        total += len(findings)
+    return 1 if total else 0

@@ -25,7 +25,6 @@ import re
 import shutil
 import sys
 import tempfile
-import traceback
 import urllib.parse
 from pathlib import Path
 
@@ -35,7 +34,7 @@ from hypothesis import strategies as st
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tests" / "offline"), str(Path(__file__).parent)]
 
-from hypothesis_run import run_property  # noqa: E402
+from hypothesis_run import run_property, run_targets  # noqa: E402
 from offline_synth import RoundWriter  # noqa: E402
 
 from msprobe_atb.cli import main as cli_main  # noqa: E402
@@ -226,16 +225,8 @@ def main() -> int:
                     help="inputs per target (default: 2000 incident files, 100 name sets)")
     ap.add_argument("targets", nargs="*", default=list(PROPERTIES), help="default: all")
     args = ap.parse_args()
-    total = 0
-    for name in args.targets:
-        examples = args.examples or {"incident-files": 2000}.get(name, 100)
-        tried, findings = run(name, examples)
-        for exc in findings:
-            traceback.print_exception(exc)
-        print(f"fuzz {name}: {tried} inputs tried, {len(findings)} findings", flush=True)
-        total += len(findings)
-    return 1 if total else 0
-
+    default = {"incident-files": 2000, "nonutf8-names": 100}
+    return run_targets(args.targets, lambda name: run(name, args.examples or default[name]))
 
 if __name__ == "__main__":
     raise SystemExit(main())
