@@ -6,7 +6,8 @@
 #   find the first bad op and the first divergence.
 #   Part 3, the flight recorder (seed 004's story): a service armed for hours
 #   writes nothing until an fp16 -inf shows up, then the rounds around it.
-# Everything lands in demo_out/ (or $DEMO_OUT).
+# Everything lands in demo_out/ (or $DEMO_OUT). DEMO_PARTS="live offline recorder"
+# (the default) picks the parts to run.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${DEMO_OUT:-$repo/demo_out}
@@ -23,14 +24,20 @@ save_config() {
     printf '%s\n' "$2" >"$1.tmp" && mv "$1.tmp" "$1"
 }
 
+# One chat request: prints the reply's tokens, or the service's error (exit 1).
 request() {
     "$py" - "$1" <<'EOF'
-import json, sys, urllib.request
+import json, sys, urllib.error, urllib.request
 body = json.dumps({"model": "demo", "messages": [{"role": "user", "content": "hello"}],
                    "max_tokens": 4}).encode()
 req = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/v1/chat/completions", body,
                              {"Content-Type": "application/json"})
-reply = json.load(urllib.request.urlopen(req, timeout=60))
+try:
+    reply = json.load(urllib.request.urlopen(req, timeout=60))
+except urllib.error.HTTPError as e:
+    err = json.loads(e.read() or b"{}").get("error") or e.reason
+    print(f"error {e.code}:", err.get("message") if isinstance(err, dict) else err)
+    sys.exit(1)
 print("  reply tokens:", reply.get("tokens"))
 EOF
 }
@@ -54,13 +61,19 @@ start_service() {
 # selected tensor is written and statistic.csv is built (no need to watch the folder
 # size, as with msProbe).
 
+parts=" ${DEMO_PARTS:-live offline recorder} "
+want() { [[ $parts == *" $1 "* ]]; }
+
 rm -rf "$out"
+mkdir -p "$out"
+# shellcheck disable=SC1091
+source "$atb_home/set_env.sh"
+
+if want live; then
 mkdir -p "$out/live"
 cfg=$out/live/config.json
 
 step "1. Load the probe into this shell (stand-in ATB, C++11 ABI build)"
-# shellcheck disable=SC1091
-source "$atb_home/set_env.sh"
 # shellcheck disable=SC1091
 source "$repo/scripts/load_atb_probe.sh" --output="$out/live" --config="$cfg"
 
@@ -111,7 +124,9 @@ trap - EXIT
 # shellcheck disable=SC1091
 source "$repo/scripts/unload_atb_probe.sh"
 echo "  LD_PRELOAD='${LD_PRELOAD:-}'"
+fi
 
+if want offline; then
 step "8. Offline: golden fp32 run vs fp16 run with an Inf injected into layer 1 (op 2_Prefill_layer), SwiGLU"
 dump_config='{"task": "all", "dump_enable": true, "exec_range": "0,1", "ids": "",
  "op_name": "", "save_child": true, "device": "", "filter_level": 0}'
@@ -136,7 +151,9 @@ show "$msprobe" stats "$out/target"
 # users open; -o DIR writes it and a CSV under msProbe's result file names.
 show "$msprobe" compare -m atb -gp "$out/golden" -tp "$out/target" -o "$out/compare.xlsx" || true
 show "$msprobe" report "$out/target" --golden "$out/golden" -o "$out/report.html"
+fi
 
+if want recorder; then
 step "9. Flight recorder (seed 004): an fp16 -inf after many requests, on one device only"
 rec=$out/recorder
 mkdir -p "$rec"
@@ -148,12 +165,20 @@ save_config "$rec/config.json" '{"task": "tensor", "dump_enable": true, "exec_ra
 source "$repo/scripts/load_atb_probe.sh" --output="$rec" --config="$rec/config.json" >/dev/null
 start_service "$rec/service.log" --devices 2 --port 0 --layers 4 \
     --inject -inf:layer=2,op=Down,round=21,device=1
+echo "  sending 20 requests; armed, the recorder keeps the last rounds in memory and writes nothing"
 for _ in $(seq 0 19); do request "$port" >/dev/null; done
 echo "  20 requests served, armed: round directories on disk: $(find "$rec/atb_dump_data/data" \
     -mindepth 2 -maxdepth 2 -type d 2>/dev/null | wc -l)"
 "$msprobe" status "$rec" | grep -E '^ +recorder|^recorder:' | sed 's/^ */  /'
-# from request 21 on, device 1's answers differ: the front answers 500 ("workers disagree")
-for _ in $(seq 20 29); do request "$port" >/dev/null 2>&1 || true; done
+echo "  10 more requests. At its prefill round 21 (request 22: rounds count from 0), device 1's"
+echo "  layer-2 Down op gives a -inf (the injected fault): the recorder fires, every device writes"
+echo "  the rounds it holds and the next one, and the service answers that request with an error"
+echo "  (the devices' answers differ)."
+for i in $(seq 21 30); do
+    answer=$(request "$port" 2>&1) || true
+    echo "  request $i: ${answer#  }; incident reports: $(find "$rec/atb_dump_data/incidents" \
+        -name 'incident-*.json' 2>/dev/null | wc -l)"
+done
 kill -TERM "$service"
 wait "$service" || true
 trap - EXIT
@@ -162,4 +187,5 @@ source "$repo/scripts/unload_atb_probe.sh" >/dev/null
 "$msprobe" wait "$rec" | sed 's/^/  /'
 echo "  round directories now: $(cd "$rec/atb_dump_data/data" && echo */*)"
 show "$msprobe" incidents "$rec"
+fi
 printf '\nDone. Everything is in %s (open report.html in a browser).\n' "$out"

@@ -30,6 +30,16 @@ def require_artifacts(abi: int = ABI) -> None:
         pytest.skip("the cffi extension is not built (run `make pyext`)")
 
 
+def fresh_env() -> dict[str, str]:
+    """A login-like environment: no probe variables, no msprobe-atb on PATH."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LD_PRELOAD", "ATB_HOME_PATH", "LD_LIBRARY_PATH", "PYTHONPATH",
+                        "VIRTUAL_ENV") and not k.startswith(("ATB_", "MSPROBE_ATB_"))}
+    env["PATH"] = ":".join(d for d in env.get("PATH", "").split(":")
+                           if d and not os.path.exists(os.path.join(d, "msprobe-atb")))
+    return env
+
+
 class Service:
     """`atbsim serve` in a bash that sourced set_env.sh and load_atb_probe.sh."""
 

@@ -15,7 +15,7 @@ import signal
 import socket
 import subprocess
 
-from e2e_helpers import require_artifacts
+from e2e_helpers import fresh_env, require_artifacts
 from testkit import REPO
 
 
@@ -29,16 +29,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def fresh_env() -> dict[str, str]:
-    """A login-like environment: no probe variables, no msprobe-atb on PATH."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("LD_PRELOAD", "ATB_HOME_PATH", "LD_LIBRARY_PATH", "PYTHONPATH",
-                        "VIRTUAL_ENV") and not k.startswith(("ATB_", "MSPROBE_ATB_"))}
-    env["PATH"] = ":".join(d for d in env.get("PATH", "").split(":")
-                           if d and not os.path.exists(os.path.join(d, "msprobe-atb")))
-    return env
 
 
 def test_readme_workflow_works_verbatim(tmp_path):

@@ -1,0 +1,34 @@
+"""`make demo` (scripts/demo.sh), one part at a time (DEMO_PARTS), as a user reads it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+from e2e_helpers import fresh_env, require_artifacts
+from testkit import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def test_recorder_act_says_what_it_does_while_it_sends(tmp_path):
+    """Issue 18 §6: the recorder act said nothing while it sent its last 10 requests, then
+    jumped from "0 incidents" to "incident 1 ... round 21". Each request's outcome is said,
+    with the incident reports so far."""
+    require_artifacts(1)
+    env = dict(fresh_env(), DEMO_OUT=str(tmp_path / "demo"), DEMO_PARTS="recorder")
+    p = subprocess.run(["bash", str(REPO / "scripts" / "demo.sh")], env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    out = p.stdout
+    assert "== 1." not in out and "== 8." not in out  # only the part asked for
+    act = out[out.index("== 9."):out.index("msprobe-atb incidents")]
+    assert act.index("sending 20 requests") < act.index("20 requests served")
+    sent = re.findall(r"^  request (\d+): (.*); incident reports: (\d+)$", act, re.M)
+    assert [int(n) for n, _, _ in sent] == list(range(21, 31)), act
+    failed = [int(n) for n, said, _ in sent if said.startswith("error 500: workers disagree")]
+    assert failed == [22], act  # prefill round 21: the 22nd request
+    reports = [int(k) for _, _, k in sent]
+    assert reports[0] == 0 and reports == sorted(reports) and set(reports) <= {0, 1}, act
+    assert "incident 1: inf (-inf) at " in out and ", round 21, device 1, " in out
