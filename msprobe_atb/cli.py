@@ -88,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except PermissionError as exc:  # another user's dump, say: a message, not a traceback
+        from msprobe_atb.access import denied
+        print(f"msprobe-atb {args.command}: {denied(exc)}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # `msprobe-atb stats --json | head`: the reader left; so do we, quietly.
         # stdout is pointed at /dev/null so the interpreter's final flush cannot fail again.

@@ -103,12 +103,26 @@ def dump_root_of(output_root: str | os.PathLike) -> Path:
     return resolve_dump_root(Path(os.path.abspath(output_root)) / "atb_dump_data")
 
 
+def _may_open(path: Path) -> None:
+    """Raises PermissionError (naming the path) when this user may not open the
+    block for reading and writing, as mapping it needs: someone else's dump is
+    then said to be so, not reported as a broken block."""
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC))
+    except PermissionError:
+        raise
+    except OSError:  # missing, a link, ...: msp_ctl_open says what is wrong
+        pass
+
+
 class ControlBlock:
     """One mapping of <dump_root>/.probe/control.block."""
 
     def __init__(self, dump_root: str | os.PathLike, create: bool = False):
         self.ffi, self.lib = _ext()
         self.dump_root = resolve_dump_root(dump_root)
+        if not create:
+            _may_open(self.dump_root / ".probe" / "control.block")
         out = self.ffi.new("struct msp_control **")
         err = self.ffi.new("char[]", 1024)
         rc = self.lib.msp_ctl_open(os.fsencode(self.dump_root), int(create), out, err, 1024)
