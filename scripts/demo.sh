@@ -107,8 +107,11 @@ head -4 "$csv" | cut -c1-200 | sed 's/^/    /'
 
 step "5. A bad edit is refused and the previous config stays in force"
 save_config "$cfg" '{"task": "tensors", "dump_enable": "true"}'
+show "$msprobe" wait "$out/live" || true  # exit 4: refused, and why
 sleep 1
-grep 'config rejected' "$out/live/service.log" | head -1 | sed 's/^/  service: /' || true
+# each process says it once, with its pid and device, wrapped
+awk '/config rejected/ {on = 1; print; next} on && /^\[msprobe-atb\]   / {print; next}
+     on {exit}' "$out/live/service.log" | sed 's/^/  service: /'
 
 step "6. Back to sleep: dump_enable false; a request dumps nothing more"
 before=$(find "$data" -name '*.bin' | wc -l)
