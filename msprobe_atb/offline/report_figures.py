@@ -140,6 +140,12 @@ def _ys(traces: list[dict], axis: str = "y") -> list:
     return [v for t in traces if t.get("yaxis", "y") == axis for v in t["y"]]
 
 
+def _band(traces: list[dict]) -> list[dict]:
+    """The shaded band for ✕ markers, where there are any."""
+    return [flag_band()] if any(t.get("yaxis") in ("y2", "y3") and t.get("mode") == "markers"
+                                for t in traces) else []
+
+
 def _legend() -> dict:
     return {"font": {"size": 10}}
 
@@ -155,7 +161,7 @@ def norm_figure(df: pl.DataFrame, golden: pl.DataFrame | None, order: list[str])
                        (" (dotted: golden)" if golden is not None else "") +
                        "; ✕ at the top: NaN/Inf there"),
         "xaxis": layer_axis(order), "yaxis": log_axis("L2 norm", _ys(traces), band=True),
-        "yaxis2": overlay_axis(), "shapes": [flag_band()], "hovermode": "closest",
+        "yaxis2": overlay_axis(), "shapes": _band(traces), "hovermode": "closest",
         "height": 480,
         "legend": _legend()}}
 
@@ -177,7 +183,7 @@ def absmax_figure(df: pl.DataFrame, order: list[str]) -> dict:
         "title": title("Largest |value| per layer, float tensors only; dashed: dtype limits"),
         "xaxis": layer_axis(order),
         "yaxis": log_axis("max |x|", [*_ys(traces), *(v for _, v in limits)], band=True),
-        "yaxis2": overlay_axis(), "shapes": [flag_band(), *shapes], "annotations": notes,
+        "yaxis2": overlay_axis(), "shapes": [*_band(traces), *shapes], "annotations": notes,
         "hovermode": "closest", "height": 480, "legend": _legend()}}
 
 
@@ -354,7 +360,7 @@ def error_growth_figure(rows: pl.DataFrame, order: list[str]) -> dict:
                        "✕ at the top: the NaN/Inf pattern differs from golden there"),
         "xaxis": layer_axis(order),
         "yaxis": log_axis("relative error at the layer's output", _ys(traces), band=True),
-        "yaxis2": overlay_axis(), "shapes": [flag_band()], "hovermode": "closest",
+        "yaxis2": overlay_axis(), "shapes": _band(traces), "hovermode": "closest",
         "height": 480,
         "legend": _legend()}}
 
@@ -420,6 +426,6 @@ def layer_compare_figure(per: pl.DataFrame, order: list[str]) -> dict:
         "xaxis": layer_axis(order), "yaxis": _cosine_axis(_ys(traces)),
         "yaxis2": log_axis("max relative error", rels, band=True, overlaying="y",
                            side="right"),
-        "yaxis3": overlay_axis(), "shapes": [flag_band()], "hovermode": "closest",
+        "yaxis3": overlay_axis(), "shapes": _band(traces), "hovermode": "closest",
         "height": 480,
         "legend": {**_legend(), "x": 1.08}}}

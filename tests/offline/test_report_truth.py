@@ -83,7 +83,14 @@ def report(truth_dumps, tmp_path_factory):
     rc, text = run_cli("report", str(truth_dumps["target"]), "--golden",
                        str(truth_dumps["golden"]), "-o", str(out), "--json")
     assert rc == 0, text
-    return {"path": out, "page": out.read_text(), "info": json.loads(text), "tmp": tmp,
+    rendered: dict[int, dict] = {}
+
+    def render(width: int) -> dict:
+        if width not in rendered:
+            rendered[width] = _rendered(tmp, out, width)
+        return rendered[width]
+
+    return {"path": out, "page": out.read_text(), "info": json.loads(text), "render": render,
             "figures": _figures(out.read_text())}
 
 
@@ -206,7 +213,7 @@ def test_every_log_axis_is_labelled_at_powers_of_ten(report):
     assert logs >= 5
     for width in WINDOWS:
         seen = 0
-        for plot in _rendered(report["tmp"], report["path"], width)["plots"]:
+        for plot in report["render"](width)["plots"]:
             for ax in plot["axes"].values():
                 if ax["type"] == "log":
                     labels = [t for t, _ in ax["ticks"]]
@@ -221,7 +228,7 @@ def _overlap(a, b) -> bool:
 
 def test_rendered_labels_do_not_collide_and_tables_fit(report):
     for width in WINDOWS:
-        probe = _rendered(report["tmp"], report["path"], width)
+        probe = report["render"](width)
         for plot in probe["plots"]:
             boxes = [(name, t, b) for name, ax in plot["axes"].items() for t, b in ax["ticks"]]
             for name, ax in plot["axes"].items():
