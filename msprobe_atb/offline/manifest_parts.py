@@ -8,8 +8,9 @@ exactly those (`owned_parts`). Anything else there is skipped and named:
   DuckDB would read as a glob);
 * a symbolic link, to a part or to a directory of another dump;
 * a file whose footer cannot be read (zero bytes, truncated, random bytes);
-* a process whose parts hold more rows than its dump can account for
-  (`row_bound`), checked from the footers before any row is read;
+* a process whose parts hold more rows or bytes than its dump can account
+  for (`bounds`), checked from the footers (parquet_footer.py) before any row
+  is decoded;
 * a part whose rows are already in a part taken before it. In a process, a
   row's (`round`, `round_seq`) is unique; a part repeating one is a copy, or
   what a kill between a merge and the removal of its inputs leaves: the merged
@@ -20,19 +21,26 @@ Bounds (the rule "sizes from data are bounded before allocation"): a process's
 parts may hold at most one row per MIN_CSV_ROW_BYTES bytes of its round dirs'
 statistic.csv files (a row of msProbe's 15 columns has at least 14 commas and a
 newline), plus ROUND_SLACK rows per round dir (msProbe writes no CSV row for a
-tensor whose Min is -inf; `index` adds those from their files). A manifest
-thus costs memory in proportion to the dump it describes: 3M rows claimed by a
-3 MB file of a 758-row dump are refused, not decoded.
+tensor whose Min is -inf; `index` adds those from their files); and their column
+data, uncompressed, at most BYTES_PER_CSV_BYTE bytes per byte of its
+statistic.csv and statistic_extra.csv files plus ROUND_SLACK_BYTES per round dir
+(a manifest row holds what the two CSV rows hold, numbers in 8 bytes instead of
+text, its path relative: the stand-in's dumps measure 0.35-0.45). A manifest thus
+costs memory in proportion to the dump it describes: 3M rows claimed by a 1 MB
+file of a 758-row dump, or short rows that decompress to gigabytes, are refused,
+not decoded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
 from msprobe_atb.tree.manifest import manifest_dir
 
 from .layout import ROUND
+from .parquet_footer import FooterError, footer_sizes
 
 PART_NAME = re.compile(r"^part-(\d{8})-L(\d{1,3})\.parquet$")
 PARTITION_DIRS = (re.compile(r"^host=[^/]+$"), re.compile(r"^device=-?\d+$"),
@@ -40,21 +48,24 @@ PARTITION_DIRS = (re.compile(r"^host=[^/]+$"), re.compile(r"^device=-?\d+$"),
 PARTITION_LABELS = ("host=NAME", "device=N", "pid=N")
 MIN_CSV_ROW_BYTES = 15
 ROUND_SLACK = 64
+BYTES_PER_CSV_BYTE = 2
+ROUND_SLACK_BYTES = 64 << 10
 KEY = ["round", "round_seq"]
 
 
-def row_bound(dump_root: Path, dev_pid: str) -> int:
-    """The most manifest rows the process "{dev}_{pid}" of the dump may have."""
-    total = 0
+def bounds(dump_root: Path, dev_pid: str) -> tuple[int, int]:
+    """(rows, uncompressed bytes) the manifest of process "{dev}_{pid}" may hold."""
+    rows = size = 0
     proc = Path(dump_root) / "data" / dev_pid
     for rd in proc.iterdir() if proc.is_dir() and not proc.is_symlink() else ():
         if ROUND.match(rd.name):
-            try:
-                size = (rd / "statistic.csv").stat().st_size
-            except OSError:
-                size = 0
-            total += size // MIN_CSV_ROW_BYTES + ROUND_SLACK
-    return total
+            csvs = [0, 0]
+            for i, name in enumerate(("statistic.csv", "statistic_extra.csv")):
+                with contextlib.suppress(OSError):
+                    csvs[i] = (rd / name).stat().st_size
+            rows += csvs[0] // MIN_CSV_ROW_BYTES + ROUND_SLACK
+            size += BYTES_PER_CSV_BYTE * sum(csvs) + ROUND_SLACK_BYTES
+    return rows, size
 
 
 def _not_a_part(path: Path) -> str | None:
@@ -82,12 +93,6 @@ def _partition_dirs(d: Path, depth: int, problems: list[str]) -> list[Path]:
             continue
         out += _partition_dirs(p, depth + 1, problems)
     return out
-
-
-def _footer_rows(f: Path) -> int:
-    import polars as pl
-
-    return int(pl.scan_parquet(f, glob=False).select(pl.len()).collect().item())
 
 
 def _order(f: Path) -> tuple[int, int]:
@@ -127,8 +132,6 @@ def _without_repeats(files: list[Path], problems: list[str]) -> list[Path]:
 
 def owned_parts(dump_root: Path, problems: list[str]) -> list[str]:
     """The part files the manifest owns (see the module doc), sorted by name."""
-    import polars as pl
-
     top = manifest_dir(dump_root)
     if top.is_symlink():
         problems.append(f"{top}: a symbolic link (to another dump's manifest?); not read")
@@ -146,17 +149,17 @@ def owned_parts(dump_root: Path, problems: list[str]) -> list[str]:
                 problems.append(f"{f}: {why}")
                 continue
             try:
-                rows = _footer_rows(f)
-            except (pl.exceptions.PolarsError, OSError) as e:
-                problems.append(f"{f}: unreadable Parquet ({str(e).splitlines()[0]}); skipped")
-                continue
-            files.append((f, rows))
+                files.append((f, *footer_sizes(f)))
+            except (FooterError, OSError) as e:
+                problems.append(f"{f}: unreadable Parquet footer ({e}); skipped")
         dev_pid = f"{d.parent.name.partition('=')[2]}_{d.name.partition('=')[2]}"
-        total = sum(n for _, n in files)
-        if total and total > (bound := row_bound(dump_root, dev_pid)):
-            problems.append(f"{d}: its parts claim {total} rows, more than the {bound} "
-                            f"that the statistic.csv files of data/{dev_pid} can account "
-                            "for; not read")
-            continue
-        out += map(str, _without_repeats(sorted((f for f, _ in files), key=_order), problems))
+        rows, size = (sum(x[i] for x in files) for i in (1, 2))
+        if files:
+            most_rows, most_bytes = bounds(dump_root, dev_pid)
+            if rows > most_rows or size > most_bytes:
+                problems.append(f"{d}: its parts claim {rows} rows and {size} bytes, more than "
+                                f"the {most_rows} rows and {most_bytes} bytes that the CSVs of "
+                                f"data/{dev_pid} can account for; not read")
+                continue
+        out += map(str, _without_repeats(sorted((f for f, *_ in files), key=_order), problems))
     return sorted(out)

@@ -145,12 +145,14 @@ def test_a_stub_leading_out_of_its_round_is_refused(real_dumps, tmp_path):
 
 # ---- sizes from data are bounded before they are read ----
 
+# Opens a dump; prints its rows, its own peak memory in MB (VmHWM: the kernel's
+# ru_maxrss would count the pytest pages it was forked from) and its problems.
 PEAK = """
-import resource, sys
-from msprobe_atb.cli import main
+import re, sys
 from msprobe_atb.offline import open_dump
 d = open_dump(sys.argv[1])
-print(d.tensors.height, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+hwm = re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1)
+print(d.tensors.height, int(hwm) // 1024)
 for p in d.problems:
     print(p)
 """
@@ -168,8 +170,26 @@ def test_a_manifest_claiming_millions_of_rows_is_not_decoded(stats_dump, tmp_pat
                        text=True, cwd=REPO, check=True)
     height, peak_mb = map(int, r.stdout.split("\n")[0].split())
     assert height == rows.height
-    assert "rows, more than the" in r.stdout and "not read" in r.stdout
+    assert "rows and" in r.stdout and "more than the" in r.stdout and "not read" in r.stdout
     assert peak_mb < 400, r.stdout
+
+
+def test_manifest_cells_that_decompress_to_gigabytes_are_not_decoded(stats_dump, tmp_path):
+    """Rows of the dump's own count whose op names are 400 KB each (zstd makes them
+    a few hundred bytes): the reader decoded 300 MB and more before anything was
+    checked. The footer's uncompressed size is checked against the CSVs first."""
+    evil = copy(stats_dump, tmp_path / "evil")
+    part = the_part(evil)
+    rows = pl.read_parquet(part)
+    rows.with_columns((pl.lit("a" * 400_000) + pl.int_range(pl.len()).cast(pl.Utf8))
+                      .alias("op_name")).write_parquet(part)
+    assert part.stat().st_size < 4 << 20
+    r = subprocess.run([sys.executable, "-c", PEAK, str(evil)], capture_output=True,
+                       text=True, cwd=REPO, check=True)
+    height, peak_mb = map(int, r.stdout.split("\n")[0].split())
+    assert height == rows.height
+    assert "bytes, more than the" in r.stdout and "not read" in r.stdout
+    assert peak_mb < 250, r.stdout
 
 
 def test_a_manifest_cell_beyond_any_path_is_not_read(stats_dump, tmp_path):

@@ -1,0 +1,126 @@
+"""The sizes a Parquet file declares in its footer, read without decoding any data.
+
+A Parquet file ends with its metadata (Thrift compact protocol), its length (4
+bytes, little-endian) and `PAR1`. `footer_sizes` walks that metadata for the
+file's row count and, per row group, `total_byte_size` (the uncompressed bytes of
+all its column data): what a reader will allocate to decode the file. The walk
+is bounded (MAX_FOOTER bytes, MAX_DEPTH nesting, every length checked against
+the bytes left) and raises FooterError for anything malformed.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+MAX_FOOTER = 16 << 20
+MAX_DEPTH = 16
+# Compact protocol type ids.
+_TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = \
+    range(1, 13)
+
+
+class FooterError(ValueError):
+    pass
+
+
+class _Reader:
+    def __init__(self, buf: bytes):
+        self.buf, self.pos = buf, 0
+
+    def byte(self) -> int:
+        if self.pos >= len(self.buf):
+            raise FooterError("metadata ends early")
+        self.pos += 1
+        return self.buf[self.pos - 1]
+
+    def varint(self) -> int:
+        out = shift = 0
+        while True:
+            b = self.byte()
+            out |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return out
+            shift += 7
+            if shift > 63:
+                raise FooterError("varint longer than 64 bits")
+
+    def zigzag(self) -> int:
+        n = self.varint()
+        return (n >> 1) ^ -(n & 1)
+
+    def skip(self, n: int) -> None:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise FooterError("a length runs past the metadata")
+        self.pos += n
+
+    def value(self, kind: int, depth: int, want: dict | None = None):
+        """Reads (or skips) one value; a struct's wanted fields go into `want`."""
+        if depth > MAX_DEPTH:
+            raise FooterError("metadata nested too deep")
+        if kind in (_TRUE, _FALSE):
+            return kind == _TRUE
+        if kind == _BYTE:
+            return self.byte()
+        if kind in (_I16, _I32, _I64):
+            return self.zigzag()
+        if kind == _DOUBLE:
+            self.skip(8)
+        elif kind == _BINARY:
+            self.skip(self.varint())
+        elif kind in (_LIST, _SET):
+            head = self.byte()
+            n = head >> 4 if head >> 4 != 15 else self.varint()
+            if n > len(self.buf) - self.pos:
+                raise FooterError("a list longer than the metadata")
+            return [self.value(head & 0x0F, depth + 1, want) for _ in range(n)]
+        elif kind == _MAP:
+            n = self.varint()
+            if n:
+                kv = self.byte()
+                for _ in range(n):
+                    self.value(kv >> 4, depth + 1)
+                    self.value(kv & 0x0F, depth + 1)
+        elif kind == _STRUCT:
+            return self.struct(depth + 1, want)
+        else:
+            raise FooterError(f"unknown field type {kind}")
+        return None
+
+    def struct(self, depth: int, want: dict | None = None) -> dict:
+        """{field id: value} of the fields in `want` ({id: nested want}); others skipped."""
+        out, fid = {}, 0
+        while True:
+            head = self.byte()
+            if head == 0:
+                return out
+            delta, kind = head >> 4, head & 0x0F
+            fid = fid + delta if delta else self.zigzag()
+            sub = (want or {}).get(fid, False)
+            v = self.value(kind, depth, sub or None)
+            if sub is not False:
+                out[fid] = v
+
+
+# FileMetaData: 3 num_rows, 4 row_groups (RowGroup: 2 total_byte_size, 3 num_rows).
+_WANT = {3: None, 4: {2: None, 3: None}}
+
+
+def footer_sizes(path: str | os.PathLike) -> tuple[int, int]:
+    """(rows, uncompressed bytes of all column data) the file's footer declares."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size < 12:
+            raise FooterError("shorter than a Parquet header and footer")
+        f.seek(size - 8)
+        length, magic = struct.unpack("<I4s", f.read(8))
+        if magic != b"PAR1":
+            raise FooterError("does not end with PAR1")
+        if length > min(MAX_FOOTER, size - 12):
+            raise FooterError(f"footer of {length} bytes does not fit")
+        f.seek(size - 8 - length)
+        meta = _Reader(f.read(length)).struct(0, _WANT)
+    groups = meta.get(4) or []
+    if not isinstance(meta.get(3), int) or not all(isinstance(g, dict) for g in groups):
+        raise FooterError("no row count")
+    return meta[3], sum(max(0, g.get(2) or 0) for g in groups)
