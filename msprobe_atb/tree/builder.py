@@ -328,17 +328,18 @@ class TreeBuilder:
         return files
 
     def _write(self, *files: tuple[tuple[str, ...], bytes]) -> bool:
-        """Writes files as a unit (all or none replaced); False, logged and kept in
-        `unwritten`, on failure."""
+        """Writes files as a unit (all or none replaced); False, logged, on failure;
+        a failure of the file system (a full disk, not a refused name) is kept in
+        `unwritten`."""
         try:
             fsio.write_files(self.dump_root, files)
             return True
         except (OSError, fsio.UnsafePath) as exc:
             names = ", ".join("/".join(rel) for rel, _ in files)
             self._problem("write", f"cannot write {names}: {exc}")
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            for rel, _ in files:
-                self.unwritten["/".join(rel)] = why
+            if isinstance(exc, OSError):
+                for rel, _ in files:
+                    self.unwritten["/".join(rel)] = exc.strerror or str(exc)
             return False
 
     def unwritten_summary(self) -> dict | None:
@@ -387,7 +388,8 @@ class TreeBuilder:
             # the pair is row-aligned: never replace one without the other
             if not self._write((base + ("statistic.csv",), _bytes(stat)),
                                (base + ("statistic_extra.csv",), _bytes(extra))):
-                self.unwritten_rows += len(rows)
+                if "/".join(base + ("statistic.csv",)) in self.unwritten:
+                    self.unwritten_rows += len(rows)
                 return
         complete = all(self._proc_done_with(k, rnd.key) for k in rnd.procs)
         if complete:

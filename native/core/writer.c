@@ -82,14 +82,26 @@ int msp_tensor_record(const struct msp_tensor_desc *d, const char *file, const c
         jb_null(&b);
     if (note && note[0])
         jb_kcstr(&b, "note", note);
-    /* A tensor with a file whose record found no room is not lost (its file
-     * is there, counted in tensors_written). A lost one, or a statistics-only
-     * one (its statistics were in this record alone), stays pending: the exit
-     * record counts it in its round. */
+    /* a tensor whose record found no room stays pending: the exit record
+     * counts it in its round (its file, if any, the caller takes back) */
     int ok = msp_rec_commit(&b) == 0;
-    if (ok || (strcmp(file, "lost") != 0 && strcmp(file, "none") != 0))
+    if (ok)
         msp_pending_done(msp_proc_now(), d->path, d->pathn);
     return ok;
+}
+
+/* The record of a tensor whose file is written. Without it no row would ever
+ * name the file (a full disk): the file is taken back and the tensor is lost,
+ * counted in errors and in its round. 1 if recorded. */
+static int record_file(const struct msp_tensor_desc *d, int dfd, const char *name,
+                       const char *file, const char *alias, const struct msp_stats *stats,
+                       const char *note)
+{
+    if (msp_tensor_record(d, file, alias, stats, note))
+        return 1;
+    unlinkat(dfd, name, 0);
+    MSP_COUNT(errors, 1);
+    return 0;
 }
 
 void msp_tensor_lost(const struct msp_tensor_desc *d, const char *note)
@@ -296,14 +308,16 @@ static void write_stub(const struct msp_tensor_desc *d, const struct msp_item *i
         msp_tensor_lost(d, why);
         return;
     }
-    MSP_COUNT(tensors_written, 1);
     char both[448];
     if (why_stub) {
-        MSP_COUNT(link_refused, 1);
         snprintf(both, sizeof both, "%s%s%s", why_stub, note[0] ? "; " : "", note);
         note = both;
     }
-    msp_tensor_record(d, "stub", data, stats, note);
+    if (!record_file(d, dfd, name, "stub", data, stats, note))
+        return;
+    MSP_COUNT(tensors_written, 1);
+    if (why_stub)
+        MSP_COUNT(link_refused, 1);
 }
 
 /* The file system refuses hard links (not a transient failure of this one). */
@@ -330,9 +344,10 @@ static int write_link(const struct msp_tensor_desc *d, const struct msp_item *it
     int rc = msp_link_file_at(rdfd, base, dfd, name);
     close(rdfd);
     if (rc == 0) {
-        MSP_COUNT(tensors_written, 1);
-        MSP_COUNT(linked, 1);
-        msp_tensor_record(d, "linked", alias, stats, note);
+        if (record_file(d, dfd, name, "linked", alias, stats, note)) {
+            MSP_COUNT(tensors_written, 1);
+            MSP_COUNT(linked, 1);
+        }
         return 1;
     }
     if (!link_refused(-rc))
@@ -418,11 +433,12 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
         msp_tensor_lost(&d, why);
         return;
     }
+    if (!record_file(&d, dfd, name, "bin", NULL, stats, note))
+        return;
     if (dedup)
         msp_dedup_add(w->dedup, it->path, hash);
     MSP_COUNT(tensors_written, 1);
     MSP_COUNT(bytes_written, it->size);
-    msp_tensor_record(&d, "bin", NULL, stats, note);
 }
 
 static void write_param(struct writer *w, struct msp_item *it, const char *dir, const char *name)

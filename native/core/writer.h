@@ -24,8 +24,8 @@ struct msp_tensor_desc {
 int msp_writers_start(int n);
 
 /* Appends a `tensor` record. file: "bin", "stub", "linked", "none" or "lost".
- * 1 if the record is in the log; 0 if not (a full disk): a "none" or "lost"
- * tensor then stays pending, for the exit record to count in its round. */
+ * 1 if the record is in the log; 0 if not (a full disk): the tensor then
+ * stays pending, for the exit record to count in its round as lost. */
 int msp_tensor_record(const struct msp_tensor_desc *d, const char *file, const char *alias,
                       const struct msp_stats *stats, const char *note);
 /* A selected tensor that will not be written: record + log (counters are

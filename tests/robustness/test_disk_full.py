@@ -25,6 +25,7 @@ from robust_helpers import (
 )
 from testkit import wait_until
 
+FILES = ("bin", "linked", "stub")  # records whose tensor has a file
 # The small model dumps ~1500 tensors, about 6 MiB on a tmpfs (a page per file):
 # a 2 MiB file system fills up in the middle of the run.
 FS_KIB = 2048
@@ -80,6 +81,12 @@ def test_every_lost_tensor_is_in_the_record_log(full_run):
     lost = sum(x["k"] == "tensor" and x["file"] == "lost" for x in recs)
     unrecorded = sum(ex["unrecorded"].values())
     assert lost + unrecorded == proc["errors"] + proc["drops"]
+    # a file is written when its record is: no .bin that no row will ever name
+    root = out / "atb_dump_data"
+    named = {x["path"] for x in recs if x["k"] == "tensor" and x["file"] in FILES}
+    on_disk = {str(p.relative_to(root / "data")) for p in (root / "data").rglob("*.bin")}
+    assert on_disk == named
+    assert proc["tensors_written"] == len(named)
     # stats, on the tree the full disk left, counts as the record log does
     s = json.loads(cli("stats", str(out), "--json").stdout)
     assert s["lost"] == lost + unrecorded
@@ -166,3 +173,34 @@ def test_no_room_even_for_the_exit_record(tmp_path, small_fs):
     assert sum(m["lost"] for m in markers) == lost
     s = json.loads(cli("stats", str(out), "--json").stdout)
     assert s["lost"] == lost and not s["derived_behind"]
+
+
+def test_a_file_whose_record_found_no_room_is_taken_back(tmp_path, small_fs):
+    """The record logs' file system fills while the tensors' has room: a .bin is
+    written, its record is not. No row will ever name that file, so it is removed
+    and the tensor counted as lost, not as written."""
+    data_fs = small_fs(FS_KIB * 8, "data")
+    out = data_fs / "out"
+    pretouch_block(out)
+    root = out / "atb_dump_data"
+    logs = root / ".probe" / "records"
+    logs.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k,mode=0750", "tmpfs", str(logs)],
+                   check=True)
+    try:
+        config = tmp_path / "config.json"
+        config.write_text(json.dumps(DUMP_ALL))
+        r = run_atbsim(out, config, *SMALL)
+        assert r.returncode == 0, r.stderr[-3000:]
+        wait_daemon_gone(out)
+        recs = records(root)
+        named = {x["path"] for x in recs if x["k"] == "tensor" and x["file"] in FILES}
+        on_disk = {str(p.relative_to(root / "data")) for p in (root / "data").rglob("*.bin")}
+        assert on_disk == named, f"{len(on_disk - named)} .bin files have no record"
+        (proc,) = status(out)["processes"]
+        assert proc["tensors_written"] == len(named) < proc["tensors_selected"]
+        (ex,) = [x for x in recs if x["k"] == "exit"]
+        lost = sum(x["k"] == "tensor" and x["file"] == "lost" for x in recs)
+        assert lost + sum(ex["unrecorded"].values()) == proc["errors"] + proc["drops"]
+    finally:
+        subprocess.run(["umount", "-l", str(logs)], capture_output=True)
