@@ -334,7 +334,10 @@ def register(sub) -> None:
 
     p = sub.add_parser("report", help="self-contained HTML report with plots")
     p.add_argument("dir", help="the dump to report on (output root or atb_dump_data)")
-    p.add_argument("--golden", help="golden dump: adds the error growth along the layers")
+    p.add_argument("--golden", help="golden dump: adds the first divergent op at the top, the "
+                   "error growth along the layers, the per-layer comparison and the worst "
+                   "pairs; a golden built differently is not compared (the page says why, "
+                   "exit 3)")
     p.add_argument("-o", "--output", default="report.html",
                    help="the HTML file to write (report.html)")
     p.add_argument("--json", action="store_true",

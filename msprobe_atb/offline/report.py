@@ -1,9 +1,11 @@
 """`msprobe-atb report`: one self-contained HTML page that works offline, with
 interactive plots (Plotly, inlined), sortable tables and links to the tensors:
-the summary, the first NaN/Inf with the ops feeding it and a histogram of its
-values, norm and abs-max per layer and device across rounds, the NaN/Inf map,
-and with a golden dump per-layer cosine/relative error, the error growth along
-the layers and the worst tensor pairs."""
+with a golden, a headline card first (report_headline.py); the summary, the
+first NaN/Inf with the ops feeding it and a histogram of its values, norm and
+abs-max per layer and device across rounds, the NaN/Inf map, and with a golden
+the error growth along the layers, the per-layer comparison and the worst
+tensor pairs. A golden built differently is not compared: the page says why.
+The plots are report_figures.py, their axes report_axes.py."""
 
 from __future__ import annotations
 
