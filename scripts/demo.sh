@@ -188,7 +188,10 @@ trap - EXIT
 # shellcheck disable=SC1091
 source "$repo/scripts/unload_atb_probe.sh" >/dev/null
 "$msprobe" wait "$rec" | sed 's/^/  /'
-echo "  round directories now: $(cd "$rec/atb_dump_data/data" && echo */*)"
+# prefill and decode count their rounds apart: stats names each round by its model
+echo "  rounds on disk now, per process and model:"
+"$msprobe" stats "$rec" | grep -E '^  process ' | sed 's/^ */    /'
+
 show "$msprobe" incidents "$rec"
 fi
 printf '\nDone. Everything is in %s (open report.html in a browser).\n' "$out"

@@ -35,11 +35,14 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from msprobe_atb.tree.models import layer_of, round_label
+
 from .compare_pairs import pair_rows, take
 from .compare_scope import MIN_MATCHED, Scope, check_scope, structure_differences
 from .confine import REFUSED
 from .dask_connect import CONNECT_TIMEOUT_S
 from .dtypes import TOLERANCES
+from .models import model_map
 from .pair_engine import EngineReport, pair_metrics
 from .table import FILE_STATUSES, Dump, fill_missing_stats, op_path
 
@@ -65,6 +68,14 @@ class CompareResult:
     problems: list[str] = field(default_factory=list)
     engine: EngineReport = field(default_factory=EngineReport)  # where the pairs ran
     scope: Scope = field(default_factory=Scope)
+    # (process, "{id}_{Name}" of a layer-level op) -> its model, for "decode round 59"
+    models: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def round_label(self, row: dict) -> str:
+        """The row's round named by its op's model: "prefill round 21"."""
+        process = row.get("target_process") or row.get("golden_process") or row.get("process")
+        return round_label(row["round"], self.models.get((process, layer_of(
+            row.get("op_id"), row.get("op_name")))))
 
     def count(self, verdict: str) -> int:
         return self.rows.filter(pl.col("verdict") == verdict).height
@@ -345,7 +356,7 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
                         report.lost_why)
     scope.notes = scope_notes + scope.notes
     return CompareResult(rows, pairs, notes, golden.problems + target.problems, engine=report,
-                         scope=scope)
+                         scope=scope, models={**model_map(g), **model_map(t)})
 
 
 def error_growth(res: CompareResult, top: int = 5) -> list[dict]:
@@ -358,7 +369,8 @@ def error_growth(res: CompareResult, top: int = 5) -> list[dict]:
     ops = (res.rows.filter(pl.col("verdict").is_in(["pass", "fail"]) & pl.col("primary"))
            .with_columns(err.alias("_e"))
            .group_by(["target_process", "round", "op_id"])
-           .agg(pl.col("op").first(), pl.col("target_seq").min().alias("seq"),
+           .agg(pl.col("op").first(), pl.col("op_name").first(),
+                pl.col("target_seq").min().alias("seq"),
                 pl.col("_e").filter(pl.col("io") == "input").max().fill_null(0.0)
                 .alias("err_in"),
                 pl.col("_e").filter(pl.col("io") == "output").max().fill_null(0.0)
@@ -371,7 +383,8 @@ def error_growth(res: CompareResult, top: int = 5) -> list[dict]:
                             pl.col("op").str.count_matches("/").alias("_depth"))
            .filter(pl.col("growth") > 1.0)
            .sort(["growth", "_depth", "seq"], descending=[True, True, False], nulls_last=True))
-    return [{"op": r["op"], "round": r["round"], "process": r["target_process"],
+    return [{"op": r["op"], "op_id": r["op_id"], "op_name": r["op_name"], "round": r["round"],
+             "process": r["target_process"],
              "err_in": r["err_in"], "err_out": r["err_out"], "seq": r["seq"],
              "growth": r["growth"]} for r in ops.head(top).iter_rows(named=True)]
 

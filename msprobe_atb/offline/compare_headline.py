@@ -79,8 +79,8 @@ def _coverage(res: CompareResult) -> list[str]:
     return [head, cause, *[f"  - {c}" for c in sc.causes], ""]
 
 
-def _divergence(fd: dict, structure_differs: bool) -> list[str]:
-    lines = [f"FIRST DIVERGENT op (target execution order): round {fd['round']}, "
+def _divergence(res: CompareResult, fd: dict, structure_differs: bool) -> list[str]:
+    lines = [f"FIRST DIVERGENT op (target execution order): {res.round_label(fd)}, "
              f"{fd['op']} {fd['io']} {fd['index']} [{fd['mode']}]"]
     if structure_differs:
         lines.append("  caution: the dumps differ in structure, so the two sides of this pair "
@@ -128,7 +128,7 @@ def format_summary(res: CompareResult, outputs: list[str] | None = None) -> str:
     lines += _not_compared(sc) + _coverage(res)
     fd = first_divergence(res)
     if fd is not None:
-        lines += _divergence(fd, bool(sc.structure))
+        lines += _divergence(res, fd, bool(sc.structure))
     elif sc.incomplete:
         if sc.checked:  # with none, "NOTHING WAS COMPARED" above says it all
             lines.append(f"No divergent tensor among the {sc.checked} compared, but the "
@@ -144,7 +144,7 @@ def format_summary(res: CompareResult, outputs: list[str] | None = None) -> str:
     if growth:
         lines.append("Largest error growth (worst output error / worst input error):")
         for o in growth:
-            lines.append(f"  round {o['round']} {o['op']}: {_g(o['err_in'])} -> "
+            lines.append(f"  {res.round_label(o)} {o['op']}: {_g(o['err_in'])} -> "
                          f"{_g(o['err_out'])} (x{_g(o['growth'])})")
     un = res.rows.filter(pl.col("verdict").is_in(["golden-only", "target-only"]))
     if un.height:
@@ -155,7 +155,7 @@ def format_summary(res: CompareResult, outputs: list[str] | None = None) -> str:
                          "after/intensor, which only a dump with all four stages has)")
         for r in un.sort(pl.col("primary").fill_null(False), descending=True, maintain_order=True
                          ).head(10).iter_rows(named=True):
-            lines.append(f"  {r['verdict']}: round {r['round']} {r['op']} {r['stage']} {r['io']} "
+            lines.append(f"  {r['verdict']}: {res.round_label(r)} {r['op']} {r['stage']} {r['io']} "
                          f"{r['index']}")
     if outputs:
         lines.append("All rows: " + ", ".join(outputs))
@@ -173,6 +173,7 @@ def summary_json(res: CompareResult, outputs: list[str], notes: list[str]) -> di
         "incomplete": sc.incomplete, "structure": sc.structure,
         "paired_by_id": sc.paired_by_id, "causes": sc.causes,
         "notes": [*sc.notes, *res.unpaired, *notes], "problems": res.problems,
-        "first_divergence": fd, "error_growth": error_growth(res),
+        "first_divergence": fd and {**fd, "round_label": res.round_label(fd)},
+        "error_growth": [{**o, "round_label": res.round_label(o)} for o in error_growth(res)],
         "engine": res.engine.as_dict(), "outputs": outputs, "exit_code": res.exit_code(),
     }

@@ -124,7 +124,9 @@ def format_events(events: list[dict], limit: int = 50) -> str:
     src = events[0]["source"]
     lines = [f"{len(events)} overflow event(s), from the {src}, in execution order:"]
     for e in events[:limit]:
-        where = f"round {e['round']} " if e.get("round") is not None else ""
+        label = e["tensors"][0].get("round_label") if e["tensors"] else None
+        where = (f"{label} " if label else f"round {e['round']} " if e.get("round") is not None
+                 else "")
         kern = f" kernel {e['kernel']}" if e.get("kernel") else ""
         lines.append(f"#{e['order'] + 1} {e['dev_pid']} {where}{e['op']}{kern}")
         if not e["tensors"]:

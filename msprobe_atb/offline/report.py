@@ -24,7 +24,7 @@ from . import report_figures as figs
 from .compare import CompareResult, error_growth, first_divergence
 from .page_text import plot_json
 from .report_headline import headline_blocks, load_tensors
-from .summary import ranges_text, summarize
+from .summary import ranges_text, rounds_text, summarize
 from .table import Dump
 
 MAX_COMPARE_ROWS = 300
@@ -112,7 +112,7 @@ def _summary(page: Page, s: dict, comparison: CompareResult | None) -> None:
                   ("pairs failed", fails, fails > 0)]
     body = [_cards(cards), _table(
         ["process", "device", "rounds", "layers", "ops", "tensors"],
-        [[p["dev_pid"], p["device"], ranges_text(p["rounds"]), p["layers"], p["ops"],
+        [[p["dev_pid"], p["device"], rounds_text(p), p["layers"], p["ops"],
           p["tensors"]] for p in s["processes"]])]
     if s["status"]:
         body.append("<p>Files: " + html.escape(", ".join(
@@ -135,11 +135,12 @@ def _incidents(page: Page, s: dict) -> None:
         dirs = [Link(f"{f['dev_pid']}/{f['round']}", Path(os_path(f["dir"])).as_uri())
                 for f in d.get("flushed") or [] if f.get("dir")]
         rows.append([d.get("incident"), d.get("trigger"), d.get("value"), d.get("time"),
-                     d.get("round"), d.get("device"), d.get("pid"),
+                     d.get("round_label", d.get("round")), d.get("device"), d.get("pid"),
                      " ".join(str(ft.get(k)) for k in ("op_id", "op_name", "io", "index")
                               if ft.get(k) is not None) or "-",
-                     ranges_text([r for r in d.get("flushed_rounds") or []
-                                  if isinstance(r, int)]) or "none yet",
+                     d.get("rounds_written") or ranges_text(
+                         [r for r in d.get("flushed_rounds") or [] if isinstance(r, int)])
+                     or "none yet",
                      *(dirs[:1] or ["-"])])
     body = _table(["#", "trigger", "value", "time", "round", "device", "pid",
                    "first offending tensor", "rounds written", "first round dir"], rows)
@@ -157,11 +158,11 @@ def _first_nan(page: Page, s: dict, df: pl.DataFrame) -> None:
         return
     body = [_table(["process", "round", "op", "io", "index", "dtype", "NaN", "+Inf", "-Inf",
                     "tensor"],
-                   [[f["dev_pid"], f["round"], f["op"], f["io"], f["index"], f["dtype"],
+                   [[f["dev_pid"], f["round_label"], f["op"], f["io"], f["index"], f["dtype"],
                      f["nan"], f["pinf"], f["ninf"], _file_link(f["path"])] for f in firsts])]
     first = firsts[0]
     body.append(f"<p class='bad'>First in execution order: {html.escape(first['dev_pid'])} "
-                f"round {first['round']}: {html.escape(first['op'])} {first['io']} "
+                f"{first['round_label']}: {html.escape(first['op'])} {first['io']} "
                 f"{html.escape(str(first['index']))}</p>")
     if first.get("upstream"):
         body.append("<p>The ops feeding it, with their latest output before it:</p>")
@@ -255,7 +256,7 @@ def _growth(page: Page, comparison: CompareResult, label: str, order: list[str],
     for line in [*sc.structure, *sc.causes] if sc.incomplete else []:
         body.append(f"<p class='bad'>Not a pass: {html.escape(line)}</p>")
     if fd:
-        body.append(f"<p class='bad'>First divergent: round {fd['round']} "
+        body.append(f"<p class='bad'>First divergent: {comparison.round_label(fd)} "
                     f"{html.escape(fd['op'])} {fd['io']} {html.escape(str(fd['index']))}: "
                     f"{html.escape(fd['reason'] or '')}</p>")
     elif not sc.incomplete:
@@ -263,7 +264,8 @@ def _growth(page: Page, comparison: CompareResult, label: str, order: list[str],
     outputs = checked.filter(pl.col("io") == "output")
     body.append(page.plot(figs.error_growth_figure(outputs, order)))
     body.append(_table(["round", "op", "input error", "output error", "growth"],
-                       [[o["round"], o["op"], o["err_in"], o["err_out"], o["growth"]]
+                       [[comparison.round_label(o), o["op"], o["err_in"], o["err_out"],
+                         o["growth"]]
                         for o in error_growth(comparison, 10)]))
     page.sections.append(("error-growth", "Error growth along the layers", "".join(body)))
 
@@ -296,7 +298,8 @@ def _comparison(page: Page, comparison: CompareResult, label: str, order: list[s
     table = _table(
         ["verdict", "process", "round", "op", "tensor", "cosine", "max abs err",
          "max rel err", "NaN/Inf golden", "NaN/Inf target", "reason", ".bin"],
-        [[r["verdict"], r["target_process"], r["round"], r["op"], f"{r['io']} {r['index']}",
+        [[r["verdict"], r["target_process"], comparison.round_label(r), r["op"],
+          f"{r['io']} {r['index']}",
           r["cosine"], r["max_abs_err"], r["max_rel_err"],
           _nonfinite(r, "golden"), _nonfinite(r, "target"), reason,
           [_file_link(r["golden_path"], "golden"), _file_link(r["target_path"], "target")]]

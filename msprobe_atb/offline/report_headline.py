@@ -33,14 +33,14 @@ def model_of(dump: Dump, dev_pid: str, layer: str) -> str:
     return nodes[0][0].model if nodes else "unknown (no info/model for this op)"
 
 
-def _where(fd: dict, target: Dump) -> str:
+def _where(fd: dict, target: Dump, round_: str) -> str:
     layer = fd["op"].split("/", 1)[0]
     proc = fd["target_process"] or "-"
     device, _, pid = proc.partition("_")
     return _facts([("layer", layer), ("op", fd["op"]),
                    ("tensor", f"{fd['io']} {fd['index']} ({fd['target_dtype'] or '-'}, "
                               f"shape {fd['target_shape'] or '-'})"),
-                   ("round", str(fd["round"])), ("device", f"{device} (pid {pid or '-'})"),
+                   ("round", round_), ("device", f"{device} (pid {pid or '-'})"),
                    ("model", model_of(target, proc, layer))])
 
 
@@ -89,6 +89,7 @@ def headline_blocks(comparison: CompareResult, target: Dump,
     if fd is None:
         return [f"<p class='ok'>No divergent tensor: all {sc.checked} compared tensors are "
                 "within tolerance.</p>"]
-    return [f"<div class='headline'><div><h3>Where</h3>{_where(fd, target)}</div>"
+    where = _where(fd, target, comparison.round_label(fd))
+    return [f"<div class='headline'><div><h3>Where</h3>{where}</div>"
             f"<div><h3>How large</h3>{_size(fd)}</div></div>",
             f"<h3>Values</h3>{_values(fd, plot)}"]

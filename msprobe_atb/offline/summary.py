@@ -9,6 +9,7 @@ from collections import Counter
 import polars as pl
 
 from msprobe_atb.tree.incidents import format_incident, read_incidents
+from msprobe_atb.tree.models import model_kind, round_label, rounds_label
 
 from .dtypes import TOLERANCES
 from .graph import load_layer_graphs, load_model_graphs, upstream
@@ -34,7 +35,8 @@ def _fmt(v) -> str:
 def tensor_ref(row: dict) -> dict:
     """The user-facing description of one tensor row."""
     return {
-        "dev_pid": row["dev_pid"], "round": row["round"], "seq": row["seq"],
+        "dev_pid": row["dev_pid"], "round": row["round"], "model": row.get("model"),
+        "round_label": round_label(row["round"], row.get("model")), "seq": row["seq"],
         "op": op_path(row["op_id"], row["op_name"]), "op_id": row["op_id"],
         "stage": row["stage"], "io": row["io"], "index": row["index"], "dtype": row["dtype"],
         "shape": row["shape"],
@@ -126,8 +128,13 @@ def summarize(dump: Dump, df: pl.DataFrame | None = None, *, top: int = 10) -> d
     df = dump.tensors if df is None else df
     procs = []
     for (dp,), g in df.group_by(["dev_pid"], maintain_order=True):
+        by_model: dict[str, list[int]] = {}
+        for model, rnd in g.select("model", "round").unique().iter_rows():
+            by_model.setdefault(model_kind(model), []).append(rnd)
         procs.append({"dev_pid": dp, "device": g.get_column("device")[0],
                       "rounds": sorted(g.get_column("round").unique().to_list()),
+                      "rounds_by_model": {k: sorted(v) for k, v in sorted(
+                          by_model.items(), key=lambda kv: (kv[0] != "prefill", kv[0]))},
                       "tensors": g.height, "ops": g.get_column("op_id").n_unique(),
                       "layers": g.get_column("layer").n_unique()})
     status = dict(df.group_by("status").len().iter_rows()) if df.height else {}
@@ -189,13 +196,20 @@ def ranges_text(values: list[int]) -> str:
     return ",".join(f"{a}-{b}" if b > a else str(a) for a, b in runs)
 
 
+def rounds_text(p: dict) -> str:
+    """A process's rounds, per model where each round's model is known:
+    "prefill rounds 0-3 (4); decode rounds 0-11 (12)"."""
+    by_model = p["rounds_by_model"]
+    if not by_model or "" in by_model:
+        return f"rounds {ranges_text(p['rounds'])} ({len(p['rounds'])})"
+    return "; ".join(f"{rounds_label(r, k)} ({len(r)})" for k, r in by_model.items())
+
+
 def format_text(s: dict) -> str:
     lines = [f"Dump {s['dump']}: {s['tensors']} tensors"]
     for p in s["processes"]:
-        rounds = p["rounds"]
-        lines.append(f"  process {p['dev_pid']} (device {p['device']}): "
-                     f"rounds {ranges_text(rounds)} "
-                     f"({len(rounds)}), {p['layers']} layers, {p['ops']} ops, "
+        lines.append(f"  process {p['dev_pid']} (device {p['device']}): {rounds_text(p)}"
+                     f", {p['layers']} layers, {p['ops']} ops, "
                      f"{p['tensors']} tensors")
     if s["status"]:
         lines.append("  files: " + ", ".join(f"{k} {v}" for k, v in sorted(s["status"].items())))
@@ -240,7 +254,7 @@ def format_text(s: dict) -> str:
     elif not s["first_nonfinite"]:
         lines.append("No NaN/Inf in any tensor.")
     for f in s["first_nonfinite"]:
-        lines.append(f"FIRST NaN/Inf in {f['dev_pid']}: round {f['round']}, {f['op']} "
+        lines.append(f"FIRST NaN/Inf in {f['dev_pid']}: {f['round_label']}, {f['op']} "
                      f"{f['io']} {f['index']} ({f['dtype']} {f['shape']}): "
                      f"nan {_fmt(f['nan'])}, +inf {_fmt(f['pinf'])}, -inf {_fmt(f['ninf'])}")
         if f["path"]:

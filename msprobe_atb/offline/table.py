@@ -35,6 +35,7 @@ from .binfile import BinFileError, TensorNotSaved, load_payload, read_header, re
 from .confine import Confinement, refuse_outside
 from .layout import DumpLayout, RoundDir, find_layout
 from .manifest import read as read_manifest
+from .models import with_models
 from .tensorstats import tensor_stats
 
 CSV_COLUMNS = [
@@ -423,7 +424,7 @@ def open_dump(path: str | Path, *, fill_stats: bool = False) -> Dump:
     # A round dir moved out of its tree has no {dev}_{pid}/{round} in its path.
     df = df.with_columns(
         pl.col("dev_pid").fill_null(""), pl.col("round").fill_null(-1))
-    dump = Dump(layout, _finish(df), problems)
+    dump = Dump(layout, with_models(_finish(df), layout.info), problems)
     if fill_stats:
         fill_missing_stats(dump)
     return dump
@@ -454,7 +455,7 @@ def fill_missing_stats(dump: Dump) -> None:
     merged = df.with_row_index("_i").join(up, on="_i", how="left", suffix="_f")
     merged = merged.with_columns([pl.coalesce(c, f"{c}_f").alias(c)
                                   for c in (*STAT_COLS, *COUNT_COLS)])
-    dump.tensors = _finish(merged.select(list(SCHEMA)))
+    dump.tensors = with_models(_finish(merged.select(list(SCHEMA))), dump.layout.info)
 
 
 def verify_files(dump: Dump) -> int:

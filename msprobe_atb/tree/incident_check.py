@@ -28,6 +28,7 @@ TOP: dict[str, tuple[tuple, Any]] = {
     "incident": ((int,), MUST), "trigger": ((str,), MUST), "value": (SCALAR, None),
     "time": (OPT_STR, None), "t_ns": ((int,), 0), "round": (OPT_INT, None),
     "pid": (OPT_INT, None), "device": (OPT_INT, None), "dev_pid": (OPT_STR, None),
+    "model": (OPT_STR, None),
     "first_tensor": ((dict, type(None)), None), "feeding_ops": ((list,), []),
     "detail": ((str,), ""), "flushed_rounds": ((list,), []), "flushed": ((list,), []),
 }
@@ -42,7 +43,7 @@ FEEDER: dict[str, tuple[tuple, Any]] = {
 }
 FLUSHED: dict[str, tuple[tuple, Any]] = {
     "dev_pid": ((str,), MUST), "round": ((int, str), MUST), "dir": ((str,), MUST),
-    "ops": ((dict,), {}),
+    "ops": ((dict,), {}), "models": ((list,), []),
 }
 
 
@@ -83,6 +84,8 @@ def _flushed(i: int, f: Any, data: Path) -> dict:
         raise BadIncident(f"{what}: dir {f['dir']!r} is not a dump's data/{dev_pid}/{rnd}")
     for op, how in f["ops"].items():
         _typed(f"{what}['ops'][{op!r}]", how, (str,))
+    for k, model in enumerate(f["models"]):
+        _typed(f"{what}['models'][{k}]", model, (str,))
     return {**f, "round": int(rnd), "dir": text_of(str(data / dev_pid / rnd))}
 
 

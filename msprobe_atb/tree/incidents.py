@@ -20,6 +20,7 @@ from typing import Any
 from msprobe_atb.tree import fsio
 from msprobe_atb.tree.csvfmt import parse_tensor_path
 from msprobe_atb.tree.incident_check import BadIncident, checked
+from msprobe_atb.tree.models import layer_of, model_of_layer, round_label, rounds_by_model
 from msprobe_atb.tree.names import text_of, texts
 from msprobe_atb.tree.records import ProcKey
 
@@ -157,23 +158,41 @@ class IncidentBook:
     # ---- output ----
     def doc(self, inc: Incident) -> dict:
         rounds = sorted({int(r) for (_, r, _) in inc.rounds if r.isdigit()})
+        graphs: dict[str, dict] = {}  # dev_pid -> its info/model topologies, read once
+
+        def model_of(dev_pid: str | None, layer: str) -> str | None:
+            if dev_pid not in graphs:
+                graphs[dev_pid] = self._graphs(dev_pid)
+            return model_of_layer(layer, graphs[dev_pid])
+
         files: dict[tuple[str, str], dict] = {}
         for (dev_pid, rnd, op), entry in sorted(inc.rounds.items(),
                                                 key=lambda kv: (kv[0][0], int(kv[0][1])
                                                                 if kv[0][1].isdigit() else 0)):
             where = files.setdefault((dev_pid, rnd), {
                 "dev_pid": dev_pid, "round": int(rnd) if rnd.isdigit() else rnd,
-                "dir": text_of(str(self.dump_root / "data" / dev_pid / rnd)), "ops": {}})
+                "dir": text_of(str(self.dump_root / "data" / dev_pid / rnd)), "ops": {},
+                "models": []})
             where["ops"][text_of(op)] = entry["as"]
+            of_op = model_of(dev_pid, op)
+            if of_op and text_of(of_op) not in where["models"]:
+                where["models"].append(text_of(of_op))
         ft = texts(first_tensor(inc.path, inc.stats))
         return {
             "incident": inc.seq, "trigger": inc.trigger, "value": inc.value,
             "time": _iso(inc.t_ns) if inc.t_ns else None, "t_ns": inc.t_ns,
             "round": inc.round, "pid": inc.pid,
+            "model": model_of(inc.dev_pid, layer_of(ft["op_id"], ft["op_name"])) if ft else None,
             "device": _dev_of(inc.dev_pid) if inc.dev_pid else None, "dev_pid": inc.dev_pid,
             "first_tensor": ft, "feeding_ops": self._feeders(inc, ft), "detail": inc.detail,
             "flushed_rounds": rounds, "flushed": list(files.values()),
         }
+
+    def _graphs(self, dev_pid: str | None) -> dict:
+        """The process's model topologies (info/model), for the model of each op."""
+        from msprobe_atb.offline.graph import load_model_graphs
+
+        return load_model_graphs(self.dump_root / "info", dev_pid) if dev_pid else {}
 
     def _feeders(self, inc: Incident, ft: dict | None) -> list[dict]:
         if not ft or not inc.dev_pid:
@@ -220,6 +239,15 @@ def _value(v) -> str:
     return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 
+def rounds_written(doc: dict) -> str:
+    """The rounds an incident wrote, by model: "prefill rounds 18-22, decode rounds 59-63"."""
+    pairs = [(f["round"], m) for f in doc.get("flushed") or [] if isinstance(f["round"], int)
+             for m in f.get("models") or [None]]
+    listed = {r for r, _ in pairs}
+    pairs += [(r, None) for r in doc.get("flushed_rounds") or [] if r not in listed]
+    return rounds_by_model(pairs)
+
+
 def format_incident(doc: dict) -> str:
     """An incident report as `incidents` and the offline summary print it."""
     if "error" in doc:
@@ -230,7 +258,8 @@ def format_incident(doc: dict) -> str:
     value = doc.get("value")
     why = (f" ({_value(value)})" if value is not None
            else f" ({doc['detail']})" if doc.get("detail") else "")
-    known = [f"{k} {doc[k]}" for k in ("round", "device", "pid") if doc.get(k) is not None]
+    known = [round_label(doc["round"], doc.get("model"))] if doc.get("round") is not None else []
+    known += [f"{k} {doc[k]}" for k in ("device", "pid") if doc.get(k) is not None]
     lines = [f"incident {doc.get('incident')}: {doc.get('trigger')}{why} at {doc.get('time')}"
              + "".join(f", {k}" for k in known),
              f"  first offending tensor: {where}"]
@@ -243,8 +272,7 @@ def format_incident(doc: dict) -> str:
     if feeders:
         lines.append("  fed by: " + ", ".join(f"{f['op_id'] or '-'} {f['op_name']}"
                                               for f in feeders[:6]))
-    rounds = doc.get("flushed_rounds") or []
-    lines.append(f"  rounds written: {', '.join(map(str, rounds)) or 'none yet'}")
+    lines.append(f"  rounds written: {rounds_written(doc) or 'none yet'}")
     for f in doc.get("flushed") or []:
         lines.append(f"    {f['dir']}")
     return "\n".join(lines)

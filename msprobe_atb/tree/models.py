@@ -57,3 +57,31 @@ def rounds_label(rounds: Iterable[int], model: str | None = None) -> str:
     kind = model_kind(model)
     word = "round" if len(rounds) == 1 else "rounds"
     return f"{kind + ' ' if kind else ''}{word} {spans(rounds)}"
+
+
+def layer_of(op_id: str | None, op_name: str | None) -> str:
+    """The layer-level op of an op, as "{id}_{Name}" (the tensor table's `layer`)."""
+    return f"{(op_id or '').split('_')[0]}_{(op_name or '').split('/')[0]}"
+
+
+def model_of_layer(layer: str, models: dict) -> str | None:
+    """The model of the layer-level op "{id}_{Name}": the one whose info/model topology
+    has the node "<Name>_<id>" (`models`: offline.graph.load_model_graphs of the
+    process), else the kind the op's own name says ("Prefill_layer"), else None."""
+    gid, _, name = layer.partition("_")
+    hit = models.get(gid)
+    if hit is not None:
+        node = hit[0][hit[1]]
+        if node.name == f"{name}_{gid}":
+            return node.model
+    return name if model_kind(name) in ("prefill", "decode") else None
+
+
+def rounds_by_model(pairs: Iterable[tuple[int, str | None]]) -> str:
+    """(round, model) pairs as "prefill rounds 18-22, decode rounds 59-63"; rounds of
+    no known model as "rounds 3-4"."""
+    by_kind: dict[str, set[int]] = {}
+    for rnd, model in pairs:
+        by_kind.setdefault(model_kind(model), set()).add(rnd)
+    order = sorted(by_kind, key=lambda k: (k != "prefill", k != "decode", k))
+    return ", ".join(rounds_label(by_kind[k], k) for k in order)

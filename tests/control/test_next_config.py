@@ -75,3 +75,22 @@ def test_rounds_are_labelled_by_model():
     assert round_label(3) == "round 3"
     assert rounds_label([18, 19, 20, 22], "DecoderModel_Decoder") == "decode rounds 18-20, 22"
     assert span_label(59, 59, "DecoderModel_Decoder") == "decode round 59"
+
+
+def test_an_incident_names_its_rounds_by_model(tmp_path):
+    """The recorder's report said "rounds written: 18, 19, ..., 59, 60", mixing the
+    prefill's and the decode's counters."""
+    from msprobe_atb.tree.incident_check import checked
+    from msprobe_atb.tree.incidents import format_incident
+
+    data = tmp_path / "atb_dump_data" / "data"
+    flushed = [{"dev_pid": "1_7", "round": r, "dir": str(data / "1_7" / str(r)),
+                "ops": {"2_Prefill_layer" if r < 50 else "6_Decoder_layer": "bin"},
+                "models": ["DecoderModel_Prefill" if r < 50 else "DecoderModel_Decoder"]}
+               for r in (18, 19, 20, 21, 22, 59, 60)]
+    doc = checked({"incident": 1, "trigger": "inf", "round": 21, "device": 1, "pid": 7,
+                   "model": "DecoderModel_Prefill", "flushed_rounds": [18, 19, 20, 21, 22, 59, 60],
+                   "flushed": flushed}, tmp_path / "atb_dump_data")
+    text = format_incident(doc)
+    assert ", prefill round 21, device 1, pid 7" in text.splitlines()[0]
+    assert "  rounds written: prefill rounds 18-22, decode rounds 59-60" in text

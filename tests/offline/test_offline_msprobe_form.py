@@ -77,7 +77,8 @@ def test_stats_reads_dropped_rows_in_execution_order(msprobe_dump):
     assert r0.get_column("op_id").to_list()[:6] == ["1", "1_0", "1_0", "1_1", "1_1", "1_2"]
     rc, out = run_cli("stats", str(msprobe_dump))
     assert rc == 0
-    assert f"FIRST NaN/Inf in 0_4711: round 0, {INJ} output 0" in out
+    # the round is named by its model (info/model's "M", neither prefill nor decode)
+    assert f"FIRST NaN/Inf in 0_4711: M round 0, {INJ} output 0" in out
     assert "-inf 1" in out.split("FIRST NaN/Inf")[1].splitlines()[0]
     # info/layer/{pid}: msProbe's folder without the device id.
     assert "2_Layer/0_Norm via Layer_2_internal_0" in out

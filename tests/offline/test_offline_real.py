@@ -73,13 +73,16 @@ def test_injected_inf_named_first_by_stats_overflow_compare(real_dumps, tmp_path
     assert fd["op"] == first["op"] and fd["io"] == "output" and fd["nonfinite_match"] is False
 
     rc, out = run_cli("stats", str(inj))
-    assert f"FIRST NaN/Inf in {first['dev_pid']}: round 0, {first['op']} output 0" in out
+    # rounds are named by model (issue 18 §4): the injected op runs in the prefill
+    assert f"FIRST NaN/Inf in {first['dev_pid']}: prefill round 0, {first['op']} output 0" \
+        in out
     rc, out = run_cli("overflow", str(inj))
-    assert out.splitlines()[1].endswith(f"round 0 {first['op']}")
+    assert out.splitlines()[1].endswith(f"prefill round 0 {first['op']}")
     rc, out = run_cli("compare", "-gp", str(real_dumps["golden"]), "-tp", str(inj),
                       "-o", str(tmp_path / "c.csv"))
     assert rc == 1
-    assert f"FIRST DIVERGENT op (target execution order): round 0, {first['op']} output 0" in out
+    assert f"FIRST DIVERGENT op (target execution order): prefill round 0, {first['op']} " \
+        "output 0" in out
     assert "\n  NaN/Inf: target 1 +Inf; golden none (different positions)\n  over the elements " \
         "finite on both sides" in out
     growth = out.split("Largest error growth")[1].splitlines()[1]
@@ -151,7 +154,7 @@ def test_corrupt_files_and_mismatched_structure(real_dumps, tmp_path):
                       "-o", str(tmp_path / "c.csv"))
     assert "unreadable 1" in out or "unreadable" in out
     assert rc == 1  # an unread tensor is not a pass
-    assert "golden-only: round 0 2_" in out
+    assert "golden-only: prefill round 0 2_" in out
     rc, out = run_cli("stats", str(bad), "--verify")
     assert rc == 1, "a truncated file is a failed verification"
     assert "bad file(s), listed as problems" in out
@@ -163,7 +166,7 @@ def test_statistics_only_real_dump(stats_dump):
     rc, out = run_cli("stats", str(stats_dump))
     assert "files: none" in out
     line = next(x for x in out.splitlines() if x.startswith("FIRST NaN/Inf"))
-    assert ": round 0, " + INJECTED in line and "Attention" in line and "output 0" in line
+    assert ": prefill round 0, " + INJECTED in line and "Attention" in line and "output 0" in line
 
 
 def test_main_cli_entry(real_dumps):

@@ -66,7 +66,12 @@ def test_report_in_chromium_real(tmp_path, real_dumps):
     from msprobe_atb.offline.summary import first_nonfinite
 
     first = first_nonfinite(open_dump(real_dumps["injected"]).tensors)[0]
-    _check_report(tmp_path, real_dumps["injected"], real_dumps["golden"], first["op"])
+    dom = _check_report(tmp_path, real_dumps["injected"], real_dumps["golden"], first["op"])
+    # rounds are named by model (issue 18 §4): the fault is in the first prefill, and the
+    # dump's processes ran prefill and decode rounds
+    assert "prefill round 0" in _section(dom, "first-nan")
+    assert "First divergent: prefill round 0" in _section(dom, "error-growth")
+    assert re.search(r"prefill round 0 \(1\); decode rounds? 0", _section(dom, "summary"))
 
 
 def test_tables_sort_when_a_header_is_clicked(tmp_path):
