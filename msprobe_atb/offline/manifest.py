@@ -76,16 +76,14 @@ def _confined(df: pl.DataFrame, root: Path, dp: str,
               problems: list[str]) -> tuple[pl.DataFrame, set[int]]:
     """The rows with their `path` made absolute (confine.py), and the rounds
     holding a row whose path leaves the root (each named in problems)."""
-    box = Confinement(root)
-    rel = df.get_column("path")
-    full = [None if p is None else box.allows_text(p) for p in rel.to_list()]
-    bad = df.with_columns(pl.Series("_full", full, pl.Utf8)).filter(
+    full = Confinement(root).confine(str(root) + "/" + df.get_column("path"))
+    bad = df.with_columns(full.alias("_full")).filter(
         pl.col("path").is_not_null() & pl.col("_full").is_null())
     for (r,), rows in bad.group_by("round", maintain_order=True):
         problems.append(f"{manifest_dir(root)}: {rows.height} row(s) of process {dp} round {r} "
                         f"refused: path {rows.get_column('path')[0]!r} leaves the dump root "
                         f"{root}; that round is read from its CSVs")
-    return (df.with_columns(pl.Series("path", full, pl.Utf8)),
+    return (df.with_columns(full.alias("path")),
             set(bad.get_column("round").to_list()))
 
 
