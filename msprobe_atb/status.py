@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _config_view(c) -> dict[str, Any]:
+def _config_view(c, kept_recorder=None) -> dict[str, Any]:
     if c.exec_mode == 1:
         exec_range = "all"
     elif c.exec_mode == 0:
@@ -61,7 +61,7 @@ def _config_view(c) -> dict[str, Any]:
         view["overflow_check"] = {"overflow_nums": c.overflow_nums,
                                   "check_mode": CHECK_MODES[c.overflow_mode]
                                   if c.overflow_mode < 3 else "?"}
-    rec = recorder_status.config_view(c)
+    rec = recorder_status.config_view(c, kept_recorder)
     if rec:
         view["recorder"] = rec
     if c.model_ranges:  # exec_range "next:N", made concrete when it was published
@@ -139,12 +139,14 @@ def collect(dump_root: Path) -> dict[str, Any]:
     with ControlBlock(dump_root, create=False) as block:
         gen, cfg = block.read_config()
         daemon_pid = block.daemon_pid
+        kept = (recorder_status.kept_recorder(dump_root, block.config_path)
+                if cfg.rec_armed and cfg.rec_triggers & recorder_status.DAEMON_TRIGGERS else None)
         out: dict[str, Any] = {
             "dump_root": str(dump_root),
             "config_path": block.config_path,
             "generation": gen,
             "published": block.published,
-            "config": _config_view(cfg),
+            "config": _config_view(cfg, kept),
             "rejected_edit": block.error,
             "daemon": {"pid": daemon_pid, "alive": bool(daemon_pid) and is_daemon(daemon_pid),
                        "stop_requested": block.stop_requested},

@@ -3,6 +3,7 @@ for the output dir."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from msprobe_atb.config.recorder import TRIG_BITS
@@ -13,14 +14,32 @@ def _number(v: float) -> float | int:
     return int(v) if v.is_integer() else v
 
 
-def config_view(c) -> dict[str, Any] | None:
-    """The recorder block in force, as compiled (None when it is off)."""
+# The control plane's triggers: their values are not in the control block.
+DAEMON_TRIGGERS = TRIG_BITS["growth_over"] | TRIG_BITS["golden"]
+
+
+def kept_recorder(dump_root: Path, config_path: str):
+    """The recorder block of the config the control plane keeps in force
+    (.probe/last_good_config.json), or None."""
+    from msprobe_atb.daemon import lastgood
+
+    cfg = lastgood.load(dump_root, Path(config_path)) if config_path else None
+    return cfg.recorder if cfg is not None else None
+
+
+def config_view(c, kept=None) -> dict[str, Any] | None:
+    """The recorder block in force, as compiled (None when it is off); `kept` (the
+    kept config's Recorder) gives the control plane's triggers their values."""
     if not c.rec_armed:
         return None
+    if kept is not None and kept.trigger_bits == c.rec_triggers & ~TRIG_BITS["manual"]:
+        triggers = [{k: _number(v) if isinstance(v, float) else v for k, v in t.items()}
+                    if isinstance(t, dict) else t for t in kept.effective()["triggers"]]
+    else:
+        triggers = [{k: _number(c.rec_abs_max)} if k == "abs_max_over" else k
+                    for k, bit in TRIG_BITS.items() if c.rec_triggers & bit and k != "manual"]
     return {"keep_rounds": c.rec_keep_rounds, "budget_mb": c.rec_budget_bytes >> 20,
-            "triggers": [{k: _number(c.rec_abs_max)} if k == "abs_max_over" else k
-                         for k, bit in TRIG_BITS.items()
-                         if c.rec_triggers & bit and k != "manual"],
+            "triggers": triggers,
             "after_rounds": c.rec_after_rounds, "max_incidents": c.rec_max_incidents,
             "flush_on_exit": bool(c.rec_flush_on_exit)}
 

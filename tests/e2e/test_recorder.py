@@ -135,6 +135,8 @@ def test_each_shim_trigger_kind_and_growth(tmp_path, services, service_env):
     for _ in range(6, 11):
         svc.request(max_tokens=1)
     rearm(cfg, tmp_path, triggers=[{"growth_over": 10}])
+    # issue 18 §3: the control plane's threshold is shown too (the block does not hold it)
+    assert '"triggers": [{"growth_over": 10}]' in cli("status", str(tmp_path)).stdout
     for _ in range(11, 17):
         svc.request(max_tokens=1)
     # the daemon evaluates growth_over a little later, while the service runs on
@@ -171,7 +173,7 @@ def test_golden_divergence_fp16_against_fp32(tmp_path, services, service_env):
         svc.request(max_tokens=1)
     # fp16 stays within 5 % of fp32 here: nothing fires, nothing is written
     st = status(target)
-    assert st["rejected_edit"] == "" and st["config"]["recorder"]["triggers"] == ["golden"]
+    assert st["rejected_edit"] == "" and st["config"]["recorder"]["triggers"] == [gold]
     assert st["recorder"]["incidents"] == 0
     assert not any(rounds_on_disk(target).values())
     rearm(target / "config.json", target, triggers=[{**gold, "rtol": 0.001}])
