@@ -106,15 +106,21 @@ def run(args: argparse.Namespace) -> int:
               "ATB process of the environment in ATB_HOME_PATH?); nothing was dumped",
               file=sys.stderr)
         return rc
-    done = wait_reporting(dump_root, args.timeout, "msprobe-atb run")
+    # Processes CMD started and left running are attached too: their dump is part of it.
+    done = wait_reporting(dump_root, args.timeout, "msprobe-atb run", until_exit=True)
     if done is None:
         return rc
     code, state = done
     stop(output)  # the control plane finishes now rather than after its linger
-    print(render(collect(dump_root)))
+    state.status = collect(dump_root)  # one look for the summary and the last line
+    print(render(state.status))
     if code == EXIT_TIMEOUT:
+        still = [p["pid"] for p in state.status["processes"] if p["alive"]]
         print(f"msprobe-atb run: the dump is not complete after {args.timeout:g} s "
-              f"(waiting for {state.waiting_for})", file=sys.stderr)
+              f"(waiting for {state.waiting_for})"
+              + (f"; {len(still)} process(es) {cmd[0]} started still run and dump (pid "
+                 f"{', '.join(map(str, still))}): the counts above are not final"
+                 if still else ""), file=sys.stderr)
     else:
         print(f"{dump_root}: {outcome(state)}")
     return rc

@@ -128,15 +128,28 @@ def _rebuild(dump_root: Path) -> tuple[bool, str]:
     return True, unwritten_text(summary) if summary else ""
 
 
+def _until_exit(state: State) -> State:
+    """Not done while an attached process still runs (and may select more)."""
+    alive = [p["pid"] for p in state.status["processes"] if p["alive"]]
+    if not state.done or not alive:
+        return state
+    pids = ", ".join(map(str, alive[:8])) + (", ..." if len(alive) > 8 else "")
+    return State(False, f"{len(alive)} attached process(es) to exit (pid {pids})", state.lost,
+                 state.status)
+
+
 def wait_for(dump_root: Path, timeout: float | None, say=None,
-             refusal_ends: bool = False) -> tuple[int, State]:
+             refusal_ends: bool = False, until_exit: bool = False) -> tuple[int, State]:
     """Polls until complete; (exit code, last state). `say(text)` gets progress lines.
-    `refusal_ends`: a refused config file ends the wait at once (EXIT_REFUSED)."""
+    `refusal_ends`: a refused config file ends the wait at once (EXIT_REFUSED).
+    `until_exit`: complete only once every attached process has exited, too."""
     start = time.monotonic()
     next_report = start + 1.0
     rebuilt = False
     while True:
         state = check(dump_root)
+        if until_exit:
+            state = _until_exit(state)
         if refusal_ends and state.refused:
             return EXIT_REFUSED, state
         if state.done:
@@ -163,14 +176,15 @@ def wait_for(dump_root: Path, timeout: float | None, say=None,
 
 
 def wait_reporting(dump_root: Path, timeout: float | None, who: str,
-                   refusal_ends: bool = False) -> tuple[int, State] | None:
+                   refusal_ends: bool = False,
+                   until_exit: bool = False) -> tuple[int, State] | None:
     """wait_for with progress lines and problems on stderr, prefixed `who: `;
     None if the control block cannot be used (said why)."""
     from msprobe_atb.control.block import ControlError
 
     try:
         return wait_for(dump_root, timeout, lambda s: print(f"{who}: {s}", file=sys.stderr),
-                        refusal_ends)
+                        refusal_ends, until_exit)
     except ControlError as exc:
         print(f"{who}: {exc}", file=sys.stderr)
         return None
