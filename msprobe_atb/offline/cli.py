@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..argtypes import seconds
-from .dask_connect import CONNECT_TIMEOUT_S
+from .engine_rule import CONNECT_TIMEOUT_S
 from .layout import DumpNotFound
 
 

@@ -15,7 +15,8 @@ import contextlib
 import logging
 import re
 
-CONNECT_TIMEOUT_S = 10.0
+from .engine_rule import CONNECT_TIMEOUT_S
+
 _EXAMPLE = "tcp://HOST:PORT, e.g. tcp://10.0.0.5:8786 (the address `dask scheduler` prints)"
 
 

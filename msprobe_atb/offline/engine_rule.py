@@ -17,6 +17,8 @@ ENGINES = ("auto", "local-cluster", "in-process")
 IN_PROCESS_BYTES_PER_S = 1.5e9
 IN_PROCESS_PAIRS_PER_S = 5000.0
 LOCAL_CLUSTER_MIN_S = 5.0
+# How long `compare --scheduler` waits for an existing cluster to answer (dask_connect.py).
+CONNECT_TIMEOUT_S = 10.0
 
 
 def default_jobs() -> int:
