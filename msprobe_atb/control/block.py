@@ -71,6 +71,7 @@ class ProcSlot:
     rec_lost: int = 0
     rec_flushed: int = 0
     rec_incident: int = 0
+    built: int = 0
     # (name, started, executed) per model the process runs (control.h struct msp_proc_model)
     models: tuple[tuple[str, int, int], ...] = ()
 
@@ -329,6 +330,13 @@ class ControlBlock:
         if p.pending_other:
             out[""] = out.get("", 0) + int(p.pending_other)
         return out
+
+    def set_built(self, slot: ProcSlot, offset: int) -> None:
+        """Tells a process how many bytes of its record log the derived files
+        hold (it waits for them at exit); only while the slot is still its own."""
+        p = self._ctl.procs[slot.slot]
+        if p.pid == slot.pid and p.start_ns == slot.start_ns:
+            p.built = offset
 
     # ---- used by tests that stand in for the shim ----
     def claim_proc(self, pid: int, start_ns: int) -> int:

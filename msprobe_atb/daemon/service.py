@@ -24,6 +24,7 @@ from msprobe_atb.daemon.controller import Controller
 from msprobe_atb.daemon.watcher import MISSING, ConfigWatcher, Unusable
 from msprobe_atb.tree import fsio, progress  # light: the heavy tree modules load later
 from msprobe_atb.tree.killed import close_killed
+from msprobe_atb.tree.records import ProcKey
 
 log = logging.getLogger("msprobe_atb")
 
@@ -188,13 +189,14 @@ class Daemon:
             now = time.monotonic()
             if self.watcher is not None and self.watcher.due(now):
                 self.check_config(settle=True)
+            self.oracle.refresh()  # before the read: see BlockOracle
             fed = self.drain.poll(RECORD_BUDGET)
             self.evaluate()
             behind = fed >= RECORD_BUDGET
             pending = pending or fed > 0
             every = BACKLOG_FLUSH_EVERY_S if behind else FLUSH_EVERY_S
             if (self.builder.exits_seen != exits or now - last_flush >= IDLE_FLUSH_S
-                    or (pending and now - last_flush >= every)):
+                    or self.builder.said_done or (pending and now - last_flush >= every)):
                 exits = self.builder.exits_seen
                 self.flush()
                 last_flush, pending = now, False
@@ -232,11 +234,14 @@ class Daemon:
         return 0
 
     def flush(self) -> None:
-        self.oracle.refresh()
         self.builder.incidents.add_block(self.block)
         self.builder.flush()
         self._built = self.drain.progress(os.getpid())  # what the tree now holds
         self.write_progress()
+        for slot in self.block.procs():  # a process waits for its files at exit
+            p = self.builder.procs.get(ProcKey(slot.pid, slot.start_ns))
+            if p is not None and slot.built < p.fed:
+                self.block.set_built(slot, p.fed)
 
     def write_progress(self) -> None:
         """.probe/built.json, when it changed (what `msprobe-atb wait` reads): the
@@ -279,6 +284,7 @@ class Daemon:
     def finish(self, reason: str) -> None:
         if self.watcher is not None:
             self.watcher.stop()
+        self.oracle.refresh()
         self.drain.poll()
         close_killed(self.block, self.builder, self.drain)
         self.flush()

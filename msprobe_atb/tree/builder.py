@@ -13,6 +13,7 @@ import bisect
 import csv
 import datetime as _dt
 import io
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from msprobe_atb.tree.csvfmt import (
     parse_tensor_path,
     statistic_row,
 )
+from msprobe_atb.tree.evicted import EvictedRounds
 from msprobe_atb.tree.incidents import IncidentBook
 from msprobe_atb.tree.info import (
     GraphError,
@@ -51,7 +53,10 @@ class ProcOracle(Protocol):
 
     def alive(self, key: ProcKey) -> bool: ...
 
-    def queue_empty(self, key: ProcKey) -> bool: ...
+    def settled(self, key: ProcKey, fed: int) -> bool:
+        """True if every tensor the process had selected has its record (or
+        never will) in the first `fed` bytes of its record log."""
+        ...
 
     def asleep(self) -> bool: ...
 
@@ -65,13 +70,16 @@ def iso_time(t_ns: int) -> str:
 class Round:
     key: RoundKey
     # (sort key, statistic.csv line, statistic_extra.csv line); None once the round
-    # is complete and written: its rows live on disk until a later record reopens it.
+    # is complete and written: its rows live on disk until a later record reopens it
+    # (the builder then drops the round itself, see tree/evicted.py).
     rows: list[tuple[tuple[int, int], str, str]] | None = field(default_factory=list)
     count: int = 0
     lost: int = 0
     unlisted: int = 0  # of `lost`: tensors without a row (no record of their own)
     last_t: int = 0
     procs: set[ProcKey] = field(default_factory=set)
+    # processes whose shim said the round has all its records (a `round` record)
+    said_done: set[ProcKey] = field(default_factory=set)
     dirty: bool = True
     flushed_once: bool = False
     marker: bytes | None = None  # the marker on disk, as we wrote it
@@ -83,7 +91,9 @@ class Proc:
     output_root: str | None = None
     dev_hint: int | None = None
     exited: bool = False
-    last_round: RoundKey | None = None
+    fed: int = 0  # bytes of its record log fed to the builder
+    last_round: RoundKey | None = None  # of its record with the highest seq
+    last_seq: int = -1
     graphs: dict[str, dict] = field(default_factory=dict)
     layers: dict[str, tuple[int, bytes]] = field(default_factory=dict)  # name -> (dev, json)
     models: dict[str, tuple[int, bytes]] = field(default_factory=dict)
@@ -113,7 +123,8 @@ class TreeBuilder:
     def __init__(self, dump_root: Path, oracle: ProcOracle):
         self.dump_root = Path(dump_root)
         self.oracle = oracle
-        self.rounds: dict[RoundKey, Round] = {}
+        self.rounds: dict[RoundKey, Round] = {}  # rounds not complete, or shared
+        self.evicted = EvictedRounds()  # complete rounds let go of (on disk only)
         self.procs: dict[ProcKey, Proc] = {}
         self._error_counts: dict[str, int] = {}
         self.manifest = ManifestWriter(self.dump_root, "records")
@@ -124,6 +135,9 @@ class TreeBuilder:
         self.unwritten: dict[str, str] = {}
         self.unwritten_rows = 0
         self.progress_error = ""  # `rebuild` could not write .probe/built.json
+        # rounds the shims said are complete since the last flush: the daemon
+        # flushes at once, so that their rows leave memory however far it is behind
+        self.said_done = 0
 
     # ---- problems are logged, a few times per kind, never raised ----
     def _problem(self, kind: str, message: str) -> None:
@@ -157,7 +171,7 @@ class TreeBuilder:
             tp = parse_tensor_path(str(rec.get("path", "")))
             if tp:
                 self._learn_device(p, tp.dev_pid)
-                p.last_round = tp.round_key
+                self._moved_to(p, tp.round_key, rec)
         elif kind == "graph":
             self._add_graph(p, rec)
         elif kind == "topo":
@@ -173,6 +187,12 @@ class TreeBuilder:
             self._add_unrecorded(p, rec)
         elif kind in ("incident", "flush"):
             self.incidents.add_record(p.key, rec)
+        elif kind == "round":
+            parts = str(rec.get("round", "")).split("/")
+            rnd = self.rounds.get((parts[0], parts[-1])) if len(parts) == 2 else None
+            if rnd is not None:  # complete rounds were let go of already
+                rnd.said_done.add(p.key)
+                self.said_done += 1
 
     def _learn_device(self, p: Proc, dev_pid: str) -> None:
         if p.dev_hint is None:
@@ -180,6 +200,29 @@ class TreeBuilder:
             if dev.isdigit():
                 p.dev_hint = int(dev)
                 p.info_dirty = True
+
+    @staticmethod
+    def _moved_to(p: Proc, round_key: RoundKey, rec: dict) -> None:
+        """The round of the latest selection: writer threads finish out of
+        order, so the record with the highest seq (taken in execution order)
+        tells, not the last one appended."""
+        seq = _int(rec.get("seq"))
+        if seq >= p.last_seq:
+            p.last_seq = seq
+            p.last_round = round_key
+
+    def _round(self, key: RoundKey) -> Round:
+        """The round, with its rows in memory (read back from disk if it was
+        let go of)."""
+        rnd = self.rounds.get(key)
+        if rnd is None:
+            rnd = self.rounds[key] = Round(key)
+            owner = self.evicted.take(key)
+            if owner is not None:
+                self._restore(rnd, owner)
+        if rnd.rows is None:
+            self._reload(rnd)
+        return rnd
 
     def _output_root(self, p: Proc) -> str:
         return p.output_root or str(self.dump_root.parent)
@@ -191,12 +234,8 @@ class TreeBuilder:
             self._problem("path", f"pid {p.key.pid}: tensor record with unusable path {path!r}")
             return
         self._learn_device(p, tp.dev_pid)
-        p.last_round = tp.round_key
-        rnd = self.rounds.get(tp.round_key)
-        if rnd is None:
-            rnd = self.rounds[tp.round_key] = Round(tp.round_key)
-        if rnd.rows is None:
-            self._reload(rnd)
+        self._moved_to(p, tp.round_key, rec)
+        rnd = self._round(tp.round_key)
         sort_key = (p.key.start_ns, _int(rec.get("seq"), 0))
         root = self._output_root(p)
         row = (sort_key, statistic_row(rec, tp, root), extra_row(rec, tp, root))
@@ -210,6 +249,7 @@ class TreeBuilder:
                           "such stubs)")
         rnd.last_t = max(rnd.last_t, _int(rec.get("t"), 0))
         rnd.procs.add(p.key)
+        rnd.said_done.discard(p.key)  # a later request reuses the round number
         rnd.dirty = True
 
     def _add_unrecorded(self, p: Proc, rec: dict) -> None:
@@ -225,11 +265,7 @@ class TreeBuilder:
             round_key = (parts[0], parts[1]) if len(parts) == 2 else p.last_round
             if n <= 0 or round_key is None:
                 continue
-            rnd = self.rounds.get(round_key)
-            if rnd is None:
-                rnd = self.rounds[round_key] = Round(round_key)
-            if rnd.rows is None:
-                self._reload(rnd)
+            rnd = self._round(round_key)
             rnd.lost += n
             rnd.unlisted += n
             rnd.last_t = max(rnd.last_t, _int(rec.get("t"), 0))
@@ -288,6 +324,25 @@ class TreeBuilder:
         p.overflow.append((dev, [str(_int(rec.get("seq"), 0)), iso_time(t) if t else "",
                                  op_id if sep else "", name if sep else kernel, kernel]))
         p.info_dirty = True
+
+    def _restore(self, rnd: Round, owner: ProcKey) -> None:
+        """Takes back a round it let go of: its counts from its marker (its rows
+        are read back by _reload)."""
+        base = ("data", rnd.key[0], rnd.key[1])
+        rnd.procs.add(owner)
+        rnd.rows, rnd.dirty, rnd.flushed_once = None, False, True
+        marker = fsio.read_file(self.dump_root, base + (MARKER,))
+        try:
+            fields = json.loads(marker or b"")
+            rnd.count, rnd.lost = fields["rows"], fields["lost"]
+            rnd.unlisted = fields.get("lost_without_row", 0)
+            done = fields.get("complete_at")
+            rnd.last_t = round(_dt.datetime.fromisoformat(done.replace("Z", "+00:00"))
+                               .timestamp() * 1e3) * 1_000_000 if done else 0
+            rnd.marker = marker
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            self._problem("reload", f"cannot read back {'/'.join(base + (MARKER,))} ({exc}); "
+                          "the round's earlier rows are missing until `msprobe-atb rebuild`")
 
     def _reload(self, rnd: Round) -> None:
         """Reads back the rows of an evicted round (one process, so the sort key
@@ -373,11 +428,12 @@ class TreeBuilder:
                 else:
                     p.info_dirty = True  # the next flush tries again
 
-    def _proc_done_with(self, key: ProcKey, rnd: RoundKey) -> bool:
+    def _proc_done_with(self, key: ProcKey, rnd: Round) -> bool:
         p = self.procs.get(key)
-        if p is None or p.exited or not self.oracle.alive(key):
+        if p is None or p.exited or key in rnd.said_done or not self.oracle.alive(key):
             return True
-        return self.oracle.queue_empty(key) and (p.last_round != rnd or self.oracle.asleep())
+        return (self.oracle.settled(key, p.fed)
+                and (p.last_round != rnd.key or self.oracle.asleep()))
 
     def _flush_round(self, rnd: Round) -> None:
         base = ("data", rnd.key[0], rnd.key[1])
@@ -391,9 +447,9 @@ class TreeBuilder:
                 if "/".join(base + ("statistic.csv",)) in self.unwritten:
                     self.unwritten_rows += len(rows)
                 return
-        complete = all(self._proc_done_with(k, rnd.key) for k in rnd.procs)
+        complete = all(self._proc_done_with(k, rnd) for k in rnd.procs)
         if complete:
-            self.manifest.round_complete(rnd.key)
+            self.manifest.round_complete(rnd.key, rnd.count)
             fields = {"rows": rnd.count, "lost": rnd.lost,
                       "complete_at": iso_time(rnd.last_t) if rnd.last_t else None}
             if rnd.unlisted:
@@ -403,6 +459,8 @@ class TreeBuilder:
                 rnd.marker = marker
             if rnd.marker is not None and len(rnd.procs) == 1:
                 rnd.rows = None  # done: keep memory bounded on long runs
+                if self.evicted.add(rnd.key, next(iter(rnd.procs))):
+                    del self.rounds[rnd.key]
         elif rnd.marker is not None or not rnd.flushed_once:
             # Reopened (a later request reuses this round number), or left by a
             # previous daemon: the round is not complete any more.
@@ -419,11 +477,16 @@ class TreeBuilder:
         for p in self.procs.values():
             if p.info_dirty:
                 self._flush_info(p)
-        for rnd in self.rounds.values():
+        for rnd in list(self.rounds.values()):
             if rnd.dirty or rnd.marker is None or not rnd.flushed_once:
                 self._flush_round(rnd)
         self.manifest.flush()
         self.incidents.flush()
+        self.said_done = 0
+
+    def round_count(self) -> int:
+        """Rounds built, those let go of included."""
+        return len(self.rounds) + len(self.evicted)
 
     def pending_markers(self) -> int:
         return sum(1 for r in self.rounds.values() if r.marker is None)

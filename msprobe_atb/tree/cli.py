@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         if block is not None:
             block.close()
         os.close(lock)
-    complete = len(builder.rounds) - builder.pending_markers()
+    complete = builder.round_count() - builder.pending_markers()
     summary = builder.unwritten_summary()
     if summary or builder.progress_error:
         from msprobe_atb.tree.progress import unwritten_text
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
               + "; ".join(x for x in (unwritten_text(summary) if summary else "",
                                       builder.progress_error) if x), file=sys.stderr)
         return 1
-    print(f"{dump_root}: rebuilt {len(builder.rounds)} rounds ({complete} complete) "
+    print(f"{dump_root}: rebuilt {builder.round_count()} rounds ({complete} complete) "
           f"from {len(builder.procs)} processes"
           + (f"; removed {swept} temporary files left by killed processes" if swept else ""))
     return 0

@@ -4,23 +4,29 @@ about processes from the control block."""
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from msprobe_atb.control.liveness import is_alive
 from msprobe_atb.tree import fsio, progress
 from msprobe_atb.tree.builder import TreeBuilder
 from msprobe_atb.tree.progress import Progress
-from msprobe_atb.tree.records import LogTailer, ProcKey, list_logs
+from msprobe_atb.tree.records import LogTailer, ProcKey, list_logs, records_dir
 
 log = logging.getLogger("msprobe_atb")
 
 
 class BlockOracle:
-    """Process facts from the control block's table (if there is a block) and /proc."""
+    """Process facts from the control block's table (if there is a block) and /proc.
+
+    The daemon refreshes it before it reads the record logs: a queue seen empty
+    then had every record of the process in the log, below the size taken just
+    after, and those are read by the time the tree is written (settled)."""
 
     def __init__(self, block=None):
         self.block = block
         self._slots: dict[ProcKey, object] = {}
+        self._idle_at: dict[ProcKey, int] = {}  # queue empty: the log's size then
         self._asleep = False
         self._alive: dict[ProcKey, bool] = {}
         self.refresh()
@@ -30,6 +36,15 @@ class BlockOracle:
         if self.block is None:
             return
         self._slots = {ProcKey(s.pid, s.start_ns): s for s in self.block.procs()}
+        self._idle_at = {}
+        logs = records_dir(self.block.dump_root)
+        for key, slot in self._slots.items():
+            if slot.queue_depth:
+                continue
+            try:
+                self._idle_at[key] = os.stat(logs / f"{key.pid}-{key.start_ns}.jsonl").st_size
+            except OSError:
+                self._idle_at[key] = 0
         self._asleep = self.block.read_config()[1].state == 0
 
     def alive(self, key: ProcKey) -> bool:
@@ -39,9 +54,10 @@ class BlockOracle:
             self._alive[key] = not exited and is_alive(key.pid, key.start_ns)
         return self._alive[key]
 
-    def queue_empty(self, key: ProcKey) -> bool:
-        slot = self._slots.get(key)
-        return slot is None or slot.queue_depth == 0
+    def settled(self, key: ProcKey, fed: int) -> bool:
+        if key not in self._slots:
+            return True  # no slot: nothing of it in flight
+        return fed >= self._idle_at.get(key, fed + 1)
 
     def asleep(self) -> bool:
         return self._asleep
@@ -70,6 +86,7 @@ class RecordDrain:
                 if not recs:
                     break
                 self.builder.add(key, recs)
+                self.builder.proc(key).fed = tailer.offset
                 fed += len(recs)
             if tailer.bad_lines != self._bad_reported.get(key, 0):
                 self._bad_reported[key] = tailer.bad_lines

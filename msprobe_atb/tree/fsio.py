@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -112,6 +113,32 @@ def overwrite_in_place(dump_root: Path, rel: Sequence[str], data: bytes) -> bool
         return True
     finally:
         os.close(out)
+
+
+def write_streamed(dump_root: Path, rel: Sequence[str], write: Callable[[BinaryIO], None]) -> None:
+    """Like write_files for one file whose bytes `write(f)` streams into f, so
+    that they never need to be in memory at once."""
+    *dirs, name = rel
+    if not valid_component(name):
+        raise UnsafePath(f"refusing file name {name!r}")
+    fd = _open_dir(dump_root, dirs, create=True)
+    tmp = f".{name}.{os.getpid()}.tmp"
+    try:
+        try:
+            os.unlink(tmp, dir_fd=fd)
+        except FileNotFoundError:
+            pass
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                      0o640, dir_fd=fd)
+        try:
+            with os.fdopen(out, "wb") as f:
+                write(f)
+            os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+        except BaseException:
+            os.unlink(tmp, dir_fd=fd)
+            raise
+    finally:
+        os.close(fd)
 
 
 def remove_file(dump_root: Path, rel: Sequence[str]) -> None:

@@ -202,7 +202,6 @@ class ManifestWriter:
         self.made_by = made_by
         self.host = host_name(self.dump_root)
         self.pending: dict[tuple[str, str], list[tuple[tuple[int, int], tuple]]] = {}
-        self.emitted: dict[tuple[str, str], int] = {}
         self.partitions: dict[Partition, _Partition] = {}
         self._started = False
         self.failed = 0
@@ -217,14 +216,15 @@ class ManifestWriter:
     def add(self, round_key: tuple[str, str], sort_key: tuple[int, int], row: tuple) -> None:
         self.pending.setdefault(round_key, []).append((sort_key, row))
 
-    def round_complete(self, round_key: tuple[str, str]) -> None:
+    def round_complete(self, round_key: tuple[str, str], total: int) -> None:
+        """Emits the round's rows not emitted yet; `total` counts its rows so
+        far, the earlier emissions included (their round_seq come first)."""
         rows = self.pending.pop(round_key, None)
         part = partition_of(round_key[0])
         if not rows or part is None:
             return
         rows.sort(key=lambda r: r[0])
-        base = self.emitted.get(round_key, 0)
-        self.emitted[round_key] = base + len(rows)
+        base = max(0, total - len(rows))
         dest = self.partitions.setdefault(part, _Partition()).ready
         for i, (_, row) in enumerate(rows):
             dest.append(row[:_ROUND_SEQ] + (base + i,) + row[_ROUND_SEQ + 1:])
@@ -284,23 +284,32 @@ class ManifestWriter:
             shutil.rmtree(self.dump_root.joinpath(*self._pdir(part)), ignore_errors=True)
             state.replaced = True
 
-    def _write_part(self, part: Partition, state: _Partition, rows, level: int,
-                    first: int | None = None) -> _Part:
+    def _write_part(self, part: Partition, state: _Partition, rows, level: int) -> _Part:
         self._replace(part, state)
         df = rows if not isinstance(rows, list) else self._frame(rows)
         buf = io.BytesIO()
         df.write_parquet(buf, compression="zstd", statistics=True)
-        if first is None:
-            first = state.next_n
-            state.next_n += 1
-        p = _Part(f"part-{first:08d}-L{level}.parquet", level, df.height, first)
+        p = _Part(f"part-{state.next_n:08d}-L{level}.parquet", level, df.height, state.next_n)
+        state.next_n += 1
         fsio.write_files(self.dump_root, [((*self._pdir(part), p.name), buf.getvalue())])
         state.parts.append(p)
         return p
 
-    def _compact(self, part: Partition, state: _Partition) -> None:
+    def _merge(self, part: Partition, group: list[_Part]) -> _Part:
+        """One file of the next level from `group`, streamed (a merge of 1M rows
+        held at once took 300 MB, which the daemon's memory then kept)."""
         import polars as pl
 
+        base = self.dump_root.joinpath(*self._pdir(part))
+        first = group[0]
+        new = _Part(f"part-{first.first:08d}-L{first.level + 1}.parquet", first.level + 1,
+                    sum(p.rows for p in group), first.first)
+        lazy = pl.scan_parquet([base / p.name for p in group])
+        fsio.write_streamed(self.dump_root, (*self._pdir(part), new.name),
+                            lambda f: lazy.sink_parquet(f, compression="zstd", statistics=True))
+        return new
+
+    def _compact(self, part: Partition, state: _Partition) -> None:
         while True:
             levels: dict[int, list[_Part]] = {}
             for p in state.parts:
@@ -310,12 +319,9 @@ class ManifestWriter:
             if full is None:
                 return
             group = full[:FANIN]
-            base = self.dump_root.joinpath(*self._pdir(part))
-            merged = pl.concat([pl.read_parquet(base / p.name) for p in group])
             # the merged file goes in before its inputs go, so a reader listing the
             # directory in between may count rows twice but never miss one
-            new = self._write_part(part, state, merged, group[0].level + 1, group[0].first)
-            state.parts.remove(new)
+            new = self._merge(part, group)
             for p in group:
                 fsio.remove_file(self.dump_root, (*self._pdir(part), p.name))
                 state.parts.remove(p)

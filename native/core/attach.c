@@ -28,6 +28,7 @@ struct msp_state g_msp = {
     .slot = -1,
     .host_abi = -1,
     .proc = &g_msp.dummy_proc,
+    .rounds = {.mu = PTHREAD_MUTEX_INITIALIZER},
 };
 
 /* Absolute form of `in` (relative to the cwd), without trailing '/'.
@@ -135,7 +136,8 @@ static int attach(void)
     const char *py = getenv("MSPROBE_ATB_PYTHON");
     snprintf(g_msp.python, sizeof g_msp.python, "%s", py && *py ? py : "python3");
     g_msp.nwriters = (int)msp_env_long("MSPROBE_ATB_WRITERS", 2, 1, MSP_MAX_WRITERS);
-    msp_exit_drain_configure((uint64_t)msp_env_long("MSPROBE_ATB_EXIT_DRAIN_S", 30, 0, 86400));
+    msp_exit_drain_configure((uint64_t)msp_env_long("MSPROBE_ATB_EXIT_DRAIN_S", 30, 0, 86400),
+                             (uint64_t)msp_env_long("MSPROBE_ATB_EXIT_BUILD_MS", 2000, 0, 60000));
     if (snprintf(g_msp.dump_root, sizeof g_msp.dump_root, "%s/atb_dump_data", g_msp.out) >=
         (int)sizeof g_msp.dump_root - 128) {
         msp_log("output dir %s is too long; this process will not dump", g_msp.out);

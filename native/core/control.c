@@ -326,7 +326,7 @@ int msp_ctl_claim_proc(struct msp_control *ctl, uint64_t pid, uint64_t start_ns)
             STORE(&p->device, (int64_t)-1);
             STORE(&p->flags, 0u);
             uint64_t *counters = &p->ops_seen;
-            for (uint64_t *c = counters; c <= &p->rec_incident; c++)
+            for (uint64_t *c = counters; c <= &p->built; c++)
                 STORE(c, 0);
             STORE(&p->pending_other, 0);
             for (int k = 0; k < MSP_PENDING_ROUNDS; k++)

@@ -1,5 +1,7 @@
+#define _GNU_SOURCE
 #include "exitdrain.h"
 
+#include <time.h>
 #include <unistd.h>
 
 #include "monitor.h"
@@ -10,12 +12,39 @@
 #include "util.h"
 #include "writer.h"
 
-static uint64_t g_drain_s;
+static uint64_t g_drain_s, g_build_ms;
 #define INFLIGHT_GRACE_NS 5000000000ULL
+#define BUILD_POLL_NS 5000000ULL
 
-void msp_exit_drain_configure(uint64_t seconds)
+void msp_exit_drain_configure(uint64_t seconds, uint64_t build_ms)
 {
     g_drain_s = seconds;
+    g_build_ms = build_ms;
+}
+
+/* Until the daemon says its derived files hold our whole log (`built`), at
+ * most g_build_ms; said when it gives up. Nobody builds without a daemon. */
+static void wait_built(void)
+{
+    struct msp_control *ctl = msp_ctl_now();
+    struct msp_proc *p = msp_proc_now();
+    uint64_t end = msp_rec_size();
+    if (!g_build_ms || !ctl || g_msp.slot < 0 || !msp_ctl_get_word(&ctl->daemon_pid))
+        return;
+    uint64_t t0 = msp_mono_ns(), deadline = t0 + g_build_ms * 1000000ULL;
+    while (__atomic_load_n(&p->built, __ATOMIC_ACQUIRE) < end) {
+        if (msp_mono_ns() >= deadline) {
+            msp_log("process exit: the control plane has not written this process's "
+                    "statistic.csv, info/ and round markers within %llu ms "
+                    "(MSPROBE_ATB_EXIT_BUILD_MS); they follow once it has read the record "
+                    "log (`msprobe-atb wait DIR` waits for them)",
+                    (unsigned long long)g_build_ms);
+            break;
+        }
+        struct timespec ts = {0, BUILD_POLL_NS};
+        nanosleep(&ts, NULL);
+    }
+    MSP_COUNT(host_ns, msp_mono_ns() - t0);
 }
 
 static void exit_record(int drained, uint64_t lost)
@@ -77,6 +106,7 @@ void msp_exit_drain(void)
     MSP_COUNT(host_ns, msp_mono_ns() - t0);
     msp_monitor_flush_counters();
     exit_record(drained && !lost, lost);
+    wait_built();
     if (g_msp.slot >= 0)
         msp_ctl_release_proc(g_msp.ctl, g_msp.slot);
 }

@@ -33,6 +33,7 @@ void msp_fork_child(void)
     g_msp.overflow_events = 0;
     g_msp.slot = -1;
     g_msp.proc = &g_msp.dummy_proc;
+    msp_rounds_init(&g_msp.rounds); /* the parent's rounds are the parent's */
     msp_hot_forget();
     msp_monitor_reset();
     msp_ops_reset();

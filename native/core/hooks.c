@@ -417,7 +417,7 @@ static void save_selected(struct msp_snap *s, msp_sv format, msp_sv dtype, msp_s
         return;
     }
     if (route != MSP_ROUTE_HOLD)
-        msp_pending_select(path.p, path.n);
+        msp_pending_select(path.p, path.n, 1);
     if (bad) {
         MSP_COUNT(errors, 1);
         msp_tensor_lost(&d, bad);

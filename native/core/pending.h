@@ -9,6 +9,8 @@
 #include <stddef.h>
 
 #include "msprobe_atb/control.h"
+#include "record.h"
+#include "rounds.h"
 #include "state.h"
 
 /* The round key of a tensor path: its first two non-empty components
@@ -16,14 +18,29 @@
  * the path has fewer than three components or the key does not fit. */
 size_t msp_round_key(const char *path, size_t n, char key[MSP_ROUND_KEY_LEN]);
 void msp_pending_add(struct msp_proc *p, const char *path, size_t n);
-/* Counts a tensor as selected (the slot's tensors_selected) and pending. */
-static inline void msp_pending_select(const char *path, size_t n)
+void msp_pending_done(struct msp_proc *p, const char *path, size_t n);
+/* Counts a tensor as selected (the slot's tensors_selected) and pending;
+ * `live`: the host's own selection, not one the flight recorder hands over
+ * (rounds.h). Appends the round record of a round the host has just left
+ * complete. */
+static inline void msp_pending_select(const char *path, size_t n, int live)
 {
     struct msp_proc *p = msp_proc_now();
     __atomic_fetch_add(&p->tensors_selected, 1, __ATOMIC_RELAXED);
     msp_pending_add(p, path, n); /* until its record is in the log */
+    char done[MSP_ROUND_KEY_LEN];
+    if (msp_rounds_selected(&g_msp.rounds, path, n, live, done))
+        msp_rec_round(done);
 }
-void msp_pending_done(struct msp_proc *p, const char *path, size_t n);
+/* A selected tensor's record is in the log: no longer pending; appends the
+ * round record if that completes its round. */
+static inline void msp_pending_recorded(const char *path, size_t n)
+{
+    msp_pending_done(msp_proc_now(), path, n);
+    char done[MSP_ROUND_KEY_LEN];
+    if (msp_rounds_recorded(&g_msp.rounds, path, n, done))
+        msp_rec_round(done);
+}
 
 struct jbuf;
 /* Writes the non-zero counts as a JSON object {"<key>": n, ..., "": other}

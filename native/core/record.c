@@ -175,6 +175,19 @@ int msp_rec_commit(struct jbuf *b)
     return commit(b, 0);
 }
 
+uint64_t msp_rec_size(void)
+{
+    return __atomic_load_n(&g_size, __ATOMIC_ACQUIRE);
+}
+
+void msp_rec_round(const char *key)
+{
+    struct jbuf b;
+    msp_rec_begin(&b, "round");
+    jb_kcstr(&b, "round", key);
+    msp_rec_commit(&b);
+}
+
 int msp_rec_commit_final(struct jbuf *b)
 {
     return commit(b, 1);

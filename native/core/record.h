@@ -17,6 +17,11 @@ int msp_rec_commit(struct jbuf *b);
 /* Like msp_rec_commit, for the exit record: it may use the reserve's floor,
  * which the other records leave alone once the disk is full. */
 int msp_rec_commit_final(struct jbuf *b);
+/* Appends {"k":"round","round":key}: every selected tensor of that round
+ * has its record above it (rounds.h). */
+void msp_rec_round(const char *key);
+/* Bytes appended to the current log so far. */
+uint64_t msp_rec_size(void);
 /* Gives the unused reserve back to the file system (at exit). */
 void msp_rec_release_reserve(void);
 

@@ -141,7 +141,7 @@ static void flush_round(struct msp_ring_round *rd, struct flushlog *f, const cha
     for (struct msp_item *it = msp_ring_take(&g_ring, rd), *next; it; it = next) {
         next = it->next;
         if (it->kind == MSP_ITEM_TENSOR) {
-            msp_pending_select(it->path, strlen(it->path));
+            msp_pending_select(it->path, strlen(it->path), 0);
             MSP_COUNT(rec_flushed, 1);
         }
         msp_item_queue(it, 1);
@@ -531,7 +531,7 @@ void msp_rec_hold(const struct msp_snap *snap, struct msp_item *it)
         /* an incident moved this round between routing and now */
         if (s && s->mode == MSP_SCOPE_DIRECT) {
             if (it->kind == MSP_ITEM_TENSOR)
-                msp_pending_select(it->path, strlen(it->path));
+                msp_pending_select(it->path, strlen(it->path), 1);
             msp_item_queue(it, 1);
         } else {
             MSP_COUNT(rec_lost, it->kind == MSP_ITEM_TENSOR);

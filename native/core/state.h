@@ -10,6 +10,7 @@
 
 #include "msprobe_atb/control.h"
 #include "queue.h"
+#include "rounds.h"
 
 /* A copy of the published config plus what the hot path derives from it.
  * Snapshots are never freed (see snapshot.c). */
@@ -55,6 +56,7 @@ struct msp_state {
     int closing;               /* atomic: exit drain started */
     uint64_t seq;              /* atomic: per-process SaveTensor/SaveParam order */
     uint64_t overflow_events;  /* atomic */
+    struct msp_rounds rounds;  /* which rounds have all their records (rounds.h) */
 };
 
 extern struct msp_state g_msp;

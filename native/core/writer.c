@@ -86,7 +86,7 @@ int msp_tensor_record(const struct msp_tensor_desc *d, const char *file, const c
      * counts it in its round (its file, if any, the caller takes back) */
     int ok = msp_rec_commit(&b) == 0;
     if (ok)
-        msp_pending_done(msp_proc_now(), d->path, d->pathn);
+        msp_pending_recorded(d->path, d->pathn);
     return ok;
 }
 

@@ -20,6 +20,7 @@
 #include "fsutil.h"
 #include "jsonw.h"
 #include "pending.h"
+#include "rounds.h"
 #include "queue.h"
 #include "stats.h"
 
@@ -673,6 +674,49 @@ static void test_pending(void)
     jb_free(&j);
 }
 
+static void test_rounds(void)
+{
+    static struct msp_rounds r;
+    msp_rounds_init(&r);
+    char done[MSP_ROUND_KEY_LEN];
+    const char *a = "0_7/1/1_L/before/a.bin", *b = "0_7/2/1_L/before/b.bin";
+    const char *c = "0_7/3/1_L/before/c.bin";
+    CHECK(!msp_rounds_selected(&r, a, strlen(a), 1, done));
+    CHECK(!msp_rounds_selected(&r, a, strlen(a), 1, done));
+    CHECK(!msp_rounds_recorded(&r, a, strlen(a), done)); /* one of round 1 left */
+    /* the host moves on while a round-1 tensor waits for its writer */
+    CHECK(!msp_rounds_selected(&r, b, strlen(b), 1, done));
+    CHECK(msp_rounds_recorded(&r, a, strlen(a), done) && !strcmp(done, "0_7/1"));
+    /* every round-2 record is in before the host leaves it: said on leaving */
+    CHECK(!msp_rounds_recorded(&r, b, strlen(b), done)); /* still the host's round */
+    CHECK(msp_rounds_selected(&r, c, strlen(c), 1, done) && !strcmp(done, "0_7/2"));
+    /* the recorder hands over an old round: it does not move the host */
+    const char *old = "0_7/0/1_L/before/o.bin";
+    CHECK(!msp_rounds_selected(&r, old, strlen(old), 0, done));
+    CHECK(msp_rounds_recorded(&r, old, strlen(old), done) && !strcmp(done, "0_7/0"));
+    CHECK(!msp_rounds_recorded(&r, c, strlen(c), done)); /* round 3 is the host's */
+    /* a record of an unknown round, or one too many: nothing */
+    CHECK(!msp_rounds_recorded(&r, old, strlen(old), done));
+    CHECK(!msp_rounds_recorded(&r, "x", 1, done));
+    /* a full table: the rounds without an entry are never announced */
+    char path[64];
+    for (int i = 0; i < MSP_ROUNDS_MAX + 2; i++) {
+        snprintf(path, sizeof path, "0_7/%d/1_L/x.bin", 100 + i);
+        CHECK(!msp_rounds_selected(&r, path, strlen(path), 1, done) || i == 0);
+    }
+    int said = 0;
+    for (int i = 0; i < MSP_ROUNDS_MAX + 2; i++) {
+        snprintf(path, sizeof path, "0_7/%d/1_L/x.bin", 100 + i);
+        said += msp_rounds_recorded(&r, path, strlen(path), done);
+    }
+    /* the rounds that found a place are announced, the two after them not */
+    CHECK(said == MSP_ROUNDS_MAX);
+    snprintf(path, sizeof path, "0_7/%d/1_L/x.bin", 100 + MSP_ROUNDS_MAX + 1);
+    CHECK(!msp_rounds_selected(&r, path, strlen(path), 1, done)); /* untracked: silent */
+    CHECK(!msp_rounds_recorded(&r, path, strlen(path), done));
+    CHECK(!msp_rounds_selected(&r, a, strlen(a), 1, done)); /* and left: still silent */
+}
+
 int main(void)
 {
     test_filters();
@@ -687,6 +731,7 @@ int main(void)
     test_queue_warm();
     test_queue_block();
     test_pending();
+    test_rounds();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }

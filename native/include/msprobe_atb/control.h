@@ -16,7 +16,8 @@
  *     `generation` (odd while a publish is in progress).
  *   - each `procs[i]` slot is claimed by one shim with a CAS on `pid` and
  *     its counters are written only by that process, with relaxed atomic
- *     stores; readers use relaxed atomic loads per field.
+ *     stores; readers use relaxed atomic loads per field. `built` alone is
+ *     written by the daemon.
  *   - `daemon_pid`, `published`, `error_seq`, `stop_requested` are single
  *     words accessed atomically.
  * See docs/contracts.md for the semantics of every field.
@@ -27,7 +28,7 @@
 #include <stdint.h>
 
 #define MSP_CTL_MAGIC 0x4c54434250534d31
-#define MSP_CTL_VERSION 6
+#define MSP_CTL_VERSION 7
 
 #define MSP_MAX_RANGES 32
 #define MSP_MAX_IDS 128
@@ -224,6 +225,9 @@ struct msp_proc {
     uint64_t rec_lost;         /* tensors that could not be kept (a round over the budget, ...) */
     uint64_t rec_flushed;      /* tensors moved from the ring to the writers */
     uint64_t rec_incident;     /* last incident this process applied */
+    uint64_t built;            /* written by the daemon (the one field it writes): bytes of
+                                  this process's record log whose records are in the derived
+                                  files; the exit drain waits for its exit record's end */
     uint64_t pending_other;    /* like pending[], for tensors of rounds without an entry */
     struct msp_pending pending[MSP_PENDING_ROUNDS];
     uint64_t n_models;         /* entries of models[] in use (layout version 6) */
