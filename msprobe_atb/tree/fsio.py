@@ -161,14 +161,15 @@ def read_file(dump_root: Path, rel: Sequence[str]) -> bytes | None:
         fd = _open_dir(dump_root, dirs, create=False)
     except (OSError, UnsafePath):
         return None
-    try:
-        f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+    try:  # O_NONBLOCK: a FIFO planted at the name is not waited on (and not read)
+        f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                    dir_fd=fd)
     except OSError:
         return None
     finally:
         os.close(fd)
     with os.fdopen(f, "rb") as fh:
-        return fh.read()
+        return fh.read() if stat.S_ISREG(os.fstat(f).st_mode) else None
 
 
 # Temporary names of the shim (.<name>.<pid>.<tid>.tmp) and of the control
