@@ -31,4 +31,4 @@ def test_recorder_act_says_what_it_does_while_it_sends(tmp_path):
     assert failed == [22], act  # prefill round 21: the 22nd request
     reports = [int(k) for _, _, k in sent]
     assert reports[0] == 0 and reports == sorted(reports) and set(reports) <= {0, 1}, act
-    assert "incident 1: inf (-inf) at " in out and ", round 21, device 1, " in out
+    assert "incident 1: inf (-inf) at " in out and ", prefill round 21, device 1, " in out
