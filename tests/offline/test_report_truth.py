@@ -250,7 +250,7 @@ def test_the_headline_card_names_the_first_divergent_op_and_shows_its_values(rep
     assert page.index("<section id='headline'>") < page.index("<section id='summary'>")
     card = page.split("<section id='headline'>")[1].split("</section>")[0]
     facts = dict(re.findall(r"<dt>([^<]+)</dt><dd>([^<]*)</dd>", card.replace("<wbr>", "")))
-    assert facts["layer"] == INJECTED_LAYER and facts["round"] == "0"
+    assert facts["layer"] == INJECTED_LAYER and facts["round"] == "prefill round 0"
     assert facts["op"].startswith(INJECTED_LAYER + "/") and "SwiGlu" in facts["op"]
     assert facts["device"].startswith("1 (pid ") and facts["model"] == "DecoderModel_Prefill"
     assert facts["NaN/Inf in target"] == "1 +Inf" and facts["NaN/Inf in golden"] == "none"
