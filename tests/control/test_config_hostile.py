@@ -12,7 +12,7 @@ import pytest
 from test_daemon import block_of, config_of
 from testkit import REPO, save_config, wait_until
 
-from msprobe_atb.config import ConfigError, load_bytes
+from msprobe_atb.config import ConfigError, load_bytes, loader
 from msprobe_atb.config import cli as check_cli
 
 BIG = "1" * 5000
@@ -71,7 +71,7 @@ def test_check_command_says_crashed_distinctly(tmp_path, monkeypatch, capsys):
     def broken(_path):
         raise TypeError("a validator bug")
 
-    monkeypatch.setattr(check_cli, "load_config", broken)
+    monkeypatch.setattr(loader, "load_config", broken)  # check imports it when it runs
     rc = check_cli.run(argparse.Namespace(config=str(cfg), json=False))
     assert rc == check_cli.CRASHED != check_cli.REJECTED
     assert "internal error while checking the config" in capsys.readouterr().err
