@@ -111,7 +111,9 @@ def format_summary(res: CompareResult, outputs: list[str] | None = None) -> str:
     sc = res.scope
     counts = {v: res.count(v) for v in VERDICTS}
     lines = _structure(res)
-    unpaired = {k: counts[k] for k in ("target-only", "golden-only") if counts[k]}
+    # not compared: paired, but the cluster could not answer for them (said below)
+    unpaired = {k: counts[k] for k in ("target-only", "golden-only", "not-compared")
+                if counts[k]}
     pairs = res.rows.height - sum(unpaired.values())
     lines += [", ".join([f"{pairs} pairs compared", *(f"{v} {k}" for k, v in unpaired.items())])
               + f" (processes {', '.join(f'{a}→{b}' for a, b in res.process_pairs[:4])}"
