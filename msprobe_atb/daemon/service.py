@@ -239,8 +239,10 @@ class Daemon:
         self._built = self.drain.progress(os.getpid())  # what the tree now holds
         self.write_progress()
         for slot in self.block.procs():  # a process waits for its files at exit
-            p = self.builder.procs.get(ProcKey(slot.pid, slot.start_ns))
-            if p is not None and slot.built < p.fed:
+            key = ProcKey(slot.pid, slot.start_ns)
+            p = self.builder.procs.get(key)
+            # not while its files could not be written (a full disk): it says so
+            if p is not None and slot.built < p.fed and key not in self.builder.unwritten_procs:
                 self.block.set_built(slot, p.fed)
 
     def write_progress(self) -> None:

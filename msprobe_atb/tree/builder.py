@@ -134,6 +134,7 @@ class TreeBuilder:
         # rows of the rounds whose statistic.csv it is
         self.unwritten: dict[str, str] = {}
         self.unwritten_rows = 0
+        self.unwritten_procs: set[ProcKey] = set()  # whose files the last flush missed
         self.progress_error = ""  # `rebuild` could not write .probe/built.json
         # rounds the shims said are complete since the last flush: the daemon
         # flushes at once, so that their rows leave memory however far it is behind
@@ -427,6 +428,7 @@ class TreeBuilder:
                     p.written[rel] = data
                 else:
                     p.info_dirty = True  # the next flush tries again
+                    self.unwritten_procs.add(p.key)
 
     def _proc_done_with(self, key: ProcKey, rnd: Round) -> bool:
         p = self.procs.get(key)
@@ -446,6 +448,7 @@ class TreeBuilder:
                                (base + ("statistic_extra.csv",), _bytes(extra))):
                 if "/".join(base + ("statistic.csv",)) in self.unwritten:
                     self.unwritten_rows += len(rows)
+                    self.unwritten_procs |= rnd.procs
                 return
         complete = all(self._proc_done_with(k, rnd) for k in rnd.procs)
         if complete:
@@ -455,8 +458,11 @@ class TreeBuilder:
             if rnd.unlisted:
                 fields["lost_without_row"] = rnd.unlisted
             marker = dumps(fields)
-            if marker != rnd.marker and self._write((base + (MARKER,), marker)):
-                rnd.marker = marker
+            if marker != rnd.marker:
+                if self._write((base + (MARKER,), marker)):
+                    rnd.marker = marker
+                else:
+                    self.unwritten_procs |= rnd.procs
             if rnd.marker is not None and len(rnd.procs) == 1:
                 rnd.rows = None  # done: keep memory bounded on long runs
                 if self.evicted.add(rnd.key, next(iter(rnd.procs))):
@@ -474,6 +480,7 @@ class TreeBuilder:
         and the completion markers of rounds whose processes are done."""
         self.unwritten = {}
         self.unwritten_rows = 0
+        self.unwritten_procs = set()
         for p in self.procs.values():
             if p.info_dirty:
                 self._flush_info(p)

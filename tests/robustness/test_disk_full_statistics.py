@@ -59,11 +59,14 @@ def full(module_fs):
     r = run_atbsim(out, out.parent.parent / "full.json", *MORE)
     assert r.returncode == 0, r.stderr[-3000:]
     wait_daemon_gone(out)
-    return fs, out
+    return fs, out, r
 
 
 def test_a_record_that_found_no_room_is_a_loss(full):
-    _, out = full
+    _, out, r = full
+    # the control plane could not write the process's files: it did not tell the
+    # process they were written, and the process said so at exit
+    assert "has not written this process's statistic.csv" in r.stderr, r.stderr[-2000:]
     truth = log_truth(out / "atb_dump_data")
     (proc,) = status(out)["processes"]
     assert truth["lost"] > 0, "the disk must fill in this test"
@@ -75,7 +78,7 @@ def test_a_record_that_found_no_room_is_a_loss(full):
 
 def test_wait_reports_the_loss_without_a_traceback(full):
     """With no control plane left, `wait` builds the tree itself on the full disk."""
-    _, out = full
+    _, out, _ = full
     r = cli("wait", str(out), "--timeout", "60")
     assert "Traceback" not in r.stderr, r.stderr[-3000:]
     assert r.returncode == 1, (r.returncode, r.stdout, r.stderr[-2000:])
@@ -85,7 +88,7 @@ def test_wait_reports_the_loss_without_a_traceback(full):
 
 
 def test_stats_agrees_with_the_record_log(full):
-    _, out = full
+    _, out, _ = full
     truth = log_truth(out / "atb_dump_data")
     r = cli("stats", str(out), "--json")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
@@ -99,7 +102,7 @@ def test_stats_agrees_with_the_record_log(full):
 
 
 def test_status_names_what_the_disk_kept_out(full):
-    _, out = full
+    _, out, _ = full
     r = cli("status", str(out))
     assert r.returncode == 0, r.stderr
     assert "LOST" in r.stdout, r.stdout
@@ -107,7 +110,7 @@ def test_status_names_what_the_disk_kept_out(full):
 
 
 def test_rebuild_on_the_full_disk_says_what_it_could_not_write(full):
-    _, out = full
+    _, out, _ = full
     r = cli("rebuild", str(out))
     assert "Traceback" not in r.stderr, r.stderr[-3000:]
     assert r.returncode == 1 and "NOT complete" in r.stderr, (r.returncode, r.stdout, r.stderr)
@@ -115,7 +118,7 @@ def test_rebuild_on_the_full_disk_says_what_it_could_not_write(full):
 
 
 def test_once_there_is_room_the_markers_count_every_loss(full):
-    fs, out = full
+    fs, out, _ = full
     (fs / "filler").unlink()
     rebuild(out)
     root = out / "atb_dump_data"
