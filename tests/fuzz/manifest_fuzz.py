@@ -2,7 +2,7 @@
 probe, then, per input, a copy of the target dump with a few planted or mutated
 manifest rows, part files, CSV paths or stubs, read by `stats`, `compare` (against
 the golden dump), `report` and `query` in turn (the real CLI, in this process).
-`make fuzz` runs it long (`python tests/fuzz/manifest_fuzz.py --inputs 400`),
+`make fuzz` runs it long (`python tests/fuzz/manifest_fuzz.py --inputs 200`),
 `make test` briefly (test_manifest_fuzz.py). Prints "fuzz crafted-manifest: N inputs
 tried, K findings".
 
@@ -273,7 +273,7 @@ def run(inputs: int, seed: int, dumps: dict[str, Path] | None = None) -> tuple[i
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--inputs", type=int, default=400, help="crafted dumps to try")
+    ap.add_argument("--inputs", type=int, default=200, help="crafted dumps to try")
     ap.add_argument("--seed", type=int, default=None, help="default: time-based")
     args = ap.parse_args()
     seed = args.seed if args.seed is not None else int(time.time())
