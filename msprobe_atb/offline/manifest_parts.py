@@ -106,6 +106,8 @@ def _without_repeats(files: list[Path], problems: list[str]) -> list[Path]:
     before them, and minus those whose keys cannot be read."""
     import polars as pl
 
+    if len(files) < 2:  # nothing to repeat (a damaged file: the reader names it)
+        return files
     frames, taken = [], []
     for f in files:
         try:
