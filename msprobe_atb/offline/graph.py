@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -205,3 +206,12 @@ def upstream(graphs: dict[str, Node], op_id: str, io: str = "output", index: int
             nxt += [(t, p) for t in p.inputs]
         frontier = nxt
     return out
+
+
+def feeder_kinds(names: list[str]) -> str:
+    """'12 weights, 1 model input': feeders that are no op (no statistics), counted by
+    kind, from the names upstream gives them ('weight of M', 'model input of M',
+    'input of Layer')."""
+    kinds = Counter("layer input" if n.startswith("input of ") else n.partition(" of ")[0]
+                    for n in names)
+    return ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in kinds.items())

@@ -4,7 +4,6 @@ fed it, and the largest values per layer."""
 from __future__ import annotations
 
 import math
-from collections import Counter
 
 import polars as pl
 
@@ -12,7 +11,7 @@ from msprobe_atb.tree.incidents import format_incident, read_incidents
 from msprobe_atb.tree.models import model_kind, round_label, rounds_label
 
 from .dtypes import TOLERANCES
-from .graph import load_layer_graphs, load_model_graphs, upstream
+from .graph import feeder_kinds, load_layer_graphs, load_model_graphs, upstream
 from .losses import dump_losses
 from .table import Dump, op_path
 
@@ -177,14 +176,6 @@ def summarize(dump: Dump, df: pl.DataFrame | None = None, *, top: int = 10) -> d
     }
 
 
-def _kinds(feeders: list[dict]) -> str:
-    """'12 weights, 1 model input': the feeders that are no op, counted by kind (the
-    graph names them 'weight of M', 'model input of M', 'input of Layer')."""
-    kinds = Counter("layer input" if u["graph_name"].startswith("input of ")
-                    else u["graph_name"].partition(" of ")[0] for u in feeders)
-    return ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in kinds.items())
-
-
 def ranges_text(values: list[int]) -> str:
     """[1, 2, 3, 6] -> '1-3,6': runs of consecutive numbers joined, gaps kept."""
     runs: list[list[int]] = []
@@ -272,7 +263,8 @@ def format_text(s: dict) -> str:
                 lines.append(f"    {'  ' * (u['hops'] - 1)}{who} via {u['tensor']}{state}")
             rest = [u for u in f["upstream"] if u not in shown]
             if rest:
-                lines.append(f"    {'and ' if shown else ''}{_kinds(rest)} (no statistics: "
+                lines.append(f"    {'and ' if shown else ''}"
+                             f"{feeder_kinds([u['graph_name'] for u in rest])} (no statistics: "
                              "not an op's output)")
         elif f is s["first_nonfinite"][0]:
             lines.append("  (no info/layer graph for this op: upstream unknown)")

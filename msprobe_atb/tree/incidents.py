@@ -270,8 +270,12 @@ def format_incident(doc: dict) -> str:
                                           if k in stats))
     feeders = doc.get("feeding_ops") or []
     if feeders:
-        lines.append("  fed by: " + ", ".join(f"{f['op_id'] or '-'} {f['op_name']}"
-                                              for f in feeders[:6]))
+        from msprobe_atb.offline.graph import feeder_kinds
+
+        rest = [f["op_name"] for f in feeders if not f["op_id"]]  # inputs: no statistics
+        lines.append("  fed by: " + ", ".join(
+            [*(f"{f['op_id']} {f['op_name']}" for f in feeders if f["op_id"])][:6]
+            + ([f"and {feeder_kinds(rest)}"] if rest else [])))
     lines.append(f"  rounds written: {rounds_written(doc) or 'none yet'}")
     for f in doc.get("flushed") or []:
         lines.append(f"    {f['dir']}")

@@ -32,3 +32,6 @@ def test_recorder_act_says_what_it_does_while_it_sends(tmp_path):
     reports = [int(k) for _, _, k in sent]
     assert reports[0] == 0 and reports == sorted(reports) and set(reports) <= {0, 1}, act
     assert "incident 1: inf (-inf) at " in out and ", prefill round 21, device 1, " in out
+    # issue 18 §2: the feeders that are no op (no statistics) are counted, not listed
+    fed = re.search(r"^  fed by: (.*)$", out, re.M).group(1)
+    assert "- input of" not in fed and re.search(r", and \d+ layer inputs?$", fed), fed
