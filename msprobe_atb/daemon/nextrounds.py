@@ -2,10 +2,13 @@
 
 Rounds are ATB's execution counts, one per model (prefill and decode count apart).
 Each shim counts, per model it runs, the executions begun (`started`, control.h
-struct msp_proc_model). The next N executions of a model are rounds
-started .. started + N - 1, taken as the highest count among the live processes,
-so every rank dumps the same rounds. A model no live process has run yet is not
-named: its ops keep the config's default, their first N rounds.
+struct msp_proc_model) and ended (`executed`). An awake process sees executions
+begin (flag MSP_PROC_MODELS_EXACT): its next one is round `started`. An asleep one
+counts them at their end only, so one may be under way unseen: its first round
+surely begun after the publish is `executed + 1`. The next N executions of a model
+are N rounds from the highest of these among the live processes, so every rank
+dumps the same rounds. A model no live process has run yet is not named: its ops
+keep the config's default, their first N rounds.
 
 An execution can begin between reading the counts and the publish; the
 controller then reads again and publishes again (`settle`), so an execution
@@ -20,6 +23,7 @@ from collections.abc import Callable
 from msprobe_atb.control.liveness import is_alive
 
 MAX_MODELS = 8  # control.h MSP_MAX_MODELS
+PROC_MODELS_EXACT = 64  # control.h MSP_PROC_MODELS_EXACT
 SETTLE_TRIES = 5
 
 
@@ -29,8 +33,9 @@ def next_rounds(block, n: int) -> tuple[tuple[str, int, int], ...]:
     for s in block.procs():
         if s.exited or not is_alive(s.pid, s.start_ns):
             continue
-        for name, begun, _ in s.models:
-            started[name] = max(started.get(name, 0), begun)
+        exact = bool(s.flags & PROC_MODELS_EXACT)
+        for name, begun, ended in s.models:
+            started[name] = max(started.get(name, 0), begun if exact else ended + 1)
     return tuple((name, first, first + n - 1)
                  for name, first in sorted(started.items()))[:MAX_MODELS]
 

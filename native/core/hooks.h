@@ -10,7 +10,6 @@
 #include <stdint.h>
 
 #include "hot.h"
-#include "models.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,8 +39,7 @@ int msp_hook_overflow_check_awake(void);
 static inline msp_bool msp_hook_is_tensor_need_save(const int64_t *ids, size_t n)
 {
     if (__builtin_expect(msp_hot_stale(), 0))
-        msp_hot_refresh();
-    msp_models_note_setup(ids, n);
+        msp_hot_need_save_slow(ids, n);
     return MSP_HOT_LOAD(msp_hot.active);
 }
 

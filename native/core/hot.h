@@ -23,7 +23,11 @@ typedef _Bool msp_bool;
 
 struct msp_hot {
     const uint64_t *gen;     /* the block's generation, or a private word */
-    uint64_t seen;           /* the generation the hooks answer from */
+    uint64_t seen;           /* the generation the hooks answer from; awake, a value
+                                `gen` never holds, so the two hooks that follow the
+                                config take their slow path (which counts each
+                                model's executions, models.h) */
+    uint64_t applied;        /* the generation the hooks answer from */
     struct msp_snap *awake;  /* the current snapshot while it is awake, else NULL;
                                 MSP_HOT_UNATTACHED before the first attach */
     msp_bool active;         /* attached with a config path (IsTensorNeedSave) */
@@ -57,7 +61,10 @@ void msp_ops_tick(void) MSP_HIDDEN; /* opcount.c */
 
 /* Slow paths: attach, or copy a config the daemon published. */
 void msp_hot_refresh(void) MSP_HIDDEN;
-/* UpdateConfig's: msp_hot_refresh if stale, and every MSP_OPS_BATCH ops
+/* IsTensorNeedSave's: msp_hot_refresh if the generation moved, and (awake) the
+ * top-level op's setup counted for its model. */
+void msp_hot_need_save_slow(const int64_t *ids, size_t n);
+/* UpdateConfig's: msp_hot_refresh if the generation moved, and every MSP_OPS_BATCH ops
  * of a thread (and its first) register the thread's counter and run the
  * monitor's duties while no monitor thread exists (see monitor.h). */
 void msp_hot_update_slow(void) MSP_HIDDEN;
@@ -73,11 +80,19 @@ static inline struct msp_snap *msp_hot_awake(void)
     return __atomic_load_n(&msp_hot.awake, __ATOMIC_ACQUIRE);
 }
 
-/* The block's generation moved, or the process has not attached yet. */
+/* The block's generation moved, the process has not attached yet, or it is
+ * awake: the slow path is due. */
 static inline msp_bool msp_hot_stale(void)
 {
     const uint64_t *gen = MSP_HOT_LOAD(msp_hot.gen);
     return __atomic_load_n(gen, __ATOMIC_RELAXED) != MSP_HOT_LOAD(msp_hot.seen);
+}
+
+/* The block's generation moved, or the process has not attached yet. */
+static inline msp_bool msp_hot_changed(void)
+{
+    const uint64_t *gen = MSP_HOT_LOAD(msp_hot.gen);
+    return __atomic_load_n(gen, __ATOMIC_RELAXED) != MSP_HOT_LOAD(msp_hot.applied);
 }
 
 /* Counts a runner setup; 1 when a batch is full (a tick is due). Single

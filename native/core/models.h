@@ -22,19 +22,19 @@ extern "C" {
 #define MSP_MODEL_OP_IDS 4096
 
 /* A top-level op (ids of one element: ATB asks IsTensorNeedSave at its every
- * Setup) is being set up: the first of an execution of its model begins that
- * execution. An op of no known model yet is remembered by the thread. */
-void msp_models_op_setup(int64_t id) MSP_HIDDEN;
-
-static inline void msp_models_note_setup(const int64_t *ids, size_t n)
-{
-    if (n == 1)
-        msp_models_op_setup(ids[0]);
-}
+ * Setup) is being set up. Called from IsTensorNeedSave's slow path, which runs
+ * at every setup only while awake (asleep the hook stays one compare and a
+ * branch). The first of an execution of a known model begins that execution;
+ * an op of no known model is remembered by the thread. Asleep, executions are
+ * counted at their end only: the proc flag MSP_PROC_MODELS_EXACT is set from
+ * the first op set up awake, and cleared when the process goes back to sleep. */
+void msp_models_note_setup(const int64_t *ids, size_t n) MSP_HIDDEN;
+/* The process went back to sleep: beginnings are no longer seen. */
+void msp_models_asleep(void) MSP_HIDDEN;
 
 /* IsReportModelTopoInfo(name), once per Model::Execute after every node was
  * issued: an execution of the model finished issuing; the top-level ops this
- * thread set up since its last report, of no known model, are this model's. */
+ * thread set up since its last report ([lo, hi]), of no known model, are this model's. */
 void msp_models_executed(const char *name, size_t n) MSP_HIDDEN;
 /* The model of top-level op `id` as named in the process's table, or NULL. */
 const char *msp_models_of_op(int64_t id) MSP_HIDDEN;

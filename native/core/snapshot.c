@@ -11,6 +11,7 @@
 
 #include "attach.h"
 #include "hot.h"
+#include "models.h"
 #include "monitor.h"
 #include "opcount.h"
 #include "record.h"
@@ -79,8 +80,15 @@ void msp_hot_update_slow(void)
 {
     if ((__atomic_load_n(&msp_t_ops, __ATOMIC_RELAXED) & (MSP_OPS_BATCH - 1)) == 0)
         msp_ops_tick();
-    if (msp_hot_stale())
+    if (msp_hot_changed())
         msp_hot_refresh();
+}
+
+void msp_hot_need_save_slow(const int64_t *ids, size_t n)
+{
+    if (msp_hot_changed())
+        msp_hot_refresh();
+    msp_models_note_setup(ids, n);
 }
 
 void msp_hot_inactive(void)
@@ -88,6 +96,7 @@ void msp_hot_inactive(void)
     __atomic_store_n(&msp_hot.awake, NULL, __ATOMIC_RELEASE);
     __atomic_store_n(&msp_hot.active, (msp_bool)0, __ATOMIC_RELAXED);
     __atomic_store_n(&msp_hot.seen, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&msp_hot.applied, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&msp_hot.gen, &g_inactive_gen, __ATOMIC_RELEASE);
 }
 
@@ -103,7 +112,11 @@ static void publish_hot(struct msp_snap *s)
 {
     __atomic_store_n(&msp_hot.awake, s->awake ? s : NULL, __ATOMIC_RELEASE);
     __atomic_store_n(&msp_hot.active, (msp_bool)1, __ATOMIC_RELAXED);
-    __atomic_store_n(&msp_hot.seen, s->generation, __ATOMIC_RELEASE);
+    __atomic_store_n(&msp_hot.applied, s->generation, __ATOMIC_RELEASE);
+    /* generations are even (seqlock): an odd `seen` never matches, so awake the
+     * config-following hooks take their slow path (it counts model executions) */
+    __atomic_store_n(&msp_hot.seen, s->awake ? s->generation | 1 : s->generation,
+                     __ATOMIC_RELEASE);
     __atomic_store_n(&msp_hot.gen, (const uint64_t *)&s->ctl->generation, __ATOMIC_RELEASE);
 }
 
@@ -191,6 +204,8 @@ void msp_snap_refresh(void)
                             s->cfg.exec_mode != MSP_EXEC_NONE;
             msp_queue_expect(&g_msp.q, ring_dump ? s->cfg.queue_budget_bytes : 0);
             __atomic_store_n(&g_msp.snap, s, __ATOMIC_RELEASE);
+            if (!s->awake) /* asleep, executions begin unseen (models.h) */
+                msp_models_asleep();
             __atomic_store_n(&msp_proc_now()->config_generation, s->generation, __ATOMIC_RELAXED);
             cur = s;
         }

@@ -47,20 +47,30 @@ def everyone_alive(monkeypatch):
     monkeypatch.setattr(nextrounds, "is_alive", lambda pid, start: pid != 99)
 
 
+EXACT = nextrounds.PROC_MODELS_EXACT
+
+
 def test_each_model_gets_its_own_next_rounds_from_the_live_processes(everyone_alive):
     block = FakeBlock([
-        slot(1, [("M_Prefill", 21, 21), ("M_Decoder", 59, 59)]),
-        slot(2, [("M_Prefill", 21, 20), ("M_Decoder", 60, 59)]),  # a rank one step ahead
-        slot(99, [("M_Prefill", 500, 500)]),  # a dead process of an earlier service
-        slot(3, [("M_Prefill", 700, 700)], flags=4),  # exited
+        slot(1, [("M_Prefill", 21, 21), ("M_Decoder", 59, 59)], flags=EXACT),
+        slot(2, [("M_Prefill", 21, 20), ("M_Decoder", 60, 59)], flags=EXACT),  # one ahead
+        slot(99, [("M_Prefill", 500, 500)], flags=EXACT),  # dead, of an earlier service
+        slot(3, [("M_Prefill", 700, 700)], flags=4 | EXACT),  # exited
     ])
     assert nextrounds.next_rounds(block, 2) == (("M_Decoder", 60, 61), ("M_Prefill", 21, 22))
 
 
+def test_an_asleep_process_may_be_in_an_execution_unseen(everyone_alive):
+    """Asleep, a shim counts executions at their end only: the first round surely
+    begun after the publish is the one after the next."""
+    block = FakeBlock([slot(1, [("M_Prefill", 21, 21), ("M_Decoder", 59, 59)])])
+    assert nextrounds.next_rounds(block, 1) == (("M_Decoder", 60, 60), ("M_Prefill", 22, 22))
+
+
 def test_an_execution_begun_before_the_publish_is_never_selected(everyone_alive):
     """The counts move between the read and the publish: published again."""
-    before = [slot(1, [("M_Decoder", 59, 59)])]
-    moved = [slot(1, [("M_Decoder", 60, 59)])]
+    before = [slot(1, [("M_Decoder", 59, 59)], flags=EXACT)]
+    moved = [slot(1, [("M_Decoder", 60, 59)], flags=EXACT)]
     published = []
     block = FakeBlock(before, moved, moved)
     assert nextrounds.settle(block, 1, published.append) == (("M_Decoder", 60, 60),)

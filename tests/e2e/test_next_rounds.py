@@ -61,30 +61,50 @@ def test_status_shows_each_models_round_and_next_dumps_the_next_execution_whole(
     assert f"models: prefill round 2 done, next is round 3; decode round {decode_next - 1} " \
            f"done, next is round {decode_next}" in text
 
+    # asleep, a shim counts executions at their end only: one may be under way
+    # unseen, so the rounds start after the next one
+    prefill, decode = 4, decode_next + 1
     save_config(svc.config, **STATS, exec_range="next")
     assert cli("wait", str(out), "--timeout", "60", env=service_env).returncode == 0
     st = json.loads(cli("status", str(out), "--json", env=service_env).stdout)
     assert st["config"]["exec_range"] == "next:1"
     assert [(r["kind"], r["first"], r["last"]) for r in st["config"]["next_rounds"]] == \
-        [("prefill", 3, 3), ("decode", decode_next, decode_next)]
-    assert "exec_range next:1, made concrete when published: prefill round 3 " \
-        "(DecoderModel_Prefill), decode round " \
-        f"{decode_next} (DecoderModel_Decoder)" in cli("status", str(out), env=service_env).stdout
-
+        [("prefill", prefill, prefill), ("decode", decode, decode)]
+    assert f"exec_range next:1, made concrete when published: prefill round {prefill} " \
+        f"(DecoderModel_Prefill), decode round {decode} (DecoderModel_Decoder)" \
+        in cli("status", str(out), env=service_env).stdout
     svc.request(max_tokens=3)
     svc.request(max_tokens=3)
     # each process says so when it applies the edit (at its next op)
-    svc.wait_line(r"exec_range next: dumping .*DecoderModel_Prefill round 3\b", count=2)
+    svc.wait_line(rf"exec_range next: dumping .*DecoderModel_Prefill round {prefill}\b", count=2)
     assert cli("wait", str(out), "--timeout", "60", env=service_env).returncode == 0
+    check_rounds(out, {prefill: "Prefill_layer", decode: "Decoder_layer"})
+
+    # awake, the shims see executions begin: "next" is the very next one
+    now = wait_until(settled, timeout=60, what="both ranks between requests")
+    prefill = max(p["prefill"]["next"] for p in now.values())
+    decode = max(p["decode"]["next"] for p in now.values())
+    save_config(svc.config, **STATS, exec_range="next", _edit=2)
+    assert cli("wait", str(out), "--timeout", "60", env=service_env).returncode == 0
+    st = json.loads(cli("status", str(out), "--json", env=service_env).stdout)
+    assert [(r["kind"], r["first"]) for r in st["config"]["next_rounds"]] == \
+        [("prefill", prefill), ("decode", decode)]
+    svc.request(max_tokens=3)
+    assert cli("wait", str(out), "--timeout", "60", env=service_env).returncode == 0
+    check_rounds(out, {4: "Prefill_layer", decode_next + 1: "Decoder_layer",
+                       prefill: "Prefill_layer", decode: "Decoder_layer"})
+
+
+def check_rounds(out: Path, expect: dict[int, str]) -> None:
+    """Each process dumped exactly these rounds, each one model's execution whole."""
     data = out / "atb_dump_data" / "data"
     procs = sorted(data.iterdir())
     assert len(procs) == 2
     for proc in procs:
-        assert sorted(int(r.name) for r in proc.iterdir()) == sorted({3, decode_next})
-        prefill, decode = top_ops(proc / "3"), top_ops(proc / str(decode_next))
-        # each round holds one model's execution, every layer-level op of it
-        assert any("Prefill_layer" in n for n in prefill) and len(prefill) == 4
-        assert any("Decoder_layer" in n for n in decode) and len(decode) == 4
-        assert not any("Decoder_layer" in n for n in prefill)
-        assert not any("Prefill_layer" in n for n in decode)
-        assert (proc / "3" / "ROUND_COMPLETE.json").exists()
+        assert sorted(int(r.name) for r in proc.iterdir()) == sorted(expect)
+        for rnd, layer in expect.items():
+            ops = top_ops(proc / str(rnd))
+            # every layer-level op of the model's execution, and no op of the other model
+            assert len(ops) == 4 and any(layer in n for n in ops), (rnd, ops)
+            other = "Decoder_layer" if layer == "Prefill_layer" else "Prefill_layer"
+            assert not any(other in n for n in ops), (rnd, ops)

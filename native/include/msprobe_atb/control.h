@@ -76,6 +76,7 @@
 #define MSP_PROC_BAD_BLOCK 8
 #define MSP_PROC_REC_TOO_SMALL 16  /* a round did not fit in recorder.budget_mb */
 #define MSP_PROC_REC_EXIT_DROP 32  /* exited while armed: its ring was dropped */
+#define MSP_PROC_MODELS_EXACT 64   /* awake: models[].started counts the executions begun */
 
 /* config.rec_triggers bits; also the incident kinds (one bit each) */
 #define MSP_TRIG_NAN 1
@@ -182,6 +183,8 @@ struct msp_pending {
  * one was set up), `executed` those whose ops were all issued (ATB-Models asks
  * IsReportModelTopoInfo once per Model::Execute): the model's ops run round
  * `started - 1` while started > executed; its next execution is round `started`.
+ * Beginnings are seen only while the process is awake (flag MSP_PROC_MODELS_EXACT);
+ * asleep, started = executed and an execution may be under way unseen.
  * The name is written before `n_models` grows past the entry (release). */
 struct msp_proc_model {
     char name[MSP_MODEL_NAME_LEN];
