@@ -14,6 +14,7 @@ BENCHMARKS = (
     "bench.offline_scale",
     "bench.compare_speed",
     "bench.recorder_cost",
+    "bench.daemon_memory",
     "bench.startup",
 )
 

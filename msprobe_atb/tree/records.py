@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LOG_NAME = re.compile(r"^([0-9]+)-([0-9]+)\.jsonl$")
-CHUNK = 8 << 20
+CHUNK = 1 << 20  # a read's records are parsed at once: they set the daemon's peak memory
 MAX_LINE = 1 << 30
 RECORD_START = b'{"k":'
 
