@@ -76,10 +76,14 @@ def _prefill_first(model: tuple) -> tuple:
     return model_kind(model[0]) != "prefill", model[0]
 
 
-def _models_view(models) -> list[dict[str, Any]]:
-    """Each model's executions: `running` is the round in progress, if any."""
+def _models_view(models, exact: bool) -> list[dict[str, Any]]:
+    """Each model's executions: `running` is the round in progress, if any. Only an
+    awake process sees executions begin (`exact`); asleep, one may be under way
+    unseen, so neither `running` nor `next` is known."""
     return [{"model": name, "kind": model_kind(name), "started": started, "executed": executed,
-             "running": started - 1 if started > executed else None, "next": started}
+             "exact": exact,
+             "running": (started - 1 if started > executed else None) if exact else None,
+             "next": started if exact else None}
             for name, started, executed in sorted(models, key=_prefill_first)]
 
 
@@ -90,10 +94,12 @@ def _models_text(models: list[dict[str, Any]]) -> str:
         if m["running"] is not None:
             parts.append(f"{label} round {m['running']} running")
         elif m["executed"]:
-            parts.append(f"{label} round {m['executed'] - 1} done, next is round {m['next']}")
+            parts.append(f"{label} round {m['executed'] - 1} done"
+                         + (f", next is round {m['next']}" if m["exact"] else ""))
         else:
             parts.append(f"{label}: no round yet")
-    return "; ".join(parts)
+    return "; ".join(parts) + ("" if all(m["exact"] for m in models) else
+                               " (asleep, a round is counted when it ends)")
 
 
 def _next_text(cfg: dict[str, Any]) -> str:
@@ -133,7 +139,12 @@ def _derived_view(dump_root: Path) -> dict[str, Any]:
 
 
 def collect(dump_root: Path) -> dict[str, Any]:
-    from msprobe_atb.control.block import PROC_ABI_MISMATCH, PROC_AWAKE_SEEN, ControlBlock
+    from msprobe_atb.control.block import (
+        PROC_ABI_MISMATCH,
+        PROC_AWAKE_SEEN,
+        PROC_MODELS_EXACT,
+        ControlBlock,
+    )
     from msprobe_atb.control.liveness import is_alive, is_daemon
 
     with ControlBlock(dump_root, create=False) as block:
@@ -179,7 +190,7 @@ def collect(dump_root: Path) -> dict[str, Any]:
                 "all_written": died or (s.queue_depth == 0
                                         and s.tensors_selected == s.tensors_written + lost),
                 "recorder": recorder_status.proc_view(s, bool(cfg.rec_armed)),
-                "models": _models_view(s.models),
+                "models": _models_view(s.models, bool(s.flags & PROC_MODELS_EXACT)),
             })
     rounds, complete = _round_counts(dump_root)
     out["rounds"] = {"total": rounds, "complete": complete}

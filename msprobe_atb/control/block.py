@@ -37,6 +37,7 @@ PROC_EXITED = 4
 PROC_BAD_BLOCK = 8
 PROC_REC_TOO_SMALL = 16
 PROC_REC_EXIT_DROP = 32
+PROC_MODELS_EXACT = 64  # awake: models' `started` counts the executions begun
 REC_STATES = {0: "off", 1: "armed", 2: "flushing", 3: "disarmed"}
 
 

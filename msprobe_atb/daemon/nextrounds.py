@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from msprobe_atb.control.block import PROC_MODELS_EXACT
 from msprobe_atb.control.liveness import is_alive
 
 MAX_MODELS = 8  # control.h MSP_MAX_MODELS
-PROC_MODELS_EXACT = 64  # control.h MSP_PROC_MODELS_EXACT
 SETTLE_TRIES = 5
 
 

@@ -55,11 +55,11 @@ def test_status_shows_each_models_round_and_next_dumps_the_next_execution_whole(
     for per in before.values():
         # three requests: three prefills, and their decode steps counted apart
         assert per["prefill"]["executed"] == per["prefill"]["started"] == 3
-        assert per["decode"]["executed"] > 3 and per["decode"]["running"] is None
-    decode_next = max(p["decode"]["next"] for p in before.values())
+        assert per["decode"]["executed"] > 3 and not per["decode"]["exact"]
+    decode_next = max(p["decode"]["executed"] for p in before.values())
     text = cli("status", str(out), env=service_env).stdout
-    assert f"models: prefill round 2 done, next is round 3; decode round {decode_next - 1} " \
-           f"done, next is round {decode_next}" in text
+    assert f"models: prefill round 2 done; decode round {decode_next - 1} done (asleep, a " \
+           "round is counted when it ends)" in text
 
     # asleep, a shim counts executions at their end only: one may be under way
     # unseen, so the rounds start after the next one
@@ -82,6 +82,10 @@ def test_status_shows_each_models_round_and_next_dumps_the_next_execution_whole(
 
     # awake, the shims see executions begin: "next" is the very next one
     now = wait_until(settled, timeout=60, what="both ranks between requests")
+    assert all(m["exact"] for per in now.values() for m in per.values())
+    text = cli("status", str(out), env=service_env).stdout
+    assert f"models: prefill round {prefill} done, next is round {prefill + 1}; decode " \
+           "round " in text
     prefill = max(p["prefill"]["next"] for p in now.values())
     decode = max(p["decode"]["next"] for p in now.values())
     save_config(svc.config, **STATS, exec_range="next", _edit=2)
