@@ -99,7 +99,7 @@ def test_layer_graphs_and_names(abi, atbsim_paths, run_host):
         gid = name.rsplit("_", 1)[1]
         expected = [f"{t}_{gid}_{i}" for i, t in enumerate(types)]
         assert [n["opName"] for n in graph["nodes"]] == expected
-        assert graph["nodes"][4]["outTensorIds"] == [5, 6]  # KV cache written in place
+        assert graph["nodes"][4]["outTensorIds"] == [6, 7]  # KV cache written in place
         event = graph["nodes"][8]
         assert (event["inTensorNum"], event["outTensorNum"]) == (0, 0)
         assert event["inTensorIds"] == [] and event["outTensorIds"] == []
@@ -155,10 +155,11 @@ def test_ir_file_names_and_params(atbsim_paths, run_host):
         "intensor0_x.bin", "intensor1_weight.bin", "outtensor0_output.bin"}
     assert files["0/1_Prefill_layer/1_LinearOperation/0_MatMulKernel/after"] == {
         "intensor0.bin", "intensor1.bin", "outtensor0.bin"}
-    assert files["0/1_Prefill_layer/after"] == {f"intensor{i}.bin" for i in range(13)} | {
+    assert files["0/1_Prefill_layer/after"] == {f"intensor{i}.bin" for i in range(14)} | {
         "outtensor0.bin"}
     assert files["0/1_Prefill_layer/3_RopeOperation/after"] == {
-        "intensor0_query.bin", "intensor1_key.bin", "intensor2_positionIds.bin",
+        "intensor0_query.bin", "intensor1_key.bin", "intensor2_cos.bin", "intensor3_sin.bin",
+        "intensor4_seqlen.bin",
         "outtensor0_ropeQuery.bin", "outtensor1_ropeKey.bin"}
     assert files["0/1_Prefill_layer/4_ReshapeAndCacheOperation/after"] == {
         "intensor0_key.bin", "intensor1_value.bin", "intensor2_keyCache.bin",
@@ -274,6 +275,6 @@ def test_no_compute_keeps_real_shapes(atbsim_paths, run_host):
                     "--layers", "2")
     dims = {rel(t["path"]): t["dims"] for t in res.trace}
     assert dims["0/1_Prefill_layer/1_LinearOperation/after/outtensor0_output.bin"] == "300,1536"
-    assert dims["0/1_Prefill_layer/after/intensor5.bin"] == "3,128,8,64"  # KV cache blocks
+    assert dims["0/1_Prefill_layer/after/intensor6.bin"] == "3,128,8,64"  # KV cache blocks
     assert dims["0/6_Decoder_layer/10_LinearOperation/after/outtensor0_output.bin"] == "1,2048"
     assert tokens_of(res.stdout) == [[0, 0]]

@@ -20,11 +20,11 @@ constexpr float kRopeTheta = 10000.0f;
 constexpr uint32_t kWeightsPerLayer = 6;  // in_norm, qkv, o, post_norm, gate_up, down
 
 // Model-level input tensors, the same list for both stages.
-enum ModelIn : uint32_t { IN_IDS, IN_POS, IN_SLOTS, IN_SEQLEN, IN_BLOCKS, IN_LMHEAD_IDX, IN_COUNT };
+enum ModelIn : uint32_t { IN_IDS, IN_COS, IN_SIN, IN_SLOTS, IN_SEQLEN, IN_BLOCKS, IN_LMHEAD_IDX, IN_COUNT };
 
 // Layer graph tensor ids (ATB numbering: inputs, outputs, internals).
 enum LayerT : uint32_t {
-    L_HIDDEN, L_POS, L_SLOTS, L_SEQLEN, L_BLOCKS, L_KCACHE, L_VCACHE,
+    L_HIDDEN, L_COS, L_SIN, L_SLOTS, L_SEQLEN, L_BLOCKS, L_KCACHE, L_VCACHE,
     L_W_INNORM, L_W_QKV, L_W_O, L_W_POSTNORM, L_W_GATEUP, L_W_DOWN,
     L_OUT,
     L_NORMED, L_QKV, L_Q, L_K, L_V, L_RQ, L_RK, L_ATTN, L_O, L_RESID, L_NORMED2, L_GATEUP, L_ACT, L_DOWN,
@@ -217,7 +217,7 @@ bool Llama::build_stage(Phase &st, bool prefill) {
             node(rmsnorm_op(env, kEps), "InputNorm", {L_HIDDEN, L_W_INNORM}, {L_NORMED}),
             node(linear_op(env), "QKV", {L_NORMED, L_W_QKV}, {L_QKV}),
             node(split3_op(env), "SplitQKV", {L_QKV}, {L_Q, L_K, L_V}),
-            node(rope_op(env, kRopeTheta), "Rope", {L_Q, L_K, L_POS}, {L_RQ, L_RK}),
+            node(rope_op(env), "Rope", {L_Q, L_K, L_COS, L_SIN, L_SEQLEN}, {L_RQ, L_RK}),
             // In place: the outputs are the cache inputs, as in ATB-Models' layers.
             node(reshape_and_cache_op(env), "ReshapeAndCache", {L_RK, L_V, L_KCACHE, L_VCACHE, L_SLOTS},
                  {L_KCACHE, L_VCACHE}),
@@ -235,7 +235,7 @@ bool Llama::build_stage(Phase &st, bool prefill) {
         };
         auto layer_op = graph_op(g);
         if (!layer_op) return false;
-        std::vector<TensorId> ins = {T(TensorKind::INTERNAL, l), T(TensorKind::INPUT, IN_POS),
+        std::vector<TensorId> ins = {T(TensorKind::INTERNAL, l), T(TensorKind::INPUT, IN_COS), T(TensorKind::INPUT, IN_SIN),
                                      T(TensorKind::INPUT, IN_SLOTS), T(TensorKind::INPUT, IN_SEQLEN),
                                      T(TensorKind::INPUT, IN_BLOCKS), T(TensorKind::KCACHE, l), T(TensorKind::VCACHE, l)};
         for (uint32_t w = 0; w < kWeightsPerLayer; w++) ins.push_back(T(TensorKind::WEIGHT, 1 + l * kWeightsPerLayer + w));
@@ -295,7 +295,17 @@ bool Llama::step(Phase &st, const std::vector<int64_t> &ids, int64_t pos0, int64
     std::vector<int32_t> blocks(static_cast<size_t>(cache_blocks_));
     for (size_t b = 0; b < blocks.size(); b++) blocks[b] = static_cast<int32_t>(b);
     int64_t last = S - 1;
-    std::vector<Tensor> ins = {upload(atbsim::I64, {S}, ids.data()),      upload(atbsim::I64, {S}, pos.data()),
+    // The rotary tables for these positions, as ATB-Models hands them to RopeOperation.
+    const int64_t hd = opt_.hidden / opt_.heads;
+    const size_t table = static_cast<size_t>(S * hd);
+    std::vector<float> cos_t(table), sin_t(table);
+    rope_tables(pos.data(), ids.size(), static_cast<size_t>(hd), kRopeTheta, cos_t.data(), sin_t.data());
+    const int dtype = static_cast<int>(opt_.dtype);
+    std::vector<char> cos_b(table * store_size(opt_.dtype)), sin_b(cos_b.size());
+    store_f32(cos_t.data(), table, opt_.dtype, cos_b.data());
+    store_f32(sin_t.data(), table, opt_.dtype, sin_b.data());
+    std::vector<Tensor> ins = {upload(atbsim::I64, {S}, ids.data()),      upload(dtype, {S, hd}, cos_b.data()),
+                               upload(dtype, {S, hd}, sin_b.data()),
                                upload(atbsim::I32, {S}, slots.data()),    upload(atbsim::I32, {1}, &context),
                                upload(atbsim::I32, {1, cache_blocks_}, blocks.data()),
                                upload(atbsim::I64, {1}, &last)};

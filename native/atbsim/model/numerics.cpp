@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace atbsim_lm {
 
@@ -147,20 +148,32 @@ void add(const float *a, const float *b, size_t n, float *y) {
     for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
 
-void rope(float *x, const int64_t *pos, size_t rows, size_t heads, size_t head_dim, float theta) {
+void rope_tables(const int64_t *pos, size_t rows, size_t head_dim, float theta, float *cos_out, float *sin_out) {
     size_t half = head_dim / 2;
-    for (size_t r = 0; r < rows; r++) {
+    for (size_t r = 0; r < rows; r++)
         for (size_t i = 0; i < half; i++) {
             double freq = std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
             double ang = static_cast<double>(pos[r]) * freq;
             float c = static_cast<float>(std::cos(ang)), s = static_cast<float>(std::sin(ang));
-            for (size_t hd = 0; hd < heads; hd++) {
-                float *v = x + r * heads * head_dim + hd * head_dim;
-                float a = v[i], b = v[i + half];
-                v[i] = a * c - b * s;
-                v[i + half] = b * c + a * s;
-            }
+            cos_out[r * head_dim + i] = cos_out[r * head_dim + i + half] = c;
+            sin_out[r * head_dim + i] = sin_out[r * head_dim + i + half] = s;
         }
+}
+
+void rope(float *x, const float *cos_t, const float *sin_t, size_t rows, size_t width, size_t head_dim, size_t coeff) {
+    // ATB's RopeOperation: each head splits into coeff/2 chunks of 2*stride elements;
+    // a chunk [a, b] becomes [a, b] * cos + [-b, a] * sin, with cos/sin rows of head_dim.
+    size_t stride = head_dim / coeff;
+    std::vector<float> rotated(width);
+    for (size_t r = 0; r < rows; r++) {
+        float *v = x + r * width;
+        const float *c = cos_t + r * head_dim, *s = sin_t + r * head_dim;
+        for (size_t chunk = 0; chunk < width; chunk += 2 * stride)
+            for (size_t i = 0; i < stride; i++) {
+                rotated[chunk + i] = -v[chunk + stride + i];
+                rotated[chunk + stride + i] = v[chunk + i];
+            }
+        for (size_t e = 0; e < width; e++) v[e] = v[e] * c[e % head_dim] + rotated[e] * s[e % head_dim];
     }
 }
 

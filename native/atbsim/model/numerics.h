@@ -41,7 +41,10 @@ void rmsnorm(const float *x, const float *w, size_t rows, size_t h, float eps, f
 void matmul_nt(const float *x, const float *w, size_t m, size_t k, size_t n, float *y);
 void add(const float *a, const float *b, size_t n, float *y);
 // In-place rotary embedding (rotate-half) on [rows, heads*head_dim] with per-row positions.
-void rope(float *x, const int64_t *pos, size_t rows, size_t heads, size_t head_dim, float theta);
+// cos/sin tables of rotate-half RoPE for the given positions: rows x head_dim each.
+void rope_tables(const int64_t *pos, size_t rows, size_t head_dim, float theta, float *cos_out, float *sin_out);
+// ATB RopeOperation on x [rows, width] (width = heads * head_dim) with per-token cos/sin.
+void rope(float *x, const float *cos_t, const float *sin_t, size_t rows, size_t width, size_t head_dim, size_t coeff);
 // gate_up [rows, 2*ff] = [gate | up] -> y [rows, ff] = silu(gate) * up.
 void swiglu(const float *gate_up, size_t rows, size_t ff, float *y);
 // Causal softmax attention of q [s, heads*d] over k, v [t, heads*d]; query row i sits at

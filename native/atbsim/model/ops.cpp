@@ -164,24 +164,27 @@ atbsim::LeafOpSpec split3_op(const OpEnv &env) {
     return s;
 }
 
-atbsim::LeafOpSpec rope_op(const OpEnv &env, float theta) {
-    auto s = leaf("RopeOperation", "RopeOpsRunner", {"query", "key", "positionIds"}, {"ropeQuery", "ropeKey"},
-                  json_param({{"cosFormat", atbsim::Json::Int(0)}, {"rotaryCoeff", atbsim::Json::Int(2)}}),
+atbsim::LeafOpSpec rope_op(const OpEnv &env) {
+    // ATB's form: cos/sin come in per token ([tokens, headDim]), seqlen splits the batch.
+    constexpr int kCoeff = 2;
+    auto s = leaf("RopeOperation", "RopeOpsRunner", {"query", "key", "cos", "sin", "seqlen"}, {"ropeQuery", "ropeKey"},
+                  json_param({{"cosFormat", atbsim::Json::Int(0)}, {"rotaryCoeff", atbsim::Json::Int(kCoeff)}}),
                   [](const std::vector<TensorDesc> &in, std::vector<TensorDesc> &out) {
-                      if (in.size() != 3) return false;
+                      if (in.size() != 5) return false;
                       out = {in[0], in[1]};
                       return true;
                   });
-    int heads = env.heads;
     // One kernel per rotated tensor, so the op has two kernel directories.
     for (uint32_t which = 0; which < 2; which++)
-        s.kernels.push_back(kernel("RopeKernel", "RopeOperation", {In(which), In(2)}, {Out(which)}, 16,
-                                   math_or_skip(env, [heads, theta](KernelLaunch &l) {
+        s.kernels.push_back(kernel("RopeKernel", "RopeOperation", {In(which), In(2), In(3)}, {Out(which)}, 16,
+                                   math_or_skip(env, [](KernelLaunch &l) {
                                        Mki::Tensor &x = l.inTensors[0];
-                                       if (numel(l.inTensors[1]) != rows_of(x)) return fail("RopeKernel", "positions != rows");
+                                       size_t head_dim = last_dim(l.inTensors[1]);
+                                       if (rows_of(l.inTensors[1]) != rows_of(x) || !head_dim || last_dim(x) % head_dim)
+                                           return fail("RopeKernel", "cos/sin do not match the query's tokens and heads");
                                        std::vector<float> v = f32(x);
-                                       size_t h = static_cast<size_t>(heads);
-                                       rope(v.data(), i64(l.inTensors[1]), rows_of(x), h, last_dim(x) / h, theta);
+                                       rope(v.data(), f32(l.inTensors[1]).data(), f32(l.inTensors[2]).data(), rows_of(x),
+                                            last_dim(x), head_dim, kCoeff);
                                        put(v, l.outTensors[0]);
                                        return true;
                                    }),
@@ -223,15 +226,22 @@ atbsim::LeafOpSpec reshape_and_cache_op(const OpEnv &env) {
     return s;
 }
 
-static std::string attention_param(const OpEnv &env) {
-    return json_param({{"headNum", atbsim::Json::Int(env.heads)}, {"kvHeadNum", atbsim::Json::Int(env.heads)},
-                       {"maskType", atbsim::Json::Int(1)},
-                       {"qkScale", atbsim::Json::Num(1.0 / std::sqrt(static_cast<double>(env.head_dim)))}});
+// Prefill is SelfAttentionParam's PA_ENCODER (calcType 3) with the causal mask made
+// inside (maskType 9, so no mask input); decode is PagedAttentionParam with no mask
+// (maskType 0): one new token sees its whole context.
+static std::string attention_param(const OpEnv &env, bool prefill) {
+    atbsim::Json j = atbsim::Json::Object();
+    if (prefill) j.Set("calcType", atbsim::Json::Int(3));
+    j.Set("headNum", atbsim::Json::Int(env.heads));
+    j.Set("kvHeadNum", atbsim::Json::Int(env.heads));
+    j.Set("maskType", atbsim::Json::Int(prefill ? 9 : 0));
+    j.Set("qkScale", atbsim::Json::Num(1.0 / std::sqrt(static_cast<double>(env.head_dim))));
+    return j.Dump();
 }
 
 atbsim::LeafOpSpec self_attention_op(const OpEnv &env) {
     auto s = leaf("SelfAttentionOperation", "SelfAttentionOpsRunner", {"query", "key", "value", "seqLen"}, {"attnOut"},
-                  attention_param(env), atbsim::SameAsInput(0));
+                  attention_param(env, true), atbsim::SameAsInput(0));
     int heads = env.heads;
     s.kernels.push_back(kernel("FlashAttentionKernel", "UnpadFlashAttentionOperation", {In(0), In(1), In(2), In(3)},
                                {Out(0)}, 128,
@@ -252,7 +262,7 @@ atbsim::LeafOpSpec self_attention_op(const OpEnv &env) {
 
 atbsim::LeafOpSpec paged_attention_op(const OpEnv &env) {
     auto s = leaf("PagedAttentionOperation", "PagedAttentionOpsRunner",
-                  {"query", "keyCache", "valueCache", "blockTables", "contextLens"}, {"attnOut"}, attention_param(env),
+                  {"query", "keyCache", "valueCache", "blockTables", "contextLens"}, {"attnOut"}, attention_param(env, false),
                   atbsim::SameAsInput(0));
     int heads = env.heads, block = env.block_size;
     s.kernels.push_back(kernel("PagedAttentionKernel", "PagedAttentionOperation",
@@ -378,11 +388,17 @@ bool attach_injection(atbsim::LeafOpSpec &spec, std::shared_ptr<InjectSite> site
                 if (site->round->load() != site->spec.round) return true;
                 Mki::Tensor &t = l.outTensors[pos];
                 if (!is_float(t.desc.dtype)) return fail(kname.c_str(), "--inject: output is not a float tensor");
-                if (site->spec.elem >= numel(t))
+                if (site->spec.scale != 0.0) {
+                    std::vector<float> v = f32(t);
+                    for (float &x : v) x = static_cast<float>(x * site->spec.scale);
+                    put(v, t);
+                } else if (site->spec.elem >= numel(t)) {
                     return fail(kname.c_str(), "--inject " + site->spec.describe() + ": elem " +
                                                    std::to_string(site->spec.elem) + " is outside the output (" +
                                                    std::to_string(numel(t)) + " elements)");
-                poke(t.data, store_of(t), site->spec.elem, site->spec.value);
+                } else {
+                    poke(t.data, store_of(t), site->spec.elem, site->spec.value);
+                }
                 site->fired++;
                 const std::vector<int64_t> &ids = site->op->GetIds();
                 std::string dir = std::to_string(site->spec.round) + "/" + std::to_string(ids[0]) + "_" + site->graph;

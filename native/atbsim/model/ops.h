@@ -22,7 +22,7 @@ struct OpEnv {
 atbsim::LeafOpSpec rmsnorm_op(const OpEnv &env, float eps);
 atbsim::LeafOpSpec linear_op(const OpEnv &env);
 atbsim::LeafOpSpec split3_op(const OpEnv &env);
-atbsim::LeafOpSpec rope_op(const OpEnv &env, float theta);
+atbsim::LeafOpSpec rope_op(const OpEnv &env);
 atbsim::LeafOpSpec reshape_and_cache_op(const OpEnv &env);
 atbsim::LeafOpSpec self_attention_op(const OpEnv &env);
 atbsim::LeafOpSpec paged_attention_op(const OpEnv &env);

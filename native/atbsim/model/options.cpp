@@ -41,7 +41,8 @@ static bool parse_int(const std::string &text, int lo, int hi, int *out) {
 
 std::string Inject::describe() const {
     std::ostringstream os;
-    os << kind << " into output " << out << " element " << elem << " of ";
+    if (scale != 0.0) os << kind << " of output " << out << " of ";
+    else os << kind << " into output " << out << " element " << elem << " of ";
     if (layer >= 0) os << (stage == Stage::Prefill ? "Prefill_layer" : "Decoder_layer") << " layer " << layer << " op " << op;
     else os << op << " (" << (stage == Stage::Prefill ? "prefill" : "decode") << ")";
     os << " at round " << round;
@@ -56,8 +57,16 @@ bool parse_inject(const std::string &spec, Inject *out, std::string *err) {
     if (kind == "nan") inj.value = NAN;
     else if (kind == "inf" || kind == "+inf") inj.value = INFINITY, kind = "inf";
     else if (kind == "-inf") inj.value = -INFINITY;
-    else {
-        *err = "--inject '" + spec + "': kind must be nan, inf or -inf before the ':'";
+    else if (kind.rfind("scale=", 0) == 0) {
+        char *end = nullptr;
+        std::string k = kind.substr(6);
+        inj.scale = std::strtod(k.c_str(), &end);
+        if (k.empty() || *end || !std::isfinite(inj.scale) || inj.scale == 0.0) {
+            *err = "--inject '" + spec + "': scale=K needs a finite, non-zero number K";
+            return false;
+        }
+    } else {
+        *err = "--inject '" + spec + "': kind must be nan, inf, -inf or scale=K before the ':'";
         return false;
     }
     inj.kind = kind;
@@ -228,10 +237,11 @@ const char *model_options_help() {
            "  --async            execute layer nodes on a worker thread (ATB_OPERATION_EXECUTE_ASYNC)\n"
            "  --no-compute       no arithmetic (benchmarks): real shapes, weights and KV cache hold\n"
            "                     constants (layers share them), kernels leave outputs as allocated\n"
-           "  --inject SPEC      put NaN/Inf into one op's output; repeatable. SPEC is\n"
+           "  --inject SPEC      put NaN/Inf into one op's output, or scale it; repeatable. SPEC is\n"
            "                     KIND:op=NAME[,layer=N][,stage=prefill|decode][,round=N][,elem=N][,out=N]\n"
            "                       [,device=N]\n"
-           "                     KIND: nan | inf | -inf\n"
+           "                     KIND: nan | inf | -inf (into one element), or scale=K (multiply\n"
+           "                       the whole output by a finite K, so an overflow happens downstream)\n"
            "                     NAME in a layer (needs layer=N, from 0): InputNorm QKV SplitQKV Rope\n"
            "                       ReshapeAndCache Attention OProj AttnAdd Event PostNorm GateUp SwiGLU\n"
            "                       Down MlpAdd (Event has no output and cannot be injected)\n"

@@ -18,7 +18,8 @@ enum class Stage { Prefill, Decode };
 // per decode step, counted across requests).
 struct Inject {
     float value = 0.0f;           // NaN, +inf or -inf
-    std::string kind;             // "nan" | "inf" | "-inf", as written
+    double scale = 0.0;           // scale=K: multiply the whole output by K instead (0: poke `value`)
+    std::string kind;             // "nan" | "inf" | "-inf" | "scale=K", as written
     Stage stage = Stage::Prefill;
     int layer = -1;               // -1: a top-level op (WordEmbedding, LmHead)
     std::string op;               // canonical node name (see layer_node_names())
