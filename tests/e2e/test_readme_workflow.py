@@ -54,7 +54,7 @@ def test_readme_workflow_works_verbatim(tmp_path):
             pass
     assert p.returncode == 0, out[-4000:]
     assert "Ready to dump ATB data" in out
-    assert "complete: 218 selected tensors written by 2 process(es)" in out
+    assert "complete: 228 selected tensors written by 2 process(es)" in out
     # the live dump: layer 2 of both workers, every row built
     stats = list((tmp_path / "dump/atb_dump_data/data").glob("*/*/statistic.csv"))
     assert {s.parent.parent.name.split("_")[0] for s in stats} == {"0", "1"}

@@ -93,14 +93,15 @@ def _wait_done(out: Path, timeout: float = 90.0) -> None:
 
 def make_real_dump(out: Path, dtype: str, *, inject: str | None = None, task: str = "all",
                    filter_level: int = 1, model: list[str] = MODEL,
-                   all_stages: bool = False, devices: tuple[int, ...] = (0,)) -> Path:
+                   all_stages: bool = False, devices: tuple[int, ...] = (0,),
+                   save_child: bool = True) -> Path:
     """Run the stand-in ATB under the real probe with a config enabled from the start
     (`all_stages`: save_all_stages, the opt-in to all four stages), one process per
     device, side by side."""
     out.mkdir(parents=True, exist_ok=True)
     cfg = out / "config.json"
     cfg.write_text(json.dumps({"task": task, "dump_enable": True, "exec_range": "all",
-                               "ids": "", "op_name": "", "save_child": True, "device": "",
+                               "ids": "", "op_name": "", "save_child": save_child, "device": "",
                                "filter_level": filter_level, "save_all_stages": all_stages}))
     home = atb_home(ABI)
     env = {k: v for k, v in os.environ.items()

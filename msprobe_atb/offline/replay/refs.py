@@ -1,0 +1,432 @@
+"""Float64 reference implementations of ATB operations, one per op type.
+
+Each reference takes the op's param JSON (the keys of ATB's public
+`include/atb/infer_op_params.h`, as ATB writes them into `op_param.json`) and the
+op's dumped inputs as float64 (integers stay integers), and returns its outputs in
+float64. A param value or an input form a reference does not implement raises
+NotReplayable naming it: a reference never approximates what it was not written
+for. Defaults are the header's defaults, so a key ATB leaves out means what ATB
+means by it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+
+
+class NotReplayable(Exception):
+    """The op cannot be recomputed from the dump; the message says why."""
+
+
+Arrays = list[np.ndarray]
+Reference = Callable[[dict, Arrays], Arrays]
+REFERENCES: dict[str, Reference] = {}
+# Inputs that legitimately hold -inf (additive attention masks): not "input-bad".
+MASK_INPUTS: dict[str, Callable[[dict, int], set[int]]] = {}
+
+
+def reference(op_type: str):
+    def register(fn: Reference) -> Reference:
+        REFERENCES[op_type] = fn
+        return fn
+    return register
+
+
+def _get(param: dict, key: str, default):
+    v = param.get(key, default)
+    return default if v is None else v
+
+
+def _only(param: dict, key: str, allowed: tuple, default, what: str = ""):
+    """The value of `key`, refused unless it is one of `allowed`."""
+    v = _get(param, key, default)
+    if v not in allowed:
+        names = ", ".join(map(str, allowed))
+        raise NotReplayable(f"{key}={v!r}{what} is not implemented (replay implements {names})")
+    return v
+
+
+def _need(inputs: Arrays, n: int, form: str) -> None:
+    if len(inputs) < n:
+        raise NotReplayable(f"needs {n} inputs ({form}), the dump has {len(inputs)}")
+
+
+def _rows(x: np.ndarray) -> np.ndarray:
+    """[..., width] -> [tokens, width]."""
+    return x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-x))
+
+
+# ---- Linear ------------------------------------------------------------------------
+
+
+@reference("LinearOperation")
+def linear(param: dict, inputs: Arrays) -> Arrays:
+    _only(param, "enAccum", (False,), False)
+    _only(param, "matmulType", (0,), 0, " (MATMUL_EIN_SUM)")
+    _only(param, "quantMode", (0,), 0, " (quantized matmul)")
+    has_bias = bool(_get(param, "hasBias", True))
+    _need(inputs, 3 if has_bias else 2, "x, weight" + (", bias" if has_bias else ""))
+    x, w = inputs[0].astype(np.float64), inputs[1].astype(np.float64)
+    if _get(param, "transposeA", False):
+        if x.ndim != 2:
+            raise NotReplayable(f"transposeA with a {x.ndim}-d x is not implemented (2-d only)")
+        x = x.T
+    if w.ndim != 2:
+        raise NotReplayable(f"a {w.ndim}-d weight is not implemented (2-d only)")
+    wt = w.T if _get(param, "transposeB", True) else w
+    if x.shape[-1] != wt.shape[0]:
+        raise NotReplayable(f"x {list(x.shape)} and weight {list(w.shape)} do not multiply")
+    y = x @ wt
+    if has_bias:
+        y = y + inputs[2].astype(np.float64).reshape(-1)
+    return [y]
+
+
+# ---- RmsNorm -----------------------------------------------------------------------
+
+
+@reference("RmsNormOperation")
+def rms_norm(param: dict, inputs: Arrays) -> Arrays:
+    _only(param, "layerType", (1,), 0, " (replay implements RMS_NORM_NORM)")
+    norm = param.get("normParam") if isinstance(param.get("normParam"), dict) else {}
+    _only(norm, "quantType", (0,), 0, " (quantized norm)")
+    _only(norm, "dynamicQuantType", (0,), 0)
+    _only(norm, "rstd", (False,), False)
+    gemma = _only(norm, "modelType", (0, 1), 0) == 1
+    eps = float(_get(norm, "epsilon", 1e-5))
+    _need(inputs, 2, "x, gamma")
+    x, gamma = inputs[0].astype(np.float64), inputs[1].astype(np.float64).reshape(-1)
+    if gamma.size != x.shape[-1]:
+        raise NotReplayable(f"gamma has {gamma.size} elements, x's last dim is {x.shape[-1]}")
+    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+    return [y * ((1.0 + gamma) if gemma else gamma)]
+
+
+# ---- Rope --------------------------------------------------------------------------
+
+
+def _rope_one(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, coeff: int) -> np.ndarray:
+    head_dim = cos.shape[-1]
+    rows = _rows(x).astype(np.float64)
+    if rows.shape[0] != cos.shape[0] or rows.shape[1] % head_dim:
+        raise NotReplayable(f"x {list(x.shape)} does not match cos/sin {list(cos.shape)} "
+                            "(one row per token, width a multiple of the head dim)")
+    stride = head_dim // coeff
+    heads = rows.reshape(rows.shape[0], -1, coeff // 2, 2, stride)  # chunks of [a, b]
+    rotated = np.concatenate([-heads[..., 1:, :], heads[..., :1, :]], axis=-2)
+    c = np.tile(cos, rows.shape[1] // head_dim)
+    s = np.tile(sin, rows.shape[1] // head_dim)
+    return (rows * c + rotated.reshape(rows.shape) * s).reshape(x.shape)
+
+
+@reference("RopeOperation")
+def rope(param: dict, inputs: Arrays) -> Arrays:
+    # q, k, cos, sin, seqlen. cos/sin hold one row per token, so seqlen only splits
+    # the tokens into batches and does not change the result.
+    _only(param, "cosFormat", (0,), 0)
+    _need(inputs, 4, "query, key, cos, sin, seqlen")
+    cos, sin = (_rows(t).astype(np.float64) for t in inputs[2:4])
+    coeff = int(_get(param, "rotaryCoeff", 4))
+    head_dim = cos.shape[-1]
+    if coeff < 2 or coeff % 2 or head_dim % coeff:
+        raise NotReplayable(f"rotaryCoeff={coeff} does not divide the head dim {head_dim} "
+                            "into rotation pairs")
+    return [_rope_one(inputs[0], cos, sin, coeff), _rope_one(inputs[1], cos, sin, coeff)]
+
+
+# ---- attention ---------------------------------------------------------------------
+
+
+def _heads(x: np.ndarray, n: int, what: str) -> np.ndarray:
+    """[tokens, n*d] or [tokens, n, d] -> [tokens, n, d]."""
+    t = x.astype(np.float64)
+    if t.ndim == 3 and t.shape[1] == n:
+        return t
+    if t.ndim == 2 and t.shape[1] % n == 0:
+        return t.reshape(t.shape[0], n, -1)
+    raise NotReplayable(f"{what} {list(x.shape)} is not [tokens, {n} heads * dim]")
+
+
+def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, q_pos0: int,
+            causal: bool, mask: np.ndarray | None = None) -> np.ndarray:
+    """q [s, h, d], k/v [t, kvh, d] -> [s, h, d]; grouped heads share a kv head."""
+    group = q.shape[1] // k.shape[1]
+    kk = np.repeat(k, group, axis=1)
+    vv = np.repeat(v, group, axis=1)
+    scores = np.einsum("shd,thd->hst", q, kk) * scale
+    if mask is not None:
+        scores = scores + mask
+    if causal:
+        pos = np.arange(q.shape[0])[:, None] + q_pos0
+        scores = np.where(np.arange(k.shape[0])[None, :] <= pos, scores, -np.inf)
+    scores = scores - scores.max(axis=-1, keepdims=True)
+    p = np.exp(scores)
+    p /= p.sum(axis=-1, keepdims=True)
+    return np.einsum("hst,thd->shd", p, vv)
+
+
+def _head_counts(param: dict) -> tuple[int, int]:
+    heads = int(_get(param, "headNum", 0))
+    if heads <= 0:
+        raise NotReplayable(f"headNum={heads} must be positive")
+    kv = int(_get(param, "kvHeadNum", 0)) or heads
+    if heads % kv:
+        raise NotReplayable(f"headNum={heads} is not a multiple of kvHeadNum={kv}")
+    return heads, kv
+
+
+def _attention_common(param: dict) -> float:
+    for key, allowed, default in (("quantType", (0,), 0), ("scaleType", (0,), 0),
+                                  ("clampType", (0,), 0), ("inputLayout", (0,), 0),
+                                  ("mlaVHeadSize", (0,), 0), ("windowSize", (0,), 0),
+                                  ("compressType", (0,), 0)):
+        _only(param, key, allowed, default)
+    return float(_get(param, "qkScale", 1.0))
+
+
+_SELF_MASKS = {0: "no mask", 1: "a mask input", 9: "the causal mask made inside"}
+
+
+def _self_attention_mask_inputs(param: dict, n_inputs: int) -> set[int]:
+    return {3} if int(_get(param, "maskType", 0)) == 1 else set()
+
+
+@reference("SelfAttentionOperation")
+def self_attention(param: dict, inputs: Arrays) -> Arrays:
+    # PA_ENCODER: q, k, v, [mask], seqLen; every batch attends within its own tokens.
+    _only(param, "calcType", (3,), 0, " (replay implements PA_ENCODER, calcType 3)")
+    mask_type = _only(param, "maskType", tuple(_SELF_MASKS), 0)
+    qscale = float(_get(param, "qScale", 1.0))
+    scale = _attention_common(param)
+    heads, kv = _head_counts(param)
+    with_mask = mask_type == 1
+    _need(inputs, 5 if with_mask else 4, "query, key, value, " + ("mask, " if with_mask else "")
+          + "seqLen")
+    q = _heads(inputs[0], heads, "query") * qscale
+    k, v = _heads(inputs[1], kv, "key"), _heads(inputs[2], kv, "value")
+    lens = inputs[4 if with_mask else 3].astype(np.int64).reshape(-1)
+    if lens.sum() != q.shape[0] or (lens < 0).any():
+        raise NotReplayable(f"seqLen {lens.tolist()} does not add up to the {q.shape[0]} tokens")
+    mask = inputs[3].astype(np.float64) if with_mask else None
+    out, start = np.empty_like(q), 0
+    for n in lens.tolist():
+        sl = slice(start, start + n)
+        m = None
+        if mask is not None:
+            m = mask.reshape(mask.shape[-2:])[:n, :n] if mask.ndim >= 2 else None
+        out[sl] = _attend(q[sl], k[sl], v[sl], scale, 0, mask_type == 9, m)
+        start += n
+    return [out.reshape(inputs[0].shape)]
+
+
+MASK_INPUTS["SelfAttentionOperation"] = _self_attention_mask_inputs
+
+
+@reference("PagedAttentionOperation")
+def paged_attention(param: dict, inputs: Arrays) -> Arrays:
+    # q, keyCache, valueCache, blockTables, contextLens: one new token per batch
+    # attends to the first contextLens[b] cache slots its block table lists.
+    _only(param, "maskType", (0,), 0, " (replay implements no mask)")
+    _only(param, "calcType", (0,), 0, " (parallel decoding)")
+    _only(param, "hasQuantOffset", (False,), False)
+    scale = _attention_common(param)
+    qscale = float(_get(param, "qScale", 0.0)) or 1.0
+    heads, kv = _head_counts(param)
+    _need(inputs, 5, "query, keyCache, valueCache, blockTables, contextLens")
+    kc, vc = inputs[1].astype(np.float64), inputs[2].astype(np.float64)
+    if kc.ndim != 4 or vc.shape != kc.shape:
+        raise NotReplayable(f"key/value caches {list(kc.shape)}/{list(vc.shape)} are not "
+                            "[blocks, blockSize, kvHeads, headDim] (ND)")
+    blocks, bsize = kc.shape[0], kc.shape[1]
+    tables = inputs[3].astype(np.int64).reshape(len(inputs[4].reshape(-1)), -1)
+    lens = inputs[4].astype(np.int64).reshape(-1)
+    q = _heads(inputs[0], heads, "query") * qscale
+    if q.shape[0] != lens.size:
+        raise NotReplayable(f"{q.shape[0]} query tokens for {lens.size} batches "
+                            "(one token per batch is implemented)")
+    kflat, vflat = kc.reshape(-1, kv, kc.shape[-1]), vc.reshape(-1, kv, vc.shape[-1])
+    out = np.empty_like(q)
+    for b, n in enumerate(lens.tolist()):
+        j = np.arange(n)
+        if n > tables.shape[1] * bsize:
+            raise NotReplayable(f"contextLens[{b}]={n} is longer than its block table")
+        block = tables[b, j // bsize]
+        if ((block < 0) | (block >= blocks)).any():
+            raise NotReplayable(f"block table {b} points outside the {blocks} cache blocks")
+        slots = block * bsize + j % bsize
+        out[b:b + 1] = _attend(q[b:b + 1], kflat[slots], vflat[slots], scale, n - 1, False)
+    return [out.reshape(inputs[0].shape)]
+
+
+@reference("ReshapeAndCacheOperation")
+def reshape_and_cache(param: dict, inputs: Arrays) -> Arrays:
+    # key, value, keyCache, valueCache, slotMapping: the caches with each token's
+    # key/value row written at its slot (ATB updates them in place).
+    _only(param, "compressType", (0,), 0)
+    _only(param, "kvCacheCfg", (0,), 0)
+    _need(inputs, 5, "key, value, keyCache, valueCache, slotMapping")
+    slots = inputs[4].astype(np.int64).reshape(-1)
+    outs = []
+    for src, cache in ((inputs[0], inputs[2]), (inputs[1], inputs[3])):
+        new = cache.astype(np.float64).copy()
+        flat = new.reshape(-1, math.prod(cache.shape[2:]) if cache.ndim >= 3 else cache.shape[-1])
+        rows = src.astype(np.float64).reshape(slots.size, -1)
+        if rows.shape[1] != flat.shape[1]:
+            raise NotReplayable(f"a token row of {rows.shape[1]} elements does not fit a cache "
+                                f"slot of {flat.shape[1]}")
+        if ((slots < 0) | (slots >= flat.shape[0])).any():
+            raise NotReplayable(f"slotMapping {slots.tolist()} points outside the "
+                                f"{flat.shape[0]} cache slots")
+        flat[slots] = rows
+        outs.append(new)
+    return outs
+
+
+# ---- element-wise and activations ---------------------------------------------------
+
+_ELEWISE_UNARY: dict[int, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
+    3: ("cos", np.cos), 4: ("sin", np.sin), 5: ("neg", np.negative),
+    7: ("logical not", lambda x: (x == 0).astype(np.float64)), 20: ("tanh", np.tanh),
+}
+_ELEWISE_BINARY: dict[int, tuple[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]] = {
+    8: ("add", np.add), 9: ("mul", np.multiply), 10: ("realdiv", np.divide),
+    11: ("logical and", lambda a, b: ((a != 0) & (b != 0)).astype(np.float64)),
+    12: ("logical or", lambda a, b: ((a != 0) | (b != 0)).astype(np.float64)),
+    13: ("less", lambda a, b: (a < b).astype(np.float64)),
+    14: ("greater", lambda a, b: (a > b).astype(np.float64)),
+    15: ("sub", np.subtract), 16: ("equal", lambda a, b: (a == b).astype(np.float64)),
+}
+
+
+@reference("ElewiseOperation")
+def elewise(param: dict, inputs: Arrays) -> Arrays:
+    kind = int(_get(param, "elewiseType", 0))
+    _need(inputs, 1, "x")
+    x = inputs[0].astype(np.float64)
+    with np.errstate(all="ignore"):
+        if kind == 1:  # cast: the value, rounded by the output dtype when judged
+            return [x]
+        if kind == 2:
+            muls = param.get("mulsParam") if isinstance(param.get("mulsParam"), dict) else {}
+            return [x * float(_get(muls, "varAttr", 0.0))]
+        if kind in _ELEWISE_UNARY:
+            return [_ELEWISE_UNARY[kind][1](x)]
+        if kind in _ELEWISE_BINARY:
+            _need(inputs, 2, "x, y")
+            return [_ELEWISE_BINARY[kind][1](x, inputs[1].astype(np.float64))]
+    known = sorted([1, 2, *_ELEWISE_UNARY, *_ELEWISE_BINARY])
+    raise NotReplayable(f"elewiseType={kind} is not implemented (replay implements "
+                        f"{', '.join(map(str, known))}; quantization types are not)")
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def _gelu_erf(x: np.ndarray) -> np.ndarray:
+    from math import erf
+    return 0.5 * x * (1.0 + np.vectorize(erf, otypes=[np.float64])(x / math.sqrt(2.0)))
+
+
+def _fast_gelu(x: np.ndarray) -> np.ndarray:
+    a = np.abs(x)
+    with np.errstate(over="ignore"):
+        return x * _sigmoid(1.702 * a) * np.exp(0.851 * (x - a))
+
+
+@reference("ActivationOperation")
+def activation(param: dict, inputs: Arrays) -> Arrays:
+    kind = int(_get(param, "activationType", 0))
+    _need(inputs, 1, "x")
+    x = inputs[0].astype(np.float64)
+    with np.errstate(all="ignore"):
+        if kind == 1:
+            return [np.maximum(x, 0.0)]
+        if kind == 2:
+            mode = _only(param, "geluMode", (0, 1), 0)
+            return [_gelu_tanh(x) if mode == 0 else _gelu_erf(x)]
+        if kind in (3, 9):  # FAST_GELU, FASTER_GELU_FORWARD: the same formula
+            return [_fast_gelu(x)]
+        if kind == 4:  # swish; silu is swish with scale 1
+            return [x * _sigmoid(float(_get(param, "scale", 1.0)) * x)]
+        if kind == 5:
+            return [np.log(x)]
+        if kind == 6:
+            dim = int(_get(param, "dim", -1))
+            if x.shape[dim] % 2:
+                raise NotReplayable(f"swiglu splits dim {dim} of {list(x.shape)} in halves")
+            a, b = np.split(x, 2, axis=dim)
+            return [a * _sigmoid(a) * b]
+        if kind == 8:
+            return [_sigmoid(x)]
+    raise NotReplayable(f"activationType={kind} is not implemented (replay implements "
+                        "1 relu, 2 gelu, 3 fast gelu, 4 swish/silu, 5 log, 6 swiglu forward, "
+                        "8 sigmoid, 9 faster gelu)")
+
+
+# ---- data movement -----------------------------------------------------------------
+
+
+@reference("GatherOperation")
+def gather(param: dict, inputs: Arrays) -> Arrays:
+    axis = int(_get(param, "axis", 0))
+    _only(param, "batchDims", (0,), 0)
+    _need(inputs, 2, "x, indices")
+    x, idx = inputs[0].astype(np.float64), inputs[1].astype(np.int64)
+    if not 0 <= axis < x.ndim:
+        raise NotReplayable(f"axis={axis} is outside x's {x.ndim} dims")
+    bad = (idx < 0) | (idx >= x.shape[axis])
+    if bad.any():
+        raise NotReplayable(f"index {int(idx[bad].reshape(-1)[0])} is outside [0, "
+                            f"{x.shape[axis]}) of axis {axis}")
+    return [np.take(x, idx, axis=axis)]
+
+
+@reference("SplitOperation")
+def split(param: dict, inputs: Arrays) -> Arrays:
+    _need(inputs, 1, "x")
+    x = inputs[0].astype(np.float64)
+    dim = int(_get(param, "splitDim", 0))
+    sizes = _get(param, "splitSizes", []) or []
+    if sizes:
+        if sum(sizes) != x.shape[dim]:
+            raise NotReplayable(f"splitSizes {sizes} do not add up to dim {dim} ({x.shape[dim]})")
+        return np.split(x, np.cumsum(sizes)[:-1].tolist(), axis=dim)
+    n = int(_get(param, "splitNum", 2))
+    if n <= 0 or x.shape[dim] % n:
+        raise NotReplayable(f"splitNum={n} does not divide dim {dim} ({x.shape[dim]})")
+    return np.split(x, n, axis=dim)
+
+
+@reference("SoftmaxOperation")
+def softmax(param: dict, inputs: Arrays) -> Arrays:
+    _need(inputs, 1, "x")
+    x = inputs[0].astype(np.float64)
+    axes = tuple(int(a) for a in (_get(param, "axes", [-1]) or [-1]))
+    x = x - x.max(axis=axes, keepdims=True)
+    e = np.exp(x)
+    return [e / e.sum(axis=axes, keepdims=True)]
+
+
+@reference("TransposeOperation")
+def transpose(param: dict, inputs: Arrays) -> Arrays:
+    _need(inputs, 1, "x")
+    perm = [int(p) for p in _get(param, "perm", [])]
+    if sorted(perm) != list(range(inputs[0].ndim)):
+        raise NotReplayable(f"perm {perm} is not a permutation of x's {inputs[0].ndim} dims")
+    return [np.transpose(inputs[0].astype(np.float64), perm)]
+
+
+@reference("ConcatOperation")
+def concat(param: dict, inputs: Arrays) -> Arrays:
+    _need(inputs, 2, "x, y")
+    dim = int(_get(param, "concatDim", 0))
+    return [np.concatenate([t.astype(np.float64) for t in inputs[:2]], axis=dim)]

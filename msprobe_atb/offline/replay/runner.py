@@ -1,0 +1,170 @@
+"""Replaying the ops of a dump: a verdict per op, the first op at fault, and the
+same ops replayed in a golden dump.
+
+Verdicts: `ok`, `own-error` and `overflow` come from judge.py, output by output
+(the op's verdict is its worst output's); `input-bad` when an input already holds
+NaN/Inf (named, with the op that produced it, from the dump's graph);
+`not-replayable` when the op type or a param value is not implemented, an input
+or output was not dumped, or the op is a graph whose children are not in the dump.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from ..binfile import BinFileError, load_bin
+from ..graph import load_layer_graphs, load_model_graphs, upstream
+from ..table import Dump
+from .dumpops import DumpedOp, dumped_ops
+from .judge import judge_output
+from .refs import MASK_INPUTS, REFERENCES, NotReplayable
+
+VERDICT_RANK = {"ok": 0, "not-replayable": 1, "input-bad": 2, "overflow": 3, "own-error": 4}
+AT_FAULT = ("own-error", "overflow")
+
+
+@dataclass
+class OpResult:
+    op: DumpedOp
+    verdict: str
+    why: str
+    outputs: list[dict] = field(default_factory=list)
+    bad_input: dict | None = None
+
+    def as_json(self) -> dict:
+        out = {"path": self.op.path, "round": self.op.round, "op_id": self.op.op_id,
+               "op_type": self.op.op_type, "verdict": self.verdict, "outputs": self.outputs,
+               "why": self.why}
+        if self.bad_input:
+            out["bad_input"] = self.bad_input
+        return out
+
+
+def _load(op: DumpedOp, tensors, what: str) -> list[np.ndarray]:
+    want = range(len(tensors) and tensors[-1].index + 1)
+    have = {t.index: t for t in tensors}
+    missing = [i for i in want if i not in have or not have[i].path]
+    if not any(t.path for t in tensors):
+        raise NotReplayable(f"no {what} tensor of it was dumped as a file (a statistics-only "
+                            "dump, or a filter that left them out)")
+    if missing:
+        raise NotReplayable(f"{what} {', '.join(map(str, missing))} not dumped as a file")
+    out = []
+    for t in tensors:
+        try:
+            out.append(load_bin(t.path))
+        except BinFileError as e:
+            raise NotReplayable(f"{what} {t.index} cannot be read: {e.problem}") from None
+    return out
+
+
+class Replayer:
+    """Replays ops of one dump; knows its graphs to name the producer of a bad input."""
+
+    def __init__(self, dump: Dump, df: pl.DataFrame | None = None):
+        self.dump = dump
+        df = dump.tensors if df is None else df
+        info = dump.layout.info
+        dev_pids = sorted(set(df.get_column("dev_pid").to_list()))
+        self.graphs = {dp: load_layer_graphs(info, dp) for dp in dev_pids}
+        self.models = {dp: load_model_graphs(info, dp) for dp in dev_pids}
+        self.ops = dumped_ops(dump, df)
+        self.by_id = {(o.dev_pid, o.round, o.op_id): o for o in self.ops}
+
+    def producer(self, op: DumpedOp, index: int) -> str:
+        ups = upstream(self.graphs.get(op.dev_pid, {}), op.op_id, io="input", index=index,
+                       max_depth=1, models=self.models.get(op.dev_pid))
+        if not ups:
+            return "unknown (no graph in info/ for it)"
+        u = ups[0]
+        known = self.by_id.get((op.dev_pid, op.round, u.op_id))
+        return known.path if known else (u.op_name or u.tensor)
+
+    def replay(self, op: DumpedOp) -> OpResult:
+        if not op.is_leaf:
+            return OpResult(op, "not-replayable", "a graph op whose child ops are not in the "
+                            "dump; dump it with \"save_child\": true to replay its ops")
+        ref = REFERENCES.get(op.op_type)
+        if ref is None:
+            return OpResult(op, "not-replayable", f"op type {op.op_type} is not implemented "
+                            f"(replay implements {', '.join(sorted(REFERENCES))})")
+        try:
+            param = op.param()
+            if not op.inputs and not op.outputs:
+                return OpResult(op, "ok", "no tensors: nothing to recompute")
+            inputs = _load(op, op.inputs, "input")
+            dumped = _load(op, op.outputs, "output")
+        except (NotReplayable, ValueError) as e:
+            return OpResult(op, "not-replayable", str(e))
+        masks = MASK_INPUTS.get(op.op_type, lambda p, n: set())(param, len(inputs))
+        for t, x in zip(op.inputs, inputs):
+            if t.index in masks or not np.issubdtype(x.dtype, np.inexact):
+                continue
+            bad = ~np.isfinite(x)
+            if bad.any():
+                src = self.producer(op, t.index)
+                return OpResult(op, "input-bad", f"input {t.name} already holds {int(bad.sum())} "
+                                f"NaN/Inf, produced by {src}",
+                                bad_input={"input": t.name, "nan_inf": int(bad.sum()),
+                                           "producer": src})
+        try:
+            refs = ref(param, inputs)
+        except NotReplayable as e:
+            return OpResult(op, "not-replayable", f"{op.op_type}: {e}")
+        if len(refs) != len(dumped):
+            return OpResult(op, "not-replayable", f"{op.op_type} makes {len(refs)} outputs, the "
+                            f"dump holds {len(dumped)}")
+        outs = [judge_output(d, r, t.dtype) for t, d, r in zip(op.outputs, dumped, refs)]
+        for t, o in zip(op.outputs, outs):
+            o["output"] = t.name
+        worst = max(outs, key=lambda o: VERDICT_RANK[o["verdict"]])
+        if worst["verdict"] == "ok":
+            why = "every output within tolerance; largest relative error " + \
+                  f"{max(o['max_rel_err'] for o in outs):.3g} ({worst['tolerance']})"
+        else:
+            why = f"output {worst['output']}: {worst['why']}"
+        return OpResult(op, worst["verdict"], why, outs)
+
+
+def _ancestors(op: DumpedOp):
+    parts = op.op_id.split("_")
+    for n in range(len(parts), 0, -1):
+        yield (op.dev_pid, op.round, "_".join(parts[:n]))
+
+
+def select(ops: list[DumpedOp], wanted: list[str]) -> list[DumpedOp]:
+    """Ops named by id (`1_11`) or by folder path (a suffix, or a part with a `/`),
+    with the child ops of a named graph."""
+    def named(o: DumpedOp, w: str) -> bool:
+        return o.op_id == w or o.path.endswith(w) or ("/" in w and w in o.path)
+    roots = {(o.dev_pid, o.round, o.op_id) for o in ops if any(named(o, w) for w in wanted)}
+    return [o for o in ops if any(a in roots for a in _ancestors(o))]
+
+
+def replayable(ops: list[DumpedOp]) -> list[DumpedOp]:
+    """The ops that get a verdict: leaf ops, and graphs with no child op in the dump
+    (a graph with children is judged through them)."""
+    return [o for o in ops if o.is_leaf or not o.children]
+
+
+def first_at_fault(results: list[OpResult]) -> OpResult | None:
+    return next((r for r in results if r.verdict in AT_FAULT), None)
+
+
+def replay_op(dump: Dump, dev_pid: str, round_: int, op_id: str) -> OpResult | None:
+    """The verdict on the op that holds a tensor of interest (a kernel's tensor is
+    judged as its op's), replaying only that process's round."""
+    df = dump.tensors.filter((pl.col("dev_pid") == dev_pid) & (pl.col("round") == round_))
+    rep = Replayer(dump, df)
+    parts = op_id.split("_")
+    for n in range(len(parts), 0, -1):
+        op = rep.by_id.get((dev_pid, round_, "_".join(parts[:n])))
+        if op is not None and op.children:  # a graph: the first of its ops at fault
+            results = [rep.replay(rep.by_id[(dev_pid, round_, c)]) for c in op.children]
+            return first_at_fault(results) or results[-1]
+        if op is not None and (op.is_leaf or n == 1):
+            return rep.replay(op)
+    return None

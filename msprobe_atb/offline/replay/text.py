@@ -1,0 +1,66 @@
+"""Replay verdicts as a person reads them, on the terminal and in JSON."""
+
+from __future__ import annotations
+
+from .runner import VERDICT_RANK, OpResult
+
+
+def _fmt_float(v) -> str:
+    return "n/a" if v is None else f"{v:.4g}"
+
+
+def describe(result: OpResult) -> str:
+    """One op's verdict as a person reads it: verdict, path, type, and why."""
+    line = f"{result.verdict:<15} {result.op.path}  ({result.op.op_type})"
+    out = next((o for o in result.outputs if o.get("worst")), None)
+    detail = result.why
+    if out is not None:
+        w = out["worst"]
+        detail += (f"; worst element {w['index']}: dumped {w['dumped']:.6g}, float64 "
+                   f"{w['float64']:.6g}; cosine {_fmt_float(out['cosine'])}, max abs err "
+                   f"{_fmt_float(out['max_abs_err'])}, "
+                   f"max rel err {_fmt_float(out['max_rel_err'])}")
+    return f"{line}\n    {detail}"
+
+
+def _golden_line(target, golden) -> str:
+    if golden is None:
+        return f"golden: {target.op.path} has no counterpart in the golden dump"
+    return (f"the target's {target.op.rel} is {target.verdict}; golden's "
+            f"{'replays ' + golden.verdict if golden.verdict == 'ok' else 'is ' + golden.verdict}")
+
+
+def jsonable(v):
+    if isinstance(v, float) and v != v:
+        return "nan"
+    if isinstance(v, float) and v in (float("inf"), float("-inf")):
+        return "inf" if v > 0 else "-inf"
+    if isinstance(v, dict):
+        return {k: jsonable(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [jsonable(x) for x in v]
+    return v
+
+
+def format_text(results, first, golden_of) -> str:
+    lines = [describe(r) for r in results]
+    counts = {v: sum(r.verdict == v for r in results) for v in VERDICT_RANK}
+    lines.append("")
+    lines.append("replayed: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n))
+    if first is None:
+        lines.append("no op computed its outputs wrongly: every replayed op is ok"
+                     if counts["ok"] == len(results) else
+                     "no op is at fault among those that could be replayed")
+    else:
+        caused = [r for r in results[results.index(first) + 1:] if r.verdict == "input-bad"
+                  and r.op.dev_pid == first.op.dev_pid]
+        lines.append(f"first op at fault: {first.op.path} is {first.verdict}: {first.why}")
+        if caused:
+            lines.append(f"  then {len(caused)} later op(s) replay input-bad (their inputs "
+                         "already hold NaN/Inf): " + ", ".join(r.op.rel for r in caused[:5])
+                         + (", ..." if len(caused) > 5 else ""))
+    if golden_of is not None:
+        for r in results:
+            if r.op.path in golden_of:
+                lines.append(_golden_line(r, golden_of[r.op.path]))
+    return "\n".join(lines)

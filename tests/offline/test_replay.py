@@ -1,0 +1,280 @@
+"""`msprobe-atb replay` (issue 19): each op of a real stand-in dump recomputed in float64
+from its dumped inputs and judged against its dumped outputs; the references held
+against independently written formulas."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from msprobe_form import MsprobeRound
+from offline_helpers import make_real_dump, need_real
+
+from msprobe_atb.cli import main
+from msprobe_atb.offline.binfile import load_bin
+from msprobe_atb.offline.replay.judge import judge_output
+from msprobe_atb.offline.replay.refs import REFERENCES, NotReplayable
+from msprobe_atb.offline.table import open_dump
+
+LLAMA_TYPES = {"LinearOperation", "RmsNormOperation", "RopeOperation", "SplitOperation",
+               "ReshapeAndCacheOperation", "SelfAttentionOperation", "PagedAttentionOperation",
+               "ElewiseOperation", "ActivationOperation", "GatherOperation"}
+
+
+def replay(*args: str) -> tuple[int, dict | str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(["replay", *map(str, args)])
+    text = out.getvalue()
+    return rc, (json.loads(text) if "--json" in args else text)
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory, real_dumps):
+    need_real()
+    base = tmp_path_factory.mktemp("replay")
+    out = dict(real_dumps)
+    out["bf16"] = make_real_dump(base / "bf16", "bf16")
+    out["swiglu_inf"] = make_real_dump(base / "swiglu", "fp16",
+                                       inject="inf:layer=1,op=SwiGLU,round=0")
+    out["gateup_scaled"] = make_real_dump(base / "scaled", "fp16",
+                                          inject="scale=300:layer=1,op=GateUp,round=0")
+    yield out
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def by_path(doc: dict) -> dict[str, dict]:
+    return {o["path"].split("/", 1)[1]: o for o in doc["ops"]}
+
+
+@pytest.mark.parametrize("which", ["golden", "target", "bf16"])
+def test_every_op_of_a_clean_dump_replays_ok(dumps, which):
+    rc, doc = replay(dumps[which], "--all", "--json")
+    assert rc == 0 and doc["first"] is None
+    bad = [(o["path"], o["verdict"], o["why"]) for o in doc["ops"] if o["verdict"] != "ok"]
+    assert not bad
+    assert {o["op_type"] for o in doc["ops"]} == LLAMA_TYPES
+    rounds = {o["round"] for o in doc["ops"]}
+    assert {0, 1} <= rounds  # prefill round 0 and decode rounds
+    assert any("Decoder_layer" in o["path"] for o in doc["ops"])
+    for o in doc["ops"]:
+        for out in o["outputs"]:
+            assert out["verdict"] == "ok" and out["mismatched"] == 0
+
+
+def test_injected_inf_is_the_ops_own_error_and_what_follows_is_input_bad(dumps):
+    rc, doc = replay(dumps["swiglu_inf"], "--all", "--json")
+    assert rc == 1
+    first = doc["first"]
+    assert first["path"].endswith("0/2_Prefill_layer/11_ActivationOperation")
+    assert first["verdict"] == "own-error"
+    worst = first["outputs"][0]["worst"]
+    assert worst["dumped"] == "inf" and math.isfinite(worst["float64"])
+    ops = by_path(doc)
+    down = ops["0/2_Prefill_layer/12_LinearOperation"]
+    assert down["verdict"] == "input-bad"
+    assert down["bad_input"]["producer"].endswith("2_Prefill_layer/11_ActivationOperation")
+    # Every op after it whose inputs hold Inf is input-bad; none is blamed.
+    after = doc["ops"][doc["ops"].index(first) + 1:]
+    assert [o for o in after if o["verdict"] in ("own-error", "overflow")] == []
+    dumped = open_dump(dumps["swiglu_inf"]).tensors
+    holding = {r["op_id"] for r in dumped.filter(
+        (dumped["io"] == "input") & dumped["nonfinite"]).iter_rows(named=True)}
+    for o in after:
+        if o["op_id"] in holding:
+            assert o["verdict"] == "input-bad", o
+
+
+def test_scaled_output_overflows_at_the_next_op(dumps):
+    rc, doc = replay(dumps["gateup_scaled"], "--op", "2_10", "--op", "2_11", "--json")
+    assert rc == 1
+    ops = by_path(doc)
+    assert ops["0/2_Prefill_layer/10_LinearOperation"]["verdict"] == "own-error"
+    swiglu = ops["0/2_Prefill_layer/11_ActivationOperation"]
+    assert swiglu["verdict"] == "overflow"
+    assert "float16" in swiglu["why"] and "65504" in swiglu["why"]
+    assert abs(swiglu["outputs"][0]["worst"]["float64"]) > 65504
+    assert doc["first"]["path"] == next(o["path"] for o in doc["ops"]
+                                        if o["op_id"] == "2_10")
+
+
+def test_text_output_names_the_first_op_and_golden(dumps):
+    rc, text = replay(dumps["injected"], "--all", "--golden", dumps["target"])
+    assert rc == 1
+    assert "first op at fault:" in text and "1_Prefill_layer/5_SelfAttentionOperation" in text
+    assert ("the target's 1_Prefill_layer/5_SelfAttentionOperation is own-error; golden's "
+            "replays ok") in text
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst, symlinks=True)
+    return dst
+
+
+def test_a_param_value_not_implemented_is_not_replayable_by_name(dumps, tmp_path):
+    d = _copy(dumps["target"], tmp_path / "d")
+    params = sorted(d.glob("atb_dump_data/data/*/0/1_Prefill_layer/3_RopeOperation/op_param.json"))
+    params[0].write_text('{"cosFormat":1,"rotaryCoeff":2}\n')
+    rc, doc = replay(d, "--op", "1_3", "--round", "0", "--json")
+    assert rc == 0
+    (op,) = doc["ops"]
+    assert op["verdict"] == "not-replayable" and "cosFormat=1" in op["why"]
+
+
+def test_a_graph_without_its_children_says_to_dump_with_save_child(tmp_path):
+    need_real()
+    d = make_real_dump(tmp_path / "top", "fp16", save_child=False)
+    rc, doc = replay(d, "--op", "1", "--round", "0", "--json")
+    (op,) = doc["ops"]
+    assert op["verdict"] == "not-replayable" and '"save_child": true' in op["why"]
+
+
+def test_statistics_only_dump_is_not_replayable(dumps, stats_dump):
+    rc, doc = replay(stats_dump, "--op", "1_0", "--round", "0", "--json")
+    (op,) = doc["ops"]
+    assert op["verdict"] == "not-replayable" and "statistics" in op["why"]
+
+
+def _msprobe_form(src: Path, dst: Path) -> Path:
+    """The same dump as msProbe's shim leaves it: dedup stubs named by op id, 6-decimal
+    statistic.csv in thread-pool order, no statistic_extra.csv, info/layer/{pid}."""
+    data = dst / "atb_dump_data" / "data"
+    df = open_dump(src).tensors
+    writers: dict[tuple, MsprobeRound] = {}
+    for r in df.iter_rows(named=True):
+        key = (r["dev_pid"], r["round"])
+        w = writers.setdefault(key, MsprobeRound(data, r["dev_pid"], r["round"]))
+        op_dir = Path(r["path"]).parent.parent
+        rel = op_dir.relative_to(r["round_dir"])
+        w.add(str(rel), r["io"], int(str(r["index"]).split("_")[0]), load_bin(r["path"]))
+        param = op_dir / "op_param.json"
+        if param.is_file():
+            shutil.copyfile(param, w.dir / rel / "op_param.json")
+    for w in writers.values():
+        w.close()
+    for layer_dir in (src / "atb_dump_data" / "info" / "layer").iterdir():
+        shutil.copytree(layer_dir, dst / "atb_dump_data" / "info" / "layer" /
+                        layer_dir.name.split("_")[-1])
+    return dst
+
+
+def test_msprobe_made_dump_replays(dumps, tmp_path):
+    d = _msprobe_form(dumps["injected"], tmp_path / "ms")
+    stubs = [f for f in d.rglob("*.bin") if b"data=" in f.read_bytes()[:300]]
+    assert stubs and not list(d.rglob("statistic_extra.csv"))
+    rc, doc = replay(d, "--all", "--json")
+    assert rc == 1 and doc["first"]["path"].endswith("1_Prefill_layer/5_SelfAttentionOperation")
+    assert {o["op_type"] for o in doc["ops"]} == LLAMA_TYPES
+    assert not [o for o in doc["ops"] if o["verdict"] == "not-replayable"]
+
+
+def test_replay_needs_ops_named_or_all(dumps, capsys):
+    rc, _ = replay(dumps["target"])
+    assert rc == 2 and "--op ID|PATH" in capsys.readouterr().err
+    rc, _ = replay(dumps["target"], "--op", "99_99")
+    assert rc == 2 and "no op matches 99_99" in capsys.readouterr().err
+
+
+# ---- the references against formulas written independently ----------------------------
+
+
+def _rope_rotate_half(x, cos, sin):
+    """Hugging Face's rotate_half RoPE, per head."""
+    d = cos.shape[-1]
+    heads = x.reshape(x.shape[0], -1, d)
+    x1, x2 = heads[..., : d // 2], heads[..., d // 2:]
+    rot = np.concatenate([-x2, x1], axis=-1)
+    return (heads * cos[:, None, :] + rot * sin[:, None, :]).reshape(x.shape)
+
+
+def _rope_interleaved(x, cos, sin):
+    """GPT-J's interleaved RoPE: pairs (2i, 2i+1) rotate together."""
+    d = cos.shape[-1]
+    heads = x.reshape(x.shape[0], -1, d).copy()
+    out = np.empty_like(heads)
+    out[..., 0::2] = heads[..., 0::2] * cos[:, None, 0::2] - heads[..., 1::2] * sin[:, None, 0::2]
+    out[..., 1::2] = heads[..., 1::2] * cos[:, None, 1::2] + heads[..., 0::2] * sin[:, None, 1::2]
+    return out.reshape(x.shape)
+
+
+def test_rope_reference_matches_rotate_half_and_interleaved():
+    rng = np.random.default_rng(0)
+    q, k = rng.normal(size=(5, 32)), rng.normal(size=(5, 16))
+    ang = rng.uniform(0, 6, size=(5, 4))
+    cos2 = np.cos(np.concatenate([ang, ang], axis=1))
+    sin2 = np.sin(np.concatenate([ang, ang], axis=1))
+    rq, rk = REFERENCES["RopeOperation"]({"rotaryCoeff": 2}, [q, k, cos2, sin2, np.array([5])])
+    np.testing.assert_allclose(rq, _rope_rotate_half(q, cos2, sin2), rtol=1e-12)
+    np.testing.assert_allclose(rk, _rope_rotate_half(k, cos2, sin2), rtol=1e-12)
+    cosi, sini = np.cos(np.repeat(ang, 2, axis=1)), np.sin(np.repeat(ang, 2, axis=1))
+    (rq, _) = REFERENCES["RopeOperation"]({"rotaryCoeff": 8}, [q, k, cosi, sini, np.array([5])])
+    np.testing.assert_allclose(rq, _rope_interleaved(q, cosi, sini), rtol=1e-12)
+    with pytest.raises(NotReplayable, match="rotaryCoeff=3"):
+        REFERENCES["RopeOperation"]({"rotaryCoeff": 3}, [q, k, cos2, sin2, np.array([5])])
+
+
+def _attention_loops(q, k, v, scale, causal_from):
+    s, h, d = q.shape
+    out = np.zeros_like(q)
+    for i in range(s):
+        for hh in range(h):
+            n = causal_from + i + 1
+            w = np.array([q[i, hh] @ k[j, hh] * scale for j in range(n)])
+            w = np.exp(w - w.max())
+            out[i, hh] = (w / w.sum()) @ v[:n, hh]
+    return out
+
+
+def test_attention_references_match_a_loop():
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.normal(size=(6, 2 * 4)) for _ in range(3))
+    param = {"calcType": 3, "maskType": 9, "headNum": 2, "kvHeadNum": 2, "qkScale": 0.5}
+    (out,) = REFERENCES["SelfAttentionOperation"](param, [q, k, v, np.array([6])])
+    want = _attention_loops(*(t.reshape(6, 2, 4) for t in (q, k, v)), 0.5, 0)
+    np.testing.assert_allclose(out.reshape(6, 2, 4), want, rtol=1e-12)
+    # Paged: the same keys/values in shuffled cache blocks, the last token as the query.
+    kc, vc = np.zeros((4, 2, 2, 4)), np.zeros((4, 2, 2, 4))
+    table = np.array([[3, 0, 2]])
+    for j in range(6):
+        b, o = table[0, j // 2], j % 2
+        kc[b, o], vc[b, o] = k[j].reshape(2, 4), v[j].reshape(2, 4)
+    pa = {"headNum": 2, "kvHeadNum": 2, "qkScale": 0.5, "maskType": 0}
+    (last,) = REFERENCES["PagedAttentionOperation"](pa, [q[5:6], kc, vc, table, np.array([6])])
+    np.testing.assert_allclose(last.reshape(2, 4), want[5], rtol=1e-12)
+    with pytest.raises(NotReplayable, match="calcType=0"):
+        REFERENCES["SelfAttentionOperation"]({**param, "calcType": 0}, [q, k, v, np.array([6])])
+
+
+def test_activation_and_elewise_references():
+    x = np.linspace(-4, 4, 9)
+    (y,) = REFERENCES["ActivationOperation"]({"activationType": 6, "dim": -1},
+                                             [np.concatenate([x, x])[None, :]])
+    np.testing.assert_allclose(y[0], x / (1 + np.exp(-x)) * x, rtol=1e-12)
+    (y,) = REFERENCES["ActivationOperation"]({"activationType": 4, "scale": 1.0}, [x])
+    np.testing.assert_allclose(y, x / (1 + np.exp(-x)), rtol=1e-12)
+    (y,) = REFERENCES["ElewiseOperation"]({"elewiseType": 2, "mulsParam": {"varAttr": 3.0}},
+                                          [x])
+    np.testing.assert_allclose(y, 3 * x)
+    with pytest.raises(NotReplayable, match="elewiseType=17"):
+        REFERENCES["ElewiseOperation"]({"elewiseType": 17}, [x])
+    with pytest.raises(NotReplayable, match="activationType=7"):
+        REFERENCES["ActivationOperation"]({"activationType": 7}, [x])
+
+
+def test_judge_tells_overflow_from_own_error():
+    r = np.array([1.0, 2.0, 70000.0])
+    dumped = np.array([1.0, 2.0, np.inf], dtype=np.float16)
+    v = judge_output(dumped, r, "float16")
+    assert v["verdict"] == "overflow" and "7e+04 > float16 max 65504" in v["why"]
+    dumped = np.array([1.0, 2.5, np.inf], dtype=np.float16)
+    v = judge_output(dumped, r, "float16")
+    assert v["verdict"] == "own-error" and v["worst"]["index"] == [1]
+    v = judge_output(np.array([1.0, 2.001], dtype=np.float16), np.array([1.0, 2.0]), "float16")
+    assert v["verdict"] == "ok"
+    assert judge_output(np.array([3, 4]), np.array([3.0, 5.0]), "int64")["verdict"] == "own-error"
