@@ -154,6 +154,17 @@ show "$msprobe" stats "$out/target"
 # users open; -o DIR writes it and a CSV under msProbe's result file names.
 show "$msprobe" compare -m atb -gp "$out/golden" -tp "$out/target" -o "$out/compare.xlsx" || true
 show "$msprobe" report "$out/target" --golden "$out/golden" -o "$out/report.html"
+
+step "8b. Is it the op? Replay recomputes each op from the dump in float64, no golden needed"
+echo "  act 8's fp16 target: SwiGLU's output holds an Inf its inputs cannot give"
+show "$msprobe" replay "$out/target" --all --round 0 --golden "$out/golden" || true
+echo "  a run whose layer-1 GateUp output is scaled by 300: SwiGLU's true result leaves fp16's range"
+mkdir -p "$out/scaled"
+save_config "$out/scaled/config.json" "$dump_config"
+"$msprobe" run --output "$out/scaled" --config "$out/scaled/config.json" -- "$atbsim" run \
+    --dtype fp16 --layers 4 --decode-steps 2 --inject scale=300:layer=1,op=GateUp,round=0 \
+    >/dev/null 2>&1
+show "$msprobe" replay "$out/scaled" --op 2_10 --op 2_11 --op 2_12 --round 0 || true
 fi
 
 if want recorder; then

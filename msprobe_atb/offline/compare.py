@@ -44,6 +44,7 @@ from .dask_connect import CONNECT_TIMEOUT_S
 from .dtypes import TOLERANCES
 from .models import model_map
 from .pair_engine import EngineReport, pair_metrics
+from .replay.text import replay_brief
 from .table import FILE_STATUSES, Dump, fill_missing_stats, op_path
 
 STATS_FACTOR = 10.0
@@ -70,6 +71,9 @@ class CompareResult:
     scope: Scope = field(default_factory=Scope)
     # (process, "{id}_{Name}" of a layer-level op) -> its model, for "decode round 59"
     models: dict[tuple[str, str], str] = field(default_factory=dict)
+    # replay's verdict on the target op of the first divergent tensor: the op, its
+    # inputs or the dtype (replay/text.py brief)
+    first_replay: dict | None = None
 
     def round_label(self, row: dict) -> str:
         """The row's round named by its op's model: "prefill round 21"."""
@@ -355,8 +359,12 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
     scope = check_scope(g, t, pairs, rows, structure, min_matched, pair_by_id,
                         report.lost_why)
     scope.notes = scope_notes + scope.notes
-    return CompareResult(rows, pairs, notes, golden.problems + target.problems, engine=report,
-                         scope=scope, models={**model_map(g), **model_map(t)})
+    res = CompareResult(rows, pairs, notes, golden.problems + target.problems, engine=report,
+                        scope=scope, models={**model_map(g), **model_map(t)})
+    fd = first_divergence(res)
+    if fd is not None and fd["op_id"] is not None:
+        res.first_replay = replay_brief(target, fd["target_process"], fd["round"], fd["op_id"])
+    return res
 
 
 def error_growth(res: CompareResult, top: int = 5) -> list[dict]:

@@ -12,6 +12,7 @@ import math
 import polars as pl
 
 from .compare import CompareResult, error_growth, first_divergence
+from .replay.text import brief_line
 
 VERDICTS = ("pass", "fail", "golden-only", "target-only", "unreadable", "not-compared",
             "not-saved", "no-data")
@@ -131,6 +132,8 @@ def format_summary(res: CompareResult, outputs: list[str] | None = None) -> str:
     fd = first_divergence(res)
     if fd is not None:
         lines += _divergence(res, fd, bool(sc.structure))
+        if res.first_replay:
+            lines.append("  " + brief_line(res.first_replay))
     elif sc.incomplete:
         if sc.checked:  # with none, "NOTHING WAS COMPARED" above says it all
             lines.append(f"No divergent tensor among the {sc.checked} compared, but the "
@@ -176,6 +179,7 @@ def summary_json(res: CompareResult, outputs: list[str], notes: list[str]) -> di
         "paired_by_id": sc.paired_by_id, "causes": sc.causes,
         "notes": [*sc.notes, *res.unpaired, *notes], "problems": res.problems,
         "first_divergence": fd and {**fd, "round_label": res.round_label(fd)},
+        "first_divergence_replay": res.first_replay,
         "error_growth": [{**o, "round_label": res.round_label(o)} for o in error_growth(res)],
         "engine": res.engine.as_dict(), "outputs": outputs, "exit_code": res.exit_code(),
     }

@@ -13,6 +13,7 @@ from msprobe_atb.tree.models import model_kind, round_label, rounds_label
 from .dtypes import TOLERANCES
 from .graph import feeder_kinds, load_layer_graphs, load_model_graphs, upstream
 from .losses import dump_losses
+from .replay.text import brief_line, replay_brief
 from .table import Dump, op_path
 
 
@@ -145,6 +146,8 @@ def summarize(dump: Dump, df: pl.DataFrame | None = None, *, top: int = 10) -> d
             graphs_cache[f["dev_pid"]] = (load_layer_graphs(info, f["dev_pid"], dump.problems),
                                           load_model_graphs(info, f["dev_pid"], dump.problems))
         f["upstream"] = _feeders(df, f, *graphs_cache[f["dev_pid"]])
+        # Is it the op, its inputs or the dtype? (msprobe-atb replay)
+        f["replay"] = replay_brief(dump, f["dev_pid"], f["round"], f["op_id"])
     layers = per_layer(df)
     other = int((~df.get_column("primary")).sum()) if df.height else 0
     root = dump.layout.root
@@ -250,6 +253,8 @@ def format_text(s: dict) -> str:
                      f"nan {_fmt(f['nan'])}, +inf {_fmt(f['pinf'])}, -inf {_fmt(f['ninf'])}")
         if f["path"]:
             lines.append(f"  file: {f['path']}")
+        if f.get("replay"):
+            lines.append("  " + brief_line(f["replay"]))
         if f.get("upstream"):
             lines.append("  fed by (from info/layer, nearest first):")
             shown = [u for u in f["upstream"] if u["op_id"] or "nonfinite" in u]

@@ -75,11 +75,33 @@ def run_incidents(args: argparse.Namespace) -> int:
         print(f"msprobe-atb incidents: {dump_root} does not exist", file=sys.stderr)
         return 1
     docs = read_incidents(Path(dump_root))
+    if docs:
+        _add_replay(Path(dump_root), docs)
+    from msprobe_atb.offline.replay.text import brief_line
     if args.json:
         print(json.dumps(docs, indent=2))
         return 0
     if not docs:
         print(f"no incidents in {dump_root}")
         return 0
-    print("\n\n".join(format_incident(d) for d in docs))
+    print("\n\n".join(format_incident(d) + (f"\n  {brief_line(d['replay'])}" if d.get("replay")
+                                             else "") for d in docs))
     return 0
+
+
+def _add_replay(dump_root: Path, docs: list[dict]) -> None:
+    """Each incident's first offending op, replayed from the rounds it flushed:
+    the op, its inputs, or the dtype (msprobe-atb replay)."""
+    from msprobe_atb.offline.layout import DumpNotFound
+    from msprobe_atb.offline.replay.text import replay_brief
+    from msprobe_atb.offline.table import open_dump
+    try:
+        dump = open_dump(dump_root)
+    except (DumpNotFound, ValueError, OSError):
+        return
+    for d in docs:
+        ft = d.get("first_tensor") or {}
+        if "error" in d or not ft.get("op_id") or d.get("round") is None:
+            continue
+        dev_pid = f"{d.get('device')}_{d.get('pid')}"
+        d["replay"] = replay_brief(dump, dev_pid, d["round"], ft["op_id"])

@@ -35,3 +35,20 @@ def test_recorder_act_says_what_it_does_while_it_sends(tmp_path):
     # issue 18 §2: the feeders that are no op (no statistics) are counted, not listed
     fed = re.search(r"^  fed by: (.*)$", out, re.M).group(1)
     assert "- input of" not in fed and re.search(r", and \d+ layer inputs?$", fed), fed
+
+
+def test_offline_part_replays_the_op_at_fault(tmp_path):
+    """Issue 19 §5: the demo shows replay on act 8's dumps: the SwiGLU that took the Inf is
+    own-error (its golden replays ok), and a GateUp output scaled by 300 overflows fp16 at
+    SwiGLU."""
+    require_artifacts(1)
+    env = dict(fresh_env(), DEMO_OUT=str(tmp_path / "demo"), DEMO_PARTS="offline")
+    p = subprocess.run(["bash", str(REPO / "scripts" / "demo.sh")], env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    act = p.stdout[p.stdout.index("== 8b."):]
+    assert re.search(r"^own-error +\S+/0/2_Prefill_layer/11_ActivationOperation", act, re.M), act
+    assert ("the target's 2_Prefill_layer/11_ActivationOperation is own-error; golden's "
+            "replays ok") in act
+    assert re.search(r"^overflow +\S+/0/2_Prefill_layer/11_ActivationOperation", act, re.M), act
+    assert "< float16 min -65504" in act or "> float16 max 65504" in act

@@ -54,7 +54,8 @@ def cmd_replay(a) -> int:
     if gold is not None:
         doc["golden"] = {p: (g.as_json() if g else None) for p, g in golden_of.items()}
     text = json.dumps(jsonable(doc), indent=1) if a.json else \
-        format_text(results, first, golden_of if gold is not None else None)
+        format_text(results, first, golden_of if gold is not None else None,
+                    show_ok=bool(a.op) or a.verbose)
     if a.output:
         with open(a.output, "w", encoding="utf-8") as f:
             f.write(text + "\n")
@@ -82,6 +83,8 @@ def register(sub) -> None:
                    help="every op, in execution order, and the first one at fault")
     p.add_argument("--golden", metavar="DIR",
                    help="also replay the same ops in this golden dump and say how they fare")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="with --all, list the ops that replay ok too (they are counted anyway)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("-o", "--output", metavar="FILE", help="write the result to FILE")
     p.set_defaults(func=cmd_replay)

@@ -42,8 +42,10 @@ def jsonable(v):
     return v
 
 
-def format_text(results, first, golden_of) -> str:
-    lines = [describe(r) for r in results]
+def format_text(results, first, golden_of, show_ok: bool = True) -> str:
+    """Every op's verdict (the ok ones only if `show_ok`), the counts, the first op at
+    fault with the input-bad ops after it, and the golden's side."""
+    lines = [describe(r) for r in results if show_ok or r.verdict != "ok"]
     counts = {v: sum(r.verdict == v for r in results) for v in VERDICT_RANK}
     lines.append("")
     lines.append("replayed: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n))
@@ -64,3 +66,35 @@ def format_text(results, first, golden_of) -> str:
             if r.op.path in golden_of:
                 lines.append(_golden_line(r, golden_of[r.op.path]))
     return "\n".join(lines)
+
+
+def brief(result: OpResult | None) -> dict | None:
+    """The verdict of one op for another command's summary (stats, compare, report,
+    incidents): what, where, why, and the worst element."""
+    if result is None:
+        return None
+    worst = next((o["worst"] for o in result.outputs if o.get("worst")), None)
+    return jsonable({"verdict": result.verdict, "path": result.op.path,
+                     "op_type": result.op.op_type, "why": result.why, "worst": worst})
+
+
+def brief_line(b: dict) -> str:
+    """`brief` in one line: "replay: own-error (0_1/0/2_Prefill_layer/11_...): why"."""
+    text = f"replay: {b['verdict']} ({b['path']}): {b['why']}"
+    w = b.get("worst")
+    if w:
+        num = lambda v: f"{v:.6g}" if isinstance(v, float) else str(v)  # noqa: E731
+        text += f"; worst element {w['index']}: dumped {num(w['dumped'])}, float64 " \
+                f"{num(w['float64'])}"
+    return text
+
+
+def replay_brief(dump, dev_pid: str, round_: int, op_id: str) -> dict | None:
+    """The brief verdict on the op holding a tensor, or None where nothing can be said
+    (the op is not in the dump); a failure to replay is said, never raised."""
+    from .runner import replay_op
+    try:
+        return brief(replay_op(dump, dev_pid, round_, op_id))
+    except (OSError, ValueError, MemoryError) as e:
+        return {"verdict": "not-replayable", "path": op_id, "op_type": "",
+                "why": f"replay failed: {e}", "worst": None}
