@@ -16,6 +16,7 @@ BENCHMARKS = (
     "bench.recorder_cost",
     "bench.daemon_memory",
     "bench.startup",
+    "bench.replay_speed",
 )
 
 

@@ -74,7 +74,7 @@ def linear(param: dict, inputs: Arrays) -> Arrays:
     _only(param, "quantMode", (0,), 0, " (quantized matmul)")
     has_bias = bool(_get(param, "hasBias", True))
     _need(inputs, 3 if has_bias else 2, "x, weight" + (", bias" if has_bias else ""))
-    x, w = inputs[0].astype(np.float64), inputs[1].astype(np.float64)
+    x, w = inputs[0].astype(np.float64), inputs[1]
     if _get(param, "transposeA", False):
         if x.ndim != 2:
             raise NotReplayable(f"transposeA with a {x.ndim}-d x is not implemented (2-d only)")
@@ -84,10 +84,17 @@ def linear(param: dict, inputs: Arrays) -> Arrays:
     wt = w.T if _get(param, "transposeB", True) else w
     if x.shape[-1] != wt.shape[0]:
         raise NotReplayable(f"x {list(x.shape)} and weight {list(w.shape)} do not multiply")
-    y = x @ wt
+    # Column blocks of the weight in float64 at a time: a 4096 x 16384 fp16 weight would
+    # take 512 MiB as one float64 copy.
+    y = np.empty((*x.shape[:-1], wt.shape[1]))
+    for j in range(0, wt.shape[1], _COLUMNS):
+        y[..., j:j + _COLUMNS] = x @ wt[:, j:j + _COLUMNS].astype(np.float64)
     if has_bias:
-        y = y + inputs[2].astype(np.float64).reshape(-1)
+        y += inputs[2].astype(np.float64).reshape(-1)
     return [y]
+
+
+_COLUMNS = 512
 
 
 # ---- RmsNorm -----------------------------------------------------------------------
@@ -146,31 +153,42 @@ def rope(param: dict, inputs: Arrays) -> Arrays:
 
 
 def _heads(x: np.ndarray, n: int, what: str) -> np.ndarray:
-    """[tokens, n*d] or [tokens, n, d] -> [tokens, n, d]."""
-    t = x.astype(np.float64)
-    if t.ndim == 3 and t.shape[1] == n:
-        return t
-    if t.ndim == 2 and t.shape[1] % n == 0:
-        return t.reshape(t.shape[0], n, -1)
+    """[tokens, n*d] or [tokens, n, d] -> [tokens, n, d], in the dumped dtype (a head
+    is cast to float64 when it is used)."""
+    if x.ndim == 3 and x.shape[1] == n:
+        return x
+    if x.ndim == 2 and x.shape[1] % n == 0:
+        return x.reshape(x.shape[0], n, -1)
     raise NotReplayable(f"{what} {list(x.shape)} is not [tokens, {n} heads * dim]")
 
 
+_QUERY_ROWS = 256
+
+
 def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, q_pos0: int,
-            causal: bool, mask: np.ndarray | None = None) -> np.ndarray:
-    """q [s, h, d], k/v [t, kvh, d] -> [s, h, d]; grouped heads share a kv head."""
+            causal: bool, mask: np.ndarray | None = None, qscale: float = 1.0) -> np.ndarray:
+    """q [s, h, d], k/v [t, kvh, d] -> float64 [s, h, d]; grouped heads share a kv head.
+    One head and at most _QUERY_ROWS queries at a time, so the scores stay small."""
     group = q.shape[1] // k.shape[1]
-    kk = np.repeat(k, group, axis=1)
-    vv = np.repeat(v, group, axis=1)
-    scores = np.einsum("shd,thd->hst", q, kk) * scale
-    if mask is not None:
-        scores = scores + mask
-    if causal:
-        pos = np.arange(q.shape[0])[:, None] + q_pos0
-        scores = np.where(np.arange(k.shape[0])[None, :] <= pos, scores, -np.inf)
-    scores = scores - scores.max(axis=-1, keepdims=True)
-    p = np.exp(scores)
-    p /= p.sum(axis=-1, keepdims=True)
-    return np.einsum("hst,thd->shd", p, vv)
+    out = np.empty(q.shape)
+    for h in range(q.shape[1]):
+        kh = k[:, h // group].astype(np.float64)
+        vh = v[:, h // group].astype(np.float64)
+        for i in range(0, q.shape[0], _QUERY_ROWS):
+            qh = q[i:i + _QUERY_ROWS, h].astype(np.float64) * qscale
+            # Causal: keys past the block's last query are masked for every row of it.
+            seen = min(k.shape[0], q_pos0 + i + qh.shape[0]) if causal else k.shape[0]
+            scores = (qh @ kh[:seen].T) * scale
+            if mask is not None:
+                scores += mask[i:i + _QUERY_ROWS, :seen]
+            if causal:
+                rows = np.arange(i, i + qh.shape[0])[:, None] + q_pos0
+                scores[np.arange(seen)[None, :] > rows] = -np.inf
+            scores -= scores.max(axis=-1, keepdims=True)
+            np.exp(scores, out=scores)
+            scores /= scores.sum(axis=-1, keepdims=True)
+            out[i:i + _QUERY_ROWS, h] = scores @ vh[:seen]
+    return out
 
 
 def _head_counts(param: dict) -> tuple[int, int]:
@@ -210,19 +228,19 @@ def self_attention(param: dict, inputs: Arrays) -> Arrays:
     with_mask = mask_type == 1
     _need(inputs, 5 if with_mask else 4, "query, key, value, " + ("mask, " if with_mask else "")
           + "seqLen")
-    q = _heads(inputs[0], heads, "query") * qscale
+    q = _heads(inputs[0], heads, "query")
     k, v = _heads(inputs[1], kv, "key"), _heads(inputs[2], kv, "value")
     lens = inputs[4 if with_mask else 3].astype(np.int64).reshape(-1)
     if lens.sum() != q.shape[0] or (lens < 0).any():
         raise NotReplayable(f"seqLen {lens.tolist()} does not add up to the {q.shape[0]} tokens")
     mask = inputs[3].astype(np.float64) if with_mask else None
-    out, start = np.empty_like(q), 0
+    if mask is not None and mask.ndim < 2:
+        raise NotReplayable(f"a mask of shape {list(mask.shape)} is not implemented (2-d)")
+    out, start = np.empty(q.shape), 0
     for n in lens.tolist():
         sl = slice(start, start + n)
-        m = None
-        if mask is not None:
-            m = mask.reshape(mask.shape[-2:])[:n, :n] if mask.ndim >= 2 else None
-        out[sl] = _attend(q[sl], k[sl], v[sl], scale, 0, mask_type == 9, m)
+        m = mask.reshape(mask.shape[-2:])[:n, :n] if mask is not None else None
+        out[sl] = _attend(q[sl], k[sl], v[sl], scale, 0, mask_type == 9, m, qscale)
         start += n
     return [out.reshape(inputs[0].shape)]
 
@@ -241,19 +259,19 @@ def paged_attention(param: dict, inputs: Arrays) -> Arrays:
     qscale = float(_get(param, "qScale", 0.0)) or 1.0
     heads, kv = _head_counts(param)
     _need(inputs, 5, "query, keyCache, valueCache, blockTables, contextLens")
-    kc, vc = inputs[1].astype(np.float64), inputs[2].astype(np.float64)
+    kc, vc = inputs[1], inputs[2]
     if kc.ndim != 4 or vc.shape != kc.shape:
         raise NotReplayable(f"key/value caches {list(kc.shape)}/{list(vc.shape)} are not "
                             "[blocks, blockSize, kvHeads, headDim] (ND)")
     blocks, bsize = kc.shape[0], kc.shape[1]
     tables = inputs[3].astype(np.int64).reshape(len(inputs[4].reshape(-1)), -1)
     lens = inputs[4].astype(np.int64).reshape(-1)
-    q = _heads(inputs[0], heads, "query") * qscale
+    q = _heads(inputs[0], heads, "query")
     if q.shape[0] != lens.size:
         raise NotReplayable(f"{q.shape[0]} query tokens for {lens.size} batches "
                             "(one token per batch is implemented)")
     kflat, vflat = kc.reshape(-1, kv, kc.shape[-1]), vc.reshape(-1, kv, vc.shape[-1])
-    out = np.empty_like(q)
+    out = np.empty(q.shape)
     for b, n in enumerate(lens.tolist()):
         j = np.arange(n)
         if n > tables.shape[1] * bsize:
@@ -262,7 +280,8 @@ def paged_attention(param: dict, inputs: Arrays) -> Arrays:
         if ((block < 0) | (block >= blocks)).any():
             raise NotReplayable(f"block table {b} points outside the {blocks} cache blocks")
         slots = block * bsize + j % bsize
-        out[b:b + 1] = _attend(q[b:b + 1], kflat[slots], vflat[slots], scale, n - 1, False)
+        out[b:b + 1] = _attend(q[b:b + 1], kflat[slots], vflat[slots], scale, n - 1, False,
+                               qscale=qscale)
     return [out.reshape(inputs[0].shape)]
 
 

@@ -1,0 +1,95 @@
+"""Op replay: `replay --all` of a 2-layer round at the stand-in's default sizes, of one
+layer at hidden 4096 with a 2k-token prefill, and each op's peak memory against its
+own tensors.
+
+Wall times are of a fresh `msprobe-atb replay` process, as a user pays them (start-up,
+reading the dump, recomputing in float64, judging). The large layer is dumped with
+`--no-compute` (the stand-in's naive kernels would take minutes at that size), so its
+outputs are not the op's results and some verdicts are own-error: replay does the
+same work either way. Peak memory is what numpy and Python allocate while one op is
+replayed (tracemalloc), divided by the bytes of that op's dumped tensors."""
+
+from __future__ import annotations
+
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+from bench.common import ATBSIM, probe_env, write_config
+
+SMALL = ["--layers", "2"]  # the stand-in's defaults otherwise
+LARGE = ["--no-compute", "--layers", "1", "--hidden", "4096", "--heads", "32", "--vocab",
+         "32000", "--prompt-len", "2048", "--decode-steps", "1"]
+TARGET_SMALL_S, TARGET_LARGE_S, TARGET_PEAK = 5.0, 30.0, 4.0
+
+
+def _dump(out: Path, model: list[str], ids: str) -> Path:
+    out.mkdir()
+    cfg = out / "config.json"
+    write_config(cfg, task="tensor", dump_enable=True, exec_range="0", ids=ids, save_child=True)
+    subprocess.run([str(ATBSIM), "run", *model], env=probe_env(out, cfg), check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run([sys.executable, "-m", "msprobe_atb", "wait", str(out), "--timeout", "600"],
+                   check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def _replay_wall(dump: Path) -> tuple[float, dict, int]:
+    """(wall seconds, the JSON result, peak RSS in KiB) of one fresh replay process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    start = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "msprobe_atb", "replay", str(dump), "--all",
+                        "--round", "0", "--json"], capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if r.returncode not in (0, 1):
+        raise RuntimeError(f"replay failed ({r.returncode}): {r.stderr[-2000:]}")
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return wall, json.loads(r.stdout), max(rss, before)
+
+
+def _peaks(dump: Path) -> list[tuple[float, str, int, int]]:
+    """Per op: (peak / own tensors, op, peak bytes, own bytes)."""
+    from msprobe_atb.offline.binfile import resolve
+    from msprobe_atb.offline.replay.runner import Replayer, replayable
+    from msprobe_atb.offline.table import open_dump
+    rep = Replayer(open_dump(dump))
+    out = []
+    for op in replayable(rep.ops):
+        own = sum(resolve(t.path).length for t in op.inputs + op.outputs if t.path)
+        tracemalloc.start()
+        rep.replay(op)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        if own:
+            out.append((peak / own, op.rel, peak, own))
+    return out
+
+
+def run():
+    tmp = Path(tempfile.mkdtemp(prefix="msprobe_atb_bench_replay."))
+    try:
+        small = _dump(tmp / "small", SMALL, "")
+        wall, doc, _ = _replay_wall(small)
+        worst = max((o["max_rel_err"] for op in doc["ops"] for o in op["outputs"]), default=0)
+        verdicts = {v: sum(o["verdict"] == v for o in doc["ops"])
+                    for v in {o["verdict"] for o in doc["ops"]}}
+        yield (f"2-layer round, default sizes: {len(doc['ops'])} ops in {wall:.2f} s wall "
+               f"(target <= {TARGET_SMALL_S:g} s); verdicts {verdicts}; largest relative "
+               f"error {worst:.3g}")
+        large = _dump(tmp / "large", LARGE, "1")
+        wall, doc, rss = _replay_wall(large)
+        yield (f"1 layer, hidden 4096, 2048-token prefill: {len(doc['ops'])} ops in {wall:.1f} s "
+               f"wall (target <= {TARGET_LARGE_S:g} s); the replay process's peak RSS "
+               f"{rss / 1024:.0f} MiB")
+        peaks = sorted(_peaks(large), reverse=True)
+        ratio, op, peak, own = peaks[0]
+        yield (f"peak memory per op: at most {ratio:.2f}x its own tensors ({op}: "
+               f"{peak / 2**20:.0f} MiB for {own / 2**20:.0f} MiB; target <= {TARGET_PEAK:g}x)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
