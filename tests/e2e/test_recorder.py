@@ -48,7 +48,12 @@ def test_inf_on_one_rank_flushes_the_same_rounds_of_every_rank(tmp_path, service
     assert len(on_disk) == 2
     assert all(r == {18, 19, 20, 21, 22} for r in on_disk.values()), on_disk
     (inc,) = json.loads(cli("incidents", str(tmp_path), "--json").stdout)
+    # the report on disk, plus replay's verdict on its first offending op (issue 19)
+    verdict = inc.pop("replay")
     assert inc == incidents(tmp_path)[0]
+    assert verdict["verdict"] == "own-error", verdict
+    assert verdict["path"].endswith("/21/2_Prefill_layer/11_ActivationOperation"), verdict
+    assert verdict["worst"]["dumped"] == "-inf"
     assert inc["trigger"] == "inf" and inc["value"] == "-inf"
     assert inc["round"] == 21 and inc["device"] == 1
     ft = inc["first_tensor"]
