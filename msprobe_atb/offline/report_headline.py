@@ -90,6 +90,31 @@ def headline_blocks(comparison: CompareResult, target: Dump,
         return [f"<p class='ok'>No divergent tensor: all {sc.checked} compared tensors are "
                 "within tolerance.</p>"]
     where = _where(fd, target, comparison.round_label(fd))
-    return [f"<div class='headline'><div><h3>Where</h3>{where}</div>"
-            f"<div><h3>How large</h3>{_size(fd)}</div></div>",
-            f"<h3>Values</h3>{_values(fd, plot)}"]
+    blocks = [f"<div class='headline'><div><h3>Where</h3>{where}</div>"
+              f"<div><h3>How large</h3>{_size(fd)}</div></div>"]
+    if comparison.first_replay:
+        blocks.append(_replay_block(comparison.first_replay))
+    return [*blocks, f"<h3>Values</h3>{_values(fd, plot)}"]
+
+
+_VERDICT_MEANS = {
+    "ok": "the op computed its outputs right from its inputs: the divergence came in upstream "
+          "or lies within its dtype's tolerance",
+    "own-error": "the op's inputs are finite and its output is not what they give",
+    "overflow": "the op did what it was asked; its output dtype cannot hold the result",
+    "input-bad": "an input already held NaN/Inf: look upstream",
+    "not-replayable": "replay cannot recompute this op",
+}
+
+
+def _replay_block(b: dict) -> str:
+    """Replay's verdict on the op (msprobe-atb replay): what it means, why, and the worst
+    element's dumped and float64 values."""
+    rows = [("verdict", f"{b['verdict']}: {_VERDICT_MEANS.get(b['verdict'], '')}"),
+            ("op replayed", b["path"]), ("why", b["why"])]
+    w = b.get("worst")
+    if w:
+        rows += [("worst element", str(w["index"])), ("dumped", str(w["dumped"])),
+                 ("float64", str(w["float64"]))]
+    cls = "ok" if b["verdict"] == "ok" else "bad"
+    return f"<div class='replay {cls}'><h3>Is it the op? (replay)</h3>{_facts(rows)}</div>"

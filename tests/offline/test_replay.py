@@ -278,3 +278,25 @@ def test_judge_tells_overflow_from_own_error():
     v = judge_output(np.array([1.0, 2.001], dtype=np.float16), np.array([1.0, 2.0]), "float16")
     assert v["verdict"] == "ok"
     assert judge_output(np.array([3, 4]), np.array([3.0, 5.0]), "int64")["verdict"] == "own-error"
+
+
+def test_stats_compare_and_report_give_the_verdict_of_the_op_at_fault(dumps, tmp_path):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(["stats", str(dumps["injected"]), "--json"])
+    first = json.loads(out.getvalue())["first_nonfinite"][0]
+    assert first["replay"]["verdict"] == "own-error"
+    assert first["replay"]["path"].endswith("0/1_Prefill_layer/5_SelfAttentionOperation")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(["compare", "-gp", str(dumps["golden"]), "-tp", str(dumps["injected"]),
+              "-o", str(tmp_path / "c.csv"), "--json"])
+    replayed = json.loads(out.getvalue())["first_divergence_replay"]
+    assert replayed["verdict"] == "own-error" and replayed["worst"]["dumped"] == "inf"
+    with contextlib.redirect_stdout(io.StringIO()):
+        main(["report", str(dumps["injected"]), "--golden", str(dumps["golden"]), "-o",
+              str(tmp_path / "r.html")])
+    page = (tmp_path / "r.html").read_text()
+    card = page[page.index("Is it the op? (replay)"):]
+    assert "own-error: the op&#x27;s inputs are finite" in card[:600]
+    assert "<dt>dumped</dt><dd>inf</dd>" in card[:1200]
