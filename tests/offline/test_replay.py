@@ -300,3 +300,35 @@ def test_stats_compare_and_report_give_the_verdict_of_the_op_at_fault(dumps, tmp
     card = page[page.index("Is it the op? (replay)"):]
     assert "own-error: the op&#x27;s inputs are finite" in card[:600]
     assert "<dt>dumped</dt><dd>inf</dd>" in card[:1200]
+
+
+def test_data_movement_and_norm_references():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(3, 4, 6))
+    (y,) = REFERENCES["SoftmaxOperation"]({"axes": [-1]}, [x])
+    np.testing.assert_allclose(y, np.exp(x) / np.exp(x).sum(-1, keepdims=True), rtol=1e-12)
+    (y,) = REFERENCES["TransposeOperation"]({"perm": [2, 0, 1]}, [x])
+    assert y.shape == (6, 3, 4) and y[5, 2, 3] == x[2, 3, 5]
+    (y,) = REFERENCES["ConcatOperation"]({"concatDim": 1}, [x, x[:, :1]])
+    assert y.shape == (3, 5, 6) and (y[:, 4] == x[:, 0]).all()
+    a, b = REFERENCES["SplitOperation"]({"splitDim": -1, "splitSizes": [2, 4]}, [x])
+    assert a.shape == (3, 4, 2) and (b == x[..., 2:]).all()
+    (y,) = REFERENCES["GatherOperation"]({"axis": 1}, [x, np.array([3, 0])])
+    assert (y[:, 0] == x[:, 3]).all() and (y[:, 1] == x[:, 0]).all()
+    with pytest.raises(NotReplayable, match="index 4 is outside"):
+        REFERENCES["GatherOperation"]({"axis": 1}, [x, np.array([4])])
+    g = rng.normal(size=6)
+    rms = np.sqrt((x ** 2).mean(-1, keepdims=True) + 1e-6)
+    norm = {"epsilon": 1e-6}
+    (y,) = REFERENCES["RmsNormOperation"]({"layerType": 1, "normParam": norm}, [x, g])
+    np.testing.assert_allclose(y, x / rms * g, rtol=1e-12)
+    (y,) = REFERENCES["RmsNormOperation"](
+        {"layerType": 1, "normParam": {**norm, "modelType": 1}}, [x, g])
+    np.testing.assert_allclose(y, x / rms * (1 + g), rtol=1e-12)
+    with pytest.raises(NotReplayable, match="layerType=2"):
+        REFERENCES["RmsNormOperation"]({"layerType": 2}, [x, g])
+    w = rng.normal(size=(5, 6))
+    (y,) = REFERENCES["LinearOperation"]({"hasBias": True}, [x, w, np.arange(5.0)])
+    np.testing.assert_allclose(y, x @ w.T + np.arange(5.0), rtol=1e-12)
+    with pytest.raises(NotReplayable, match="quantMode=1"):
+        REFERENCES["LinearOperation"]({"quantMode": 1, "hasBias": False}, [x, w])
