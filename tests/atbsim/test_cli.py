@@ -39,7 +39,7 @@ def test_help_lists_every_option(atbsim_paths, argv):
     (["run", "--inject", "nan:layer=0,op=Foo"], "unknown op 'Foo'"),
     (["run", "--inject", "nan:op=SwiGLU"], "add layer=N"),
     (["run", "--inject", "nan:op=LmHead,layer=1"], "drop layer="),
-    (["run", "--inject", "zero:op=QKV,layer=0"], "kind must be nan, inf or -inf"),
+    (["run", "--inject", "zero:op=QKV,layer=0"], "kind must be nan, inf, -inf or scale=K"),
     (["run", "--inject", "nan:op=QKV,layer=0,when=now"], "bad field 'when=now'"),
     (["run", "--inject", "nan:op=Event,layer=0"], "no output"),
     (["run", "--layers", "2", "--inject", "nan:op=QKV,layer=2"], "layer 2 does not exist"),

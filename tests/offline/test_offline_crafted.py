@@ -24,6 +24,9 @@ from msprobe_atb.offline import open_dump
 from msprobe_atb.offline.compare import compare_dumps
 from msprobe_atb.offline.dumpset import open_dumps
 
+# Tensors in the stand-in's dump of offline_helpers.MODEL (the real_dumps fixture).
+N_TENSORS = 788
+
 
 def copy(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst, symlinks=True)
@@ -60,7 +63,7 @@ def count(out: Path, problems: list[str] | None = None) -> int:
 
 def test_a_manifest_path_into_another_dump_is_refused(real_dumps, tmp_path):
     """The manifest of a copy of `target` lists the golden dump's rows with paths
-    `../../golden/...`: compare read golden on both sides and passed 758 of 758."""
+    `../../golden/...`: compare read golden on both sides and passed every tensor."""
     golden, target = real_dumps["golden"], real_dumps["injected"]
     evil = copy(target, tmp_path / "evil")
     shutil.copytree(golden, tmp_path / "golden")
@@ -96,16 +99,16 @@ def test_a_csv_tensor_path_leaving_the_root_is_refused(real_dumps, tmp_path):
     escape_csv_paths(evil, golden / "atb_dump_data" / "data")
     dump = open_dump(evil)
     df = dump.tensors
-    assert df.filter(pl.col("status") == "refused").height == df.height == 758
+    assert df.filter(pl.col("status") == "refused").height == df.height == N_TENSORS
     assert df.get_column("path").null_count() == df.height
     assert any("row(s) refused: their file path leaves the dump root" in p
                for p in dump.problems)
     res = compare_dumps(open_dumps([str(golden)]), open_dumps([str(evil)]), jobs=1)
-    assert res.count("pass") == 0 and res.count("unreadable") == 758
+    assert res.count("pass") == 0 and res.count("unreadable") == N_TENSORS
     assert res.exit_code() == 1
     assert "leaves the dump root" in res.rows.get_column("reason")[0]
     rc, out = run_cli("stats", str(evil))
-    assert "refused 758" in out
+    assert f"refused {N_TENSORS}" in out
 
 
 def test_a_symlinked_round_dir_or_csv_is_not_read(real_dumps, tmp_path):
@@ -121,7 +124,7 @@ def test_a_symlinked_round_dir_or_csv_is_not_read(real_dumps, tmp_path):
     csv.symlink_to(gproc / "1" / "statistic.csv")
     dump = open_dump(evil)
     assert set(dump.tensors.get_column("dev_pid")) == {csv.parent.parent.name}
-    assert dump.tensors.height == 758  # round 1 from its .bin files
+    assert dump.tensors.height == N_TENSORS  # round 1 from its .bin files
     assert any("7_1: a symbolic link" in p for p in dump.problems)
     assert any("statistic.csv: a symbolic link" in p for p in dump.problems)
 
@@ -221,7 +224,7 @@ def test_query_skips_and_names_a_planted_part(real_dumps, tmp_path, plant):
         planted = part.with_name("part-*.parquet")
         planted.write_bytes(data)
     problems: list[str] = []
-    assert count(out, problems) == 758
+    assert count(out, problems) == N_TENSORS
     assert [p for p in problems if f"{planted}: " in p], problems
 
 
@@ -242,8 +245,8 @@ def test_query_survives_a_bit_flip_in_a_part(real_dumps, tmp_path):
     out_text = query(out, "SELECT count(*) AS n, count(DISTINCT path) AS p FROM tensors",
                      problems)
     n, _ = map(int, out_text.splitlines()[1].split(","))
-    assert n in (400, 758)  # the flipped part skipped and named, or its bytes still decode
-    assert n == 758 or any(f"{second}: " in p for p in problems)
+    assert n in (400, N_TENSORS)  # the flipped part skipped and named, or its bytes still decode
+    assert n == N_TENSORS or any(f"{second}: " in p for p in problems)
 
 
 def test_query_does_not_count_a_copied_part_twice(real_dumps, tmp_path):
@@ -251,7 +254,7 @@ def test_query_does_not_count_a_copied_part_twice(real_dumps, tmp_path):
     part = the_part(out)
     shutil.copy(part, part.with_name("part-00000005-L0.parquet"))
     problems: list[str] = []
-    assert count(out, problems) == 758
+    assert count(out, problems) == N_TENSORS
     assert any("rows already in part-00000000-L0.parquet" in p for p in problems)
 
 
@@ -269,8 +272,8 @@ def test_query_after_a_kill_in_the_compaction_window(real_dumps, tmp_path):
     rows.write_parquet(part.with_name("part-00000000-L1.parquet"))  # ... and its output
     (part.parent / "part-00000000-L0.parquet").unlink()  # the kill came mid-removal
     problems: list[str] = []
-    assert count(out, problems) == 758
-    assert open_dump(out).tensors.height == 758
+    assert count(out, problems) == N_TENSORS
+    assert open_dump(out).tensors.height == N_TENSORS
 
 
 def test_query_does_not_add_a_linked_manifest_dir(real_dumps, tmp_path):
@@ -278,7 +281,7 @@ def test_query_does_not_add_a_linked_manifest_dir(real_dumps, tmp_path):
     gpid = part_dir(real_dumps["golden"])
     (part_dir(out).parent / "pid=1").symlink_to(gpid)
     problems: list[str] = []
-    assert count(out, problems) == 758
+    assert count(out, problems) == N_TENSORS
     assert any("pid=1: not a manifest partition directory" in p for p in problems)
     man = out / "atb_dump_data" / "manifest"
     shutil.rmtree(man)
@@ -288,4 +291,4 @@ def test_query_does_not_add_a_linked_manifest_dir(real_dumps, tmp_path):
 
 def test_query_of_a_dump_under_a_dir_with_glob_characters(real_dumps, tmp_path):
     out = copy(real_dumps["injected"], tmp_path / "a*b[1]?" / "q")
-    assert count(out) == 758
+    assert count(out) == N_TENSORS
