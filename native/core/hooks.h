@@ -43,10 +43,11 @@ static inline msp_bool msp_hook_is_tensor_need_save(const int64_t *ids, size_t n
     return MSP_HOT_LOAD(msp_hot.active);
 }
 
-/* Counts the op and follows the config. */
+/* Counts the op and follows the config (it counts no model execution, so
+ * awake it need not take the slow path IsTensorNeedSave takes). */
 static inline void msp_hook_update_config(void)
 {
-    if (__builtin_expect(msp_hot_count_op() || msp_hot_stale(), 0))
+    if (__builtin_expect(msp_hot_count_op() || msp_hot_changed(), 0))
         msp_hot_update_slow();
 }
 

@@ -28,7 +28,8 @@ struct msp_hot {
                                 config take their slow path (which counts each
                                 model's executions, models.h) */
     uint64_t applied;        /* the generation the hooks answer from */
-    struct msp_snap *awake;  /* the current snapshot while it is awake, else NULL;
+    struct msp_snap *awake;  /* the current snapshot while it is awake and can
+                                select something, else NULL;
                                 MSP_HOT_UNATTACHED before the first attach */
     msp_bool active;         /* attached with a config path (IsTensorNeedSave) */
 } __attribute__((aligned(64)));

@@ -15,6 +15,7 @@
 #include "monitor.h"
 #include "opcount.h"
 #include "record.h"
+#include "recorder.h"
 #include "util.h"
 #include "writer.h"
 
@@ -107,15 +108,30 @@ void msp_hot_forget(void)
     __atomic_store_n(&msp_hot.awake, &msp_hot_unattached, __ATOMIC_RELEASE);
 }
 
+/* Is snapshot s awake for the hooks? Awake but unable to select anything
+ * (exec_range "none", unless the overflow task or the flight recorder's
+ * overflow trigger answers IsOverflowCheck), every predicate would answer
+ * no: such a snapshot is published to the hooks as asleep, decided here once
+ * per publish, so an op's 15 hook calls take the asleep exit (one load and a
+ * branch each) instead of reaching the core. Executions then begin unseen, as
+ * asleep (models.h). The process is still awake for the rest (writers started,
+ * Ready said, the next edit applied at the next op). */
+static int hooks_awake(const struct msp_snap *s)
+{
+    return s->awake && (s->cfg.exec_mode != MSP_EXEC_NONE || (s->cfg.task & MSP_TASK_OVERFLOW) ||
+                        msp_rec_overflow_wanted(s));
+}
+
 /* The hooks answer from snapshot s from now on (under snap_mu). */
 static void publish_hot(struct msp_snap *s)
 {
-    __atomic_store_n(&msp_hot.awake, s->awake ? s : NULL, __ATOMIC_RELEASE);
+    int awake = hooks_awake(s);
+    __atomic_store_n(&msp_hot.awake, awake ? s : NULL, __ATOMIC_RELEASE);
     __atomic_store_n(&msp_hot.active, (msp_bool)1, __ATOMIC_RELAXED);
     __atomic_store_n(&msp_hot.applied, s->generation, __ATOMIC_RELEASE);
     /* generations are even (seqlock): an odd `seen` never matches, so awake the
      * config-following hooks take their slow path (it counts model executions) */
-    __atomic_store_n(&msp_hot.seen, s->awake ? s->generation | 1 : s->generation,
+    __atomic_store_n(&msp_hot.seen, awake ? s->generation | 1 : s->generation,
                      __ATOMIC_RELEASE);
     __atomic_store_n(&msp_hot.gen, (const uint64_t *)&s->ctl->generation, __ATOMIC_RELEASE);
 }
@@ -204,7 +220,7 @@ void msp_snap_refresh(void)
                             s->cfg.exec_mode != MSP_EXEC_NONE;
             msp_queue_expect(&g_msp.q, ring_dump ? s->cfg.queue_budget_bytes : 0);
             __atomic_store_n(&g_msp.snap, s, __ATOMIC_RELEASE);
-            if (!s->awake) /* asleep, executions begin unseen (models.h) */
+            if (!hooks_awake(s)) /* executions begin unseen (models.h) */
                 msp_models_asleep();
             __atomic_store_n(&msp_proc_now()->config_generation, s->generation, __ATOMIC_RELAXED);
             cur = s;

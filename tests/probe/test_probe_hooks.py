@@ -425,6 +425,31 @@ def test_config_changes_apply_at_the_next_op_and_errors_print_once(dump, abi):
     assert [r["k"] for r in dump.records()].count("wake") == 1
 
 
+def test_awake_selecting_nothing_answers_as_asleep_and_the_next_edit_takes_the_next_op(dump, abi):
+    """exec_range "none" (msProbe's wake-up recipe) can select nothing: the hooks
+    take the asleep exit (every predicate says no, not only the count), yet the
+    process is awake: Ready is said once and a selecting edit takes the next op."""
+    dump.publish({"dump_enable": True, "task": "all", "exec_range": "none"})
+    proc = subprocess.Popen([str(host_bin(abi))], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dump.env())
+
+    def ask(script: list[str], lines: int) -> list[str]:
+        proc.stdin.write("".join(line + "\n" for line in script))
+        proc.stdin.flush()
+        return [proc.stdout.readline().strip() for _ in range(lines)]
+
+    idle = ["desc", "data", "range\t0", "before", "after", f"dir\t{L}", "isparam", "ovcheck"]
+    woke, *answers = ask(["update", *idle], 1 + len(idle))
+    assert woke.endswith(f"affected (pid {proc.pid})")
+    assert answers == [f"{a.split(chr(9))[0]}=0" for a in idle]
+    dump.publish(AWAKE)
+    assert ask(["update", "range\t0", "before"], 2) == ["range=1", "before=1"]
+    proc.stdin.write(f"save\t2\t1\t1\thex:003c\t{L}/before/intensor0.bin\n")
+    rest, _ = proc.communicate(timeout=30)
+    assert "Ready to dump" not in rest
+    assert [t["path"] for t in dump.tensors("bin")] == [f"{L}/before/intensor0.bin"]
+
+
 def test_forked_child_attaches_as_its_own_process(dump):
     dump.publish(AWAKE)
     dump.host(1, [["save", 2, 1, "1", "hex:003c", f"{L}/before/intensor0.bin"],
