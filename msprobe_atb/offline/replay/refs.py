@@ -341,9 +341,11 @@ def elewise(param: dict, inputs: Arrays) -> Arrays:
         if kind in _ELEWISE_BINARY:
             _need(inputs, 2, "x, y")
             return [_ELEWISE_BINARY[kind][1](x, inputs[1].astype(np.float64))]
-    known = sorted([1, 2, *_ELEWISE_UNARY, *_ELEWISE_BINARY])
+    known = {1: "cast", 2: "muls", **{k: name for k, (name, _) in _ELEWISE_UNARY.items()},
+             **{k: name for k, (name, _) in _ELEWISE_BINARY.items()}}
     raise NotReplayable(f"elewiseType={kind} is not implemented (replay implements "
-                        f"{', '.join(map(str, known))}; quantization types are not)")
+                        f"{', '.join(f'{k} {known[k]}' for k in sorted(known))}; the "
+                        "quantization types are not)")
 
 
 def _gelu_tanh(x: np.ndarray) -> np.ndarray:
