@@ -5,12 +5,15 @@ NaN/Inf pattern. `overflow`: the reference leaves the dtype's finite range where
 dumped value is Inf or saturated, and the rest agrees: the op computed what it was
 asked and the dtype could not hold it. `own-error`: anything else that disagrees.
 
-The output is judged in slices of CHUNK elements, so the temporaries stay small
-however large the tensor.
+The reference may arrive in pieces of rows (OutputJudge.add), and each piece is
+judged in slices of CHUNK elements, so memory stays small however large the
+tensor: the compare kernel (native/compare) takes a slice in one pass, and only a
+slice that disagrees is looked at element by element in numpy.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +21,9 @@ import numpy as np
 from .tolerances import Tolerance, tolerance_for
 
 CHUNK = 1 << 20
+# The compare kernel's element type codes (native/compare/pair_kernel.h).
+_PK_F64, _PK_F32, _PK_F16 = 0, 1, 2
+_KERNEL_TYPES = {"<f8": _PK_F64, "<f4": _PK_F32, "<f2": _PK_F16}
 
 
 @dataclass
@@ -34,16 +40,19 @@ class _Tally:
     finite_pairs: int = 0
     worst: int = -1  # flat index of the worst mismatching element
     worst_score: float = -1.0
+    worst_values: tuple[float, float] = (0.0, 0.0)
     over_at: int = -1  # flat index of the largest overflowing reference
     over_mag: float = -1.0
+    over_values: tuple[float, float] = (0.0, 0.0)
 
 
-def _held_scale(r: np.ndarray, tol: Tolerance) -> float:
-    """The largest magnitude of the reference that the dtype can hold: an overflowing
-    element must not widen the tolerance of the others."""
+def _held_scale(d: np.ndarray, tol: Tolerance) -> float:
+    """The largest finite magnitude of the dumped output within the dtype's range. It
+    scales the absolute floor; taken from the dump, a wrong large value widens the
+    floor only where that value itself is flagged, so it can hide nothing."""
     scale = 0.0
-    for i in range(0, r.size, CHUNK):
-        a = np.abs(r[i:i + CHUNK])
+    for i in range(0, d.size, CHUNK):
+        a = np.abs(d[i:i + CHUNK].astype(np.float64))
         a = a[np.isfinite(a) & ((a <= tol.max_finite) if tol.max_finite else True)]
         if a.size:
             scale = max(scale, float(a.max()))
@@ -69,9 +78,8 @@ def _tally(t: _Tally, base: int, d: np.ndarray, r: np.ndarray, tol: Tolerance,
     if both.any():
         e, rb, db = err[both], r[both], d[both]
         t.max_abs_err = max(t.max_abs_err, float(e.max()))
-        nz = rb != 0
-        rel = np.where(nz, e / np.where(nz, np.abs(rb), 1.0), np.where(e > 0, np.inf, 0.0))
-        t.max_rel_err = max(t.max_rel_err, float(rel.max()))
+        floor = max(tol.atol * scale, 1e-30)
+        t.max_rel_err = max(t.max_rel_err, float((e / np.maximum(np.abs(rb), floor)).max()))
         t.dot += float(np.dot(db, rb))
         t.dd += float(np.dot(db, db))
         t.rr += float(np.dot(rb, rb))
@@ -81,84 +89,106 @@ def _tally(t: _Tally, base: int, d: np.ndarray, r: np.ndarray, tol: Tolerance,
         mags = np.where(over, np.abs(r), -1.0)
         i = int(np.argmax(mags))
         if mags[i] > t.over_mag:
-            t.over_mag, t.over_at = float(mags[i]), base + i
+            t.over_mag, t.over_at, t.over_values = float(mags[i]), base + i, (d[i], r[i])
     if bad.any():
         # A NaN/Inf that should not be there first, then the largest error.
         score = np.where(bad, np.where(np.isfinite(err), err, np.inf), -1.0)
         i = int(np.argmax(score))
         if score[i] > t.worst_score:
-            t.worst_score, t.worst = float(score[i]), base + i
+            t.worst_score, t.worst, t.worst_values = float(score[i]), base + i, (d[i], r[i])
 
 
-def _agreeing(d: np.ndarray, r: np.ndarray, tol: Tolerance, scale: float) -> dict | None:
-    """The metrics of an output that agrees everywhere, from the compare kernel's one
-    pass (native/compare); None where any element disagrees (then judged in numpy)."""
-    kind = _KERNEL_TYPES.get(d.dtype.str)
-    if kind is None or not tol.max_finite:
-        return None
-    from ..metrics import Accumulator
-    acc = Accumulator()
-    atol = tol.atol * scale
-    acc.add(np.ascontiguousarray(r, dtype=np.float64), _PK_F64, np.ascontiguousarray(d), kind,
-            d.size, tol.rtol, atol)
-    m = acc.metrics(tol.rtol, atol)
-    if m["within_tol"] < 1.0 or not m["nonfinite_match"]:
-        return None
-    nonfinite = m["target_nan"] + m["target_pinf"] + m["target_ninf"]
-    return {"max_abs_err": m.get("max_abs_err", 0.0), "max_rel_err": m.get("max_rel_err", 0.0),
-            "cosine": m.get("cosine"), "nan_inf_dumped": nonfinite,
-            "nan_inf_float64": nonfinite}
+class OutputJudge:
+    """Judges one dumped output against its reference, given whole or by rows."""
 
+    def __init__(self, dumped: np.ndarray, dtype: str):
+        self.shape, self.dtype = dumped.shape, dtype
+        self.tol = tolerance_for(dtype)
+        self.flat = dumped.reshape(-1)
+        self.row = math.prod(dumped.shape[1:]) if dumped.ndim else 1
+        self.scale = _held_scale(self.flat, self.tol)
+        self.kind = _KERNEL_TYPES.get(self.flat.dtype.str) if self.tol.max_finite else None
+        self.tally = _Tally()
+        self.acc = None
+        self.seen = 0
+        self.misfit: str | None = None
 
-# The compare kernel's element type codes (native/compare/pair_kernel.h).
-_PK_F64, _PK_F32, _PK_F16 = 0, 1, 2
-_KERNEL_TYPES = {"<f8": _PK_F64, "<f4": _PK_F32, "<f2": _PK_F16}
+    def add(self, ref: np.ndarray, first_row: int = 0) -> None:
+        """The reference of the output's rows from `first_row` on."""
+        r = ref.reshape(-1)
+        start = first_row * self.row
+        d = self.flat[start:start + r.size]
+        if self.misfit or d.size != r.size:
+            self.misfit = self.misfit or (f"the op's result has shape {list(ref.shape)} where "
+                                          f"the dump holds {list(self.shape)}")
+            return
+        for i in range(0, r.size, CHUNK):
+            self._slice(d[i:i + CHUNK], r[i:i + CHUNK], start + i)
+        self.seen += r.size
 
+    def _slice(self, d: np.ndarray, r: np.ndarray, base: int) -> None:
+        r64 = np.ascontiguousarray(r, dtype=np.float64)
+        if self.kind is not None:
+            from ..metrics import Accumulator
+            piece = Accumulator()
+            atol = self.tol.atol * self.scale
+            piece.add(r64, _PK_F64, np.ascontiguousarray(d), self.kind, d.size, self.tol.rtol,
+                      atol)
+            if self.acc is None:
+                self.acc = Accumulator()
+            self.acc.merge(piece)
+            m = piece.metrics(self.tol.rtol, atol)
+            if m["within_tol"] == 1.0 and m["nonfinite_match"]:
+                return
+        _tally(self.tally, base, d.astype(np.float64), r64, self.tol, self.scale)
 
-def _cosine(t: _Tally) -> float | None:
-    if not t.finite_pairs:
-        return None
-    if t.dd == 0.0 or t.rr == 0.0:
-        return 1.0 if t.dd == t.rr else 0.0
-    return t.dot / float(np.sqrt(t.dd) * np.sqrt(t.rr))
+    def _metrics(self) -> dict:
+        t = self.tally
+        if self.acc is not None:
+            atol = self.tol.atol * self.scale
+            m = self.acc.metrics(self.tol.rtol, atol)
+            return {"max_abs_err": m.get("max_abs_err", 0.0),
+                    "max_rel_err": m.get("max_rel_err", 0.0), "cosine": m.get("cosine"),
+                    "nan_inf_dumped": m["target_nan"] + m["target_pinf"] + m["target_ninf"],
+                    "nan_inf_float64": m["golden_nan"] + m["golden_pinf"] + m["golden_ninf"]}
+        cos = None
+        if t.finite_pairs:
+            cos = (1.0 if t.dd == t.rr else 0.0) if t.dd == 0.0 or t.rr == 0.0 else \
+                t.dot / (math.sqrt(t.dd) * math.sqrt(t.rr))
+        return {"max_abs_err": t.max_abs_err, "max_rel_err": t.max_rel_err, "cosine": cos,
+                "nan_inf_dumped": t.nan_inf_dumped, "nan_inf_float64": t.nan_inf_float64}
 
+    def _element(self, i: int, values: tuple[float, float]) -> dict:
+        return {"index": [int(k) for k in np.unravel_index(i, self.shape)] if self.shape
+                else [], "dumped": float(values[0]), "float64": float(values[1])}
 
-def _element(i: int, shape: tuple[int, ...], d: np.ndarray, r: np.ndarray) -> dict:
-    return {"index": [int(k) for k in np.unravel_index(i, shape)] if shape else [],
-            "dumped": float(d[i]), "float64": float(r[i])}
+    def result(self) -> dict:
+        """Metrics and verdict ('ok' | 'own-error' | 'overflow')."""
+        tol, t, dtype = self.tol, self.tally, self.dtype
+        out: dict = {"dtype": dtype, "tolerance": tol.describe(dtype), "shape": list(self.shape)}
+        if self.misfit or self.seen != self.flat.size:
+            out.update(verdict="own-error", why=self.misfit or f"the op's result covers "
+                       f"{self.seen} of the {self.flat.size} elements the dump holds")
+            return out
+        out.update(self._metrics(), mismatched=t.mismatched)
+        if t.overflowed and not t.mismatched:
+            w = self._element(t.over_at, t.over_values)
+            v, side = w["float64"], "max" if w["float64"] > 0 else "min"
+            out.update(verdict="overflow", worst=w, overflowed=t.overflowed,
+                       why=f"float64 {side} {v:.3g} {'>' if v > 0 else '<'} {dtype} {side} "
+                           f"{'' if v > 0 else '-'}{tol.max_finite:g}: {t.overflowed} "
+                           "element(s) the dtype cannot hold")
+        elif not t.mismatched:
+            out["verdict"] = "ok"
+        else:
+            out.update(verdict="own-error", worst=self._element(t.worst, t.worst_values),
+                       why=f"{t.mismatched} of {self.flat.size} elements outside "
+                           f"{tol.describe(dtype)}")
+        return out
 
 
 def judge_output(dumped: np.ndarray, ref: np.ndarray, dtype: str) -> dict:
-    """Metrics and verdict ('ok' | 'own-error' | 'overflow') of one output."""
-    tol = tolerance_for(dtype)
-    out: dict = {"dtype": dtype, "tolerance": tol.describe(dtype), "shape": list(dumped.shape)}
-    if dumped.size != ref.size:
-        out.update(verdict="own-error", why=f"the dump holds {dumped.size} elements, the op's "
-                   f"result has {ref.size} ({list(ref.shape)})")
-        return out
-    d, r = dumped.reshape(-1), ref.reshape(-1)
-    scale = _held_scale(r, tol)
-    fast = _agreeing(d, r, tol, scale)
-    if fast is not None:
-        out.update(fast, mismatched=0, verdict="ok")
-        return out
-    t = _Tally()
-    for i in range(0, d.size, CHUNK):
-        _tally(t, i, d[i:i + CHUNK].astype(np.float64), r[i:i + CHUNK].astype(np.float64),
-               tol, scale)
-    out.update(max_abs_err=t.max_abs_err, max_rel_err=t.max_rel_err, cosine=_cosine(t),
-               mismatched=t.mismatched, nan_inf_dumped=t.nan_inf_dumped,
-               nan_inf_float64=t.nan_inf_float64)
-    if t.overflowed and not t.mismatched:
-        w = _element(t.over_at, dumped.shape, d, r)
-        v, side = w["float64"], "max" if w["float64"] > 0 else "min"
-        out.update(verdict="overflow", worst=w, overflowed=t.overflowed,
-                   why=f"float64 {side} {v:.3g} {'>' if v > 0 else '<'} {dtype} {side} "
-                       f"{'' if v > 0 else '-'}{tol.max_finite:g}: {t.overflowed} element(s) "
-                       "the dtype cannot hold")
-    elif not t.mismatched:
-        out["verdict"] = "ok"
-    else:
-        out.update(verdict="own-error", worst=_element(t.worst, dumped.shape, d, r),
-                   why=f"{t.mismatched} of {d.size} elements outside {tol.describe(dtype)}")
-    return out
+    """The verdict of one output whose whole reference is at hand."""
+    judge = OutputJudge(dumped, dtype)
+    judge.add(ref)
+    return judge.result()

@@ -81,14 +81,18 @@ def linear(param: dict, inputs: Arrays) -> Arrays:
         x = x.T
     if w.ndim != 2:
         raise NotReplayable(f"a {w.ndim}-d weight is not implemented (2-d only)")
-    wt = w.T if _get(param, "transposeB", True) else w
-    if x.shape[-1] != wt.shape[0]:
+    trans_b = bool(_get(param, "transposeB", True))
+    k, n = (w.shape[1], w.shape[0]) if trans_b else w.shape
+    if x.shape[-1] != k:
         raise NotReplayable(f"x {list(x.shape)} and weight {list(w.shape)} do not multiply")
-    # Column blocks of the weight in float64 at a time: a 4096 x 16384 fp16 weight would
-    # take 512 MiB as one float64 copy.
-    y = np.empty((*x.shape[:-1], wt.shape[1]))
-    for j in range(0, wt.shape[1], _COLUMNS):
-        y[..., j:j + _COLUMNS] = x @ wt[:, j:j + _COLUMNS].astype(np.float64)
+    # Blocks of output columns at a time, the weight's in float64: a 4096 x 16384 fp16
+    # weight would take 512 MiB as one float64 copy.
+    y = np.empty((*x.shape[:-1], n))
+    for j in range(0, n, _COLUMNS):
+        if trans_b:
+            y[..., j:j + _COLUMNS] = x @ w[j:j + _COLUMNS].astype(np.float64).T
+        else:
+            y[..., j:j + _COLUMNS] = x @ w[:, j:j + _COLUMNS].astype(np.float64)
     if has_bias:
         y += inputs[2].astype(np.float64).reshape(-1)
     return [y]
@@ -451,3 +455,46 @@ def concat(param: dict, inputs: Arrays) -> Arrays:
     _need(inputs, 2, "x, y")
     dim = int(_get(param, "concatDim", 0))
     return [np.concatenate([t.astype(np.float64) for t in inputs[:2]], axis=dim)]
+
+
+# ---- which inputs a reference may take in pieces of rows ----------------------------
+# An op whose output row i depends only on row i of some inputs is recomputed a block
+# of rows at a time (runner.py), so its float64 temporaries stay small. Each entry
+# names those inputs, or None where this op's params or shapes tie rows together.
+RowInputs = Callable[[dict, Arrays], "list[int] | None"]
+ROW_INPUTS: dict[str, RowInputs] = {}
+
+
+def _same_rows(inputs: Arrays, which: list[int]) -> list[int] | None:
+    if any(i >= len(inputs) or inputs[i].ndim == 0 for i in which):
+        return None
+    n = inputs[which[0]].shape[0]
+    return which if all(inputs[i].shape[0] == n for i in which) else None
+
+
+def _elewise_rows(param: dict, inputs: Arrays) -> list[int] | None:
+    if not inputs or inputs[0].ndim == 0:
+        return None
+    full = [i for i, x in enumerate(inputs) if x.ndim == inputs[0].ndim]
+    return _same_rows(inputs, full)  # lower-rank inputs broadcast whole
+
+
+def _along_last(param: dict, inputs: Arrays, key: str, default: int) -> list[int] | None:
+    if not inputs or inputs[0].ndim < 2:
+        return None
+    dims = _get(param, key, default)
+    dims = dims if isinstance(dims, list) else [dims]
+    return [0] if all(int(d) % inputs[0].ndim != 0 for d in dims) else None
+
+
+ROW_INPUTS.update({
+    "RmsNormOperation": lambda p, ins: _same_rows(ins, [0]),
+    "RopeOperation": lambda p, ins: _same_rows(ins, [0, 1, 2, 3])
+    if ins and ins[0].ndim == 2 else None,
+    "ActivationOperation": lambda p, ins: _along_last(p, ins, "dim", -1),
+    "ElewiseOperation": _elewise_rows,
+    "SplitOperation": lambda p, ins: _along_last(p, ins, "splitDim", 0),
+    "SoftmaxOperation": lambda p, ins: _along_last(p, ins, "axes", [-1]),
+    "GatherOperation": lambda p, ins: _same_rows(ins, [1])
+    if int(_get(p, "axis", 0)) == 0 and len(ins) > 1 and ins[1].ndim else None,
+})

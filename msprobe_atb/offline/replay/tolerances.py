@@ -2,12 +2,13 @@
 
 An element of a dumped output `d` agrees with its float64 reference `r` when
 
-    |d - r| <= rtol * |r| + atol * max|r|
+    |d - r| <= rtol * |r| + atol * max|d|
 
 `rtol` is about two units in the last place of the dtype (the op rounds its result
 once into the dtype, and its kernel may accumulate in a wider type); `atol` is the
-same scaled by the output's largest magnitude, so sums whose terms cancel (a matmul
-element near zero) are judged against the size of the terms, not of the result.
+same scaled by the output's largest finite magnitude within the dtype's range, so
+sums whose terms cancel (a matmul element near zero) are judged against the size of
+the terms, not of the result.
 Integer and bool outputs must match exactly. The finite range is the dtype's: a
 reference beyond it is an overflow, not an error.
 """
@@ -26,7 +27,7 @@ class Tolerance:
     def describe(self, dtype: str) -> str:
         if not self.max_finite:
             return f"{dtype}: exact"
-        return f"{dtype}: |d-r| <= {self.rtol:g}*|r| + {self.atol:g}*max|r|"
+        return f"{dtype}: |d-r| <= {self.rtol:g}*|r| + {self.atol:g}*max|d|"
 
 
 FLOAT_TOLERANCES: dict[str, Tolerance] = {
