@@ -10,6 +10,7 @@ BENCHMARKS = (
     "bench.hook_overhead",
     "bench.wake_latency",
     "bench.write_throughput",
+    "bench.ring_reuse",
     "bench.stats_throughput",
     "bench.offline_scale",
     "bench.compare_speed",

@@ -180,6 +180,9 @@ static int attach(void)
     /* the writer and monitor threads start at the first wake (snapshot.c):
      * a process that never dumps gets no thread of ours */
     msp_queue_init(&g_msp.q, g_msp.nwriters);
+    /* rounded up to whole trim periods */
+    g_msp.q.keep_trims = ((uint64_t)msp_env_long("MSPROBE_ATB_RING_IDLE_S", 600, 0, 604800) +
+                          MSP_QUEUE_TRIM_PERIOD_S - 1) / MSP_QUEUE_TRIM_PERIOD_S;
     /* No op may run on a config nobody vouches for: with no live daemon,
      * the block's config is whatever a killed daemon (or one before a
      * reboot) last published, so wait for the new daemon's first publish. */

@@ -69,8 +69,8 @@ static void duties(void)
     msp_rec_tick();
     if (++tick % 2 == 0)
         msp_ensure_daemon();
-    if (tick % 8 == 0)
-        msp_queue_trim_idle(&g_msp.q); /* 2 s without a dump unmaps the copy ring */
+    if (tick % (MSP_QUEUE_TRIM_PERIOD_S * (1000000000L / PERIOD_NS)) == 0)
+        msp_queue_trim_idle(&g_msp.q);
 }
 
 static void *monitor_main(void *arg)

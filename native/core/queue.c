@@ -390,10 +390,12 @@ void msp_queue_stats(struct msp_queue *q, uint64_t *depth, uint64_t *bytes)
     pthread_mutex_unlock(&q->mu);
 }
 
-void msp_queue_expect(struct msp_queue *q, uint64_t budget)
+void msp_queue_expect(struct msp_queue *q, uint64_t budget, int keep)
 {
     pthread_mutex_lock(&q->mu);
     q->warm_budget = budget;
+    q->keep = keep;
+    q->quiet_trims = 0; /* a config change starts the idle time again */
     pthread_cond_signal(&q->work[0]);
     pthread_mutex_unlock(&q->mu);
 }
@@ -402,8 +404,12 @@ void msp_queue_trim_idle(struct msp_queue *q)
 {
     struct mapping old = {NULL, 0};
     pthread_mutex_lock(&q->mu);
-    if (!q->used && q->bytes == 0 && !q->warm_budget)
+    int quiet = !q->used && q->bytes == 0;
+    q->quiet_trims = quiet ? q->quiet_trims + 1 : 0;
+    if (quiet && (!q->keep || (q->keep_trims && q->quiet_trims > q->keep_trims))) {
         old = ring_resize(q, 0);
+        q->warm_budget = 0; /* idle too long: no warming until the next config change */
+    }
     q->used = 0;
     pthread_mutex_unlock(&q->mu);
     unmap(old);

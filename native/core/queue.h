@@ -69,6 +69,13 @@ struct msp_queue {
     int warm_off;           /* the kernel cannot populate (no MADV_POPULATE_WRITE) */
     pthread_cond_t warmed;  /* warming went back to 0 */
     int used;               /* a reservation since the last msp_queue_trim_idle */
+    /* While the config is awake (keep) the ring stays mapped between dumps, so
+     * a service's next burst copies into memory already faulted in; it is
+     * given back after keep_trims quiet trim periods (0: never while awake),
+     * and at the first quiet period once the config sleeps. */
+    int keep;
+    uint64_t keep_trims;    /* MSPROBE_ATB_RING_IDLE_S / MSP_QUEUE_TRIM_PERIOD_S */
+    uint64_t quiet_trims;   /* trim periods in a row with no reservation */
     int closed;
 };
 
@@ -113,11 +120,16 @@ struct msp_item *msp_queue_close(struct msp_queue *q, uint64_t *inflight);
 void msp_queue_stats(struct msp_queue *q, uint64_t *depth, uint64_t *bytes);
 /* The budget of the dump now in progress whose payloads go through the
  * ring (0: none; the snapshot calls it at each config change). While it
- * is set an idle writer 0 keeps the ring mapped and warm (see warm_budget). */
-void msp_queue_expect(struct msp_queue *q, uint64_t budget);
-/* Unmaps the ring if it is empty, nothing was reserved since the previous
- * call (the monitor calls it every 2 s) and no dump is expected: a process
- * that stopped dumping gives the memory back. */
+ * is set an idle writer 0 keeps the ring mapped and warm (see warm_budget).
+ * `keep`: the config is awake, so the ring stays between dumps (see keep). */
+void msp_queue_expect(struct msp_queue *q, uint64_t budget, int keep);
+/* How often the monitor calls msp_queue_trim_idle. */
+#define MSP_QUEUE_TRIM_PERIOD_S 2
+/* Unmaps the ring if it is empty and nothing was reserved since the
+ * previous call, unless the config is awake and it has been quiet for fewer
+ * than keep_trims calls: a process that stopped dumping gives the memory
+ * back. A ring given back while awake is not warmed again before the next
+ * config change. */
 void msp_queue_trim_idle(struct msp_queue *q);
 
 #endif

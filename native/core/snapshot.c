@@ -218,7 +218,7 @@ void msp_snap_refresh(void)
              * for exec_range "none", awake but selecting nothing) */
             int ring_dump = s->awake && (s->cfg.task & MSP_TASK_TENSOR) && !s->cfg.rec_armed &&
                             s->cfg.exec_mode != MSP_EXEC_NONE;
-            msp_queue_expect(&g_msp.q, ring_dump ? s->cfg.queue_budget_bytes : 0);
+            msp_queue_expect(&g_msp.q, ring_dump ? s->cfg.queue_budget_bytes : 0, s->awake);
             __atomic_store_n(&g_msp.snap, s, __ATOMIC_RELEASE);
             if (!hooks_awake(s)) /* executions begin unseen (models.h) */
                 msp_models_asleep();

@@ -600,7 +600,7 @@ static void test_queue_warm(void)
     const uint64_t budget = UINT64_C(3) << 20; /* one huge page and a half */
     pthread_t t;
     CHECK(pthread_create(&t, NULL, pop_writer0, &q) == 0);
-    msp_queue_expect(&q, budget);
+    msp_queue_expect(&q, budget, 1);
     uint64_t warm = 0;
     for (int i = 0; i < 5000 && warm < budget; i++) { /* up to 5 s */
         pthread_mutex_lock(&q.mu);
@@ -624,7 +624,43 @@ static void test_queue_warm(void)
     msp_queue_trim_idle(&q);
     msp_queue_trim_idle(&q);
     CHECK(q.ring != NULL);
-    msp_queue_expect(&q, 0);
+    msp_queue_expect(&q, 0, 0);
+    msp_queue_trim_idle(&q);
+    CHECK(q.ring == NULL);
+    uint64_t inflight;
+    CHECK(msp_queue_close(&q, &inflight) == NULL);
+}
+
+/* While the config is awake the ring stays mapped between dumps, so a
+ * service's next burst copies into memory already faulted in; it goes back
+ * after keep_trims quiet periods, or at the first once the config sleeps. */
+static void test_queue_keep(void)
+{
+    struct msp_queue q;
+    msp_queue_init(&q, 1);
+    const uint64_t budget = (uint64_t)sysconf(_SC_PAGESIZE);
+    q.keep_trims = 2;
+    msp_queue_expect(&q, 0, 1); /* awake, exec_range "none": nothing to warm */
+    struct msp_item *a = reserved(&q, 100, budget);
+    msp_queue_release(&q, a);
+    for (int i = 0; i < 3; i++) /* the burst's period, then two quiet ones */
+        msp_queue_trim_idle(&q);
+    CHECK(q.ring != NULL && q.maps == 1);
+    a = reserved(&q, 100, budget); /* the next burst: the same mapping */
+    CHECK(q.maps == 1 && in_ring(&q, a, 100));
+    msp_queue_release(&q, a);
+    for (int i = 0; i < 3; i++)
+        msp_queue_trim_idle(&q);
+    CHECK(q.ring != NULL);
+    msp_queue_trim_idle(&q); /* a third quiet period: given back */
+    CHECK(q.ring == NULL);
+    /* asleep: the first quiet period gives it back */
+    msp_queue_expect(&q, 0, 1);
+    a = reserved(&q, 100, budget);
+    msp_queue_release(&q, a);
+    msp_queue_expect(&q, 0, 0);
+    msp_queue_trim_idle(&q);
+    CHECK(q.ring != NULL && q.maps == 2);
     msp_queue_trim_idle(&q);
     CHECK(q.ring == NULL);
     uint64_t inflight;
@@ -729,6 +765,7 @@ int main(void)
     test_content_hash();
     test_queue();
     test_queue_warm();
+    test_queue_keep();
     test_queue_block();
     test_pending();
     test_rounds();
