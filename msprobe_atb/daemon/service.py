@@ -7,6 +7,7 @@ record logs) is touched.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import re
@@ -37,6 +38,10 @@ FLUSH_EVERY_S = 0.25
 IDLE_FLUSH_S = 1.0
 LIVENESS_EVERY_S = 0.5
 LINGER_S = 2.0
+# After a write of the tree, at most this often: the freed memory of the rounds
+# written goes back to the system (glibc keeps it otherwise, scattered in its
+# heap, and the daemon's RSS creeps up round after round: +66 MB over 700 rounds).
+TRIM_EVERY_S = 2.0
 # Records fed per loop turn: a restart with a long backlog must not keep config
 # edits waiting; while behind, the tree is written less often.
 RECORD_BUDGET = 20000
@@ -104,6 +109,14 @@ def detach(dump_root: Path) -> None:
     os.close(out)
 
 
+def release_freed_memory() -> None:
+    """malloc_trim(0): glibc gives its free pages back (no-op elsewhere)."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def lock_replaced(lock_fd: int, dump_root: Path) -> bool:
     """True if our daemon.lock is no longer the file at its path: the dump
     root was removed (and maybe re-created, with a daemon of its own)."""
@@ -126,6 +139,7 @@ class Daemon:
                 os.environ.get("MSPROBE_ATB_NO_EVENTS") != "1", self.wake)
         self.idle_exit_s = _env_float("MSPROBE_ATB_IDLE_EXIT_S", 60.0)
         self._progress = b""
+        self._trimmed = 0.0
         self._progress_error = ""  # why the last write of built.json failed, said once
         self._built = progress.Progress(os.getpid())
         self.golden_said = False
@@ -238,6 +252,10 @@ class Daemon:
         self.builder.flush()
         self._built = self.drain.progress(os.getpid())  # what the tree now holds
         self.write_progress()
+        now = time.monotonic()
+        if now - self._trimmed >= TRIM_EVERY_S:
+            self._trimmed = now
+            release_freed_memory()
         for slot in self.block.procs():  # a process waits for its files at exit
             key = ProcKey(slot.pid, slot.start_ns)
             p = self.builder.procs.get(key)
