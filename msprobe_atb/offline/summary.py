@@ -281,7 +281,8 @@ def format_text(s: dict) -> str:
         lines.append(f"{'layer':<28} {'max norm':>12} {'at':<22} {'max |x|':>12} "
                      f"{'at':<22} {'NaN/Inf':>7}")
         for r in s["layers"]:
-            lines.append(f"{r['layer']:<28} {_fmt(r['max_norm']):>12} "
+            # a row whose Op Id cell is empty (a damaged CSV) belongs to no layer
+            lines.append(f"{r['layer'] or '(no op id)':<28} {_fmt(r['max_norm']):>12} "
                          f"{str(r['max_norm_at']):<22} {_fmt(r['max_abs']):>12} "
-                         f"{str(r['max_abs_at']):<22} {r['nonfinite_tensors']:>7}")
+                         f"{str(r['max_abs_at']):<22} {_fmt(r['nonfinite_tensors']):>7}")
     return "\n".join(lines)
