@@ -18,6 +18,7 @@ from .binfile import BinFileError, TensorNotSaved, load_bin
 from .compare import CompareResult, first_divergence
 from .compare_headline import has_nonfinite, nonfinite_text
 from .graph import load_model_graphs
+from .replay.text import number
 from .table import Dump
 
 
@@ -114,7 +115,7 @@ def _replay_block(b: dict) -> str:
             ("op replayed", b["path"]), ("why", b["why"])]
     w = b.get("worst")
     if w:
-        rows += [("worst element", str(w["index"])), ("dumped", str(w["dumped"])),
-                 ("float64", str(w["float64"]))]
+        rows += [("worst element", str(w["index"])), ("dumped", number(w["dumped"])),
+                 ("float64", number(w["float64"]))]
     cls = "ok" if b["verdict"] == "ok" else "bad"
     return f"<div class='replay {cls}'><h3>Is it the op? (replay)</h3>{_facts(rows)}</div>"

@@ -78,14 +78,18 @@ def brief(result: OpResult | None) -> dict | None:
                      "op_type": result.op.op_type, "why": result.why, "worst": worst})
 
 
+def number(v) -> str:
+    """A value of a verdict (a float, or "inf"/"nan" text from jsonable) to 6 digits."""
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+
 def brief_line(b: dict) -> str:
     """`brief` in one line: "replay: own-error (0_1/0/2_Prefill_layer/11_...): why"."""
     text = f"replay: {b['verdict']} ({b['path']}): {b['why']}"
     w = b.get("worst")
     if w:
-        num = lambda v: f"{v:.6g}" if isinstance(v, float) else str(v)  # noqa: E731
-        text += f"; worst element {w['index']}: dumped {num(w['dumped'])}, float64 " \
-                f"{num(w['float64'])}"
+        text += f"; worst element {w['index']}: dumped {number(w['dumped'])}, float64 " \
+                f"{number(w['float64'])}"
     return text
 
 
