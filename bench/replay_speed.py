@@ -12,7 +12,7 @@ replayed (tracemalloc), divided by the bytes of that op's dumped tensors."""
 from __future__ import annotations
 
 import json
-import resource
+import os
 import shutil
 import subprocess
 import sys
@@ -41,16 +41,19 @@ def _dump(out: Path, model: list[str], ids: str) -> Path:
 
 
 def _replay_wall(dump: Path) -> tuple[float, dict, int]:
-    """(wall seconds, the JSON result, peak RSS in KiB) of one fresh replay process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    start = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "msprobe_atb", "replay", str(dump), "--all",
-                        "--round", "0", "--json"], capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if r.returncode not in (0, 1):
-        raise RuntimeError(f"replay failed ({r.returncode}): {r.stderr[-2000:]}")
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return wall, json.loads(r.stdout), max(rss, before)
+    """(wall seconds, the JSON result, peak RSS in KiB) of one fresh replay process (its
+    own rusage, from wait4: RUSAGE_CHILDREN would count the stand-in that made the dump)."""
+    with tempfile.TemporaryFile("w+") as out:
+        start = time.perf_counter()
+        p = subprocess.Popen([sys.executable, "-m", "msprobe_atb", "replay", str(dump), "--all",
+                              "--round", "0", "--json"], stdout=out, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - start
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if p.returncode not in (0, 1):
+            raise RuntimeError(f"replay of {dump} failed ({p.returncode})")
+        out.seek(0)
+        return wall, json.loads(out.read()), usage.ru_maxrss
 
 
 def _peaks(dump: Path) -> list[tuple[float, str, int, int]]:
