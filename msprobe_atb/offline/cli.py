@@ -4,29 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from datetime import datetime
 from pathlib import Path
 
 from ..argtypes import seconds
 from .engine_rule import CONNECT_TIMEOUT_S
+from .jsonsafe import jsonable
 from .layout import DumpNotFound
 
 
 def _err(cmd: str, msg: str) -> int:
     print(f"msprobe-atb {cmd}: error: {msg}", file=sys.stderr)
     return 2
-
-
-def _jsonable(v):
-    if isinstance(v, float) and not math.isfinite(v):
-        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
-    if isinstance(v, dict):
-        return {k: _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    return v
 
 
 def _bar(desc: str, unit: str = "file", total: int | None = None):
@@ -66,7 +56,7 @@ def cmd_stats(a) -> int:
     if a.csv:
         df.drop("key", "seq_exact").write_csv(a.csv)
     if a.json:
-        print(json.dumps(_jsonable(s), indent=1))
+        print(json.dumps(jsonable(s), indent=1))
     else:
         print(format_text(s))
         if a.verify:
@@ -91,7 +81,7 @@ def _stats_ranks(a) -> int:
     except (DumpNotFound, ValueError) as e:
         return _err("stats", str(e))
     if a.json:
-        print(json.dumps(_jsonable(s), indent=1))
+        print(json.dumps(jsonable(s), indent=1))
     else:
         print(format_ranks(s, s["dumps"]))
         for prob in s["problems"][:20]:
@@ -168,7 +158,7 @@ def cmd_compare(a) -> int:
     except OSError as e:
         return _err("compare", f"cannot write the result to {a.output}: {e}")
     if a.json:
-        print(json.dumps(_jsonable(summary_json(res, files, notes)), indent=1))
+        print(json.dumps(jsonable(summary_json(res, files, notes)), indent=1))
     else:
         print(format_summary(res, files))
         for n in notes:
@@ -203,7 +193,7 @@ def cmd_overflow(a) -> int:
         return _err("overflow", str(e))
     ev = overflow_events(dump, all_ops=a.all)
     if a.json:
-        print(json.dumps(_jsonable(ev), indent=1))
+        print(json.dumps(jsonable(ev), indent=1))
     else:
         print(format_events(ev, a.limit))
         for p in dump.problems[:20]:
@@ -236,7 +226,7 @@ def cmd_report(a) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(doc, encoding="utf-8")
     if a.json:
-        print(json.dumps(_jsonable({"report": str(out.resolve()), **info}), indent=1))
+        print(json.dumps(jsonable({"report": str(out.resolve()), **info}), indent=1))
     else:
         print(f"report: {out} ({info['plots']} plots; open it in a browser, it works offline)")
     if info["refused"]:

@@ -24,10 +24,11 @@ def _return_freed_arrays() -> None:
 
 
 def cmd_replay(a) -> int:
+    from ..jsonsafe import jsonable
     from ..layout import DumpNotFound
     from ..table import filter_tensors, open_dump
     from .runner import Replayer, first_at_fault, replayable, select
-    from .text import format_text, jsonable
+    from .text import format_text
 
     if not a.op and not a.all:
         print("msprobe-atb replay: error: name the ops with --op ID|PATH, or replay every op "
@@ -53,7 +54,12 @@ def cmd_replay(a) -> int:
         print(f"msprobe-atb replay: error: {what} (in {a.dir})", file=sys.stderr)
         return EXIT_ERROR
     _return_freed_arrays()
-    results = [rep.replay(o) for o in _progress(ops)]
+    from ..cli import _bar
+    with _bar("replay", "op", len(ops)) as bar:
+        results = []
+        for o in ops:
+            results.append(rep.replay(o))
+            bar.update()
     first = first_at_fault(results)
     golden_of = {}
     if gold is not None:
@@ -76,11 +82,6 @@ def cmd_replay(a) -> int:
     else:
         print(text)
     return EXIT_AT_FAULT if first else EXIT_OK
-
-
-def _progress(ops):
-    from tqdm import tqdm
-    return tqdm(ops, desc="replay", unit="op", disable=None, file=sys.stderr, leave=False)
 
 
 def register(sub) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..jsonsafe import jsonable
 from .runner import VERDICT_RANK, OpResult
 
 
@@ -28,18 +29,6 @@ def _golden_line(target, golden) -> str:
         return f"golden: {target.op.path} has no counterpart in the golden dump"
     return (f"the target's {target.op.rel} is {target.verdict}; golden's "
             f"{'replays ' + golden.verdict if golden.verdict == 'ok' else 'is ' + golden.verdict}")
-
-
-def jsonable(v):
-    if isinstance(v, float) and v != v:
-        return "nan"
-    if isinstance(v, float) and v in (float("inf"), float("-inf")):
-        return "inf" if v > 0 else "-inf"
-    if isinstance(v, dict):
-        return {k: jsonable(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [jsonable(x) for x in v]
-    return v
 
 
 def format_text(results, first, golden_of, show_ok: bool = True) -> str:
