@@ -33,7 +33,8 @@ def test_dump_resumes_after_the_dump_root_is_removed(tmp_path, services):
 
     wait_until(fresh_dump, timeout=20, step=0.2, what="a fresh dump tree")
     assert (root / ".probe" / "control.block").exists()
-    assert svc.count("was removed; dumping into a fresh one") >= 1
+    # the service's output is read by a thread: the line may trail the files it announced
+    svc.wait_line("was removed; dumping into a fresh one", timeout=20)
     assert svc.proc.poll() is None
     # the daemon of the removed tree finished; the new one serves the fresh tree
     wait_until(lambda: len(daemons_of(out)) == 1, what="the old daemon to exit")
