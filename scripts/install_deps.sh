@@ -19,4 +19,7 @@ fi
 
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install -q --upgrade pip
-"$venv/bin/python" -m pip install -q -e ".[dev]"
+# torch first, pinned to the CPU build: a bare range lets pip pick a CUDA build of several GB,
+# and the tests of the PyTorch golden (the `torch` extra) run on the CPU.
+"$venv/bin/python" -c 'import torch' 2>/dev/null || "$venv/bin/python" -m pip install -q "torch==2.13.0"
+"$venv/bin/python" -m pip install -q -e ".[dev,torch]"
