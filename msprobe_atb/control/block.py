@@ -7,28 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from msprobe_atb.config.schema import CompiledConfig
+from msprobe_atb.control.ext import ControlError, ext
 from msprobe_atb.control.probefiles import resolve_dump_root
-
-
-class ControlError(RuntimeError):
-    """The block cannot be used; `refused` is True for another layout version."""
-
-    def __init__(self, message: str, refused: bool = False):
-        super().__init__(message)
-        self.refused = refused
-
-
-def _ext():
-    try:
-        from msprobe_atb.control import _ctl
-    except ImportError as exc:
-        repo = Path(__file__).resolve().parents[2]
-        raise ControlError(
-            f"the control-block extension msprobe_atb/control/_ctl*.so is missing ({exc}); "
-            f"run `make` (or `make pyext`) in {repo}"
-        ) from None
-    return _ctl.ffi, _ctl.lib
-
 
 # Flag bits of struct msp_proc.flags (control.h).
 PROC_AWAKE_SEEN = 1
@@ -121,7 +101,7 @@ class ControlBlock:
     """One mapping of <dump_root>/.probe/control.block."""
 
     def __init__(self, dump_root: str | os.PathLike, create: bool = False):
-        self.ffi, self.lib = _ext()
+        self.ffi, self.lib = ext()
         self.dump_root = resolve_dump_root(dump_root)
         if not create:
             _may_open(self.dump_root / ".probe" / "control.block")

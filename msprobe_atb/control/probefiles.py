@@ -14,6 +14,8 @@ import errno
 import os
 from pathlib import Path
 
+from msprobe_atb.control.ext import ext
+
 
 def resolve_dump_root(dump_root: str | os.PathLike) -> Path:
     """The dump root, absolute, with a symlink at its own name resolved (once:
@@ -24,9 +26,7 @@ def resolve_dump_root(dump_root: str | os.PathLike) -> Path:
 
 def probe_dir_fd(dump_root: Path, create: bool = True) -> int:
     """A verified fd of <dump_root>/.probe (the caller closes it)."""
-    from msprobe_atb.control.block import _ext
-
-    ffi, lib = _ext()
+    ffi, lib = ext()
     err = ffi.new("char[]", 1024)
     fd = lib.msp_probe_dir_open(os.fsencode(resolve_dump_root(dump_root)), int(create), err, 1024)
     if fd < 0:
@@ -39,9 +39,7 @@ def open_probe_file(dump_root: Path, name: str, flags: int) -> tuple[int, bool]:
     """(fd, replaced) of <dump_root>/.probe/<name>, opened with `flags`
     (os.O_RDWR / O_WRONLY | O_APPEND, with O_CREAT to create); `replaced` says a
     link or non-regular file had to be removed from that name first."""
-    from msprobe_atb.control.block import _ext
-
-    ffi, lib = _ext()
+    ffi, lib = ext()
     dfd = probe_dir_fd(dump_root)
     try:
         replaced = ffi.new("int *")

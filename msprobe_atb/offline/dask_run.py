@@ -31,7 +31,7 @@ from .metrics import (
     pieces,
     resolve_tolerance,
 )
-from .pair_engine import EngineReport, Pair, batches, row
+from .pair_work import EngineReport, Pair, batches, row
 
 # Why pairs were not compared, as the summary says it (EngineReport.lost_why).
 RESTART = "killed, crashed or out of memory? restart them and compare again"
