@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from msprobe_atb.config.schema import CompiledConfig
@@ -23,6 +24,9 @@ REC_STATES = {0: "off", 1: "armed", 2: "flushing", 3: "disarmed"}
 
 @dataclass(frozen=True)
 class ProcSlot:
+    """One claimed slot: `slot`, its numbers (the plain fields of struct msp_proc, by
+    their control.h names: layout_fields() copies them) and its models."""
+
     slot: int
     pid: int
     start_ns: int
@@ -53,6 +57,7 @@ class ProcSlot:
     rec_flushed: int = 0
     rec_incident: int = 0
     built: int = 0
+    pending_other: int = 0
     # (name, started, executed) per model the process runs (control.h struct msp_proc_model)
     models: tuple[tuple[str, int, int], ...] = ()
 
@@ -61,8 +66,61 @@ class ProcSlot:
         return bool(self.flags & PROC_EXITED)
 
 
-_PROC_FIELDS = [f for f in ProcSlot.__dataclass_fields__ if f not in ("slot", "models")]
-_REC_FIELDS = [f for f in CompiledConfig.__dataclass_fields__ if f.startswith("rec_")]
+@dataclass(frozen=True)
+class StructFields:
+    """The fields of one control.h struct, as the cffi extension reads them."""
+
+    numbers: tuple[str, ...]  # plain numbers, copied by name (padding and counts left out)
+    lists: tuple[str, ...]  # arrays with a count n_<name>
+    arrays: tuple[str, ...]  # arrays without one (strings, tables read on their own)
+
+
+@cache
+def layout_fields(struct: str) -> StructFields:
+    """The fields of `struct <struct>` from control.h through cffi's type information:
+    the one list of them; CompiledConfig, ProcSlot and Incident are held to it
+    (tests/control/test_block_layout.py)."""
+    ffi, _ = ext()
+    fields = dict(ffi.typeof(f"struct {struct}").fields)
+    arrays = [n for n, f in fields.items() if f.type.kind == "array"]
+    counted = [n for n in arrays if f"n_{n}" in fields]
+    numbers = [n for n, f in fields.items() if f.type.kind == "primitive"
+               and not n.endswith("reserved") and n[2:] not in counted]
+    return StructFields(tuple(numbers), tuple(counted),
+                        tuple(n for n in arrays if n not in counted))
+
+
+def _text(ffi, chars, errors: str = "replace") -> str:
+    return ffi.string(chars).decode(errors=errors)
+
+
+def _put_range(arr, i: int, bounds: tuple[int, int]) -> None:
+    arr[i].lo, arr[i].hi = bounds
+
+
+def _put_text(arr, i: int, text: str) -> None:
+    arr[i] = text.encode()
+
+
+def _put_number(arr, i: int, value: int) -> None:
+    arr[i] = value
+
+
+def _put_model_range(arr, i: int, entry: tuple[str, int, int]) -> None:
+    arr[i].model = entry[0].encode(errors="surrogateescape")
+    arr[i].lo, arr[i].hi = entry[1], entry[2]
+
+
+# The list fields of struct msp_config: how an entry is written into the array
+# (arr, i, value) and read back (ffi, entry). A list added in control.h needs a line here.
+_CONFIG_LISTS = {
+    "ranges": (_put_range, lambda ffi, e: (e.lo, e.hi)),
+    "ids": (_put_text, _text),
+    "op_names": (_put_text, _text),
+    "devices": (_put_number, lambda ffi, e: e),
+    "model_ranges": (_put_model_range,
+                     lambda ffi, e: (_text(ffi, e.model, "surrogateescape"), e.lo, e.hi)),
+}
 
 
 @dataclass(frozen=True)
@@ -188,60 +246,27 @@ class ControlBlock:
     # ---- config ----
     def publish(self, cfg: CompiledConfig) -> None:
         c = self.ffi.new("struct msp_config *")
-        c.state = cfg.state
-        c.task = cfg.task
-        c.exec_mode = cfg.exec_mode
-        c.n_ranges = len(cfg.ranges)
-        for i, (lo, hi) in enumerate(cfg.ranges):
-            c.ranges[i].lo = lo
-            c.ranges[i].hi = hi
-        c.save_child = cfg.save_child
-        c.filter_level = cfg.filter_level
-        c.n_ids = len(cfg.ids)
-        for i, s in enumerate(cfg.ids):
-            c.ids[i] = s.encode()
-        c.n_op_names = len(cfg.op_names)
-        for i, s in enumerate(cfg.op_names):
-            c.op_names[i] = s.encode()
-        c.n_devices = len(cfg.devices)
-        for i, d in enumerate(cfg.devices):
-            c.devices[i] = d
-        c.overflow_mode = cfg.overflow_mode
-        c.overflow_nums = cfg.overflow_nums
-        c.queue_budget_bytes = cfg.queue_budget_bytes
-        c.queue_policy = cfg.queue_policy
-        c.save_all_stages = cfg.save_all_stages
-        for name in _REC_FIELDS:
+        fields = layout_fields("msp_config")
+        for name in fields.numbers:
             setattr(c, name, getattr(cfg, name))
-        c.n_model_ranges = len(cfg.model_ranges)
-        for i, (model, lo, hi) in enumerate(cfg.model_ranges):
-            c.model_ranges[i].model = model.encode(errors="surrogateescape")
-            c.model_ranges[i].lo = lo
-            c.model_ranges[i].hi = hi
+        for name in fields.lists:
+            put, _ = _CONFIG_LISTS[name]
+            items = getattr(cfg, name)
+            setattr(c, f"n_{name}", len(items))
+            for i, item in enumerate(items):
+                put(getattr(c, name), i, item)
         self.lib.msp_ctl_publish(self._ctl, c)
 
     def read_config(self) -> tuple[int, CompiledConfig]:
         c = self.ffi.new("struct msp_config *")
         gen = int(self.lib.msp_ctl_read_config(self._ctl, c))
-        s = self.ffi.string
-        return gen, CompiledConfig(
-            state=c.state, task=c.task, exec_mode=c.exec_mode,
-            ranges=tuple((c.ranges[i].lo, c.ranges[i].hi) for i in range(c.n_ranges)),
-            save_child=c.save_child, filter_level=c.filter_level,
-            ids=tuple(s(c.ids[i]).decode(errors="replace") for i in range(c.n_ids)),
-            op_names=tuple(s(c.op_names[i]).decode(errors="replace")
-                           for i in range(c.n_op_names)),
-            devices=tuple(c.devices[i] for i in range(c.n_devices)),
-            overflow_mode=c.overflow_mode, overflow_nums=c.overflow_nums,
-            queue_budget_bytes=c.queue_budget_bytes, queue_policy=c.queue_policy,
-            save_all_stages=c.save_all_stages,
-            **{name: getattr(c, name) for name in _REC_FIELDS},
-            model_ranges=tuple((self._name(c.model_ranges[i].model), c.model_ranges[i].lo,
-                                c.model_ranges[i].hi) for i in range(c.n_model_ranges)),
-        )
-
-    def _name(self, chars) -> str:
-        return self.ffi.string(chars).decode(errors="surrogateescape")
+        fields = layout_fields("msp_config")
+        values = {name: getattr(c, name) for name in fields.numbers}
+        for name in fields.lists:
+            _, get = _CONFIG_LISTS[name]
+            arr = getattr(c, name)
+            values[name] = tuple(get(self.ffi, arr[i]) for i in range(getattr(c, f"n_{name}")))
+        return gen, CompiledConfig(**values)
 
     # ---- process table ----
     def procs(self) -> list[ProcSlot]:
@@ -253,10 +278,11 @@ class ControlBlock:
                 continue
             self.lib.msp_ctl_read_proc(self._ctl, i, p)
             if p.pid:
-                models = tuple((self._name(m.name), int(m.started), int(m.executed))
+                models = tuple((_text(self.ffi, m.name, "surrogateescape"), int(m.started),
+                                int(m.executed))
                                for m in p.models[0:min(int(p.n_models), self.lib.MSP_MAX_MODELS)])
-                out.append(ProcSlot(i, *(int(getattr(p, f)) for f in _PROC_FIELDS),
-                                    models=models))
+                numbers = {f: int(getattr(p, f)) for f in layout_fields("msp_proc").numbers}
+                out.append(ProcSlot(slot=i, models=models, **numbers))
         return out
 
     # ---- flight recorder incidents ----
@@ -273,9 +299,10 @@ class ControlBlock:
         e = self.ffi.new("struct msp_incident *")
         if not self.lib.msp_ctl_read_incident(self._ctl, seq, e):
             return None
-        return Incident(seq=seq, t_ns=e.t_ns, pid=e.pid, start_ns=e.start_ns, device=e.device,
-                        round=e.round, kind=e.kind, value=float(e.value),
-                        path=self.ffi.string(e.path).decode(errors="replace"))
+        # `ready` is the sequence number once the entry is complete
+        numbers = {f: getattr(e, f) for f in layout_fields("msp_incident").numbers
+                   if f != "ready"}
+        return Incident(seq=seq, **numbers, path=_text(self.ffi, e.path))
 
     def claim_incident(self, kind: int, t_ns: int, path: str = "", round: int = -1,
                        value: float = float("nan"), device: int = -1,

@@ -353,7 +353,7 @@ void msp_ctl_read_proc(const struct msp_control *ctl, int slot, struct msp_proc 
     out->flags = LOAD(&p->flags);
     const uint64_t *src = &p->ops_seen;
     uint64_t *dst = &out->ops_seen;
-    for (; src <= &p->rec_incident; src++, dst++)
+    for (; src <= &p->pending_other; src++, dst++) /* every number up to pending[] */
         *dst = LOAD(src);
     /* a model's name is complete once n_models counts it (release by the shim) */
     uint64_t nm = __atomic_load_n(&p->n_models, __ATOMIC_ACQUIRE);
