@@ -33,6 +33,7 @@ import numpy as np
 import polars as pl
 
 from msprobe_atb.offline import pair_engine
+from msprobe_atb.offline.binwrite import bin_header
 from msprobe_atb.offline.pair_engine import pair_metrics
 
 BIG_PAIRS, BIG_ELEMS = 8, 64 << 20  # 8 x 2 x 128 MiB of fp16: a 1 GiB round vs itself
@@ -43,10 +44,8 @@ RSS_BUDGET_MIB = 512
 
 def _write_bin(path: Path, arr: np.ndarray) -> None:
     code = {np.dtype("float32"): 0, np.dtype("float16"): 1}[arr.dtype]
-    head = (f"$Version=1.0\n$Object.Count=1\n$Object.Length={arr.nbytes}\nformat=2\n"
-            f"dtype={code}\ndims={arr.size}\n$End=1\n").encode()
     with open(path, "wb") as f:
-        f.write(head)
+        f.write(bin_header(arr.nbytes, code, (arr.size,)))
         arr.tofile(f)
 
 

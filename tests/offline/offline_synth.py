@@ -10,26 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
+from msprobe_atb.offline.binwrite import bin_bytes
 from msprobe_atb.offline.dtypes import dtype_name
 from msprobe_atb.offline.table import CSV_COLUMNS, EXTRA_COLUMNS
 from msprobe_atb.offline.tensorstats import tensor_stats
-
-
-def bin_bytes(payload: bytes, dtype: int, dims: tuple[int, ...], fmt: int = 2,
-              alias: str | None = None) -> bytes:
-    head = [
-        "$Version=1.0",
-        f"$Object.Count={0 if alias is not None else 1}",
-        f"$Object.Length={0 if alias is not None else len(payload)}",
-        f"format={fmt}", f"dtype={dtype}", f"dims={','.join(map(str, dims))}",
-    ]
-    if alias is not None:
-        head.append(f"data={alias}")
-        payload = b""
-    else:
-        head.append(f"$Object.data=0,{len(payload)}")
-    head.append("$End=1")
-    return ("\n".join(head) + "\n").encode() + payload
 
 
 def write_bin(path: Path, payload: bytes | np.ndarray, dtype: int,

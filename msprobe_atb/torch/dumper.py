@@ -1,0 +1,318 @@
+"""`Dumper`: forward hooks on a torch model that write the tree the shim writes.
+
+    with Dumper(model, output="out", config="config.json"):
+        model.generate(...)
+
+Rounds: round r is the top module's forward call r from the start of the dump
+(`generate`: the prefill is round 0, decode step k round k+1), its directory
+`data/{dev}_{pid}/{r}`. exec_range counts these calls.
+
+Ops: the top module, and its Hugging Face base model (`model.base_model`, e.g.
+LlamaModel inside LlamaForCausalLM), are the model, not ops. The modules they call
+are the top-level ops, `{i}_{Class}` numbered 0, 1, ... in call order within the
+round (embed_tokens, rotary_emb, layers.0, ..., norm, lm_head); the modules an op
+calls are its children, numbered the same way below it (`2_LlamaDecoderLayer/
+3_LlamaMLP/1_SiLUActivation`). The qualified module name of each op
+(`model.layers.0.mlp.act_fn`) is in info/: the `module` key of its node in
+info/model and in `param` of its nodes in info/layer.
+
+Inputs are written to `before/intensor{i}`, outputs to `after/outtensor{i}`
+(torch/tensors.py has the order and names). The device id is the index of the
+model's first parameter's device; 0 on the CPU.
+
+Every file is written before its record; at the end the records are built into
+statistic.csv, info/, ROUND_COMPLETE.json and the manifest by the same builder as
+the shim's (`msprobe-atb rebuild`). An error while writing a tensor is recorded as
+`lost` and counted, never raised into the model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from msprobe_atb.config import Config
+from msprobe_atb.offline.binwrite import bin_header
+from msprobe_atb.tree import fsio
+
+from . import tensors
+from .recordlog import RecordLog
+from .selection import device_selected, ignored_keys, op_selected, round_selected, torch_config
+
+FRAMEWORK = "torch"
+
+
+def _say(text: str) -> None:
+    print(f"[msprobe-atb] {text}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class _Frame:
+    module: Any
+    segs: tuple[str, ...]  # op path below the round dir; () for the model itself
+    counter: list[int]  # next child id (shared by the model's wrappers: one top level)
+    selected: bool = False
+    node: dict | None = None  # this op's node of the info graph
+
+
+@dataclass
+class _Counts:
+    ops_seen: int = 0
+    tensors_selected: int = 0
+    tensors_written: int = 0
+    bytes_written: int = 0
+    errors: int = 0
+    skipped: int = 0  # arguments and outputs that are no tensor, or of a dtype with no code
+    rounds: list[int] = field(default_factory=list)
+
+
+def _device_of(model) -> int:
+    param = next(iter(model.parameters()), None)
+    if param is None or param.device.type == "cpu":
+        return 0
+    return param.device.index or 0
+
+
+class Dumper:
+    """Dumps `model`'s modules into `<output>/atb_dump_data` as `config` selects.
+    `config`: a config file path (JSON or YAML, as `msprobe-atb check` reads it) or a
+    dict of its keys; a bad one raises ConfigError naming every problem."""
+
+    def __init__(self, model, output: str | os.PathLike, config):
+        self.cfg: Config = torch_config(config)
+        self.model = model
+        self.output = os.path.abspath(output)
+        self.dump_root = Path(self.output) / "atb_dump_data"
+        self.config_path = "" if isinstance(config, dict) else os.path.abspath(config)
+        base = getattr(model, "base_model", None)
+        self._wrappers = {id(model)} | ({id(base)} if isinstance(base, torch.nn.Module) else set())
+        self._names = {id(m): n for n, m in model.named_modules()}
+        self.device = _device_of(model)
+        self.counts = _Counts()
+        self._handles: list = []
+        self._log: RecordLog | None = None
+        self._stack: list[_Frame] = []
+        self._round = -1
+        self._dumping = False
+        self._seq = 0
+        self._calls = 0
+        self._graphs: dict[str, str] = {}  # info/layer graphs reported: name -> JSON
+        self._topo: list[dict] = []  # the top-level ops of the current round
+        self._topo_reported = False
+
+    # ---- start and end ----
+    def __enter__(self) -> Dumper:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Registers the hooks; with `dump_enable: false` nothing at all (no file)."""
+        if not self.cfg.dump_enable:
+            return
+        self.pid = os.getpid()
+        self.start_ns = time.time_ns()
+        self.dev_pid = f"{self.device}_{self.pid}"
+        os.makedirs(self.dump_root, mode=0o750, exist_ok=True)
+        self._log = RecordLog(self.dump_root, self.pid, self.start_ns)
+        self._log.write("attach", pid=self.pid, start_ns=self.start_ns, abi=-1, host_abi=-1,
+                        output=self.output, config=self.config_path, exe=sys.executable,
+                        framework=FRAMEWORK, model=type(self.model).__name__,
+                        torch=torch.__version__)
+        for key in ignored_keys(self.cfg):
+            _say(f'"{key}" is ignored by the torch dumper (every tensor is written in full, '
+                 "synchronously)")
+        for module in self.model.modules():
+            self._handles.append(module.register_forward_pre_hook(self._pre, with_kwargs=True))
+            self._handles.append(module.register_forward_hook(self._post, with_kwargs=True,
+                                                              always_call=True))
+        _say(f"Ready to dump {type(self.model).__name__} (torch), task {self.cfg.task}, "
+             f"exec_range {self.cfg.exec_range}, into {self.dump_root} "
+             f"(pid {self.pid}, device {self.device})")
+
+    def close(self) -> None:
+        """Removes the hooks, writes the exit record and builds the derived files."""
+        if self._log is None:
+            return
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        c = self.counts
+        self._log.write("exit", drained=True, lost=0, ops_seen=c.ops_seen,
+                        tensors_selected=c.tensors_selected, tensors_written=c.tensors_written,
+                        bytes_written=c.bytes_written, drops=0, errors=c.errors,
+                        overflow_events=0, unrecorded={}, skipped=c.skipped)
+        self._log.close()
+        self._log = None
+        self._build()
+
+    def _build(self) -> None:
+        from msprobe_atb.control.lockfile import try_lock
+        from msprobe_atb.tree.drain import rebuild
+
+        lock = try_lock(self.dump_root)
+        if lock is None:
+            _say(f"{self.dump_root}: a control-plane daemon runs here; it builds "
+                 "statistic.csv and info/ of this dump too")
+            return
+        try:
+            builder = rebuild(self.dump_root)
+        finally:
+            os.close(lock)
+        problem = builder.unwritten_summary() or builder.progress_error
+        c = self.counts
+        _say(f"torch dump: {c.tensors_written} of {c.tensors_selected} selected tensors "
+             f"written in {len(c.rounds)} rounds ({c.errors} errors) into {self.dump_root}"
+             + (f"; derived files NOT complete: {problem}" if problem else ""))
+
+    # ---- the hooks ----
+    def _pre(self, module, args, kwargs) -> None:
+        try:
+            if not self._stack:
+                if module is self.model:
+                    self._begin_round()
+                return
+            if not self._dumping:
+                return
+            parent = self._stack[-1]
+            if not parent.segs and id(module) in self._wrappers:
+                self._stack.append(_Frame(module, (), parent.counter))
+                return
+            self._begin_op(module, parent, args, kwargs)
+        except Exception as exc:  # never into the model
+            self._failed("a forward pre-hook", exc)
+
+    def _post(self, module, args, kwargs, output) -> None:
+        try:
+            if not self._stack or not (self._dumping or module is self.model):
+                return
+            frame = self._stack[-1]
+            if frame.module is not module:
+                return  # a call the pre-hook did not see (hooks added mid-forward)
+            self._stack.pop()
+            if not self._stack:
+                self._end_round()
+            elif frame.segs:
+                self._end_op(frame, output)
+        except Exception as exc:
+            self._failed("a forward hook", exc)
+
+    def _failed(self, where: str, exc: Exception) -> None:
+        self.counts.errors += 1
+        if self.counts.errors <= 3:
+            _say(f"{where} failed ({type(exc).__name__}: {exc}); the model runs on"
+                 + (" (further errors are only counted)" if self.counts.errors == 3 else ""))
+
+    # ---- rounds and ops ----
+    def _begin_round(self) -> None:
+        self._round = self._calls
+        self._calls += 1
+        self._dumping = (round_selected(self.cfg, self._round)
+                         and device_selected(self.cfg, self.device))
+        self._topo = []
+        self._stack.append(_Frame(self.model, (), [0]))
+
+    def _end_round(self) -> None:
+        if not self._dumping:
+            return
+        self._dumping = False
+        self.counts.rounds.append(self._round)
+        if self._topo and not self._topo_reported:
+            self._report_topo()
+        self._log.write("round", round=f"{self.dev_pid}/{self._round}")
+
+    def _begin_op(self, module, parent: _Frame, args, kwargs) -> None:
+        op_id = parent.counter[0]
+        parent.counter[0] += 1
+        name = type(module).__name__
+        segs = (*parent.segs, f"{op_id}_{name}")
+        ids = "_".join(s.partition("_")[0] for s in segs)
+        node = {"opName": f"{name}_{ids}", "opType": name,
+                "param": {"module": self._names.get(id(module), "")}, "nodes": []}
+        if parent.node is not None:
+            parent.node["nodes"].append(node)
+        else:
+            self._topo.append(node)
+        frame = _Frame(module, segs, [0], op_selected(self.cfg, segs), node)
+        self._stack.append(frame)
+        self.counts.ops_seen += 1
+        found, skipped = tensors.flatten(args, kwargs)
+        node["inTensorNum"] = len(found)
+        if frame.selected:
+            self.counts.skipped += skipped
+            self._write_all(segs, "before", "intensor", found)
+
+    def _end_op(self, frame: _Frame, output) -> None:
+        found, skipped = tensors.flatten((output,))
+        frame.node["outTensorNum"] = len(found)
+        if frame.selected:
+            self.counts.skipped += skipped
+            self._write_all(frame.segs, "after", "outtensor", found)
+        if len(frame.segs) == 1:
+            self._report_graph(frame.node)
+
+    # ---- tensors ----
+    def _write_all(self, segs, stage: str, kind: str, found) -> None:
+        for i, (name, t) in enumerate(found):
+            code = tensors.CODES.get(t.dtype)
+            if code is None:
+                self.counts.skipped += 1
+                continue
+            self._write_one(segs, stage, tensors.file_name(kind, i, name), t, code)
+
+    def _write_one(self, segs, stage: str, fname: str, t: torch.Tensor, code: int) -> None:
+        rel = (self.dev_pid, str(self._round), *segs, stage, fname)
+        self.counts.tensors_selected += 1
+        seq = self._seq
+        self._seq += 1
+        task = self.cfg.task
+        rec: dict[str, Any] = {"seq": seq, "path": "/".join(rel), "format": 2, "dtype": code,
+                               "dims": ",".join(map(str, t.shape)),
+                               "size": t.numel() * t.element_size(), "task": task}
+        try:
+            t = tensors.host(t)
+            st, note = tensors.stats(t) if task != "tensor" else (None, None)
+            if task == "statistics":
+                rec["file"] = "none"
+            else:
+                data = tensors.payload(t)
+                header = bin_header(len(data), code, t.shape)
+                fsio.write_streamed(self.dump_root, ("data", *rel),
+                                    lambda f: (f.write(header), f.write(data)))
+                rec["file"] = "bin"
+                self.counts.bytes_written += len(header) + len(data)
+            rec["stats"] = st
+            if note:
+                rec["note"] = note
+            self.counts.tensors_written += 1
+        except Exception as exc:  # a full disk, an unusable name: this tensor is lost
+            self.counts.errors += 1
+            rec.update(file="lost", stats=None, note=f"{type(exc).__name__}: {exc}")
+            if self.counts.errors <= 3:
+                _say(f"cannot write {rec['path']}: {exc}")
+        self._log.write("tensor", **rec)
+
+    # ---- info/ ----
+    def _report_graph(self, node: dict) -> None:
+        text = json.dumps(node, separators=(",", ":"))
+        if self._graphs.get(node["opName"]) != text:
+            self._graphs[node["opName"]] = text
+            self._log.write("graph", name=node["opName"], dev=self.device, json=text)
+
+    def _report_topo(self) -> None:
+        self._topo_reported = True
+        model = type(self.model).__name__
+        topo = {"modelName": model, "framework": FRAMEWORK,
+                "nodes": [{"opName": n["opType"], "module": n["param"]["module"]}
+                          for n in self._topo]}
+        self._log.write("topo", model=model, dev=self.device,
+                        json=json.dumps(topo, separators=(",", ":")))
