@@ -1,3 +1,5 @@
+/* The calling thread's device, asked of the host's own ACL runtime (found with dlsym,
+ * once). */
 #define _GNU_SOURCE
 #include "acl.h"
 

@@ -1,3 +1,4 @@
+/* The Mki BinFile header written before each tensor's payload (binfile.h). */
 #include "binfile.h"
 
 #include <stdio.h>

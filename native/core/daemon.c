@@ -1,3 +1,5 @@
+/* Starting the control-plane daemon: the shim that finds .probe/daemon.lock free
+ * spawns it, and the monitor restarts it if it died (daemon.h). */
 #define _GNU_SOURCE
 #include "daemon.h"
 

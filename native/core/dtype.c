@@ -1,3 +1,4 @@
+/* The aclDataType table: each code's name and element width (dtype.h). */
 #include "dtype.h"
 
 #include <stddef.h>

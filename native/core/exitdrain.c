@@ -1,3 +1,6 @@
+/* The atexit drain: empties the copy queue for a bounded time, records what
+ * is left as lost, then waits, bounded, for the control plane to build this
+ * process's derived files (exitdrain.h). */
 #define _GNU_SOURCE
 #include "exitdrain.h"
 

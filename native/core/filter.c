@@ -1,3 +1,6 @@
+/* The selection rules of spec §5.1-5.2 against a config snapshot: exec rounds
+ * (ranges, and each model's rounds), devices, op ids and op-name prefixes, the
+ * default stages, and which kernel belongs to which op dir (filter.h). */
 #include "filter.h"
 
 #include <string.h>

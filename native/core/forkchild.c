@@ -1,3 +1,5 @@
+/* The pthread_atfork child handler: the child forgets its parent's attachment
+ * and attaches again, as a new process, on its first hook call (forkchild.h). */
 #include "forkchild.h"
 
 #include <string.h>

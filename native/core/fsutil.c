@@ -1,3 +1,6 @@
+/* File system access below the dump root that never trusts a name from the
+ * model as a path: path checks, openat walks with O_NOFOLLOW, exclusive creates,
+ * hard links (fsutil.h). */
 #define _GNU_SOURCE
 #include "fsutil.h"
 

@@ -1,3 +1,5 @@
+/* The host libatb.so's C++ ABI, from the SaveTensor symbol it defines, and the
+ * message when it is not the shim's (hostabi.h). */
 #define _GNU_SOURCE
 #include "hostabi.h"
 

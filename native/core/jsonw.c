@@ -1,3 +1,5 @@
+/* The record builder: one JSON object in a growable buffer, with sticky
+ * out-of-memory and always-valid escaping (jsonw.h). */
 #include "jsonw.h"
 
 #include <math.h>

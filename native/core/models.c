@@ -1,3 +1,5 @@
+/* The models a process runs, by the names it reports: executions begun and
+ * issued per model, and which top-level ops belong to which (models.h). */
 #include "models.h"
 
 #include <pthread.h>

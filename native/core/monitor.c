@@ -1,3 +1,6 @@
+/* The monitor's periodic duties (every 250 ms): counters to the slot, config
+ * follow-up and messages, daemon restarts, dump-root removal, an idle ring given
+ * back; on its own thread once awake, from the hooks before (monitor.h). */
 #define _GNU_SOURCE
 #include "monitor.h"
 

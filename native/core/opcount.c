@@ -1,3 +1,5 @@
+/* Runner setups seen: each thread's TLS counter, registered so a flush can sum
+ * them, folded in when the thread exits (opcount.h). */
 #include "opcount.h"
 
 #include <pthread.h>

@@ -1,3 +1,5 @@
+/* Per-round counts of selected tensors without a record, in the process's slot
+ * of the control block, and their summary in the exit record (pending.h). */
 #include "pending.h"
 
 #include <string.h>

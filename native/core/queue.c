@@ -1,3 +1,5 @@
+/* The bounded copy queue between the hook threads and the writers: a FIFO per
+ * writer, one byte budget, payloads in a reused ring (queue.h). */
 #define _GNU_SOURCE
 #include "queue.h"
 

@@ -1,3 +1,5 @@
+/* Re-attach after the dump root or its data/ was removed while the process
+ * runs: attaches to the fresh tree, or opens data/ again (reattach.h). */
 #define _GNU_SOURCE
 #include "reattach.h"
 

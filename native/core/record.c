@@ -1,3 +1,6 @@
+/* The process's record log: one JSON line per record, appended with one
+ * write(2), with a preallocated reserve so the records of a full disk still fit
+ * (record.h). */
 #define _GNU_SOURCE
 #include "record.h"
 

@@ -1,3 +1,6 @@
+/* The flight recorder: routes the items of an armed config into the per-round
+ * ring, scans them for the shim's triggers, claims incidents and flushes the
+ * held rounds to the writers (recorder.h). */
 #define _GNU_SOURCE
 #include "recorder.h"
 

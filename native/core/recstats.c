@@ -1,3 +1,5 @@
+/* The flight recorder's statistics channel: a ring of fixed-size entries in
+ * /dev/shm that the control plane reads for its own triggers (recstats.h). */
 #define _GNU_SOURCE
 #include "recstats.h"
 

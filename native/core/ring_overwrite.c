@@ -1,3 +1,5 @@
+/* The flight recorder's ring: held items by round per top-level op, whole
+ * rounds evicted oldest first (the "overwrite" policy; ring_overwrite.h). */
 #define _GNU_SOURCE
 #include "ring_overwrite.h"
 

@@ -1,3 +1,5 @@
+/* Which rounds have all their records: counts per round of the selected tensors
+ * without a record, and the round that just became complete (rounds.h). */
 #include "rounds.h"
 
 #include <string.h>

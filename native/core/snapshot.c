@@ -1,3 +1,6 @@
+/* The config snapshot the hot path reads: copied from the block when its
+ * generation moves, the hooks' words (hot.h) set from it, and the wake-up on the
+ * first awake one (snapshot.h). */
 #define _GNU_SOURCE
 #include "snapshot.h"
 

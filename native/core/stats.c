@@ -1,3 +1,5 @@
+/* Tensor statistics on the writer threads: max, min, mean, norm and the
+ * NaN/Inf/zero counts of each supported dtype, and their JSON (stats.h). */
 #include "stats.h"
 
 #include <math.h>

@@ -1,3 +1,5 @@
+/* The vectorised statistics pass for fp32, fp16 and bf16 (AVX2, F16C, FMA when
+ * the CPU has them; stats_simd.h). */
 #include "stats_simd.h"
 
 #include <immintrin.h>

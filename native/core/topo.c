@@ -1,3 +1,5 @@
+/* IsReportModelTopoInfo's memory: which model names this process reported
+ * (a lock-free table of name hashes; topo.h). */
 #include "topo.h"
 
 #include <stdint.h>

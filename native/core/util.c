@@ -1,3 +1,5 @@
+/* Small process-wide helpers: logging to the host's stderr, clocks, environment
+ * numbers, a string hash (util.h). */
 #define _GNU_SOURCE
 #include "util.h"
 

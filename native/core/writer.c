@@ -1,3 +1,5 @@
+/* The writer threads: each takes items off its queue FIFO and writes the
+ * tensor's file (or its link or stub), then its record (writer.h). */
 #define _GNU_SOURCE
 #include "writer.h"
 
