@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "acl.h"
 #include "attach.h"
@@ -326,6 +327,66 @@ static void not_queued(int rc, enum msp_item_kind kind, uint64_t seq, msp_sv pat
     msp_tensor_lost(desc, note);
 }
 
+/* An item's fields and strings (after the struct: `strings_len` bytes). */
+static size_t strings_len(msp_sv format, msp_sv dtype, msp_sv dims, msp_sv path)
+{
+    return format.n + dtype.n + dims.n + path.n + 4;
+}
+
+static void fill_item(struct msp_item *it, const struct msp_snap *s, enum msp_item_kind kind,
+                      uint64_t seq, msp_sv format, msp_sv dtype, msp_sv dims, msp_sv path)
+{
+    char *cur = (char *)(it + 1);
+    it->kind = kind;
+    it->task = s->cfg.task;
+    it->save_child = s->cfg.save_child;
+    it->filter_level = s->cfg.filter_level;
+    it->seq = seq;
+    it->path = put(&cur, path);
+    it->format_s = put(&cur, format);
+    it->dtype_s = put(&cur, dtype);
+    it->dims = put(&cur, dims);
+    it->dtype = atoi(it->dtype_s);
+}
+
+/* A tensor this large is written by the hook thread itself when its writer
+ * is idle, straight from the host's buffer: the host waits for one write,
+ * as it would wait for the copy anyway, and the copy into the ring, the
+ * ring's memory (the kernel zeroes every fresh page of it) and the writer's
+ * wake-up are saved. Smaller ones are copied: a file's open, rename and
+ * record cost more than copying them. */
+#define DIRECT_MIN (UINT64_C(1) << 20)
+
+/* 1 if the tensor was handed to its writer's code on this thread (written,
+ * or recorded as lost as the writer would); 0: queue it. */
+static int write_direct(const struct msp_snap *s, uint64_t seq, msp_sv format, msp_sv dtype,
+                        msp_sv dims, const void *data, uint64_t size, msp_sv path)
+{
+    struct rlimit fsize;
+    /* under a file size limit a write past it raises SIGXFSZ, which kills the
+     * host unless the thread blocks it, as only the writer threads do */
+    if (size < DIRECT_MIN || getrlimit(RLIMIT_FSIZE, &fsize) != 0 ||
+        fsize.rlim_cur != RLIM_INFINITY)
+        return 0;
+    int w = msp_writer_for(path.p, path.n, g_msp.nwriters);
+    if (!msp_queue_borrow(&g_msp.q, w))
+        return 0;
+    struct msp_item *it = malloc(sizeof *it + strings_len(format, dtype, dims, path));
+    if (it) {
+        fill_item(it, s, MSP_ITEM_TENSOR, seq, format, dtype, dims, path);
+        it->next = NULL;
+        it->cost = 0;
+        it->in_ring = 0;
+        it->stats_in_data = 0;
+        it->data = (unsigned char *)data; /* only read */
+        it->size = size;
+        msp_writer_direct(w, it);
+        free(it);
+    }
+    msp_queue_give_back(&g_msp.q, w);
+    return it != NULL;
+}
+
 /* Copies everything into a queue item (the caller frees its buffer as soon
  * as we return) and queues it, or hands it to the flight recorder (route).
  * With `stats` (the statistics task) only they are queued, not the payload:
@@ -336,7 +397,7 @@ static void enqueue(const struct msp_snap *s, int route, enum msp_item_kind kind
                     const struct msp_stats *stats)
 {
     uint64_t payload = stats ? sizeof *stats : size + (add_newline ? 1 : 0);
-    size_t strings = format.n + dtype.n + dims.n + path.n + 4;
+    size_t strings = strings_len(format, dtype, dims, path);
     struct msp_item *it;
     int rc = route == MSP_ROUTE_HOLD
                  ? msp_ring_item_alloc(sizeof *it + strings, payload, &it)
@@ -350,17 +411,7 @@ static void enqueue(const struct msp_snap *s, int route, enum msp_item_kind kind
             not_queued(rc, kind, seq, path, desc);
         return;
     }
-    char *cur = (char *)(it + 1);
-    it->kind = kind;
-    it->task = s->cfg.task;
-    it->save_child = s->cfg.save_child;
-    it->filter_level = s->cfg.filter_level;
-    it->seq = seq;
-    it->path = put(&cur, path);
-    it->format_s = put(&cur, format);
-    it->dtype_s = put(&cur, dtype);
-    it->dims = put(&cur, dims);
-    it->dtype = atoi(it->dtype_s);
+    fill_item(it, s, kind, seq, format, dtype, dims, path);
     it->stats_in_data = stats != NULL;
     if (stats)
         memcpy(it->data, stats, sizeof *stats);
@@ -433,6 +484,8 @@ static void save_selected(struct msp_snap *s, msp_sv format, msp_sv dtype, msp_s
     if (!route && (s->cfg.task & (MSP_TASK_TENSOR | MSP_TASK_OVERFLOW)) == 0 &&
         msp_stats_compute(dtype_of(dtype), host, size, &st, note, sizeof note) == 0)
         stats = &st;
+    if (!route && !stats && write_direct(s, seq, format, dtype, dims, host, size, path))
+        return;
     enqueue(s, route, MSP_ITEM_TENSOR, seq, format, dtype, dims, host, size, 0, path, &d, stats);
 }
 

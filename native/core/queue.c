@@ -276,8 +276,11 @@ int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it)
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels say EINVAL */
 #endif
 /* How far past the furthest offset the head reached the ring is warmed:
- * a burst of this size after a quiet spell copies into warm memory. */
-#define WARM_AHEAD (UINT64_C(256) << 20)
+ * a burst of this size after a quiet spell copies into warm memory. Small:
+ * large tensors are mostly written by the hook thread itself (hooks.c), and
+ * each fresh page warmed for nothing costs its zeroing (256 MiB of them
+ * were most of a dump's added CPU time, issue 20). */
+#define WARM_AHEAD (UINT64_C(16) << 20)
 
 /* Under mu, by an idle writer 0: maps the ring for the expected dump, or
  * faults in its next chunk with mu released meanwhile. 1 if it did work
@@ -314,10 +317,34 @@ static int warm_step(struct msp_queue *q)
     return 1;
 }
 
+int msp_queue_borrow(struct msp_queue *q, int w)
+{
+    pthread_mutex_lock(&q->mu);
+    int ok = !q->closed && !q->head[w] && !q->busy[w] && !q->lent[w];
+    if (ok) {
+        q->lent[w] = 1;
+        q->inflight++;
+    }
+    pthread_mutex_unlock(&q->mu);
+    return ok;
+}
+
+void msp_queue_give_back(struct msp_queue *q, int w)
+{
+    pthread_mutex_lock(&q->mu);
+    q->lent[w] = 0;
+    q->inflight--;
+    if (q->depth == 0 && q->inflight == 0)
+        pthread_cond_broadcast(&q->idle);
+    pthread_cond_signal(&q->work[w]);
+    pthread_mutex_unlock(&q->mu);
+}
+
 struct msp_item *msp_queue_pop(struct msp_queue *q, int w)
 {
     pthread_mutex_lock(&q->mu);
-    while (!q->head[w] && !q->closed)
+    q->busy[w] = 0; /* done with the previous item */
+    while ((!q->head[w] || q->lent[w]) && !q->closed)
         if (w != 0 || !warm_step(q))
             pthread_cond_wait(&q->work[w], &q->mu);
     struct msp_item *it = q->head[w];
@@ -327,6 +354,7 @@ struct msp_item *msp_queue_pop(struct msp_queue *q, int w)
             q->tail[w] = NULL;
         q->depth--;
         q->inflight++;
+        q->busy[w] = 1;
     }
     pthread_mutex_unlock(&q->mu);
     return it;

@@ -1,7 +1,8 @@
 /* The bounded copy queue between the hook threads and the writer threads.
  * One mutex, one FIFO per writer (items of one layer scope go to one
  * writer, so dedup and write order are deterministic), and one global byte
- * budget shared by all of them.
+ * budget shared by all of them. An idle writer can also be lent to a hook
+ * thread, which then writes a large tensor itself (msp_queue_borrow).
  *
  * Payloads go into a ring of the budget's size, mapped at the first dump
  * and reused lap after lap (as tracing ring buffers do): a steady dump
@@ -40,8 +41,10 @@ struct msp_queue {
     pthread_cond_t idle;    /* depth+inflight reached 0 */
     pthread_cond_t work[MSP_MAX_WRITERS];
     struct msp_item *head[MSP_MAX_WRITERS], *tail[MSP_MAX_WRITERS];
+    unsigned char busy[MSP_MAX_WRITERS]; /* writer w is between a pop and its next pop */
+    unsigned char lent[MSP_MAX_WRITERS]; /* writer w is lent to a hook thread (msp_queue_borrow) */
     int nlists;
-    uint64_t depth, inflight;
+    uint64_t depth, inflight;   /* inflight: popped or lent, not yet done */
     uint64_t bytes;         /* cost of the items reserved, queued or in flight */
     /* The payload ring: `ring_size` bytes (the budget rounded down to
      * pages) of private anonymous memory on huge pages where the kernel
@@ -102,6 +105,14 @@ void msp_queue_adopt(struct msp_queue *q, struct msp_item *it);
 /* Queues a reserved item on list `w`: MSP_PUSH_OK, or MSP_PUSH_CLOSED
  * (the caller keeps it and releases it). */
 int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it);
+/* Lends writer w to the calling hook thread if it is idle and list w is
+ * empty: the caller then writes its item itself, with writer w's state,
+ * straight from the host's buffer (no copy, no ring, no budget), and the
+ * items queued on list w meanwhile wait for msp_queue_give_back, so the
+ * order of a list stays the order of its saves. Counted in flight (the
+ * exit drain waits for it). 1 if lent. */
+int msp_queue_borrow(struct msp_queue *q, int w);
+void msp_queue_give_back(struct msp_queue *q, int w);
 /* Next item of list w; blocks; NULL once closed and list w is empty. */
 struct msp_item *msp_queue_pop(struct msp_queue *q, int w);
 /* The writer finished a popped item: releases its budget and its ring

@@ -27,11 +27,12 @@ else
     echo "FAIL unit-tests (exit $rc)"
 fi
 
-# stress <name> <binary>: 4 threads x 150 tensors of 4 KiB with a 64 KiB
-# budget (the writers must keep up through the blocking policy), then every
-# .bin and record is checked.
+# stress <name> <binary> [per-thread bytes]: 4 threads x 150 tensors of 4 KiB
+# with a 64 KiB budget (the writers must keep up through the blocking policy),
+# then every .bin and record is checked. With 1 MiB tensors, 4 x 8 of them: the
+# hook threads write them themselves whenever their writer is idle.
 stress() {
-    local name=$1 bin=$2 out="$work/$1"
+    local name=$1 bin=$2 per=${3:-150} bytes=${4:-4096} out="$work/$1"
     mkdir -p "$out/atb_dump_data/.probe"
     : >"$out/config.json"
     "$bin" publish "$out/atb_dump_data" state=1 task=3 exec=all save_child=0 budget=65536 || {
@@ -39,7 +40,7 @@ stress() {
         return
     }
     # hold the daemon lock so the shim does not start a control plane
-    printf 'stress\t4\t150\t4096\n' |
+    printf 'stress\t4\t%s\t%s\n' "$per" "$bytes" |
         flock "$out/atb_dump_data/.probe/daemon.lock" env ATB_OUTPUT_DIR="$out" \
             ATB_DUMP_CONFIG="$out/config.json" MSPROBE_ATB_ATTACH_WAIT_MS=0 \
             "$bin" >"$out/host.log" 2>&1
@@ -49,33 +50,35 @@ stress() {
         result "$name" $rc
         return
     fi
-    python3 - "$out" <<'PY'
+    python3 - "$out" "$per" "$bytes" <<'PY'
 import glob, json, os, sys
-out = sys.argv[1]
+out, per, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+n = 4 * per
 recs = [json.loads(l) for f in glob.glob(out + "/atb_dump_data/.probe/records/*.jsonl") for l in open(f)]
 tensors = [r for r in recs if r["k"] == "tensor"]
 bad = []
-if len(tensors) != 600 or any(r["file"] != "bin" for r in tensors):
-    bad.append("expected 600 bin records, got %d" % len(tensors))
-if sorted(r["seq"] for r in tensors) != list(range(600)):
-    bad.append("seq numbers are not 0..599")
+if len(tensors) != n or any(r["file"] != "bin" for r in tensors):
+    bad.append("expected %d bin records, got %d" % (n, len(tensors)))
+if sorted(r["seq"] for r in tensors) != list(range(n)):
+    bad.append("seq numbers are not 0..%d" % (n - 1))
 for r in tensors:
     path = os.path.join(out, "atb_dump_data/data", r["path"])
     blob = open(path, "rb").read()
     payload = blob.split(b"$End=1\n", 1)[1]
     parts = r["path"].split("/")
     t, i = int(parts[2].split("_")[0]), int(parts[-1][len("intensor"):-4])
-    want = bytes((j * 31 + i * 7 + t) & 0xFF for j in range(4096))
+    period = bytes((j * 31 + i * 7 + t) & 0xFF for j in range(256))  # 31 * 256 = 0 mod 256
+    want = (period * (size // 256 + 1))[:size]
     if payload != want:
         bad.append("payload mismatch " + r["path"])
         break
-    if r["stats"]["count"] != 4096 or r["stats"]["max"] != max(want):
+    if r["stats"]["count"] != size or r["stats"]["max"] != max(want):
         bad.append("stats mismatch " + r["path"])
         break
 ex = [r for r in recs if r["k"] == "exit"]
 if not ex or not ex[0]["drained"]:
     bad.append("no drained exit record")
-print("\n".join(bad) or "ok: 600 tensors verified")
+print("\n".join(bad) or "ok: %d tensors verified" % n)
 sys.exit(1 if bad else 0)
 PY
     rc=$?
@@ -108,6 +111,8 @@ lazy_writers "$BIN/stress_asan_abi1"
 stress stress-asan-abi0 "$BIN/stress_asan_abi0"
 stress stress-asan-abi1 "$BIN/stress_asan_abi1"
 TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" stress stress-tsan-abi1 "$BIN/stress_tsan_abi1"
+stress stress-asan-large "$BIN/stress_asan_abi1" 8 $((1 << 20))
+TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" stress stress-tsan-large "$BIN/stress_tsan_abi1" 8 $((1 << 20))
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -577,6 +577,57 @@ static void *pop_writer0(void *p)
     return msp_queue_pop(p, 0);
 }
 
+static void *pop_writer1(void *p)
+{
+    return msp_queue_pop(p, 1);
+}
+
+/* Direct writes: an idle writer with an empty list is lent to a hook thread;
+ * its list's items wait until it is given back, and it counts in flight. */
+static void test_queue_borrow(void)
+{
+    struct msp_queue q;
+    msp_queue_init(&q, 2);
+    const uint64_t budget = (uint64_t)sysconf(_SC_PAGESIZE);
+    CHECK(msp_queue_borrow(&q, 0) == 1);
+    CHECK(msp_queue_borrow(&q, 0) == 0); /* lent once */
+    CHECK(msp_queue_wait_idle(&q, 0) == 0); /* the exit drain waits for it */
+    struct msp_item *a = reserved(&q, 100, budget);
+    CHECK(msp_queue_push(&q, 0, a) == MSP_PUSH_OK);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, pop_writer0, &q) == 0);
+    usleep(20000);
+    pthread_mutex_lock(&q.mu);
+    CHECK(q.head[0] == a); /* not taken while lent */
+    pthread_mutex_unlock(&q.mu);
+    msp_queue_give_back(&q, 0);
+    void *got;
+    pthread_join(t, &got);
+    CHECK(got == a);
+    CHECK(msp_queue_borrow(&q, 0) == 0); /* busy with a until it asks for more */
+    msp_queue_done(&q, a);
+    /* a list with queued items is not lent: they go first */
+    struct msp_item *b = reserved(&q, 100, budget);
+    CHECK(msp_queue_push(&q, 1, b) == MSP_PUSH_OK);
+    CHECK(msp_queue_borrow(&q, 1) == 0);
+    CHECK(msp_queue_pop(&q, 1) == b);
+    msp_queue_done(&q, b);
+    CHECK(msp_queue_borrow(&q, 1) == 0);
+    CHECK(pthread_create(&t, NULL, pop_writer1, &q) == 0); /* asks for more: idle */
+    int lent = 0;
+    for (int i = 0; i < 5000 && !lent; i++) /* up to 5 s */
+        if (!(lent = msp_queue_borrow(&q, 1)))
+            usleep(1000);
+    CHECK(lent);
+    uint64_t inflight;
+    CHECK(msp_queue_close(&q, &inflight) == NULL && inflight == 1);
+    pthread_join(t, &got);
+    CHECK(got == NULL);
+    CHECK(msp_queue_borrow(&q, 0) == 0); /* closed */
+    msp_queue_give_back(&q, 1);
+    CHECK(msp_queue_wait_idle(&q, 0) == 1);
+}
+
 /* Fully resident: every page of [p, p+n) is in memory. */
 static int resident(const unsigned char *p, uint64_t n)
 {
@@ -766,6 +817,7 @@ int main(void)
     test_queue();
     test_queue_warm();
     test_queue_keep();
+    test_queue_borrow();
     test_queue_block();
     test_pending();
     test_rounds();

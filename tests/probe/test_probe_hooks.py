@@ -137,6 +137,48 @@ def test_tensor_bin_record_and_stats(dump, abi):
     assert small["max"] == float(np.float16(6e-8)) == 5.960464477539063e-08
 
 
+def test_large_tensors_written_by_the_hook_thread_are_the_same_files(dump):
+    """A tensor of 1 MiB or more is written by the hook thread itself, straight
+    from the host's buffer, while its writer is idle: the same .bin, record and
+    content hash as a copied one, the stats of the bytes, and never the bytes the
+    host writes into its buffer after SaveTensor returns (probe_host poisons it)."""
+    import xxhash
+
+    dump.publish(AWAKE)
+    sizes = (1 << 20, (3 << 20) + 5, 4096)
+    dump.host(1, [["save", 2, 2, str(n), f"fill:{i + 1}:{n}", f"{L}/before/intensor{i}.bin"]
+                  for i, n in enumerate(sizes)])
+    recs = {r["path"]: r for r in dump.tensors()}
+    for i, n in enumerate(sizes):
+        path = f"{L}/before/intensor{i}.bin"
+        attrs, payload = read_bin(dump.data / path)
+        assert payload == bytes([i + 1]) * n and attrs["dims"] == str(n)
+        rec = recs[path]
+        assert rec["file"] == "bin" and rec["size"] == n
+        assert rec["hash"] == f"{xxhash.xxh64_intdigest(payload):016x}"
+        assert rec["stats"]["count"] == n and rec["stats"]["max"] == i + 1
+    ex = [r for r in dump.records() if r["k"] == "exit"][0]
+    assert ex["drained"] and ex["tensors_written"] == 3 and ex["bytes_written"] == sum(sizes)
+
+
+def test_a_large_tensor_on_a_full_disk_is_lost_and_leaves_no_partial_file(dump, tmpfs):
+    """The hook thread's own write of a large tensor fails as a writer's would:
+    counted and recorded as lost with why, the half-written file taken back."""
+    (dump.data / L).mkdir(parents=True)
+    tmpfs(1024, f"out/atb_dump_data/data/{L}/before")
+    dump.publish(AWAKE)
+    big = 2 << 20
+    dump.host(1, [["save", 2, 2, str(big), f"fill:1:{big}", f"{L}/before/intensor0.bin"],
+                  ["save", 2, 2, "100", "fill:2:100", f"{L}/before/intensor1.bin"]])
+    files = {r["path"].rsplit("/", 1)[1]: r for r in dump.tensors()}
+    assert files["intensor0.bin"]["file"] == "lost"
+    assert "cannot write the .bin: No space left on device" in files["intensor0.bin"]["note"]
+    assert files["intensor1.bin"]["file"] == "bin"
+    assert os.listdir(dump.data / L / "before") == ["intensor1.bin"]
+    ex = [r for r in dump.records() if r["k"] == "exit"][0]
+    assert (ex["errors"], ex["tensors_written"]) == (1, 1)
+
+
 @pytest.mark.parametrize("task,want_file,want_stats", [
     ("tensor", "bin", False), ("statistics", "none", True), ("all", "bin", True)])
 def test_task_decides_bin_and_stats(dump, task, want_file, want_stats):
@@ -503,17 +545,19 @@ def test_block_policy_is_lossless_with_a_tiny_budget(dump):
 def test_exit_drain_is_bounded_and_counts_what_is_left(dump):
     publish_compiled(dump)
     start = time.monotonic()
-    dump.host(1, [["save", 2, 4, str(8 << 20), f"fill:1:{8 << 20}", f"{L}/before/intensor{i}.bin"]
-                  for i in range(12)], MSPROBE_ATB_EXIT_DRAIN_S="0")
+    # under 1 MiB, so they are queued (a larger one the hook thread writes itself)
+    n, size = 48, 512 << 10
+    dump.host(1, [["save", 2, 4, str(size), f"fill:1:{size}", f"{L}/before/intensor{i}.bin"]
+                  for i in range(n)], MSPROBE_ATB_EXIT_DRAIN_S="0")
     assert time.monotonic() - start < 30
     ex = [r for r in dump.records() if r["k"] == "exit"][0]
     lost = [r for r in dump.tensors("lost") if "exited" in r["note"]]
     assert ex["lost"] >= len(lost)
-    assert len(dump.tensors("bin")) + ex["lost"] == 12
+    assert len(dump.tensors("bin")) + ex["lost"] == n
     assert ex["drained"] == (ex["lost"] == 0)
     # no partial file is ever visible under a final name
     for r in dump.tensors("bin"):
-        assert (dump.data / r["path"]).stat().st_size > 8 << 20
+        assert (dump.data / r["path"]).stat().st_size > size
 
 
 def test_closed_stderr_pipe_does_not_kill_the_host(dump):
