@@ -1,4 +1,5 @@
-// A small JSON reader and string escaper for the HTTP front of `atbsim serve`.
+// A small JSON reader: the HTTP front of `atbsim serve`, and a checkpoint's
+// config.json and safetensors headers (--weights).
 #pragma once
 
 #include <map>

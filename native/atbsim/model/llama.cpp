@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "hf_llama.h"
 #include "ops.h"
+#include "weight_layout.h"
 
 namespace atbsim_lm {
 
@@ -15,9 +17,6 @@ using atbsim::Tensor;
 namespace {
 
 constexpr int kBlockSize = 128;
-constexpr float kEps = 1e-6f;
-constexpr float kRopeTheta = 10000.0f;
-constexpr uint32_t kWeightsPerLayer = 6;  // in_norm, qkv, o, post_norm, gate_up, down
 
 // Model-level input tensors, the same list for both stages.
 enum ModelIn : uint32_t { IN_IDS, IN_COS, IN_SIN, IN_SLOTS, IN_SEQLEN, IN_BLOCKS, IN_LMHEAD_IDX, IN_COUNT };
@@ -62,7 +61,7 @@ struct Llama::Phase {
 };
 
 Llama::Llama(const Options &opt) : opt_(opt) {
-    if (!validate(opt_, &error_)) return;
+    if (!finish_options(&opt_, &error_)) return;
     if (aclrtSetDevice(opt_.device) != ACL_SUCCESS) {
         error_ = "aclrtSetDevice(" + std::to_string(opt_.device) + ") failed";
         return;
@@ -82,6 +81,7 @@ Llama::~Llama() {
 }
 
 std::vector<int64_t> Llama::default_request() const {
+    if (!opt_.prompt_ids.empty()) return opt_.prompt_ids;
     return opt_.prompt.empty() ? default_prompt(opt_.prompt_len, opt_.vocab) : tokenize(opt_.prompt, opt_.vocab);
 }
 
@@ -121,36 +121,27 @@ std::shared_ptr<atbsim::Operation> Llama::make_leaf(atbsim::LeafOpSpec spec, boo
 }
 
 void Llama::build() {
-    const int64_t H = opt_.hidden, F = opt_.ffn_dim(), V = opt_.vocab;
     const Store dt = opt_.dtype;
-    const int dtype = static_cast<int>(dt);
-    // Weight shapes: [out, in] as ATB Linear with transposeB.
-    struct WDesc { std::string key; std::vector<int64_t> dims; bool norm; };
-    std::vector<WDesc> wd = {{"embedding", {V, H}, false}};
-    for (int l = 0; l < opt_.layers; l++) {
-        std::string p = "layer" + std::to_string(l) + ".";
-        wd.push_back({p + "input_norm", {H}, true});
-        wd.push_back({p + "qkv", {3 * H, H}, false});
-        wd.push_back({p + "o_proj", {H, H}, false});
-        wd.push_back({p + "post_norm", {H}, true});
-        wd.push_back({p + "gate_up", {2 * F, H}, false});
-        wd.push_back({p + "down", {H, F}, false});
-    }
-    wd.push_back({"final_norm", {H}, true});
-    wd.push_back({"lm_head", {V, H}, false});
+    const std::vector<WeightSpec> wd = weight_layout(opt_);
+    std::unique_ptr<HfLlamaWeights> checkpoint;
+    if (!opt_.weights.empty() && !(checkpoint = HfLlamaWeights::open(opt_, &error_))) return;
     const size_t layers_begin = 1, layers_end = 1 + kWeightsPerLayer * static_cast<size_t>(opt_.layers);
+    std::vector<float> v;
     for (size_t i = 0; i < wd.size(); i++) {
         // --no-compute shares layer 0's weights: real shapes, one layer's memory.
         if (opt_.no_compute && i >= layers_begin + kWeightsPerLayer && i < layers_end) {
             weights_.push_back(weights_[layers_begin + (i - layers_begin) % kWeightsPerLayer]);
             continue;
         }
-        Tensor t = atbsim::MakeTensor(dtype, wd[i].dims);
+        Tensor t = atbsim::MakeTensor(static_cast<int>(dt), wd[i].dims);
         size_t n = static_cast<size_t>(atbsim::NumElements(wd[i].dims));
         if (opt_.no_compute) {
             fill_const(t, wd[i].norm ? 1.0f : 0.01f);
+        } else if (checkpoint) {
+            if (!checkpoint->load(wd[i].key, wd[i].dims, &v, &error_)) return;
+            store_f32(v.data(), n, dt, t.deviceData);
         } else {
-            std::vector<float> v(n);
+            v.resize(n);
             float scale = wd[i].norm ? 0.1f : wd[i].key == "embedding" ? 1.0f : 1.0f / std::sqrt(static_cast<float>(wd[i].dims[1]));
             fill_uniform(opt_.seed, wd[i].key, scale, v.data(), n);
             if (wd[i].norm)
@@ -175,6 +166,7 @@ bool Llama::build_stage(Phase &st, bool prefill) {
     env.head_dim = opt_.hidden / opt_.heads;
     env.block_size = kBlockSize;
     const uint32_t L = static_cast<uint32_t>(opt_.layers);
+    const float eps = static_cast<float>(opt_.rms_eps);
     const std::string layer_name = prefill ? "Prefill_layer" : "Decoder_layer";
     m.inTensorNum = IN_COUNT;
     m.outTensorNum = 1;
@@ -214,7 +206,7 @@ bool Llama::build_stage(Phase &st, bool prefill) {
         g.outTensorNum = 1;
         g.internalTensorNum = kLayerInternal;
         g.nodes = {
-            node(rmsnorm_op(env, kEps), "InputNorm", {L_HIDDEN, L_W_INNORM}, {L_NORMED}),
+            node(rmsnorm_op(env, eps), "InputNorm", {L_HIDDEN, L_W_INNORM}, {L_NORMED}),
             node(linear_op(env), "QKV", {L_NORMED, L_W_QKV}, {L_QKV}),
             node(split3_op(env), "SplitQKV", {L_QKV}, {L_Q, L_K, L_V}),
             node(rope_op(env), "Rope", {L_Q, L_K, L_COS, L_SIN, L_SEQLEN}, {L_RQ, L_RK}),
@@ -227,7 +219,7 @@ bool Llama::build_stage(Phase &st, bool prefill) {
             node(linear_op(env), "OProj", {L_ATTN, L_W_O}, {L_O}),
             node(add_op(env, dt), "AttnAdd", {L_HIDDEN, L_O}, {L_RESID}),
             node(event_op(), "Event", {}, {}),
-            node(rmsnorm_op(env, kEps), "PostNorm", {L_RESID, L_W_POSTNORM}, {L_NORMED2}),
+            node(rmsnorm_op(env, eps), "PostNorm", {L_RESID, L_W_POSTNORM}, {L_NORMED2}),
             node(linear_op(env), "GateUp", {L_NORMED2, L_W_GATEUP}, {L_GATEUP}),
             node(swiglu_op(env), "SwiGLU", {L_GATEUP}, {L_ACT}),
             node(linear_op(env), "Down", {L_ACT, L_W_DOWN}, {L_DOWN}),
@@ -249,7 +241,7 @@ bool Llama::build_stage(Phase &st, bool prefill) {
     head.outTensorNum = 1;
     head.internalTensorNum = 2;
     head.nodes = {{leaf(gather_op(env, dt), -1, "", head.name), {0, 1}, {5}},
-                  {leaf(rmsnorm_op(env, kEps), -1, "", head.name), {5, 2}, {6}},
+                  {leaf(rmsnorm_op(env, eps), -1, "", head.name), {5, 2}, {6}},
                   {leaf(linear_op(env), -1, "LmHead", head.name), {6, 3}, {4}}};
     auto head_op = graph_op(head);
     if (!head_op) return false;
@@ -299,7 +291,8 @@ bool Llama::step(Phase &st, const std::vector<int64_t> &ids, int64_t pos0, int64
     const int64_t hd = opt_.hidden / opt_.heads;
     const size_t table = static_cast<size_t>(S * hd);
     std::vector<float> cos_t(table), sin_t(table);
-    rope_tables(pos.data(), ids.size(), static_cast<size_t>(hd), kRopeTheta, cos_t.data(), sin_t.data());
+    rope_tables(pos.data(), ids.size(), static_cast<size_t>(hd), static_cast<float>(opt_.rope_theta), cos_t.data(),
+                sin_t.data());
     const int dtype = static_cast<int>(opt_.dtype);
     std::vector<char> cos_b(table * store_size(opt_.dtype)), sin_b(cos_b.size());
     store_f32(cos_t.data(), table, opt_.dtype, cos_b.data());
@@ -355,7 +348,10 @@ bool Llama::generate(const std::vector<int64_t> &prompt, int n_new, std::vector<
     out->push_back(tok);
     for (int i = 1; i < n_new; i++) {
         int64_t pos = static_cast<int64_t>(prompt.size()) + i - 1;
-        if (!step(*decode_, {tok}, pos, &tok, logits, err)) return false;
+        // --decode-ids: teacher forcing, the given token instead of the argmax.
+        const size_t k = static_cast<size_t>(i - 1);
+        int64_t feed = k < opt_.decode_ids.size() ? opt_.decode_ids[k] : tok;
+        if (!step(*decode_, {feed}, pos, &tok, logits, err)) return false;
         out->push_back(tok);
     }
     return true;

@@ -28,7 +28,8 @@ const char *kUsage =
     "       steps of DecoderModel_Decoder; prints 'request <i> tokens: <ids>' per\n"
     "       request on stdout. Exit 0 ok, 1 model/runtime failure, 2 bad usage.\n"
     "         --logits-out FILE  also write every step's logits (float32, vocab per\n"
-    "                            step, little-endian) to FILE\n"
+    "                            step, little-endian) to FILE: the prefill's last\n"
+    "                            token, then one row per decode step\n"
     "serve  an HTTP service like mindieservice_daemon: one worker process per device\n"
     "       (aclrtSetDevice(i), i = 0..N-1), the front listens on 127.0.0.1:P.\n"
     "         --port P      0 picks a free port (printed as 'Listening on 127.0.0.1:<port>')\n"
@@ -77,16 +78,17 @@ int run_main(const std::vector<std::string> &args) {
         if (r == 0) return usage_error("run: unknown option '" + args[i] + "'");
         if (r < 0) return usage_error(err);
     }
-    if (!validate(opt, &err)) return usage_error(err);
+    if (!finish_options(&opt, &err)) return usage_error(err);
     FILE *logits_file = nullptr;
     if (!logits_path.empty() && !(logits_file = std::fopen(logits_path.c_str(), "wb"))) {
         std::fprintf(stderr, "atbsim: cannot write --logits-out %s: %s\n", logits_path.c_str(), std::strerror(errno));
         return 1;
     }
     std::fprintf(stderr,
-                 "[atbsim] pid %d device %d: layers=%d hidden=%d heads=%d ffn=%d vocab=%d dtype=%s seed=%llu%s%s\n",
+                 "[atbsim] pid %d device %d: layers=%d hidden=%d heads=%d ffn=%d vocab=%d dtype=%s %s%s%s%s\n",
                  static_cast<int>(getpid()), opt.device, opt.layers, opt.hidden, opt.heads, opt.ffn_dim(), opt.vocab,
-                 store_name(opt.dtype), static_cast<unsigned long long>(opt.seed), opt.async ? " async" : "",
+                 store_name(opt.dtype), opt.weights.empty() ? "seed=" : "weights=",
+                 opt.weights.empty() ? std::to_string(opt.seed).c_str() : opt.weights.c_str(), opt.async ? " async" : "",
                  opt.no_compute ? " no-compute" : "");
     int rc = 0;
     {

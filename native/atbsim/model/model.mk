@@ -6,7 +6,7 @@
 ATBSIM_MODEL_DIR := $(ATBSIM_DIR)/model
 ATBSIM_MODEL_HEADERS := $(wildcard $(ATBSIM_MODEL_DIR)/*.h) $(ATBSIM_MODEL_DIR)/include/atbsim_model.h
 # The command's own sources; everything else goes into the library.
-ATBSIM_CLI_SRCS := $(addprefix $(ATBSIM_MODEL_DIR)/,main.cpp serve.cpp http.cpp json.cpp)
+ATBSIM_CLI_SRCS := $(addprefix $(ATBSIM_MODEL_DIR)/,main.cpp serve.cpp http.cpp)
 ATBSIM_MODEL_SRCS := $(filter-out $(ATBSIM_CLI_SRCS),$(wildcard $(ATBSIM_MODEL_DIR)/*.cpp))
 
 # $(1) = ABI value

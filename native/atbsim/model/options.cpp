@@ -8,7 +8,15 @@
 
 #include <unistd.h>
 
+#include "hf_llama.h"
+
 namespace atbsim_lm {
+
+bool Options::was_given(const std::string &name) const {
+    for (const std::string &g : given)
+        if (g == name) return true;
+    return false;
+}
 
 const std::vector<std::string> &layer_node_names() {
     static const std::vector<std::string> names = {
@@ -36,6 +44,21 @@ static bool parse_int(const std::string &text, int lo, int hi, int *out) {
     uint64_t v;
     if (!parse_u64(text, &v) || v < static_cast<uint64_t>(lo) || v > static_cast<uint64_t>(hi)) return false;
     *out = static_cast<int>(v);
+    return true;
+}
+
+// "1,2,3": token ids, each below 2^31 (the vocabulary check comes with validate()).
+static bool parse_ids(const std::string &text, std::vector<int64_t> *out) {
+    std::vector<int64_t> ids;
+    std::istringstream fields(text);
+    std::string field;
+    while (std::getline(fields, field, ',')) {
+        uint64_t v;
+        if (!parse_u64(field, &v) || v >= (1ull << 31)) return false;
+        ids.push_back(static_cast<int64_t>(v));
+    }
+    if (ids.empty() || text.back() == ',') return false;
+    *out = ids;
     return true;
 }
 
@@ -132,6 +155,7 @@ int parse_model_option(const std::vector<std::string> &args, size_t *i, Options 
     const std::string &name = args[*i];
     bool is_flag = name == "--async" || name == "--no-compute";
     if (is_flag) {
+        opt->given.push_back(name);
         (name == "--async" ? opt->async : opt->no_compute) = true;
         *i += 1;
         return 1;
@@ -147,8 +171,10 @@ int parse_model_option(const std::vector<std::string> &args, size_t *i, Options 
     const IntOpt *found = nullptr;
     for (const IntOpt &o : ints)
         if (name == o.name) found = &o;
-    bool known = found || name == "--dtype" || name == "--seed" || name == "--inject" || name == "--prompt";
+    bool known = found || name == "--dtype" || name == "--seed" || name == "--inject" || name == "--prompt" ||
+                 name == "--weights" || name == "--prompt-ids" || name == "--decode-ids";
     if (!known) return 0;
+    opt->given.push_back(name);
     if (*i + 1 >= args.size()) {
         *err = name + " needs a value";
         return -1;
@@ -169,6 +195,19 @@ int parse_model_option(const std::vector<std::string> &args, size_t *i, Options 
     if (name == "--seed") {
         if (parse_u64(val, &opt->seed)) return 1;
         *err = "--seed '" + val + "': expected a non-negative integer";
+        return -1;
+    }
+    if (name == "--weights") {
+        if (val.empty()) {
+            *err = "--weights: the directory name is empty";
+            return -1;
+        }
+        opt->weights = val;
+        return 1;
+    }
+    if (name == "--prompt-ids" || name == "--decode-ids") {
+        if (parse_ids(val, name == "--prompt-ids" ? &opt->prompt_ids : &opt->decode_ids)) return 1;
+        *err = name + " '" + val + "': expected token ids separated by commas, e.g. 1,2,3";
         return -1;
     }
     if (name == "--prompt") {
@@ -206,6 +245,22 @@ bool validate(const Options &opt, std::string *err) {
                ": the head size hidden/heads must be a whole even number";
         return false;
     }
+    if (!opt.prompt_ids.empty() && (opt.was_given("--prompt") || opt.was_given("--prompt-len"))) {
+        *err = "--prompt-ids is the prompt: drop --prompt / --prompt-len";
+        return false;
+    }
+    if (static_cast<int64_t>(opt.decode_ids.size()) > opt.decode_steps) {
+        *err = "--decode-ids has " + std::to_string(opt.decode_ids.size()) + " ids for --decode-steps " +
+               std::to_string(opt.decode_steps) + " (one id feeds one decode step)";
+        return false;
+    }
+    for (const auto *ids : {&opt.prompt_ids, &opt.decode_ids})
+        for (int64_t id : *ids)
+            if (id >= opt.vocab) {
+                *err = std::string(ids == &opt.prompt_ids ? "--prompt-ids" : "--decode-ids") + ": token " +
+                       std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(opt.vocab) + ")";
+                return false;
+            }
     for (const Inject &inj : opt.injects) {
         if (inj.layer >= opt.layers) {
             *err = "--inject " + inj.describe() + ": layer " + std::to_string(inj.layer) + " does not exist (--layers " +
@@ -220,6 +275,13 @@ bool validate(const Options &opt, std::string *err) {
     return true;
 }
 
+bool finish_options(Options *opt, std::string *err) {
+    if (!opt->weights.empty() && !apply_hf_checkpoint(opt, err)) return false;
+    if (!opt->decode_ids.empty() && !opt->was_given("--decode-steps"))
+        opt->decode_steps = static_cast<int>(opt->decode_ids.size());
+    return validate(*opt, err);
+}
+
 const char *model_options_help() {
     return "Model options:\n"
            "  --layers N         decoder layers (default 2)\n"
@@ -228,11 +290,30 @@ const char *model_options_help() {
            "  --ffn N            MLP size (default 2*hidden)\n"
            "  --vocab N          vocabulary size (default 256)\n"
            "  --prompt-len N     prompt length in tokens (default 8)\n"
-           "  --prompt TEXT      prompt text instead (byte tokens, id = byte % vocab)\n"
-           "  --decode-steps N   decode steps after the prefill (default 4)\n"
+           "  --prompt TEXT      prompt text instead: no tokenizer, each byte is one token,\n"
+           "                     id = byte % vocab\n"
+           "  --prompt-ids IDS   the prompt as token ids, comma-separated (e.g. 1,2,3), as a\n"
+           "                     tokenizer made them; not with --prompt / --prompt-len\n"
+           "  --decode-steps N   decode steps after the prefill (default 4; with --decode-ids,\n"
+           "                     their count)\n"
+           "  --decode-ids IDS   teacher forcing: decode step k (from 0) is fed the k-th id\n"
+           "                     instead of the previous step's argmax, e.g. the tokens a torch\n"
+           "                     golden generated, so both sides run the same sequence; past the\n"
+           "                     last id, the argmax again. The printed tokens stay each step's\n"
+           "                     argmax. Every request (and `serve` request) is fed the same ids\n"
            "  --requests K       run K requests in this process; rounds advance (default 1)\n"
-           "  --dtype T          fp32 | fp16 | bf16 storage, fp32 math (default fp16)\n"
+           "  --dtype T          fp32 | fp16 | bf16 storage, fp32 math (default fp16; with\n"
+           "                     --weights, the checkpoint's dtype)\n"
            "  --seed N           weight seed; same seed = same weights in every dtype (default 1)\n"
+           "  --weights DIR      a Hugging Face LlamaForCausalLM checkpoint instead of random\n"
+           "                     weights: DIR/config.json and DIR/model.safetensors (or\n"
+           "                     model.safetensors.index.json and its shards), F32/F16/BF16,\n"
+           "                     converted to --dtype. config.json sets --layers --hidden --heads\n"
+           "                     --ffn --vocab (given too, they must agree), rms_norm_eps,\n"
+           "                     rope_theta and the default --dtype (its dtype / torch_dtype).\n"
+           "                     Llama only: SiLU, no biases, default RoPE, num_key_value_heads =\n"
+           "                     num_attention_heads. Not with --seed or --no-compute. A bad\n"
+           "                     checkpoint is a usage error (exit 2) naming the problem\n"
            "  --device N         aclrtSetDevice id (default 0; `serve` sets it per worker)\n"
            "  --async            execute layer nodes on a worker thread (ATB_OPERATION_EXECUTE_ASYNC)\n"
            "  --no-compute       no arithmetic (benchmarks): real shapes, weights and KV cache hold\n"

@@ -38,7 +38,9 @@ struct Options {
     int vocab = 256;
     int prompt_len = 8;
     std::string prompt;  // non-empty: tokenized bytes replace --prompt-len
+    std::vector<int64_t> prompt_ids;  // non-empty: the prompt, as ids
     int decode_steps = 4;
+    std::vector<int64_t> decode_ids;  // teacher forcing: decode step k feeds decode_ids[k]
     int requests = 1;
     Store dtype = Store::F16;
     uint64_t seed = 1;
@@ -46,8 +48,15 @@ struct Options {
     bool async = false;
     bool no_compute = false;
     std::vector<Inject> injects;
+    // --weights DIR: a Hugging Face checkpoint; finish_options() fills the sizes and these.
+    std::string weights;
+    bool tie_embeddings = false;
+    double rms_eps = 1e-6;
+    double rope_theta = 10000.0;
+    std::vector<std::string> given;  // the options given explicitly, as written
 
     int ffn_dim() const { return ffn > 0 ? ffn : 2 * hidden; }
+    bool was_given(const std::string &name) const;
 };
 
 // Names of the nodes of one layer graph, in node order; `op=` accepts these
@@ -65,6 +74,11 @@ uint64_t weight_bytes(const Options &opt);
 
 // Cross-field checks after parsing (sizes, heads divide hidden, injection layers in range).
 bool validate(const Options &opt, std::string *err);
+
+// After parsing: applies --weights (config.json sets the sizes; every tensor is
+// checked), defaults --decode-steps to the --decode-ids count, then validate().
+// Idempotent, so the command and the model can both call it.
+bool finish_options(Options *opt, std::string *err);
 
 // The help text of the model options (shared by `run`, `serve` and the C API docs).
 const char *model_options_help();

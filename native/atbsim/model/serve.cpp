@@ -344,7 +344,7 @@ int serve_main(const std::vector<std::string> &args) {
         model_args.insert(model_args.end(), args.begin() + static_cast<long>(start), args.begin() + static_cast<long>(i));
     }
     if (port < 0) return usage_error("--port P is required (0 picks a free port)");
-    if (!validate(front.opt, &err)) return usage_error(err);
+    if (!finish_options(&front.opt, &err)) return usage_error(err);
 
     if (pipe2(g_sigpipe, O_CLOEXEC | O_NONBLOCK) != 0) return std::perror("pipe2"), 1;
     install(SIGTERM, on_stop_signal);
