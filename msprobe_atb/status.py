@@ -64,11 +64,9 @@ def _config_view(c, kept_recorder=None) -> dict[str, Any]:
     rec = recorder_status.config_view(c, kept_recorder)
     if rec:
         view["recorder"] = rec
-    if c.model_ranges:  # exec_range "next:N", made concrete when it was published
-        view["exec_range"] = f"next:{c.ranges[0][1] + 1}" if c.ranges else "next"
-        view["next_rounds"] = [{"model": m, "kind": model_kind(m), "first": lo, "last": hi}
-                               for m, lo, hi in sorted(c.model_ranges, key=_prefill_first)]
-        view["other_ops_rounds"] = [list(r) for r in c.ranges]
+    if c.next_request:  # exec_range "next:N": each process fixes its rounds (models_view)
+        view["exec_range"] = f"next:{c.next_count}"
+        view["next_request"] = c.next_request
     return view
 
 
@@ -76,15 +74,19 @@ def _prefill_first(model: tuple) -> tuple:
     return model_kind(model[0]) != "prefill", model[0]
 
 
-def _models_view(models, exact: bool) -> list[dict[str, Any]]:
+def _models_view(models, exact: bool, c) -> list[dict[str, Any]]:
     """Each model's executions: `running` is the round in progress, if any. Only an
     awake process sees executions begin (`exact`); asleep, one may be under way
-    unseen, so neither `running` nor `next` is known."""
-    return [{"model": name, "kind": model_kind(name), "started": started, "executed": executed,
-             "exact": exact,
-             "running": (started - 1 if started > executed else None) if exact else None,
-             "next": started if exact else None}
-            for name, started, executed in sorted(models, key=_prefill_first)]
+    unseen, so neither `running` nor `next` is known. Under exec_range "next",
+    `next_rounds` are the rounds this process fixed for the edit in force ([first,
+    last]; None until an execution of the model began after the edit)."""
+    return [{"model": m.name, "kind": model_kind(m.name), "started": m.started,
+             "executed": m.executed, "exact": exact,
+             "running": (m.started - 1 if m.started > m.executed else None) if exact else None,
+             "next": m.started if exact else None,
+             "next_rounds": [m.next_first, m.next_first + c.next_count - 1]
+             if c.next_request and m.next_request == c.next_request else None}
+            for m in sorted(models, key=_prefill_first)]
 
 
 def _models_text(models: list[dict[str, Any]]) -> str:
@@ -102,12 +104,20 @@ def _models_text(models: list[dict[str, Any]]) -> str:
                                " (asleep, a round is counted when it ends)")
 
 
-def _next_text(cfg: dict[str, Any]) -> str:
-    named = ", ".join(f"{span_label(r['first'], r['last'], r['model'])} ({r['model']})"
-                      for r in cfg["next_rounds"])
-    other = ", ".join(span_label(lo, hi) for lo, hi in cfg["other_ops_rounds"])
-    return (f"exec_range {cfg['exec_range']}, made concrete when published: {named}"
-            + (f"; ops of other models: {other}" if other else ""))
+def next_text(models: list[dict[str, Any]]) -> str:
+    """exec_range "next" in one process: "prefill round 4 (M_Prefill), decode: the next
+    execution (round not fixed yet)"."""
+    return ", ".join(
+        f"{span_label(*m['next_rounds'], m['model'])} ({m['model']})" if m["next_rounds"]
+        else f"{m['kind'] or m['model']}: the next execution (round not fixed yet)"
+        for m in models)
+
+
+def _next_config_text(exec_range: str) -> str:
+    n = int(exec_range.partition(":")[2])
+    return (f"exec_range {exec_range}: the next {n if n > 1 else ''}"
+            f"{' executions' if n > 1 else 'execution'} of each model after the edit; each "
+            "process fixes the rounds when the model next begins (see each process)")
 
 
 def _round_counts(dump_root: Path) -> tuple[int, int]:
@@ -190,7 +200,7 @@ def collect(dump_root: Path) -> dict[str, Any]:
                 "all_written": died or (s.queue_depth == 0
                                         and s.tensors_selected == s.tensors_written + lost),
                 "recorder": recorder_status.proc_view(s, bool(cfg.rec_armed)),
-                "models": _models_view(s.models, bool(s.flags & PROC_MODELS_EXACT)),
+                "models": _models_view(s.models, bool(s.flags & PROC_MODELS_EXACT), cfg),
             })
     rounds, complete = _round_counts(dump_root)
     out["rounds"] = {"total": rounds, "complete": complete}
@@ -245,11 +255,10 @@ def render(st: dict[str, Any]) -> str:
     else:
         lines.append("daemon:      not running (the shim starts it when a process attaches)")
     lines.append("state:       " + state_text(st))
-    shown = {k: v for k, v in cfg.items()
-             if k not in ("state", "next_rounds", "other_ops_rounds")}
+    shown = {k: v for k, v in cfg.items() if k not in ("state", "next_request")}
     lines.append("config in force: " + json.dumps(shown))
-    if cfg.get("next_rounds"):
-        lines.append(_next_text(cfg))
+    if cfg.get("next_request"):
+        lines.append(_next_config_text(cfg["exec_range"]))
     if st["rejected_edit"]:
         lines.append(f"REJECTED EDIT (the config above stays in force): {st['rejected_edit']}")
     procs = st["processes"]
@@ -268,6 +277,8 @@ def render(st: dict[str, Any]) -> str:
                + ("at an unknown time" if ago is None else f"{ago:g} s ago")))
         if p["models"]:
             lines.append(f"    models: {_models_text(p['models'])}")
+        if p["models"] and cfg.get("next_request"):
+            lines.append(f"    exec_range {cfg['exec_range']}: {next_text(p['models'])}")
         if p["host_s"]:
             lines.append(f"    the host's threads spent {p['host_s']:g} s in the probe (copying "
                          "selected tensors, waiting for queue room, the exit drain)")

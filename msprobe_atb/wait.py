@@ -72,6 +72,8 @@ def check(dump_root: Path) -> State:
         if handled not in progress.config_tokens(st["config_path"]):
             return State(False, f"the control plane to read {st['config_path']}", lost, st)
     state = _written(dump_root, st, lost, built)
+    if state.done and st["config"].get("next_request"):
+        state = _next_ran(state)
     # Handled: the control block's error is about this very file (set before built.json).
     state.refused = (daemon and st["config_path"] and st["rejected_edit"]) or ""
     return state
@@ -99,6 +101,31 @@ def _written(dump_root: Path, st: dict[str, Any], lost: int, built) -> State:
                      lost, st, building=True)
     return State(True, "", lost, st,
                  progress.unwritten_text(built.unwritten) if built and built.unwritten else "")
+
+
+def _next_ran(state: State) -> State:
+    """exec_range "next": not done while a round a live process fixed has not ended
+    (rounds not fixed yet, of executions not begun, are not waited for)."""
+    from msprobe_atb.tree.models import span_label
+
+    exec_range = state.status["config"]["exec_range"]
+    for p in state.status["processes"]:
+        for m in p["models"] if p["alive"] else ():
+            if m["next_rounds"] and m["executed"] <= m["next_rounds"][1]:
+                return State(False, f"{span_label(*m['next_rounds'], m['model'])} of pid "
+                             f"{p['pid']} to run (exec_range {exec_range})",
+                             state.lost, state.status)
+    return state
+
+
+def next_outcome(status: dict[str, Any]) -> str:
+    """Under exec_range "next": which rounds each process chose, in words ("" if none)."""
+    from msprobe_atb.status import next_text
+
+    procs = [p for p in status["processes"] if p["models"]]
+    if not any(m["next_rounds"] for p in procs for m in p["models"]):
+        return ""
+    return "; ".join(f"pid {p['pid']}: {next_text(p['models'])}" for p in procs)
 
 
 def _rebuild(dump_root: Path) -> tuple[bool, str]:
@@ -224,9 +251,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"msprobe-atb wait: refused: {state.refused}", file=sys.stderr)
         return code
     procs = state.status["processes"]
+    exec_range = state.status["config"]["exec_range"]
+    chosen = next_outcome(state.status) if state.status["config"].get("next_request") else None
+    if chosen == "" and code == EXIT_OK:
+        print(f"{dump_root}: exec_range {exec_range} is in force; no process has begun an "
+              "execution since the edit, so no round is chosen yet (each process fixes its "
+              "rounds when a model's next execution begins; `wait` again after a request)")
+        return code
     if not any(p["tensors_selected"] for p in procs) and code == EXIT_OK:
         print(f"{dump_root}: nothing to wait for: no tensor selected so far "
               f"({len(procs)} process(es) attached)")
         return code
-    print(f"{dump_root}: {'INCOMPLETE' if state.unwritten else 'complete'}: {outcome(state)}")
+    print(f"{dump_root}: {'INCOMPLETE' if state.unwritten else 'complete'}: {outcome(state)}"
+          + (f" (exec_range {exec_range}: {chosen})" if chosen else ""))
     return code

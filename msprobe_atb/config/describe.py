@@ -19,7 +19,7 @@ def _rounds(cfg: Config) -> str:
     if cfg.exec_mode == "next":
         n = cfg.ranges[0][1] + 1
         return (f"the next {n} execution{'s' if n > 1 else ''} of each model (prefill, decode), "
-                "counted from when the control plane applies the edit; it says which rounds")
+                "the first to begin after each process applied the edit; each says which rounds")
     parts = [str(a) if a == b else f"{a} to {b}" for a, b in cfg.ranges]
     return "execution round" + ("s " if parts != ["0"] else " ") + ", ".join(parts)
 

@@ -134,9 +134,11 @@ class CompiledConfig:
     rec_abs_max: float = 0.0
     rec_arming: int = 0  # set by the daemon: bumped at each new arming (see Controller)
     rec_incident_base: int = 0  # set by the daemon when it arms (see Controller)
-    # exec_range "next[:N]": (model, lo, hi) per model, made concrete by the daemon when it
-    # publishes (daemon/nextrounds.py); `ranges` then holds the rounds of every other op
-    model_ranges: tuple[tuple[str, int, int], ...] = ()
+    # exec_range "next[:N]": N, and the edit's request number (set by the daemon, a new one
+    # per edit: Controller); each shim fixes its rounds per model when that model next
+    # begins; `ranges` holds the rounds of every op of no known model
+    next_count: int = 0
+    next_request: int = 0
 
 
 STATE_NAMES = {0: "asleep", 1: "awake"}
@@ -347,8 +349,8 @@ def _exec_range(v: _Validator, raw: dict) -> tuple[str, str, tuple[tuple[int, in
             v.bad("exec_range", text, f"asks for {_show(count)} executions; N in \"next:N\" is a "
                   f"whole number from 1; {accepted}")
             return default
-        # Ops of a model the control plane has not seen run get their first N rounds;
-        # every model seen gets its own N rounds when the edit is published.
+        # Each process fixes each model's N rounds when it next begins (native models.c);
+        # these first N rounds are for a process that knows no model.
         return f"next:{int(count)}", "next", ((0, int(count) - 1),)
     tokens = [t.strip() for t in norm.split(",")]
     bad = [t for t in tokens if not _uint(t) or int(t) >= 1 << 63]
@@ -510,6 +512,7 @@ def compile_config(cfg: Config | None) -> CompiledConfig:
         queue_budget_bytes=cfg.queue_budget_mb << 20,
         queue_policy=POLICIES.index(cfg.queue_full_policy),
         save_all_stages=int(cfg.save_all_stages),
+        next_count=cfg.ranges[0][1] + 1 if cfg.exec_mode == "next" else 0,
         **_compile_recorder(cfg),
     )
 

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 from msprobe_atb.config.schema import CompiledConfig
 from msprobe_atb.control.ext import ControlError, ext
@@ -20,6 +21,16 @@ PROC_REC_TOO_SMALL = 16
 PROC_REC_EXIT_DROP = 32
 PROC_MODELS_EXACT = 64  # awake: models' `started` counts the executions begun
 REC_STATES = {0: "off", 1: "armed", 2: "flushing", 3: "disarmed"}
+
+
+class ProcModel(NamedTuple):
+    """One model a process runs (control.h struct msp_proc_model)."""
+
+    name: str
+    started: int  # executions begun (exact only with PROC_MODELS_EXACT)
+    executed: int  # executions ended
+    next_request: int = 0  # exec_range "next": the edit whose rounds are fixed below
+    next_first: int = 0  # its first round (of next_count)
 
 
 @dataclass(frozen=True)
@@ -58,8 +69,7 @@ class ProcSlot:
     rec_incident: int = 0
     built: int = 0
     pending_other: int = 0
-    # (name, started, executed) per model the process runs (control.h struct msp_proc_model)
-    models: tuple[tuple[str, int, int], ...] = ()
+    models: tuple[ProcModel, ...] = ()
 
     @property
     def exited(self) -> bool:
@@ -106,11 +116,6 @@ def _put_number(arr, i: int, value: int) -> None:
     arr[i] = value
 
 
-def _put_model_range(arr, i: int, entry: tuple[str, int, int]) -> None:
-    arr[i].model = entry[0].encode(errors="surrogateescape")
-    arr[i].lo, arr[i].hi = entry[1], entry[2]
-
-
 # The list fields of struct msp_config: how an entry is written into the array
 # (arr, i, value) and read back (ffi, entry). A list added in control.h needs a line here.
 _CONFIG_LISTS = {
@@ -118,8 +123,6 @@ _CONFIG_LISTS = {
     "ids": (_put_text, _text),
     "op_names": (_put_text, _text),
     "devices": (_put_number, lambda ffi, e: e),
-    "model_ranges": (_put_model_range,
-                     lambda ffi, e: (_text(ffi, e.model, "surrogateescape"), e.lo, e.hi)),
 }
 
 
@@ -278,8 +281,9 @@ class ControlBlock:
                 continue
             self.lib.msp_ctl_read_proc(self._ctl, i, p)
             if p.pid:
-                models = tuple((_text(self.ffi, m.name, "surrogateescape"), int(m.started),
-                                int(m.executed))
+                models = tuple(ProcModel(_text(self.ffi, m.name, "surrogateescape"),
+                                         int(m.started), int(m.executed),
+                                         int(m.next_request), int(m.next_first))
                                for m in p.models[0:min(int(p.n_models), self.lib.MSP_MAX_MODELS)])
                 numbers = {f: int(getattr(p, f)) for f in layout_fields("msp_proc").numbers}
                 out.append(ProcSlot(slot=i, models=models, **numbers))

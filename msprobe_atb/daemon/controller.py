@@ -99,25 +99,25 @@ class Controller:
                  STATE_NAMES[compiled.state], why)
 
     def _publish_config(self, cfg: Config, why: str) -> None:
-        """Publishes a valid config; exec_range "next" is made concrete here."""
+        """Publishes a valid config. exec_range "next" gets a new request number, which
+        each shim turns into its own rounds, per model, at the first execution of that
+        model it sees begin from then on (models.c)."""
         compiled = compile_config(cfg)
-        if cfg.exec_mode != "next" or not cfg.dump_enable:
+        if not compiled.next_count or not cfg.dump_enable:
             self._publish(compiled, why)
             return
-        from msprobe_atb.daemon.nextrounds import settle
-
         old = self.block.read_config()[1]
         if (self.published is None and self.block.published and old.state == 1
-                and old.model_ranges and old.ranges == compiled.ranges):
-            # a restarted control plane: the rounds an earlier one chose stay in force
-            self._publish(dataclasses.replace(compiled, model_ranges=old.model_ranges), why)
-            return
-        n = cfg.ranges[0][1] + 1
-        rounds = settle(self.block, n, lambda r: self._publish(
-            dataclasses.replace(compiled, model_ranges=r), why))
-        log.info("exec_range next:%d: %s", n, ", ".join(
-            f"{name} rounds {lo}-{hi}" for name, lo, hi in rounds) or
-            "no model has run yet: the first rounds of each")
+                and old.next_request and old.next_count == compiled.next_count):
+            # a restarted control plane: the request an earlier one published stays in force
+            request = old.next_request
+        else:
+            # never one a shim has seen: its models keep their rounds across a new block
+            request = max(time.time_ns(), old.next_request + 1)
+        self._publish(dataclasses.replace(compiled, next_request=request), why)
+        log.info("exec_range next:%d (request %d): each process dumps the next %d "
+                 "execution(s) of each model from its next begin, and says which rounds",
+                 compiled.next_count, request, compiled.next_count)
 
     def _set_error(self, message: str) -> None:
         if message != self.error:

@@ -363,6 +363,9 @@ void msp_ctl_read_proc(const struct msp_control *ctl, int slot, struct msp_proc 
         out->models[i].name[MSP_MODEL_NAME_LEN - 1] = 0;
         out->models[i].started = LOAD(&p->models[i].started);
         out->models[i].executed = LOAD(&p->models[i].executed);
+        /* the first round is stored before its request (release) */
+        out->models[i].next_request = __atomic_load_n(&p->models[i].next_request, __ATOMIC_ACQUIRE);
+        out->models[i].next_first = LOAD(&p->models[i].next_first);
     }
 }
 

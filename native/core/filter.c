@@ -31,38 +31,16 @@ static int in_ranges(const struct msp_config *cfg, uint64_t count)
     return 0;
 }
 
-static uint32_t model_ranges(const struct msp_config *cfg)
-{
-    return cfg->n_model_ranges < MSP_MAX_MODELS ? cfg->n_model_ranges : MSP_MAX_MODELS;
-}
-
 int msp_exec_selected(const struct msp_config *cfg, uint64_t count)
 {
     switch (cfg->exec_mode) {
     case MSP_EXEC_ALL:
         return 1;
     case MSP_EXEC_RANGES:
-        if (in_ranges(cfg, count))
-            return 1;
-        for (uint32_t i = 0; i < model_ranges(cfg); i++)
-            if (count >= cfg->model_ranges[i].lo && count <= cfg->model_ranges[i].hi)
-                return 1;
-        return 0;
+        return in_ranges(cfg, count);
     default:
         return 0;
     }
-}
-
-int msp_round_selected(const struct msp_config *cfg, const char *model, uint64_t round)
-{
-    if (cfg->exec_mode != MSP_EXEC_RANGES)
-        return cfg->exec_mode == MSP_EXEC_ALL;
-    for (uint32_t i = 0; model && i < model_ranges(cfg); i++) {
-        const struct msp_model_range *r = &cfg->model_ranges[i];
-        if (strncmp(r->model, model, MSP_MODEL_NAME_LEN) == 0)
-            return round >= r->lo && round <= r->hi;
-    }
-    return in_ranges(cfg, round);
 }
 
 /* Parses an optionally negative decimal of exactly n bytes. */

@@ -19,12 +19,9 @@ struct msp_seg {
 /* Splits on '/'. Returns the number of segments, or -1 if more than max. */
 int msp_split(const char *s, size_t n, struct msp_seg *segs, int max);
 
-/* Is `count` in the exec ranges, or in any model's rounds (exec_range "next")? */
+/* Is `count` in the exec ranges? (exec_range "next" adds each model's own rounds:
+ * models.h.) */
 int msp_exec_selected(const struct msp_config *cfg, uint64_t count);
-/* Is round `round` of a top-level op of `model` (NULL: of no known model)
- * selected? A model the config names has its own rounds; any other op has
- * the exec ranges. */
-int msp_round_selected(const struct msp_config *cfg, const char *model, uint64_t round);
 /* The round ({exec}) and top-level op id of ATB's dir "{dev}_{pid}/{exec}/{id}_{Name}/...";
  * 0 if it has no such shape. */
 int msp_dir_round(const char *dir, size_t n, uint64_t *round, int64_t *top);

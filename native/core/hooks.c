@@ -76,7 +76,8 @@ int msp_hook_count_awake(uint64_t count)
     const struct msp_snap *s = awake_snapshot();
     if (!s)
         return 0;
-    return overflow_task(s) || msp_exec_selected(&s->cfg, count);
+    return overflow_task(s) || msp_exec_selected(&s->cfg, count) ||
+           (s->cfg.next_request && msp_models_next_count(&s->cfg, count));
 }
 
 int msp_hook_before_awake(void)
@@ -110,11 +111,14 @@ int msp_hook_in_dir_awake(msp_sv dir)
         return 0;
     if (!msp_device_selected(&s->cfg, dir.p, dir.n))
         return 0;
-    if (!overflow_task(s) && s->cfg.n_model_ranges) {
+    if (!overflow_task(s) && s->cfg.next_request) {
+        /* a model's own rounds; an op of no known model, the config's ranges */
         uint64_t round;
         int64_t top;
-        if (!msp_dir_round(dir.p, dir.n, &round, &top) ||
-            !msp_round_selected(&s->cfg, msp_models_of_op(top), round))
+        if (!msp_dir_round(dir.p, dir.n, &round, &top))
+            return 0;
+        int picked = msp_models_next_selected(&s->cfg, top, round);
+        if (picked == 0 || (picked < 0 && !msp_exec_selected(&s->cfg, round)))
             return 0;
     }
     if (!overflow_task(s))

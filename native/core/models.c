@@ -3,14 +3,20 @@
 #include "models.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "opcount.h"
 #include "state.h"
 
 struct model {
     char name[MSP_MODEL_NAME_LEN]; /* NUL-terminated, cut to fit */
     size_t n;                      /* the full name's length */
     uint64_t started, executed;    /* atomic */
+    /* exec_range "next": rounds next_first.. of request next_req (atomic; next_first is
+     * stored first, next_req with release) */
+    uint64_t next_req, next_first;
+    uint64_t said_req; /* the request whose rounds the console was told (monitor only) */
 };
 
 static struct model g_models[MSP_MAX_MODELS];
@@ -18,6 +24,17 @@ static uint32_t g_n; /* entries in use; atomic, grows under g_mu */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t msp_op_model[MSP_MODEL_OP_IDS]; /* model index + 1; 0: none known */
 static int g_exact;                               /* MSP_PROC_MODELS_EXACT is set */
+/* exec_range "next": the request under which a top-level op of no known model was
+ * set up in an execution begun after that edit (the op is then selected in every
+ * round until it is mapped, at that execution's end), and how many threads run
+ * such an execution now (IsExecuteCountInRange answers yes meanwhile). */
+static uint64_t g_op_pick[MSP_MODEL_OP_IDS];
+static uint32_t g_pickers;
+/* The request under which this thread's current execution began (seen to begin:
+ * msp_ops_unmoved at its first op), 0 if none or begun unseen; and whether it
+ * counts in g_pickers. */
+static __thread uint64_t msp_t_exec_req;
+static __thread int msp_t_picking;
 /* The top-level op ids this thread set up since it last reported an execution's
  * end, of no known model: a bit each, within [lo, hi] (lo > hi: none). ATB-Models
  * sets up a model's nodes on the thread that then reports the execution. */
@@ -40,6 +57,22 @@ static void to_slot(struct msp_proc *p, int i)
                      __ATOMIC_RELAXED);
     __atomic_store_n(&p->models[i].executed, __atomic_load_n(&m->executed, __ATOMIC_RELAXED),
                      __ATOMIC_RELAXED);
+    uint64_t req = __atomic_load_n(&m->next_req, __ATOMIC_ACQUIRE);
+    __atomic_store_n(&p->models[i].next_first, __atomic_load_n(&m->next_first, __ATOMIC_RELAXED),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&p->models[i].next_request, req, __ATOMIC_RELEASE);
+}
+
+/* exec_range "next" request `req` dumps model i's rounds from `first` (once per
+ * request); 1 if fixed now. */
+static int fix_next(int i, uint64_t req, uint64_t first)
+{
+    struct model *m = &g_models[i];
+    if (__atomic_load_n(&m->next_req, __ATOMIC_RELAXED) == req)
+        return 0;
+    __atomic_store_n(&m->next_first, first, __ATOMIC_RELAXED);
+    __atomic_store_n(&m->next_req, req, __ATOMIC_RELEASE);
+    return 1;
 }
 
 /* The index of the model, added the first time; -1 when the table is full. */
@@ -87,18 +120,36 @@ static void begin(int i)
 
 void msp_models_note_setup(const int64_t *ids, size_t n)
 {
-    if (n != 1 || (uint64_t)ids[0] >= MSP_MODEL_OP_IDS || !msp_hot_is_awake())
+    const struct msp_snap *s = msp_hot_awake();
+    if (n != 1 || (uint64_t)ids[0] >= MSP_MODEL_OP_IDS || !s)
         return;
     if (!__atomic_load_n(&g_exact, __ATOMIC_RELAXED)) {
         __atomic_store_n(&g_exact, 1, __ATOMIC_RELAXED);
         __atomic_fetch_or(&msp_proc_now()->flags, (uint32_t)MSP_PROC_MODELS_EXACT,
                           __ATOMIC_RELAXED);
     }
+    /* Nothing set up on this thread since its last execution ended: this op begins
+     * one, seen whole (asleep or awake-idle, begins are not seen, but the thread's
+     * setups are counted: opcount.h). */
+    uint64_t req = s->cfg.next_request;
+    if (req && msp_ops_unmoved())
+        msp_t_exec_req = req;
+    int after_edit = req && msp_t_exec_req == req;
     uint64_t id = (uint64_t)ids[0];
     int m = __atomic_load_n(&msp_op_model[id], __ATOMIC_RELAXED);
     if (m) {
         begin(m - 1);
+        if (after_edit &&
+            fix_next(m - 1, req, __atomic_load_n(&g_models[m - 1].started, __ATOMIC_RELAXED) - 1))
+            to_slot(msp_proc_now(), m - 1);
         return;
+    }
+    if (after_edit) {
+        __atomic_store_n(&g_op_pick[id], req, __ATOMIC_RELAXED);
+        if (!msp_t_picking) {
+            msp_t_picking = 1;
+            __atomic_add_fetch(&g_pickers, 1, __ATOMIC_RELAXED);
+        }
     }
     msp_t_unmapped[id / 64] |= (uint64_t)1 << (id % 64);
     if (id < msp_t_unmapped_lo)
@@ -114,12 +165,36 @@ void msp_models_asleep(void)
                        __ATOMIC_RELAXED);
 }
 
+/* The execution that just ended on this thread was round `round` of model i: under
+ * exec_range "next", the first of its rounds if it began after the edit, or, when the
+ * process knew no model before (its ops were selected in the config's first N rounds),
+ * the first N rounds if it was one of those. */
+static void next_after(int i, uint64_t round, int first_model)
+{
+    const struct msp_snap *s = msp_hot_awake();
+    uint64_t req = s ? s->cfg.next_request : 0;
+    if (req && msp_t_exec_req == req)
+        fix_next(i, req, round);
+    else if (req && first_model && round < s->cfg.next_count)
+        fix_next(i, req, 0);
+}
+
 void msp_models_executed(const char *name, size_t n)
 {
+    int first_model = __atomic_load_n(&g_n, __ATOMIC_ACQUIRE) == 0;
     int i = find_or_add(name, n);
     uint64_t lo = msp_t_unmapped_lo, hi = msp_t_unmapped_hi;
     msp_t_unmapped_lo = UINT64_MAX;
     msp_t_unmapped_hi = 0;
+    if (i >= 0) {
+        struct model *m = &g_models[i];
+        uint64_t done = __atomic_add_fetch(&m->executed, 1, __ATOMIC_RELAXED);
+        /* its first execution ran before its ops were known */
+        if (__atomic_load_n(&m->started, __ATOMIC_RELAXED) < done)
+            __atomic_store_n(&m->started, done, __ATOMIC_RELAXED);
+        /* before its ops are mapped: they may still run (ATB's async execute) */
+        next_after(i, done - 1, first_model);
+    } /* else the table is full: this model is not counted */
     for (uint64_t w = lo / 64; lo <= hi && w <= hi / 64 && w < MSP_MODEL_OP_IDS / 64; w++) {
         uint64_t bits = msp_t_unmapped[w];
         msp_t_unmapped[w] = 0;
@@ -130,22 +205,70 @@ void msp_models_executed(const char *name, size_t n)
                                         __ATOMIC_RELAXED);
         }
     }
-    if (i < 0)
-        return; /* the table is full: this model is not counted */
-    struct model *m = &g_models[i];
-    uint64_t done = __atomic_add_fetch(&m->executed, 1, __ATOMIC_RELAXED);
-    /* its first execution ran before its ops were known */
-    if (__atomic_load_n(&m->started, __ATOMIC_RELAXED) < done)
-        __atomic_store_n(&m->started, done, __ATOMIC_RELAXED);
-    to_slot(msp_proc_now(), i);
+    if (i >= 0)
+        to_slot(msp_proc_now(), i);
+    if (msp_t_picking) {
+        msp_t_picking = 0;
+        __atomic_sub_fetch(&g_pickers, 1, __ATOMIC_RELAXED);
+    }
+    msp_t_exec_req = 0;
+    msp_ops_mark();
 }
 
-const char *msp_models_of_op(int64_t id)
+int msp_models_next_selected(const struct msp_config *cfg, int64_t top, uint64_t round)
 {
-    if (id < 0 || id >= MSP_MODEL_OP_IDS)
-        return NULL;
-    int i = __atomic_load_n(&msp_op_model[id], __ATOMIC_RELAXED) - 1;
-    return i < 0 ? NULL : g_models[i].name;
+    if (top < 0 || top >= MSP_MODEL_OP_IDS)
+        return -1;
+    int i = __atomic_load_n(&msp_op_model[top], __ATOMIC_RELAXED) - 1;
+    if (i < 0 && __atomic_load_n(&g_op_pick[top], __ATOMIC_RELAXED) == cfg->next_request)
+        return 1;
+    if (i < 0) /* of a model not known yet (its execution began before the edit), or
+                  of none: the config's ranges only while the process knows no model */
+        return __atomic_load_n(&g_n, __ATOMIC_ACQUIRE) ? 0 : -1;
+    const struct model *m = &g_models[i];
+    if (__atomic_load_n(&m->next_req, __ATOMIC_ACQUIRE) != cfg->next_request)
+        return 0; /* its next execution has not begun yet */
+    uint64_t first = __atomic_load_n(&m->next_first, __ATOMIC_RELAXED);
+    return round >= first && round - first < cfg->next_count;
+}
+
+int msp_models_next_count(const struct msp_config *cfg, uint64_t count)
+{
+    if (__atomic_load_n(&g_pickers, __ATOMIC_RELAXED))
+        return 1;
+    uint32_t have = __atomic_load_n(&g_n, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < have; i++) {
+        const struct model *m = &g_models[i];
+        if (__atomic_load_n(&m->next_req, __ATOMIC_ACQUIRE) != cfg->next_request)
+            continue;
+        uint64_t first = __atomic_load_n(&m->next_first, __ATOMIC_RELAXED);
+        if (count >= first && count - first < cfg->next_count)
+            return 1;
+    }
+    return 0;
+}
+
+int msp_models_next_news(const struct msp_config *cfg, char *out, size_t cap)
+{
+    uint32_t have = __atomic_load_n(&g_n, __ATOMIC_ACQUIRE);
+    size_t used = 0;
+    int news = 0;
+    for (uint32_t i = 0; i < have && used < cap; i++) {
+        struct model *m = &g_models[i];
+        if (__atomic_load_n(&m->next_req, __ATOMIC_ACQUIRE) != cfg->next_request ||
+            m->said_req == cfg->next_request)
+            continue;
+        m->said_req = cfg->next_request;
+        unsigned long long lo = __atomic_load_n(&m->next_first, __ATOMIC_RELAXED);
+        unsigned long long hi = lo + cfg->next_count - 1;
+        int k = lo == hi ? snprintf(out + used, cap - used, "%s%s round %llu", news ? ", " : "",
+                                    m->name, lo)
+                         : snprintf(out + used, cap - used, "%s%s rounds %llu-%llu",
+                                    news ? ", " : "", m->name, lo, hi);
+        used += k > 0 ? (size_t)k : 0;
+        news = 1;
+    }
+    return news;
 }
 
 void msp_models_to_slot(struct msp_proc *p)
@@ -163,6 +286,10 @@ void msp_models_reset(void)
     pthread_mutex_init(&g_mu, NULL);
     memset(g_models, 0, sizeof g_models);
     memset(msp_op_model, 0, sizeof msp_op_model);
+    memset(g_op_pick, 0, sizeof g_op_pick);
+    g_pickers = 0;
+    msp_t_exec_req = 0;
+    msp_t_picking = 0;
     g_exact = 0;
     g_n = 0;
     memset(msp_t_unmapped, 0, sizeof msp_t_unmapped);

@@ -1,10 +1,11 @@
 /* The models a process runs (atb_speed::Model, by the name it reports to
  * SpeedProbe): how many executions each has begun and finished issuing, and
  * which top-level ops belong to it (the topology's node names carry no op
- * ids, so ops are mapped by the thread that runs them). `status` shows them as each model's current
- * round, and exec_range "next" is made concrete from them (docs/contracts.md
- * §3.2). Lock-free reads, no allocation; a model is added under a mutex the
- * first time its name is seen. */
+ * ids, so ops are mapped by the thread that runs them). `status` shows them as each
+ * model's current round. exec_range "next" is made concrete here, per process: the
+ * rounds of a model start at the first execution of it seen to begin after the edit
+ * (docs/contracts.md §3.2). Lock-free reads, no allocation; a model is added under a
+ * mutex the first time its name is seen. */
 #ifndef MSP_MODELS_H
 #define MSP_MODELS_H
 
@@ -21,13 +22,19 @@ extern "C" {
 /* Top-level op ids mapped to their model; a larger id is of no known model. */
 #define MSP_MODEL_OP_IDS 4096
 
+struct msp_config;
+
 /* A top-level op (ids of one element: ATB asks IsTensorNeedSave at its every
  * Setup) is being set up. Called from IsTensorNeedSave's slow path, which runs
  * at every setup only while awake (asleep the hook stays one compare and a
  * branch). The first of an execution of a known model begins that execution;
  * an op of no known model is remembered by the thread. Asleep, executions are
  * counted at their end only: the proc flag MSP_PROC_MODELS_EXACT is set from
- * the first op set up awake, and cleared when the process goes back to sleep. */
+ * the first op set up awake, and cleared when the process goes back to sleep.
+ * Under exec_range "next", an op set up by a thread that set up nothing since its
+ * last execution ended begins an execution after the edit (opcount.h): its model's
+ * rounds start there, or (a model not known yet) the op is selected until its
+ * model is known at that execution's end. */
 void msp_models_note_setup(const int64_t *ids, size_t n) MSP_HIDDEN;
 /* The process went back to sleep: beginnings are no longer seen. */
 void msp_models_asleep(void) MSP_HIDDEN;
@@ -36,8 +43,16 @@ void msp_models_asleep(void) MSP_HIDDEN;
  * issued: an execution of the model finished issuing; the top-level ops this
  * thread set up since its last report ([lo, hi]), of no known model, are this model's. */
 void msp_models_executed(const char *name, size_t n) MSP_HIDDEN;
-/* The model of top-level op `id` as named in the process's table, or NULL. */
-const char *msp_models_of_op(int64_t id) MSP_HIDDEN;
+/* exec_range "next" (cfg->next_request): is round `round` of top-level op `top`
+ * selected? 1 or 0; -1 while the process knows no model (the config's ranges, its
+ * first N rounds, decide: a host without ATB-Models, or the first executions of a
+ * process started under "next"). */
+int msp_models_next_selected(const struct msp_config *cfg, int64_t top, uint64_t round) MSP_HIDDEN;
+/* IsExecuteCountInRange's share: may a runner of execute count `count` be selected? */
+int msp_models_next_count(const struct msp_config *cfg, uint64_t count) MSP_HIDDEN;
+/* The models whose rounds were fixed since the last call, as "M round R, N rounds
+ * S-T" in out; 1 if any. Called by one thread at a time (the monitor's duties). */
+int msp_models_next_news(const struct msp_config *cfg, char *out, size_t cap) MSP_HIDDEN;
 /* Writes every model into a fresh proc slot (after a re-attach). */
 void msp_models_to_slot(struct msp_proc *p) MSP_HIDDEN;
 /* Forgets everything (a forked child counts its own executions). */

@@ -69,6 +69,7 @@ static void duties(void)
     msp_monitor_flush_counters();
     msp_snap_check(); /* an idle process follows the config too */
     check_config_error();
+    msp_snap_say_next();
     msp_rec_tick();
     if (++tick % 2 == 0)
         msp_ensure_daemon();

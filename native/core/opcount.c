@@ -21,6 +21,7 @@ static pthread_key_t g_key;
 static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 static int g_key_ok;
 static __thread int t_known; /* this thread has its exit destructor set */
+static __thread uint64_t t_mark; /* msp_t_ops when marked; 0: none (msp_t_ops >= MSP_OPS_BASE) */
 
 static uint64_t counted(void)
 {
@@ -68,9 +69,20 @@ void msp_ops_tick(void)
         pthread_mutex_lock(&g_ops_mu);
         g_gone += counted();
         __atomic_store_n(&msp_t_ops, MSP_OPS_BASE, __ATOMIC_RELAXED);
+        t_mark = 0; /* the count starts over: the mark says nothing any more */
         pthread_mutex_unlock(&g_ops_mu);
     }
     msp_monitor_hook_tick();
+}
+
+void msp_ops_mark(void)
+{
+    t_mark = __atomic_load_n(&msp_t_ops, __ATOMIC_RELAXED);
+}
+
+int msp_ops_unmoved(void)
+{
+    return t_mark == __atomic_load_n(&msp_t_ops, __ATOMIC_RELAXED);
 }
 
 uint64_t msp_ops_total(void)
@@ -90,5 +102,6 @@ void msp_ops_reset(void)
     memset(g_live, 0, sizeof g_live);
     g_gone = 0;
     t_known = 0;
+    t_mark = 0;
     __atomic_store_n(&msp_t_ops, MSP_OPS_BASE, __ATOMIC_RELAXED);
 }

@@ -8,6 +8,12 @@
 #include <stdint.h>
 
 uint64_t msp_ops_total(void);
+/* Marks the calling thread's count (a model's execution ended on it); unmoved is
+ * 1 while the thread has set up no runner since: its next top-level op then
+ * begins an execution (models.c). A thread never marked, or whose count was
+ * handed over (beyond the threads summed live), is never unmoved. */
+void msp_ops_mark(void);
+int msp_ops_unmoved(void);
 /* Forked child: only the calling thread is left, with nothing counted. */
 void msp_ops_reset(void);
 

@@ -32,37 +32,23 @@ static void say_state(const char *what)
         msp_write_tty(STDOUT_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
-static int rounds_text(char *out, size_t cap, const char *what, uint64_t lo, uint64_t hi)
-{
-    return lo == hi ? snprintf(out, cap, "%s round %llu", what, (unsigned long long)lo)
-                    : snprintf(out, cap, "%s rounds %llu-%llu", what, (unsigned long long)lo,
-                               (unsigned long long)hi);
-}
-
-/* exec_range "next", made concrete by the control plane: which rounds, said once per publish. */
+/* exec_range "next": said once per edit, and again as each model's rounds are fixed. */
 static void say_next(const struct msp_config *cfg)
 {
-    char text[MSP_MAX_MODELS * (MSP_MODEL_NAME_LEN + 64) + 128];
-    size_t used = (size_t)snprintf(text, sizeof text, "exec_range next: dumping");
-    uint32_t n = cfg->n_model_ranges < MSP_MAX_MODELS ? cfg->n_model_ranges : MSP_MAX_MODELS;
-    for (uint32_t i = 0; i < n && used < sizeof text; i++) {
-        char model[MSP_MODEL_NAME_LEN + 8];
-        snprintf(model, sizeof model, "%s %.*s", i ? "," : "", MSP_MODEL_NAME_LEN - 1,
-                 cfg->model_ranges[i].model);
-        int k = rounds_text(text + used, sizeof text - used, model, cfg->model_ranges[i].lo,
-                            cfg->model_ranges[i].hi);
-        used += k > 0 ? (size_t)k : 0;
-    }
-    if (used < sizeof text && cfg->n_ranges)
-        rounds_text(text + used, sizeof text - used, "; ops of other models:", cfg->ranges[0].lo,
-                    cfg->ranges[0].hi);
+    char text[160];
+    unsigned long long n = cfg->next_count;
+    snprintf(text, sizeof text, "exec_range next:%llu: dumping the next %s of each model, "
+             "from its first execution to begin from now on", n, n == 1 ? "execution" : "executions");
     say_state(text);
 }
 
-static int same_next(const struct msp_config *a, const struct msp_config *b)
+void msp_snap_say_next(void)
 {
-    return a->n_model_ranges == b->n_model_ranges &&
-           memcmp(a->model_ranges, b->model_ranges, sizeof a->model_ranges) == 0;
+    const struct msp_snap *s = msp_hot_awake();
+    char text[MSP_MAX_MODELS * (MSP_MODEL_NAME_LEN + 48) + 32];
+    size_t k = (size_t)snprintf(text, sizeof text, "exec_range next: dumping ");
+    if (s && s->cfg.next_request && msp_models_next_news(&s->cfg, text + k, sizeof text - k))
+        say_state(text);
 }
 
 /* gen before the first attach: never equal to seen (0), so the first
@@ -215,7 +201,8 @@ void msp_snap_refresh(void)
             else if (was_awake && !s->awake)
                 say_state("Back asleep: dumping stopped (dump_enable is false or the config "
                           "is gone)");
-            if (s->awake && s->cfg.n_model_ranges && !(cur && cur->awake && same_next(&cur->cfg, &s->cfg)))
+            if (s->awake && s->cfg.next_request &&
+                !(cur && cur->awake && cur->cfg.next_request == s->cfg.next_request))
                 say_next(&s->cfg);
             /* payloads will go through the copy ring: have it warm first (not
              * for exec_range "none", awake but selecting nothing) */

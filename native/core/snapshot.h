@@ -14,6 +14,10 @@ static inline struct msp_snap *msp_snap_get(void)
     return __atomic_load_n(&g_msp.snap, __ATOMIC_ACQUIRE);
 }
 
+/* exec_range "next": says the rounds of each model fixed since the last call
+ * (the monitor's duties). */
+void msp_snap_say_next(void);
+
 /* The hooks' words (hot.h) for a process that cannot dump, and for one
  * that has not attached (a forked child). */
 void msp_hot_inactive(void);

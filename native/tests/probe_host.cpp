@@ -7,7 +7,7 @@
 //   probe_host publish <dump_root> key=value...     publish a config and exit
 //   probe_host [script] < commands                  run commands
 //
-// Commands: need <opType> | update | range <n> | dir <path> | before | after |
+// Commands: need <opType> [<top-level op id>] | update | publish key=value... | range <n> | dir <path> | before | after |
 // data | desc | isparam | ovcheck | graphen | topo? <model> |
 // save <format> <dtype> <dims> <src> <path>   (src: @file, hex:<hex>, null:<size>,
 //                                              fill:<byte>:<size>;
@@ -102,7 +102,15 @@ static int publish(const char *root, int argc, char **argv)
         else if (k == "budget") c.queue_budget_bytes = strtoull(v.c_str(), nullptr, 10);
         else if (k == "policy") c.queue_policy = v == "drop" ? MSP_POLICY_DROP : MSP_POLICY_BLOCK;
         else if (k == "overflow_nums") c.overflow_nums = atoll(v.c_str());
-        else if (k == "error") msp_ctl_set_error(ctl, v.c_str());
+        else if (k == "next") { // exec_range "next:N" as the control plane publishes it: REQ:N
+            auto xs = split(v, ':');
+            c.exec_mode = MSP_EXEC_RANGES;
+            c.next_request = strtoull(xs[0].c_str(), nullptr, 10);
+            c.next_count = strtoull(xs.at(1).c_str(), nullptr, 10);
+            c.n_ranges = 1;
+            c.ranges[0].lo = 0;
+            c.ranges[0].hi = c.next_count - 1;
+        } else if (k == "error") msp_ctl_set_error(ctl, v.c_str());
         else {
             fprintf(stderr, "unknown key %s\n", k.c_str());
             return 2;
@@ -204,7 +212,16 @@ static int run(const std::vector<std::string> &f)
 {
     const std::string &c = f[0];
     auto arg = [&](size_t i) -> std::string { return i < f.size() ? f[i] : std::string(); };
-    if (c == "need") say(c, Probe::IsTensorNeedSave({0}, arg(1)));
+    if (c == "need") say(c, Probe::IsTensorNeedSave({f.size() > 2 ? atoll(arg(2).c_str()) : 0}, arg(1)));
+    else if (c == "publish") { // into this process's own block, mid-script
+        std::string root = std::string(getenv("ATB_OUTPUT_DIR")) + "/atb_dump_data";
+        std::vector<std::string> kv(f.begin() + 1, f.end());
+        std::vector<char *> av;
+        for (auto &x : kv)
+            av.push_back(&x[0]);
+        if (publish(root.c_str(), (int)av.size(), av.data()) != 0)
+            return 2;
+    }
     else if (c == "update") Probe::UpdateConfig();
     else if (c == "range") say(c, Probe::IsExecuteCountInRange(strtoull(arg(1).c_str(), nullptr, 10)));
     else if (c == "dir") say(c, Probe::IsSaveTensorInSpecificDir(arg(1)));

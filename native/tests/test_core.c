@@ -118,22 +118,6 @@ static void test_filters(void)
     c.exec_mode = MSP_EXEC_ALL;
     CHECK(msp_exec_selected(&c, 123456));
 
-    /* exec_range "next": each model its own rounds, every other op the ranges */
-    c.exec_mode = MSP_EXEC_RANGES;
-    c.n_ranges = 1;
-    c.ranges[0].lo = 0; c.ranges[0].hi = 0;
-    c.n_model_ranges = 2;
-    snprintf(c.model_ranges[0].model, MSP_MODEL_NAME_LEN, "M_Prefill");
-    c.model_ranges[0].lo = 21; c.model_ranges[0].hi = 21;
-    snprintf(c.model_ranges[1].model, MSP_MODEL_NAME_LEN, "M_Decoder");
-    c.model_ranges[1].lo = 59; c.model_ranges[1].hi = 60;
-    CHECK(msp_exec_selected(&c, 0) && msp_exec_selected(&c, 21) && msp_exec_selected(&c, 60));
-    CHECK(!msp_exec_selected(&c, 22) && !msp_exec_selected(&c, 58));
-    CHECK(msp_round_selected(&c, "M_Prefill", 21) && !msp_round_selected(&c, "M_Prefill", 59));
-    CHECK(msp_round_selected(&c, "M_Decoder", 60) && !msp_round_selected(&c, "M_Decoder", 21));
-    CHECK(!msp_round_selected(&c, "M_Decoder", 0) && msp_round_selected(&c, NULL, 0));
-    CHECK(msp_round_selected(&c, "Other", 0) && !msp_round_selected(&c, "Other", 21));
-    c.n_model_ranges = 0;
     uint64_t round = 0;
     int64_t top = -1;
     const char *rd = "0_77/59/12_Decoder_layer/3_Linear/before";

@@ -13,6 +13,7 @@ from msprobe_atb.control.block import (
     _CONFIG_LISTS,
     ControlBlock,
     Incident,
+    ProcModel,
     ProcSlot,
     layout_fields,
 )
@@ -46,6 +47,11 @@ def test_proc_slot_is_struct_msp_proc():
     assert p.arrays == ("pending",)  # read by ControlBlock.pending
 
 
+def test_proc_model_is_struct_msp_proc_model():
+    m = layout_fields("msp_proc_model")
+    assert ProcModel._fields == ("name", *m.numbers) and m.arrays == ("name",)
+
+
 def test_incident_is_struct_msp_incident():
     e = layout_fields("msp_incident")
     _same("msp_incident", set(e.numbers) - {"ready"}, Incident, _names(Incident, "seq", "path"),
@@ -56,7 +62,7 @@ def test_incident_is_struct_msp_incident():
 def test_every_config_field_goes_through_the_block(tmp_path):
     """Each field with a value of its own (not its default) comes back as it went."""
     lists = {"ranges": ((1, 2), (5, 9)), "ids": ("2", "2_1"), "op_names": ("linear",),
-             "devices": (0, 3), "model_ranges": (("m\udcff", 4, 6), ("other", 0, 0))}
+             "devices": (0, 3)}
     numbers = {f.name: (2.5 if f.type == "float" else 2 + i)
                for i, f in enumerate(dataclasses.fields(CompiledConfig)) if f.name not in lists}
     cfg = CompiledConfig(**numbers, **lists)

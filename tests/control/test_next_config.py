@@ -1,14 +1,22 @@
-"""exec_range "next" / "next:N" (issue 18 §4): the config forms, and how the control
-plane turns them into concrete rounds per model from the processes' counts."""
+"""exec_range "next" / "next:N" (issue 18 §4): the config forms, the request the control
+plane publishes for each such edit, and how status and wait turn the rounds each process
+fixed (at the first execution of each model it saw begin after the edit) into concrete
+rounds."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from msprobe_atb import wait
 from msprobe_atb.config import ConfigError, compile_config, validate
-from msprobe_atb.control.block import ProcSlot
-from msprobe_atb.daemon import nextrounds
+from msprobe_atb.config.schema import CompiledConfig
+from msprobe_atb.control.block import ControlBlock, ProcModel
+from msprobe_atb.daemon.controller import Controller
+from msprobe_atb.status import _models_view, next_text
 from msprobe_atb.tree.models import model_kind, round_label, rounds_label, span_label
+from msprobe_atb.wait import State
 
 
 @pytest.mark.parametrize("text,n", [("next", 1), ("next:3", 3), (" NEXT : 2 ", 2)])
@@ -16,9 +24,10 @@ def test_next_forms_are_accepted(text, n):
     cfg = validate({"dump_enable": True, "exec_range": text})
     assert cfg.exec_mode == "next" and cfg.exec_range == f"next:{n}"
     compiled = compile_config(cfg)
-    # every op of a model not seen yet: its first n rounds; the models come at publish
+    # every op of no known model: its first n rounds; the request number comes at publish
     assert compiled.exec_mode == 2 and compiled.ranges == ((0, n - 1),)
-    assert compiled.model_ranges == ()
+    assert (compiled.next_count, compiled.next_request) == (n, 0)
+    assert compile_config(validate({"dump_enable": True, "exec_range": "0,2"})).next_count == 0
 
 
 @pytest.mark.parametrize("text", ["next:0", "next:", "next:x", "next:-1", "next:1,2"])
@@ -28,53 +37,79 @@ def test_bad_next_counts_are_refused_by_name(text):
     assert '"exec_range"' in str(e.value) and 'N in "next:N"' in str(e.value)
 
 
-def slot(pid: int, models, flags: int = 0) -> ProcSlot:
-    zeros = {f: 0 for f in ProcSlot.__dataclass_fields__
-             if f not in ("slot", "pid", "flags", "models")}
-    return ProcSlot(slot=pid, pid=pid, flags=flags, models=tuple(models), **zeros)
-
-
-class FakeBlock:
-    def __init__(self, *snapshots):
-        self.snapshots = list(snapshots)
-
-    def procs(self):
-        return self.snapshots[0] if len(self.snapshots) == 1 else self.snapshots.pop(0)
-
-
 @pytest.fixture
-def everyone_alive(monkeypatch):
-    monkeypatch.setattr(nextrounds, "is_alive", lambda pid, start: pid != 99)
+def block(tmp_path):
+    with ControlBlock(tmp_path / "atb_dump_data", create=True) as b:
+        yield b
 
 
-EXACT = nextrounds.PROC_MODELS_EXACT
+def config(**fields) -> bytes:
+    return json.dumps({"dump_enable": True, "task": "statistics", **fields}).encode()
 
 
-def test_each_model_gets_its_own_next_rounds_from_the_live_processes(everyone_alive):
-    block = FakeBlock([
-        slot(1, [("M_Prefill", 21, 21), ("M_Decoder", 59, 59)], flags=EXACT),
-        slot(2, [("M_Prefill", 21, 20), ("M_Decoder", 60, 59)], flags=EXACT),  # one ahead
-        slot(99, [("M_Prefill", 500, 500)], flags=EXACT),  # dead, of an earlier service
-        slot(3, [("M_Prefill", 700, 700)], flags=4 | EXACT),  # exited
-    ])
-    assert nextrounds.next_rounds(block, 2) == (("M_Decoder", 60, 61), ("M_Prefill", 21, 22))
+def test_each_next_edit_is_a_new_request_and_a_restart_keeps_it(block, tmp_path):
+    """The shims fix their rounds once per request: every applied edit with "next" is a
+    new one (also after another exec_range form); a restarted control plane republishing
+    the same config keeps the one in force."""
+    path = tmp_path / "config.json"
+    c = Controller(block, path)
+    c.apply(config(exec_range="next:2"))
+    first = block.read_config()[1]
+    assert (first.next_count, first.exec_mode, first.ranges) == (2, 2, ((0, 1),))
+    assert first.next_request > 0
+    c.apply(config(exec_range="next:2", save_child=True))
+    second = block.read_config()[1].next_request
+    c.apply(config(exec_range="0,0"))
+    assert block.read_config()[1].next_request == 0
+    c.apply(config(exec_range="next:2"))
+    third = block.read_config()[1].next_request
+    assert len({first.next_request, second, third}) == 3
+    Controller(block, path).apply(config(exec_range="next:2"))
+    assert block.read_config()[1].next_request == third
+    Controller(block, path).apply(config(exec_range="next:3"))
+    assert block.read_config()[1].next_request not in (0, third)
 
 
-def test_an_asleep_process_may_be_in_an_execution_unseen(everyone_alive):
-    """Asleep, a shim counts executions at their end only: the first round surely
-    begun after the publish is the one after the next."""
-    block = FakeBlock([slot(1, [("M_Prefill", 21, 21), ("M_Decoder", 59, 59)])])
-    assert nextrounds.next_rounds(block, 1) == (("M_Decoder", 60, 60), ("M_Prefill", 22, 22))
+def proc(pid: int, alive: bool, *models) -> dict:
+    return {"pid": pid, "alive": alive, "models": list(models)}
 
 
-def test_an_execution_begun_before_the_publish_is_never_selected(everyone_alive):
-    """The counts move between the read and the publish: published again."""
-    before = [slot(1, [("M_Decoder", 59, 59)], flags=EXACT)]
-    moved = [slot(1, [("M_Decoder", 60, 59)], flags=EXACT)]
-    published = []
-    block = FakeBlock(before, moved, moved)
-    assert nextrounds.settle(block, 1, published.append) == (("M_Decoder", 60, 60),)
-    assert published == [(("M_Decoder", 59, 59),), (("M_Decoder", 60, 60),)]
+def model(name: str, executed: int, rounds: list[int] | None) -> dict:
+    return {"model": name, "kind": model_kind(name), "executed": executed,
+            "next_rounds": rounds}
+
+
+def wait_state(*procs) -> State:
+    status = {"config": {"exec_range": "next:2", "next_request": 9}, "processes": list(procs)}
+    return State(True, "", 0, status)
+
+
+def test_models_view_turns_a_fixed_request_into_concrete_rounds():
+    """A process reports the first round it fixed for the request in force; another
+    request's (an earlier edit's) is not this one's."""
+    cfg = CompiledConfig(next_request=9, next_count=2)
+    view = _models_view([ProcModel("M_Decoder", 61, 60, 9, 59),
+                         ProcModel("M_Prefill", 21, 21, 8, 3)], True, cfg)
+    assert [(m["kind"], m["next_rounds"]) for m in view] == [("prefill", None),
+                                                             ("decode", [59, 60])]
+    assert next_text(view) == ("prefill: the next execution (round not fixed yet), "
+                               "decode rounds 59-60 (M_Decoder)")
+
+
+def test_wait_is_not_complete_before_the_fixed_rounds_ran():
+    running = wait_state(proc(7, True, model("M_Prefill", 4, [3, 4])),
+                         proc(8, True, model("M_Prefill", 5, [3, 4])))
+    state = wait._next_ran(running)
+    assert not state.done and state.waiting_for == "prefill rounds 3-4 of pid 7 to run " \
+        "(exec_range next:2)"
+    # ran (or the process is gone, or nothing is fixed yet): complete as far as it goes
+    for procs in ([proc(7, True, model("M_Prefill", 5, [3, 4]))],
+                  [proc(7, False, model("M_Prefill", 4, [3, 4]))],
+                  [proc(7, True, model("M_Prefill", 4, None))]):
+        assert wait._next_ran(wait_state(*procs)).done
+    assert wait.next_outcome(wait_state(proc(7, True, model("M_Prefill", 4, None))).status) == ""
+    assert wait.next_outcome(running.status) == (
+        "pid 7: prefill rounds 3-4 (M_Prefill); pid 8: prefill rounds 3-4 (M_Prefill)")
 
 
 def test_rounds_are_labelled_by_model():

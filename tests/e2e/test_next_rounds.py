@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from e2e_helpers import require_artifacts
 from testkit import save_config, wait_until
 
@@ -34,81 +35,121 @@ def top_ops(round_dir: Path) -> set[str]:
                 for r in csv.DictReader(f)}
 
 
-def test_status_shows_each_models_round_and_next_dumps_the_next_execution_whole(
-        tmp_path, service_env, services):
+def settled(out: Path, env: dict[str, str]):
+    """Both ranks between requests, each model's counts (the reply can come before the
+    other rank's last decode step has ended)."""
+    now = models(out, env)
+    return now if len(now) == 2 and all(
+        m["running"] is None for per in now.values() for m in per.values()) and len(
+        {per["decode"]["executed"] for per in now.values()}) == 1 else None
+
+
+def next_rounds(out: Path, env: dict[str, str]) -> dict[int, dict[str, list[int] | None]]:
+    return {pid: {kind: m["next_rounds"] for kind, m in per.items()}
+            for pid, per in models(out, env).items()}
+
+
+@pytest.mark.parametrize("start", ["asleep", "awake_idle"])
+def test_next_dumps_the_one_request_sent_after_the_edit(tmp_path, service_env, services, start):
+    """Asleep, or awake selecting nothing, the shim counts executions only as they end;
+    each process still takes the very next execution of each model after the edit."""
     require_artifacts()
     out = tmp_path / "out"
     out.mkdir()
     svc = services(out, service_env, devices=2)
-    for _ in range(3):
+    if start == "awake_idle":
+        save_config(svc.config, **STATS, exec_range="none")
+        assert cli("wait", str(out), "--timeout", "60", env=service_env).returncode == 0
+    for _ in range(2):
         svc.request(max_tokens=3)
-
-    def settled():
-        """Both ranks done with the last step (the reply can come before the other
-        rank's last decode step has ended)."""
-        now = models(out, service_env)
-        return now if len(now) == 2 and all(
-            m["running"] is None for per in now.values() for m in per.values()) and len(
-            {per["decode"]["executed"] for per in now.values()}) == 1 else None
-
-    before = wait_until(settled, timeout=60, what="both ranks between requests")
+    before = wait_until(lambda: settled(out, service_env), timeout=60,
+                        what="both ranks between requests")
     for per in before.values():
-        # three requests: three prefills, and their decode steps counted apart
-        assert per["prefill"]["executed"] == per["prefill"]["started"] == 3
-        assert per["decode"]["executed"] > 3 and not per["decode"]["exact"]
-    decode_next = max(p["decode"]["executed"] for p in before.values())
-    text = cli("status", str(out), env=service_env).stdout
-    assert f"models: prefill round 2 done; decode round {decode_next - 1} done (asleep, a " \
-           "round is counted when it ends)" in text
+        assert per["prefill"]["executed"] == 2 and not per["decode"]["exact"]
+    if start == "asleep":
+        decode = before[next(iter(before))]["decode"]["executed"]
+        assert f"models: prefill round 1 done; decode round {decode - 1} done (asleep, a " \
+               "round is counted when it ends)" in cli("status", str(out), env=service_env).stdout
+    prefill, decode = 2, before[next(iter(before))]["decode"]["executed"]
 
-    # asleep, a shim counts executions at their end only: one may be under way
-    # unseen, so the rounds start after the next one
-    prefill, decode = 4, decode_next + 1
     save_config(svc.config, **STATS, exec_range="next")
-    assert cli("wait", str(out), "--timeout", "60", env=service_env).returncode == 0
-    st = json.loads(cli("status", str(out), "--json", env=service_env).stdout)
-    assert st["config"]["exec_range"] == "next:1"
-    assert [(r["kind"], r["first"], r["last"]) for r in st["config"]["next_rounds"]] == \
-        [("prefill", prefill, prefill), ("decode", decode, decode)]
-    assert f"exec_range next:1, made concrete when published: prefill round {prefill} " \
-        f"(DecoderModel_Prefill), decode round {decode} (DecoderModel_Decoder)" \
-        in cli("status", str(out), env=service_env).stdout
-    svc.request(max_tokens=3)
-    svc.request(max_tokens=3)
-    # each process says so when it applies the edit (at its next op)
-    svc.wait_line(rf"exec_range next: dumping .*DecoderModel_Prefill round {prefill}\b", count=2)
-    assert cli("wait", str(out), "--timeout", "60", env=service_env).returncode == 0
-    check_rounds(out, {prefill: "Prefill_layer", decode: "Decoder_layer"})
+    done = cli("wait", str(out), "--timeout", "60", env=service_env)
+    assert done.returncode == 0, done.stderr
+    # nothing has begun since the edit: no round is chosen, and wait does not say complete
+    assert "exec_range next:1 is in force; no process has begun an execution since the " \
+           "edit, so no round is chosen yet" in done.stdout and "complete" not in done.stdout
+    text = cli("status", str(out), env=service_env).stdout
+    assert "exec_range next:1: the next execution of each model after the edit" in text
+    assert text.count("exec_range next:1: prefill: the next execution (round not fixed "
+                      "yet), decode: the next execution (round not fixed yet)") == 2
 
-    # awake, the shims see executions begin: "next" is the very next one
-    now = wait_until(settled, timeout=60, what="both ranks between requests")
+    svc.request(max_tokens=3)
+    done = cli("wait", str(out), "--timeout", "60", env=service_env)
+    assert done.returncode == 0, done.stderr
+    chosen = f"prefill round {prefill} (DecoderModel_Prefill), decode round {decode} " \
+             "(DecoderModel_Decoder)"
+    assert " complete: " in done.stdout and done.stdout.count(chosen) == 2, done.stdout
+    assert next_rounds(out, service_env) == {
+        pid: {"prefill": [prefill, prefill], "decode": [decode, decode]} for pid in before}
+    assert cli("status", str(out), env=service_env).stdout.count(
+        f"exec_range next:1: {chosen}") == 2
+    # each process says so when it applies the edit (at its next op, asleep), and which
+    # rounds as it fixes them
+    svc.wait_line(r"exec_range next:1: dumping the next execution of each model", count=2)
+    svc.wait_line(rf"exec_range next: dumping .*DecoderModel_Prefill round {prefill}\b", count=2)
+    svc.wait_line(rf"exec_range next: dumping .*DecoderModel_Decoder round {decode}\b", count=2)
+    check_rounds(out, [prefill], [decode])
+
+
+def test_next_n_from_awake_takes_n_executions_and_wait_waits_for_them(
+        tmp_path, service_env, services):
+    """Awake and dumping (the shims see executions begin), "next:2": two prefills and
+    the first two decode steps; `wait` is not complete before the second prefill ran."""
+    require_artifacts()
+    out = tmp_path / "out"
+    out.mkdir()
+    svc = services(out, service_env, devices=2)
+    save_config(svc.config, **STATS, exec_range="0,0")
+    assert cli("wait", str(out), "--timeout", "60", env=service_env).returncode == 0
+    svc.request(max_tokens=3)
+    assert cli("wait", str(out), "--timeout", "60", env=service_env).returncode == 0
+    now = wait_until(lambda: settled(out, service_env), timeout=60,
+                     what="both ranks between requests")
     assert all(m["exact"] for per in now.values() for m in per.values())
     text = cli("status", str(out), env=service_env).stdout
-    assert f"models: prefill round {prefill} done, next is round {prefill + 1}; decode " \
-           "round " in text
-    prefill = max(p["prefill"]["next"] for p in now.values())
-    decode = max(p["decode"]["next"] for p in now.values())
-    save_config(svc.config, **STATS, exec_range="next", _edit=2)
+    assert "models: prefill round 0 done, next is round 1; decode round " in text
+    prefill, decode = 1, now[next(iter(now))]["decode"]["next"]
+
+    save_config(svc.config, **STATS, exec_range="next:2")
     assert cli("wait", str(out), "--timeout", "60", env=service_env).returncode == 0
-    st = json.loads(cli("status", str(out), "--json", env=service_env).stdout)
-    assert [(r["kind"], r["first"]) for r in st["config"]["next_rounds"]] == \
-        [("prefill", prefill), ("decode", decode)]
     svc.request(max_tokens=3)
-    assert cli("wait", str(out), "--timeout", "60", env=service_env).returncode == 0
-    check_rounds(out, {4: "Prefill_layer", decode_next + 1: "Decoder_layer",
-                       prefill: "Prefill_layer", decode: "Decoder_layer"})
+    # the second prefill of the two has not run: not complete
+    early = cli("wait", str(out), "--timeout", "2", env=service_env)
+    assert early.returncode == 3 and f"prefill rounds {prefill}-{prefill + 1} of pid " \
+        in early.stderr, early.stderr
+    svc.request(max_tokens=3)
+    done = cli("wait", str(out), "--timeout", "60", env=service_env)
+    assert done.returncode == 0 and done.stdout.count(
+        f"prefill rounds {prefill}-{prefill + 1} (DecoderModel_Prefill), decode rounds "
+        f"{decode}-{decode + 1} (DecoderModel_Decoder)") == 2, done.stdout
+    check_rounds(out, [0, prefill, prefill + 1], [0, decode, decode + 1])
 
 
-def check_rounds(out: Path, expect: dict[int, str]) -> None:
-    """Each process dumped exactly these rounds, each one model's execution whole."""
+def check_rounds(out: Path, prefill: list[int], decode: list[int]) -> None:
+    """Each process dumped exactly these rounds of each model, each execution whole (a
+    round directory holds both models' ops when their counts meet)."""
+    expect: dict[int, set[str]] = {}
+    for rounds, layer in ((prefill, "Prefill_layer"), (decode, "Decoder_layer")):
+        for r in rounds:
+            expect.setdefault(r, set()).add(layer)
     data = out / "atb_dump_data" / "data"
     procs = sorted(data.iterdir())
     assert len(procs) == 2
     for proc in procs:
         assert sorted(int(r.name) for r in proc.iterdir()) == sorted(expect)
-        for rnd, layer in expect.items():
+        for rnd, layers in expect.items():
             ops = top_ops(proc / str(rnd))
-            # every layer-level op of the model's execution, and no op of the other model
-            assert len(ops) == 4 and any(layer in n for n in ops), (rnd, ops)
-            other = "Decoder_layer" if layer == "Prefill_layer" else "Prefill_layer"
-            assert not any(other in n for n in ops), (rnd, ops)
+            # every layer-level op of each model's execution, and no op of another
+            assert len(ops) == 4 * len(layers), (rnd, ops)
+            assert {x for x in ("Prefill_layer", "Decoder_layer") if any(x in n for n in ops)} \
+                == layers, (rnd, ops)

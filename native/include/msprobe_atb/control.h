@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #define MSP_CTL_MAGIC 0x4c54434250534d31
-#define MSP_CTL_VERSION 7
+#define MSP_CTL_VERSION 8
 
 #define MSP_MAX_RANGES 32
 #define MSP_MAX_IDS 128
@@ -98,14 +98,6 @@ struct msp_range {
     uint64_t hi; /* inclusive */
 };
 
-/* exec_range "next[:N]", made concrete by the control plane: the rounds of one
- * model (a name a process reported in its model table, procs[].models[].name). */
-struct msp_model_range {
-    char model[MSP_MODEL_NAME_LEN];
-    uint64_t lo; /* inclusive */
-    uint64_t hi; /* inclusive */
-};
-
 /* The compiled config, as validated by the control plane. Strings are
  * NUL-terminated; lists are already trimmed and free of empty entries. */
 struct msp_config {
@@ -139,11 +131,13 @@ struct msp_config {
     uint64_t rec_budget_bytes;  /* memory of the ring, per process */
     double rec_abs_max;         /* abs_max_over bound (MSP_TRIG_ABS_MAX) */
     uint64_t rec_incident_base; /* rec_claimed when this arming began: max_incidents counts from it */
-    /* With exec_mode RANGES: a top-level op of a model named here (and its children
-     * and kernels) is selected in that model's rounds; every other op in `ranges`. */
-    uint32_t n_model_ranges;
-    uint32_t model_reserved;    /* keeps the entries 64-bit aligned */
-    struct msp_model_range model_ranges[MSP_MAX_MODELS];
+    /* exec_range "next[:N]" (with exec_mode RANGES): the next N executions of each model
+     * after this edit, fixed by each process at the first execution of each model it sees
+     * begin after the publish (procs[].models[].next_*); every op of no known model is
+     * selected in `ranges` (0..N-1). next_request is a new value at each such edit (0:
+     * another exec_range form); a re-publish of the same edit keeps it. */
+    uint64_t next_request;
+    uint64_t next_count;   /* N */
 };
 
 /* One incident: claimed by whoever fired (a shim, the daemon, the trigger
@@ -190,6 +184,12 @@ struct msp_proc_model {
     char name[MSP_MODEL_NAME_LEN];
     uint64_t started;
     uint64_t executed;
+    /* exec_range "next": this process dumps rounds next_first .. next_first + N - 1 of
+     * this model for config.next_request == next_request (the round of the first
+     * execution it saw begin after that edit); another value: not fixed yet. next_first
+     * is written before next_request (release). */
+    uint64_t next_request;
+    uint64_t next_first;
 };
 
 /* One attached process. Written only by that process's shim. */

@@ -1,0 +1,82 @@
+"""exec_range "next" made concrete by the shim itself (issue 18 §4): the control plane
+publishes a request (next_request, N) and each process fixes its rounds per model at
+the first execution of that model it sees begin after the publish, also when it was
+asleep (or awake selecting nothing) and counted executions only as they ended. Driven
+through the real shim by the tiny ATB stand-in (native/tests/probe_host.cpp)."""
+
+from __future__ import annotations
+
+import pytest
+from probe_helpers import Dump
+
+from msprobe_atb.control.block import ControlBlock
+
+
+def execution(r: int, *, publish: str | None = None) -> list[list[str] | str]:
+    """One execution (round r) of model M, ops 1 and 2, as ATB-Models issues it: each
+    top-level op set up (IsTensorNeedSave, then UpdateConfig at the end of its runner's
+    setup) and run (IsExecuteCountInRange, IsSaveTensorInSpecificDir); the end reported
+    by IsReportModelTopoInfo. `publish`: the control plane publishes between the ops."""
+    lines: list[list[str] | str] = []
+    for op in (1, 2):
+        lines += [["need", "X", str(op)], "update", ["range", str(r)], ["dir", f"0_7/{r}/{op}_X"]]
+        if publish and op == 1:
+            lines.append(["publish", "state=1", f"next={publish}"])
+    return lines + [["topo?", "M"]]
+
+
+def answers(p) -> list[tuple[int, int]]:
+    """(range, dir) per op, in order."""
+    got = [(k, int(v)) for k, _, v in (ln.rpartition("=") for ln in p.stdout.splitlines())
+           if k in ("range", "dir")]
+    return [(got[i][1], got[i + 1][1]) for i in range(0, len(got), 2)]
+
+
+def fixed(dump: Dump) -> list[tuple[str, int, int, int]]:
+    with ControlBlock(dump.root, create=False) as block:
+        (proc,) = block.procs()
+        return [(m.name, m.executed, m.next_request, m.next_first) for m in proc.models]
+
+
+@pytest.mark.parametrize("before", ["state=0", "state=1 exec=none"], ids=["asleep", "awake_idle"])
+def test_the_next_execution_to_begin_is_taken_whole(dump, before):
+    """Three executions unseen (asleep), the edit between two executions: the very next
+    one (round 3) is dumped whole, and that is the round the process reports."""
+    dump.publish({"dump_enable": False})
+    script = [["publish", *before.split()]]
+    for r in range(3):
+        script += execution(r)
+    script += [["publish", "state=1", "next=41:1"]]
+    for r in (3, 4):
+        script += execution(r)
+    script += [["sleep", "600"]]  # the monitor says the rounds (every 250 ms)
+    p = dump.host(1, script)
+    # ops of rounds 0-2 unseen; round 3 whole; round 4 not
+    assert answers(p) == [(0, 0)] * 6 + [(1, 1), (1, 1), (0, 0), (0, 0)]
+    assert fixed(dump) == [("M", 5, 41, 3)]
+    assert "exec_range next:1: dumping the next execution of each model" in p.stdout
+    assert "exec_range next: dumping M round 3 (" in p.stdout
+
+
+def test_an_execution_under_way_at_the_edit_is_not_taken_and_n_counts_on(dump):
+    """The edit lands between two ops of round 1: that execution began before it, so
+    rounds 2 and 3 are the next two (N=2), whole, and round 4 is not."""
+    dump.publish({"dump_enable": False})
+    script = execution(0) + execution(1, publish="42:2")
+    for r in (2, 3, 4):
+        script += execution(r)
+    p = dump.host(1, script)
+    # round 1's op 2: IsExecuteCountInRange answers for the config's rounds 0-1 (of ops of
+    # no model), the dir (round and op) decides
+    assert answers(p) == [(0, 0)] * 3 + [(1, 0)] + [(1, 1)] * 4 + [(0, 0)] * 2
+    assert fixed(dump) == [("M", 5, 42, 2)]
+
+
+def test_a_process_started_under_next_takes_its_first_executions(dump):
+    """No execution ended before the edit (the config was in force from the start):
+    each model's first N rounds."""
+    dump.publish({"dump_enable": False})
+    script = [["publish", "state=1", "next=43:1"]] + execution(0) + execution(1)
+    p = dump.host(1, script)
+    assert answers(p) == [(1, 1)] * 2 + [(0, 0)] * 2
+    assert fixed(dump) == [("M", 2, 43, 0)]
