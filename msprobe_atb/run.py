@@ -6,6 +6,10 @@ command with that environment, waits until everything it selected is written and
 the derived files are built, prints the summary, and lets the control plane
 finish (as unload_atb_probe.sh does). The command's exit code is passed through,
 like `msit llm dump --exec`.
+
+With `--torch` the command is a Python script running a torch model: the torch
+dumper is set up in its Python at start-up (torch/autostart.py) instead of the
+probe, and builds the derived files itself when the script exits.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from msprobe_atb.argtypes import seconds_or_zero
@@ -30,7 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "with it, wait until every tensor it selected is written and statistic.csv and "
         "info/ are built, print the summary and let the control plane finish. The exit "
         "code is CMD's (128+N if a signal N ended it).",
-        usage="msprobe-atb run [--output DIR] [--config FILE] [--timeout S] -- CMD [ARGS...]")
+        usage="msprobe-atb run [--torch] [--output DIR] [--config FILE] [--timeout S] "
+              "-- CMD [ARGS...]")
     p.add_argument("--output", default=os.getcwd(), metavar="DIR",
                    help="output root; the dump goes to DIR/atb_dump_data (default: the "
                         "current directory)")
@@ -39,6 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "config.json in the current directory)")
     p.add_argument("--timeout", type=seconds_or_zero, default=120.0, metavar="S",
                    help="after CMD exits, how long to wait for its dump to be complete (120)")
+    p.add_argument("--torch", action="store_true",
+                   help="CMD is a Python script running a torch model (model.generate or "
+                        "model(...)): dump it with the torch dumper, no script change; the "
+                        "first module holding parameters called at top level is the model")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]",
                    help="the command to run under the probe")
     p.set_defaults(func=run)
@@ -60,12 +70,26 @@ def probe_env(output: str, config: str) -> dict[str, str] | None:
     return env
 
 
-def run(args: argparse.Namespace) -> int:
-    from msprobe_atb.control.block import dump_root_of
-    from msprobe_atb.daemon.cli import stop
-    from msprobe_atb.status import collect, render
-    from msprobe_atb.wait import EXIT_TIMEOUT, outcome, wait_reporting
+def run_command(cmd: list[str], env: dict[str, str]) -> int:
+    """Runs CMD to its end; its exit code (128+N for signal N), 126/127 if it cannot
+    start. Ctrl-C and kill go to the command; we stay to finish the dump."""
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            child = subprocess.Popen(cmd, env=env)
+        except OSError as exc:
+            print(f"msprobe-atb run: cannot start {cmd[0]}: {exc.strerror or exc}",
+                  file=sys.stderr)
+            return 127 if isinstance(exc, FileNotFoundError) else 126
+        signal.signal(signal.SIGTERM, lambda *_: child.terminate())
+        rc = child.wait()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    return 128 - rc if rc < 0 else rc
 
+
+def run(args: argparse.Namespace) -> int:
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         print("msprobe-atb run: no command given: msprobe-atb run [--output DIR] "
@@ -80,26 +104,35 @@ def run(args: argparse.Namespace) -> int:
               "what its config selects: give --config FILE (presets are in configs/ of "
               f"msprobe-atb); {cmd[0]} was not started", file=sys.stderr)
         return 2
+    if args.torch:
+        return _run_torch(cmd, output, config)
+    return _run_probe(cmd, output, config, args.timeout)
+
+
+def _run_torch(cmd: list[str], output: str, config: str) -> int:
+    from msprobe_atb.torch.runcmd import finish, prepare
+
+    env = prepare(cmd, output, config)
+    if env is None:
+        return 2
+    since = time.time_ns()
+    rc = run_command(cmd, env)
+    finish(cmd, rc, output, config, since)
+    return rc
+
+
+def _run_probe(cmd: list[str], output: str, config: str, timeout: float) -> int:
+    from msprobe_atb.control.block import dump_root_of
+    from msprobe_atb.daemon.cli import stop
+    from msprobe_atb.status import collect, render
+    from msprobe_atb.wait import EXIT_TIMEOUT, outcome, wait_reporting
+
     env = probe_env(output, config)
     if env is None:
         print("msprobe-atb run: the probe could not be loaded (see above); "
               f"{cmd[0]} was not started", file=sys.stderr)
         return 2
-    # Ctrl-C and kill go to the command; we stay to finish the dump.
-    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        try:
-            child = subprocess.Popen(cmd, env=env)
-        except OSError as exc:
-            print(f"msprobe-atb run: cannot start {cmd[0]}: {exc.strerror or exc}",
-                  file=sys.stderr)
-            return 127 if isinstance(exc, FileNotFoundError) else 126
-        signal.signal(signal.SIGTERM, lambda *_: child.terminate())
-        rc = child.wait()
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-    rc = 128 - rc if rc < 0 else rc
+    rc = run_command(cmd, env)
     dump_root = dump_root_of(output)
     if not (dump_root / ".probe" / "control.block").exists():
         print(f"msprobe-atb run: {cmd[0]} exited ({rc}) without attaching the probe (is it an "
@@ -107,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return rc
     # Processes CMD started and left running are attached too: their dump is part of it.
-    done = wait_reporting(dump_root, args.timeout, "msprobe-atb run", until_exit=True)
+    done = wait_reporting(dump_root, timeout, "msprobe-atb run", until_exit=True)
     if done is None:
         return rc
     code, state = done
@@ -116,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     print(render(state.status))
     if code == EXIT_TIMEOUT:
         still = [p["pid"] for p in state.status["processes"] if p["alive"]]
-        print(f"msprobe-atb run: the dump is not complete after {args.timeout:g} s "
+        print(f"msprobe-atb run: the dump is not complete after {timeout:g} s "
               f"(waiting for {state.waiting_for})"
               + (f"; {len(still)} process(es) {cmd[0]} started still run and dump (pid "
                  f"{', '.join(map(str, still))}): the counts above are not final"

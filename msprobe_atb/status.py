@@ -120,7 +120,7 @@ def _next_config_text(exec_range: str) -> str:
             "process fixes the rounds when the model next begins (see each process)")
 
 
-def _round_counts(dump_root: Path) -> tuple[int, int]:
+def round_counts(dump_root: Path) -> tuple[int, int]:
     rounds = complete = 0
     data = dump_root / "data"
     try:
@@ -202,14 +202,14 @@ def collect(dump_root: Path) -> dict[str, Any]:
                 "recorder": recorder_status.proc_view(s, bool(cfg.rec_armed)),
                 "models": _models_view(s.models, bool(s.flags & PROC_MODELS_EXACT), cfg),
             })
-    rounds, complete = _round_counts(dump_root)
+    rounds, complete = round_counts(dump_root)
     out["rounds"] = {"total": rounds, "complete": complete}
     out["derived"] = _derived_view(dump_root)
     out["all_written"] = all(p["all_written"] for p in out["processes"])
     return out
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -270,8 +270,9 @@ def render(st: dict[str, Any]) -> str:
         ago = p["last_activity_s_ago"]  # the last record written, not the last op
         lines.append(
             f"  pid {p['pid']} device {dev}: {state}; ops seen {p['ops_seen']}, tensors "
-            f"{p['tensors_written']}/{p['tensors_selected']} written ({_size(p['bytes_written'])})"
-            f", queue {p['queue_depth']} ({_size(p['queue_bytes'])}), drops {p['drops']}, "
+            f"{p['tensors_written']}/{p['tensors_selected']} written "
+            f"({size_text(p['bytes_written'])}), queue {p['queue_depth']} "
+            f"({size_text(p['queue_bytes'])}), drops {p['drops']}, "
             f"errors {p['errors']}, "
             + ("no tensor written" if not p["tensors_written"] else "last tensor written "
                + ("at an unknown time" if ago is None else f"{ago:g} s ago")))
@@ -290,7 +291,7 @@ def render(st: dict[str, Any]) -> str:
                          "the file system refused hard links; msProbe's tools cannot read "
                          "them (filter_level 0 saves every tensor in full)")
         if p["recorder"]:
-            lines += recorder_status.render_proc(p["recorder"], _size)
+            lines += recorder_status.render_proc(p["recorder"], size_text)
         if p["abi_mismatch"]:
             lines.append("    WARNING: the host's libatb.so uses the other C++ ABI than this "
                          "shim build; nothing is dumped (check ATB_HOME_PATH's cxx_abi_N)")
@@ -348,7 +349,7 @@ def render_watch(st: dict[str, Any], prev: dict[int, tuple[float, int]], now: fl
         state = "alive" if p["alive"] else "exited" if p["exited"] else "gone"
         lines.append(f"pid {p['pid']:>7} dev {dev} {state:<6} {_bar(done, p['tensors_selected'])} "
                      f"{p['tensors_written']}/{p['tensors_selected']} tensors  "
-                     f"{_size(p['bytes_written'])}  {_size(int(rate))}/s  "
+                     f"{size_text(p['bytes_written'])}  {size_text(int(rate))}/s  "
                      f"queue {p['queue_depth']}  ops {p['ops_seen']}"
                      + (f"  LOST {p['drops'] + p['errors'] + p['lost_at_death']}"
                         if p["drops"] or p["errors"] or p["lost_at_death"] else ""))

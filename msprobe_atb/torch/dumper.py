@@ -43,6 +43,7 @@ from msprobe_atb.offline.binwrite import bin_header
 from msprobe_atb.tree import fsio
 
 from . import tensors
+from .build import build_tree
 from .recordlog import RecordLog
 from .selection import device_selected, ignored_keys, op_selected, round_selected, torch_config
 
@@ -156,23 +157,11 @@ class Dumper:
         self._build()
 
     def _build(self) -> None:
-        from msprobe_atb.control.lockfile import try_lock
-        from msprobe_atb.tree.drain import rebuild
-
-        lock = try_lock(self.dump_root)
-        if lock is None:
-            _say(f"{self.dump_root}: a control-plane daemon runs here; it builds "
-                 "statistic.csv and info/ of this dump too")
-            return
-        try:
-            builder = rebuild(self.dump_root)
-        finally:
-            os.close(lock)
-        problem = builder.unwritten_summary() or builder.progress_error
+        problem = build_tree(self.dump_root)
         c = self.counts
         _say(f"torch dump: {c.tensors_written} of {c.tensors_selected} selected tensors "
              f"written in {len(c.rounds)} rounds ({c.errors} errors) into {self.dump_root}"
-             + (f"; derived files NOT complete: {problem}" if problem else ""))
+             + (f"; {problem}" if problem else ""))
 
     # ---- the hooks ----
     def _pre(self, module, args, kwargs) -> None:

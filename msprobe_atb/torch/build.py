@@ -1,0 +1,25 @@
+"""Building a torch dump's derived files from its record logs: `rebuild`, under
+the daemon lock, as the control plane would."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def build_tree(dump_root: Path) -> str | None:
+    """Builds statistic.csv, info/, markers and manifest; None when done, else
+    what is missing, in words (a live daemon builds it instead; a full disk)."""
+    from msprobe_atb.control.lockfile import try_lock
+    from msprobe_atb.tree.drain import rebuild
+
+    lock = try_lock(dump_root)
+    if lock is None:
+        return ("a control-plane daemon runs in this dump root; it builds statistic.csv "
+                "and info/ of this dump too")
+    try:
+        builder = rebuild(dump_root)
+    finally:
+        os.close(lock)
+    problem = builder.unwritten_summary() or builder.progress_error
+    return f"derived files NOT complete: {problem}" if problem else None

@@ -1,0 +1,55 @@
+"""What `msprobe-atb run --torch` says at the end: the torch processes the run
+dumped, from their record logs (a torch dump has no control block), in the words
+of `msprobe-atb status`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from msprobe_atb.status import round_counts, size_text
+from msprobe_atb.tree.models import spans
+from msprobe_atb.tree.records import LogTailer, ProcKey, list_logs
+
+
+def dumped_since(dump_root: Path, since_ns: int) -> list[tuple[ProcKey, list[dict]]]:
+    """The record logs begun at or after `since_ns`, with their records."""
+    out = []
+    for key, path in list_logs(dump_root):
+        if key.start_ns >= since_ns:
+            tailer, recs = LogTailer(path), []
+            while batch := tailer.read_new():
+                recs += batch
+            out.append((key, recs))
+    return out
+
+
+def unfinished(logs: list[tuple[ProcKey, list[dict]]]) -> bool:
+    """A process ended without its exit record (killed, os._exit): the derived
+    files are not built yet."""
+    return any(not any(r.get("k") == "exit" for r in recs) for _, recs in logs)
+
+
+def render(dump_root: Path, config: str, logs: list[tuple[ProcKey, list[dict]]]) -> str:
+    lines = [f"dump root:   {dump_root}", f"config file: {config}",
+             f"processes:   {len(logs)} dumped a torch model"]
+    written = 0
+    for key, recs in logs:
+        attach = next((r for r in recs if r.get("k") == "attach"), {})
+        exit_ = next((r for r in recs if r.get("k") == "exit"), None)
+        rounds = [int(r["round"].rpartition("/")[2]) for r in recs if r.get("k") == "round"]
+        tensors = [r for r in recs if r.get("k") == "tensor"]
+        ok = [r for r in tensors if r.get("file") != "lost"]
+        written += len(ok)
+        size = sum(r.get("size", 0) for r in ok if r.get("file") == "bin")
+        state = "exited" if exit_ else "ended without its exit record (killed?)"
+        lines.append(f"  pid {key.pid}: {attach.get('model', '?')} (torch "
+                     f"{attach.get('torch', '?')}), {state}; rounds "
+                     f"{spans(rounds) if rounds else 'none'} dumped, tensors {len(ok)}/"
+                     f"{len(tensors)} written ({size_text(size)}), errors "
+                     f"{len(tensors) - len(ok)}, non-tensor values skipped "
+                     f"{exit_.get('skipped', 0) if exit_ else '?'}")
+    total, complete = round_counts(dump_root)
+    lines.append(f"rounds:      {total} execution-round directories, {complete} marked "
+                 "complete (ROUND_COMPLETE.json)")
+    lines.append(f"{dump_root}: {written} selected tensors written by {len(logs)} process(es)")
+    return "\n".join(lines)
