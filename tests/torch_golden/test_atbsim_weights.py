@@ -24,9 +24,9 @@ def run_atbsim(*args: str | Path, abi: int = 0, cmd: str = "run") -> subprocess.
                           text=True, timeout=60)
 
 
-def refused(*args: str | Path) -> str:
+def refused(*args: str | Path, cmd: str = "run") -> str:
     """stderr of an atbsim run that must stop with a usage error (exit 2: no crash)."""
-    res = run_atbsim(*args)
+    res = run_atbsim(*args, cmd=cmd)
     assert res.returncode == 2, (res.returncode, res.stderr)
     return res.stderr
 
@@ -256,3 +256,32 @@ def test_shard_names_stay_in_the_directory(tmp_path, tiny_llama_checkpoint):
     index["weight_map"] = {"model.norm.weight": "part-2.safetensors"}
     (d / "model.safetensors.index.json").write_text(json.dumps(index))
     assert "part-2.safetensors: No such file or directory" in refused("--weights", d)
+
+
+def test_serve_answers_from_the_checkpoint(tmp_path, tiny_llama_checkpoint):
+    """`serve --weights`: each worker loads the checkpoint; a chat request's tokens are
+    `run --prompt`'s (one byte, one token)."""
+    import urllib.request
+
+    assert "config.json: cannot read it" in refused("--port", "0", "--weights", tmp_path,
+                                                    cmd="serve")
+    run = run_atbsim("--weights", tiny_llama_checkpoint, "--prompt", "hi", "--decode-steps", "2")
+    assert run.returncode == 0, run.stderr
+    with (tmp_path / "serve.err").open("w") as err:
+        serve = subprocess.Popen([str(atbsim_bin(0)), "serve", "--port", "0", "--weights",
+                                  str(tiny_llama_checkpoint)], stdout=subprocess.PIPE,
+                                 stderr=err, text=True)
+    try:
+        lines = [serve.stdout.readline()]
+        while lines[-1] not in ("", "Daemon start success!\n"):  # "": it exited
+            lines.append(serve.stdout.readline())
+        assert lines[-1], (lines, (tmp_path / "serve.err").read_text())
+        port = int(lines[0].rsplit(":", 1)[1])  # "Listening on 127.0.0.1:<port>"
+        body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3})
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/chat/completions",
+                                    body.encode(), timeout=30) as resp:
+            tokens = json.loads(resp.read())["tokens"]
+    finally:
+        serve.terminate()
+        serve.wait(timeout=30)
+    assert run.stdout == f"request 0 tokens: {' '.join(map(str, tokens))}\n"
