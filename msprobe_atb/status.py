@@ -104,6 +104,10 @@ def _models_text(models: list[dict[str, Any]]) -> str:
                                " (asleep, a round is counted when it ends)")
 
 
+PICKING = ("an execution begun after the edit, of a model not known yet, is being dumped "
+           "(its model and round are fixed when it ends)")
+
+
 def next_text(models: list[dict[str, Any]]) -> str:
     """exec_range "next" in one process: "prefill round 4 (M_Prefill), decode: the next
     execution (round not fixed yet)"."""
@@ -201,6 +205,7 @@ def collect(dump_root: Path) -> dict[str, Any]:
                                         and s.tensors_selected == s.tensors_written + lost),
                 "recorder": recorder_status.proc_view(s, bool(cfg.rec_armed)),
                 "models": _models_view(s.models, bool(s.flags & PROC_MODELS_EXACT), cfg),
+                "next_picking": s.next_picking if cfg.next_request else 0,
             })
     rounds, complete = round_counts(dump_root)
     out["rounds"] = {"total": rounds, "complete": complete}
@@ -279,7 +284,8 @@ def render(st: dict[str, Any]) -> str:
         if p["models"]:
             lines.append(f"    models: {_models_text(p['models'])}")
         if p["models"] and cfg.get("next_request"):
-            lines.append(f"    exec_range {cfg['exec_range']}: {next_text(p['models'])}")
+            lines.append(f"    exec_range {cfg['exec_range']}: {next_text(p['models'])}"
+                         + ("; " + PICKING if p["next_picking"] else ""))
         if p["host_s"]:
             lines.append(f"    the host's threads spent {p['host_s']:g} s in the probe (copying "
                          "selected tensors, waiting for queue room, the exit drain)")

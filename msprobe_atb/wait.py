@@ -104,12 +104,17 @@ def _written(dump_root: Path, st: dict[str, Any], lost: int, built) -> State:
 
 
 def _next_ran(state: State) -> State:
-    """exec_range "next": not done while a round a live process fixed has not ended
-    (rounds not fixed yet, of executions not begun, are not waited for)."""
+    """exec_range "next": not done while a round a live process fixed has not ended, or
+    an execution it dumps has not ended (rounds not fixed yet, of executions not begun,
+    are not waited for)."""
     from msprobe_atb.tree.models import span_label
 
     exec_range = state.status["config"]["exec_range"]
     for p in state.status["processes"]:
+        if p["alive"] and p["next_picking"]:
+            return State(False, f"an execution of pid {p['pid']} begun after the edit to end "
+                         f"(exec_range {exec_range}; its model and round are fixed then)",
+                         state.lost, state.status)
         for m in p["models"] if p["alive"] else ():
             if m["next_rounds"] and m["executed"] <= m["next_rounds"][1]:
                 return State(False, f"{span_label(*m['next_rounds'], m['model'])} of pid "

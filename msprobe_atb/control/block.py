@@ -68,6 +68,7 @@ class ProcSlot:
     rec_flushed: int = 0
     rec_incident: int = 0
     built: int = 0
+    next_picking: int = 0  # exec_range "next": executions of models not known yet, dumping
     pending_other: int = 0
     models: tuple[ProcModel, ...] = ()
 

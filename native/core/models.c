@@ -63,6 +63,13 @@ static void to_slot(struct msp_proc *p, int i)
     __atomic_store_n(&p->models[i].next_request, req, __ATOMIC_RELEASE);
 }
 
+static void pickers_to_slot(uint32_t n)
+{
+    struct msp_proc *p = msp_proc_now();
+    if (p)
+        __atomic_store_n(&p->next_picking, (uint64_t)n, __ATOMIC_RELAXED);
+}
+
 /* exec_range "next" request `req` dumps model i's rounds from `first` (once per
  * request); 1 if fixed now. */
 static int fix_next(int i, uint64_t req, uint64_t first)
@@ -148,7 +155,7 @@ void msp_models_note_setup(const int64_t *ids, size_t n)
         __atomic_store_n(&g_op_pick[id], req, __ATOMIC_RELAXED);
         if (!msp_t_picking) {
             msp_t_picking = 1;
-            __atomic_add_fetch(&g_pickers, 1, __ATOMIC_RELAXED);
+            pickers_to_slot(__atomic_add_fetch(&g_pickers, 1, __ATOMIC_RELAXED));
         }
     }
     msp_t_unmapped[id / 64] |= (uint64_t)1 << (id % 64);
@@ -209,7 +216,7 @@ void msp_models_executed(const char *name, size_t n)
         to_slot(msp_proc_now(), i);
     if (msp_t_picking) {
         msp_t_picking = 0;
-        __atomic_sub_fetch(&g_pickers, 1, __ATOMIC_RELAXED);
+        pickers_to_slot(__atomic_sub_fetch(&g_pickers, 1, __ATOMIC_RELAXED));
     }
     msp_t_exec_req = 0;
     msp_ops_mark();
@@ -279,6 +286,8 @@ void msp_models_to_slot(struct msp_proc *p)
     __atomic_store_n(&p->n_models, (uint64_t)have, __ATOMIC_RELEASE);
     for (uint32_t i = 0; i < have; i++)
         to_slot(p, (int)i);
+    __atomic_store_n(&p->next_picking, (uint64_t)__atomic_load_n(&g_pickers, __ATOMIC_RELAXED),
+                     __ATOMIC_RELAXED);
 }
 
 void msp_models_reset(void)

@@ -70,8 +70,8 @@ def test_each_next_edit_is_a_new_request_and_a_restart_keeps_it(block, tmp_path)
     assert block.read_config()[1].next_request not in (0, third)
 
 
-def proc(pid: int, alive: bool, *models) -> dict:
-    return {"pid": pid, "alive": alive, "models": list(models)}
+def proc(pid: int, alive: bool, *models, picking: int = 0) -> dict:
+    return {"pid": pid, "alive": alive, "models": list(models), "next_picking": picking}
 
 
 def model(name: str, executed: int, rounds: list[int] | None) -> dict:
@@ -102,6 +102,10 @@ def test_wait_is_not_complete_before_the_fixed_rounds_ran():
     state = wait._next_ran(running)
     assert not state.done and state.waiting_for == "prefill rounds 3-4 of pid 7 to run " \
         "(exec_range next:2)"
+    # an execution of a model not known yet is being dumped: its round is fixed at its end
+    picking = wait._next_ran(wait_state(proc(7, True, model("M_Prefill", 4, None), picking=1)))
+    assert not picking.done and picking.waiting_for == "an execution of pid 7 begun after the " \
+        "edit to end (exec_range next:2; its model and round are fixed then)"
     # ran (or the process is gone, or nothing is fixed yet): complete as far as it goes
     for procs in ([proc(7, True, model("M_Prefill", 5, [3, 4]))],
                   [proc(7, False, model("M_Prefill", 4, [3, 4]))],

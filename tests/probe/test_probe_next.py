@@ -80,3 +80,21 @@ def test_a_process_started_under_next_takes_its_first_executions(dump):
     p = dump.host(1, script)
     assert answers(p) == [(1, 1)] * 2 + [(0, 0)] * 2
     assert fixed(dump) == [("M", 2, 43, 0)]
+
+
+def test_an_execution_of_a_model_not_known_yet_is_reported_while_it_runs(dump):
+    """Asleep, ops are not mapped: the first execution after the edit is dumped before
+    its model is known (at its end); meanwhile the process says one is being dumped."""
+    dump.publish({"dump_enable": False})
+    script = execution(0) + [["publish", "state=1", "next=44:1"]] + execution(1)[:-1]
+    p = dump.host(1, script)
+    assert answers(p) == [(0, 0)] * 2 + [(1, 1)] * 2
+    with ControlBlock(dump.root, create=False) as block:
+        (proc,) = block.procs()
+    assert proc.next_picking == 1 and proc.models[0].next_request == 0
+    # at its end the model is known and fixes its round; nothing is being dumped then
+    dump.host(1, [["publish", "state=0"]] + execution(0) + [["publish", "state=1", "next=45:1"]]
+              + execution(1))
+    with ControlBlock(dump.root, create=False) as block:
+        now = next(p for p in block.procs() if p.pid != proc.pid)
+    assert now.next_picking == 0 and now.models[0][3:] == (45, 1)

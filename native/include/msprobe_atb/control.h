@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #define MSP_CTL_MAGIC 0x4c54434250534d31
-#define MSP_CTL_VERSION 8
+#define MSP_CTL_VERSION 9
 
 #define MSP_MAX_RANGES 32
 #define MSP_MAX_IDS 128
@@ -231,6 +231,9 @@ struct msp_proc {
     uint64_t built;            /* written by the daemon (the one field it writes): bytes of
                                   this process's record log whose records are in the derived
                                   files; the exit drain waits for its exit record's end */
+    uint64_t next_picking;     /* exec_range "next": executions begun after the edit, of a
+                                  model not known yet, being dumped now (their model and
+                                  round are fixed when they end) */
     uint64_t pending_other;    /* like pending[], for tensors of rounds without an entry */
     struct msp_pending pending[MSP_PENDING_ROUNDS];
     uint64_t n_models;         /* entries of models[] in use (layout version 6) */
