@@ -285,3 +285,50 @@ def test_serve_answers_from_the_checkpoint(tmp_path, tiny_llama_checkpoint):
         serve.terminate()
         serve.wait(timeout=30)
     assert run.stdout == f"request 0 tokens: {' '.join(map(str, tokens))}\n"
+
+
+def mutated_headers(original: bytes, count: int, seed: int = 21):
+    """`count` variants of a safetensors file: header fields set to hostile values, header
+    bytes flipped, the length prefix changed, the file cut short."""
+    import random
+
+    rng = random.Random(seed)
+    n = int.from_bytes(original[:8], "little")
+    header, body = json.loads(original[8:8 + n]), original[8 + n:]
+    hostile = [-1, 0, 1, 2**31, 2**53, 2**64, 1.5, "8", None, [], {}, [0], [8, 0], [0, 2**62]]
+    for i in range(count):
+        kind = i % 4
+        if kind == 0:
+            h = json.loads(json.dumps(header))
+            entry = h[rng.choice([k for k in h if k != "__metadata__"])]
+            field = rng.choice(["dtype", "shape", "data_offsets"])
+            entry[field] = rng.choice(hostile + ["F64", "I8", "BOOL", "X"])
+            text = json.dumps(h).encode()
+            yield len(text).to_bytes(8, "little") + text + body
+        elif kind == 1:
+            raw = bytearray(original)
+            for _ in range(rng.randint(1, 4)):
+                raw[rng.randrange(8, 8 + n)] = rng.randrange(256)
+            yield bytes(raw)
+        elif kind == 2:
+            length = rng.choice([0, n - 1, n + 1, 2**63, 2**64 - 1])
+            yield length.to_bytes(8, "little") + original[8:]
+        else:
+            yield original[:rng.randrange(len(original))]
+
+
+def test_hostile_safetensors_never_crash(tmp_path, tiny_llama_checkpoint):
+    """Every variant either loads (exit 0) or is refused with one message (exit 2): no
+    signal, no runtime failure, no read past the file."""
+    d = copy_checkpoint(tiny_llama_checkpoint, tmp_path / "hostile")
+    weights = d / "model.safetensors"
+    original = weights.read_bytes()
+    outcomes = []
+    for variant in mutated_headers(original, 96):
+        weights.write_bytes(variant)
+        res = run_atbsim("--weights", d, "--decode-steps", "1")
+        assert res.returncode in (0, 2), (res.returncode, res.stderr[-2000:])
+        outcomes.append(res.returncode)
+        if res.returncode == 2:
+            assert res.stderr.startswith("atbsim: --weights: "), res.stderr
+    assert outcomes.count(2) > len(outcomes) // 2  # most variants are refused, as they should be
