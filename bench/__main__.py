@@ -18,6 +18,7 @@ BENCHMARKS = (
     "bench.daemon_memory",
     "bench.startup",
     "bench.replay_speed",
+    "bench.torch_dumper",
 )
 
 

@@ -59,8 +59,18 @@ class _Frame:
     module: Any
     segs: tuple[str, ...]  # op path below the round dir; () for the model itself
     counter: list[int]  # next child id (shared by the model's wrappers: one top level)
+    parent: _Frame | None = None
     selected: bool = False
     node: dict | None = None  # this op's node of the info graph
+    # open directories while the op runs (closed when it ends): its own, and its stages
+    fd: int | None = None
+    stages: dict[str, int] = field(default_factory=dict)
+
+    def close(self) -> None:
+        for fd in (*self.stages.values(), *([self.fd] if self.fd is not None else [])):
+            os.close(fd)
+        self.stages.clear()
+        self.fd = None
 
 
 @dataclass
@@ -100,6 +110,7 @@ class Dumper:
         self._handles: list = []
         self._log: RecordLog | None = None
         self._stack: list[_Frame] = []
+        self._round_fd: int | None = None  # the round's directory, once something is in it
         self._round = -1
         self._dumping = False
         self._seq = 0
@@ -174,7 +185,7 @@ class Dumper:
                 return
             parent = self._stack[-1]
             if not parent.segs and id(module) in self._wrappers:
-                self._stack.append(_Frame(module, (), parent.counter))
+                self._stack.append(_Frame(module, (), parent.counter, parent))
                 return
             self._begin_op(module, parent, args, kwargs)
         except Exception as exc:  # never into the model
@@ -184,14 +195,20 @@ class Dumper:
         try:
             if not self._stack or not (self._dumping or module is self.model):
                 return
+            at = next((i for i in range(len(self._stack) - 1, -1, -1)
+                       if self._stack[i].module is module), None)
+            if at is None:
+                return  # a call the pre-hook did not see
+            while len(self._stack) > at + 1:  # calls whose forward hook never came
+                self._stack.pop().close()
             frame = self._stack[-1]
-            if frame.module is not module:
-                return  # a call the pre-hook did not see (hooks added mid-forward)
-            self._stack.pop()
-            if not self._stack:
-                self._end_round()
-            elif frame.segs:
-                self._end_op(frame, output)
+            try:
+                if len(self._stack) == 1:
+                    self._end_round()
+                elif frame.segs:
+                    self._end_op(frame, output)
+            finally:
+                self._stack.pop().close()
         except Exception as exc:
             self._failed("a forward hook", exc)
 
@@ -211,6 +228,9 @@ class Dumper:
         self._stack.append(_Frame(self.model, (), [0]))
 
     def _end_round(self) -> None:
+        if self._round_fd is not None:
+            os.close(self._round_fd)
+            self._round_fd = None
         if not self._dumping:
             return
         self._dumping = False
@@ -231,35 +251,52 @@ class Dumper:
             parent.node["nodes"].append(node)
         else:
             self._topo.append(node)
-        frame = _Frame(module, segs, [0], op_selected(self.cfg, segs), node)
+        frame = _Frame(module, segs, [0], parent, op_selected(self.cfg, segs), node)
         self._stack.append(frame)
         self.counts.ops_seen += 1
         found, skipped = tensors.flatten(args, kwargs)
         node["inTensorNum"] = len(found)
         if frame.selected:
             self.counts.skipped += skipped
-            self._write_all(segs, "before", "intensor", found)
+            self._write_all(frame, "before", "intensor", found)
 
     def _end_op(self, frame: _Frame, output) -> None:
         found, skipped = tensors.flatten((output,))
         frame.node["outTensorNum"] = len(found)
         if frame.selected:
             self.counts.skipped += skipped
-            self._write_all(frame.segs, "after", "outtensor", found)
+            self._write_all(frame, "after", "outtensor", found)
         if len(frame.segs) == 1:
             self._report_graph(frame.node)
 
     # ---- tensors ----
-    def _write_all(self, segs, stage: str, kind: str, found) -> None:
+    def _write_all(self, frame: _Frame, stage: str, kind: str, found) -> None:
         for i, (name, t) in enumerate(found):
             code = tensors.CODES.get(t.dtype)
             if code is None:
                 self.counts.skipped += 1
                 continue
-            self._write_one(segs, stage, tensors.file_name(kind, i, name), t, code)
+            self._write_one(frame, stage, tensors.file_name(kind, i, name), t, code)
 
-    def _write_one(self, segs, stage: str, fname: str, t: torch.Tensor, code: int) -> None:
-        rel = (self.dev_pid, str(self._round), *segs, stage, fname)
+    def _dir(self, frame: _Frame) -> int:
+        """The op's directory (the round's for the model), made and opened once."""
+        if not frame.segs:
+            if self._round_fd is None:
+                self._round_fd = fsio.open_dir(self.dump_root,
+                                               ("data", self.dev_pid, str(self._round)), True)
+            return self._round_fd
+        if frame.fd is None:
+            frame.fd = fsio.open_subdir(self._dir(frame.parent), frame.segs[-1])
+        return frame.fd
+
+    def _stage_dir(self, frame: _Frame, stage: str) -> int:
+        if stage not in frame.stages:
+            frame.stages[stage] = fsio.open_subdir(self._dir(frame), stage)
+        return frame.stages[stage]
+
+    def _write_one(self, frame: _Frame, stage: str, fname: str, t: torch.Tensor,
+                   code: int) -> None:
+        rel = (self.dev_pid, str(self._round), *frame.segs, stage, fname)
         self.counts.tensors_selected += 1
         seq = self._seq
         self._seq += 1
@@ -275,8 +312,8 @@ class Dumper:
             else:
                 data = tensors.payload(t)
                 header = bin_header(len(data), code, t.shape)
-                fsio.write_streamed(self.dump_root, ("data", *rel),
-                                    lambda f: (f.write(header), f.write(data)))
+                fsio.write_streamed_at(self._stage_dir(frame, stage), fname,
+                                       lambda f: (f.write(header), f.write(data)))
                 rec["file"] = "bin"
                 self.counts.bytes_written += len(header) + len(data)
             rec["stats"] = st

@@ -30,19 +30,29 @@ def valid_component(name: str) -> bool:
     )
 
 
-def _open_dir(dump_root: Path, parts: Sequence[str], create: bool) -> int:
+def open_subdir(dir_fd: int, part: str, create: bool = True) -> int:
+    """An fd (the caller closes it) of the directory `part` below `dir_fd`, made
+    (0750) if `create`; never through a link."""
+    if not valid_component(part):
+        raise UnsafePath(f"refusing path component {part!r}")
+    if create:
+        try:
+            os.mkdir(part, 0o750, dir_fd=dir_fd)
+        except FileExistsError:
+            pass
+    return os.open(part, _DIR_FLAGS, dir_fd=dir_fd)
+
+
+def open_dir(dump_root: Path, parts: Sequence[str], create: bool) -> int:
+    """An fd (the caller closes it) of <dump_root>/<parts...>, opened one component
+    at a time."""
     for part in parts:
         if not valid_component(part):
             raise UnsafePath(f"refusing path component {part!r}")
     fd = os.open(dump_root, _DIR_FLAGS)
     try:
         for part in parts:
-            if create:
-                try:
-                    os.mkdir(part, 0o750, dir_fd=fd)
-                except FileExistsError:
-                    pass
-            nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            nfd = open_subdir(fd, part, create)
             os.close(fd)
             fd = nfd
     except BaseException:
@@ -62,7 +72,7 @@ def write_files(dump_root: Path, files: Sequence[tuple[Sequence[str], bytes]]) -
             *dirs, name = rel
             if not valid_component(name):
                 raise UnsafePath(f"refusing file name {name!r}")
-            fd = _open_dir(dump_root, dirs, create=True)
+            fd = open_dir(dump_root, dirs, create=True)
             tmp = f".{name}.{os.getpid()}.tmp"
             staged.append((fd, tmp, name))
             try:
@@ -96,7 +106,7 @@ def overwrite_in_place(dump_root: Path, rel: Sequence[str], data: bytes) -> bool
     the old size, when the file already has room for it (a full disk, where no
     new file can be made). False when it has not; readers may see it half done."""
     *dirs, name = rel
-    fd = _open_dir(dump_root, dirs, create=False)
+    fd = open_dir(dump_root, dirs, create=False)
     try:
         out = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
     finally:
@@ -119,32 +129,38 @@ def write_streamed(dump_root: Path, rel: Sequence[str], write: Callable[[BinaryI
     """Like write_files for one file whose bytes `write(f)` streams into f, so
     that they never need to be in memory at once."""
     *dirs, name = rel
-    if not valid_component(name):
-        raise UnsafePath(f"refusing file name {name!r}")
-    fd = _open_dir(dump_root, dirs, create=True)
-    tmp = f".{name}.{os.getpid()}.tmp"
+    fd = open_dir(dump_root, dirs, create=True)
     try:
-        try:
-            os.unlink(tmp, dir_fd=fd)
-        except FileNotFoundError:
-            pass
-        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                      0o640, dir_fd=fd)
-        try:
-            with os.fdopen(out, "wb") as f:
-                write(f)
-            os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
-        except BaseException:
-            os.unlink(tmp, dir_fd=fd)
-            raise
+        write_streamed_at(fd, name, write)
     finally:
         os.close(fd)
+
+
+def write_streamed_at(dir_fd: int, name: str, write: Callable[[BinaryIO], None]) -> None:
+    """write_streamed into the directory `dir_fd` (from open_dir or open_subdir):
+    a temporary, renamed to `name` once `write(f)` has written it all."""
+    if not valid_component(name):
+        raise UnsafePath(f"refusing file name {name!r}")
+    tmp = f".{name}.{os.getpid()}.tmp"
+    try:
+        os.unlink(tmp, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                  0o640, dir_fd=dir_fd)
+    try:
+        with os.fdopen(out, "wb") as f:
+            write(f)
+        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        os.unlink(tmp, dir_fd=dir_fd)
+        raise
 
 
 def remove_file(dump_root: Path, rel: Sequence[str]) -> None:
     *dirs, name = rel
     try:
-        fd = _open_dir(dump_root, dirs, create=False)
+        fd = open_dir(dump_root, dirs, create=False)
     except (FileNotFoundError, NotADirectoryError, UnsafePath):
         return
     try:
@@ -158,7 +174,7 @@ def remove_file(dump_root: Path, rel: Sequence[str]) -> None:
 def read_file(dump_root: Path, rel: Sequence[str]) -> bytes | None:
     *dirs, name = rel
     try:
-        fd = _open_dir(dump_root, dirs, create=False)
+        fd = open_dir(dump_root, dirs, create=False)
     except (OSError, UnsafePath):
         return None
     try:  # O_NONBLOCK: a FIFO planted at the name is not waited on (and not read)
