@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from datetime import datetime
@@ -122,8 +123,6 @@ def _compare_outputs(out: Path, res, summary: str) -> tuple[list[str], list[str]
 
 
 def cmd_compare(a) -> int:
-    from .compare import compare_dumps
-    from .compare_headline import format_summary, summary_json
     from .dask_run import ClusterError
     from .dumpset import open_dumps
     if a.mode != "atb":
@@ -141,18 +140,51 @@ def cmd_compare(a) -> int:
         golden, target = open_dumps(a.golden_path), open_dumps(a.target_path)
     except (DumpNotFound, ValueError) as e:
         return _err("compare", str(e))
-    bar = _bar("compare", unit="pair")
-    try:
-        res = compare_dumps(golden, target, rtol=a.rtol, atol=a.atol, min_within=a.min_within,
-                            min_cosine=a.min_cosine, jobs=a.jobs, progress=bar.update,
-                            scheduler=a.scheduler, pair_by_id=a.pair_by_id,
-                            min_matched=a.min_matched, engine=a.engine,
-                            connect_timeout=a.connect_timeout,
-                            total=lambda n: setattr(bar, "total", n))
-    except ClusterError as e:
-        return _err("compare", str(e))
-    finally:
-        bar.close()
+    with contextlib.ExitStack() as stack:
+        try:
+            compare = _golden_compare(golden, target, a, stack)
+        except ValueError as e:
+            return _err("compare", str(e))
+        bar = _bar("compare", unit="pair")
+        try:
+            res = compare(golden, target, rtol=a.rtol, atol=a.atol, min_within=a.min_within,
+                          min_cosine=a.min_cosine, jobs=a.jobs, progress=bar.update,
+                          scheduler=a.scheduler, pair_by_id=a.pair_by_id,
+                          min_matched=a.min_matched, engine=a.engine,
+                          connect_timeout=a.connect_timeout,
+                          total=lambda n: setattr(bar, "total", n))
+        except ClusterError as e:
+            return _err("compare", str(e))
+        except OSError as e:  # --write-mapping's file
+            return _err("compare", str(e))
+        finally:
+            bar.close()
+        return _compare_report(a, res)
+
+
+def _golden_compare(golden, target, a, stack: contextlib.ExitStack):
+    """compare_dumps, or for a golden dumped from torch the aligned compare
+    (torch_golden.py), whose golden files live until `stack` closes."""
+    from .compare import compare_dumps
+    from .torch_golden import is_torch_dump, torch_compare
+    from .torch_mapping import read_mapping
+    mapping_file, write_to = getattr(a, "mapping", None), getattr(a, "write_mapping", None)
+    if not is_torch_dump(golden):
+        if mapping_file or write_to:
+            raise ValueError("--mapping and --write-mapping align a golden dumped from "
+                             f"torch; {golden.layout.given} is not one (its manifest does "
+                             "not say producer torch)")
+        return compare_dumps
+    mapping = read_mapping(mapping_file) if mapping_file else None
+
+    def compare(g, t, **kw):
+        return stack.enter_context(torch_compare(
+            g, t, mapping=mapping, write_mapping=Path(write_to) if write_to else None, **kw))
+    return compare
+
+
+def _compare_report(a, res) -> int:
+    from .compare_headline import format_summary, summary_json
     try:
         files, notes = _compare_outputs(Path(a.output), res, format_summary(res))
     except OSError as e:
@@ -202,26 +234,30 @@ def cmd_overflow(a) -> int:
 
 
 def cmd_report(a) -> int:
-    from .compare import EXIT_INCOMPLETE, compare_dumps
+    from .compare import EXIT_INCOMPLETE
     from .report import REPORT_STEPS, build_report
     try:
         dump = _open(a.dir, fill_stats=True)
         golden = _open(a.golden, False) if a.golden else None
     except DumpNotFound as e:
         return _err("report", str(e))
-    comp = None
-    if golden is not None:
-        bar = _bar("compare with golden")
+    with contextlib.ExitStack() as stack:
+        comp = None
+        if golden is not None:
+            compare = _golden_compare(golden, dump, a, stack)
+            bar = _bar("compare with golden")
+            try:
+                comp = compare(golden, dump, jobs=a.jobs, progress=bar.update)
+            finally:
+                bar.close()
+        if comp is not None and comp.torch_alignment is not None:
+            golden = comp.torch_alignment.golden  # the torch tensors, aligned
+        bar = _bar("report", unit="step", total=REPORT_STEPS)
         try:
-            comp = compare_dumps(golden, dump, jobs=a.jobs, progress=bar.update)
+            doc, info = build_report(dump, comp, a.golden, golden=golden,
+                                     progress=lambda: bar.update(1))
         finally:
             bar.close()
-    bar = _bar("report", unit="step", total=REPORT_STEPS)
-    try:
-        doc, info = build_report(dump, comp, a.golden, golden=golden,
-                                 progress=lambda: bar.update(1))
-    finally:
-        bar.close()
     out = Path(a.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(doc, encoding="utf-8")
@@ -283,6 +319,13 @@ def register(sub) -> None:
     p.add_argument("--min-matched", type=float, default=0.5,
                    help="share of the smaller dump's tensors that must be compared, else "
                         "exit 3 (0.5)")
+    p.add_argument("--mapping", metavar="FILE",
+                   help="golden dumped from torch: a mapping file (YAML) saying which torch "
+                        "tensors each ATB tensor is compared with, where the structural "
+                        "alignment does not fit (docs/torch_golden.md)")
+    p.add_argument("--write-mapping", metavar="FILE",
+                   help="golden dumped from torch: write the alignment used, as a mapping "
+                        "file to edit and give to --mapping")
     p.add_argument("--rtol", type=float, help="override the target dtype's rtol")
     p.add_argument("--atol", type=float, help="override the target dtype's atol")
     p.add_argument("--min-within", type=float, default=0.95,

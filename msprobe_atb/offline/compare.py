@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
@@ -57,7 +58,7 @@ RESULT_COLUMNS = [
     "golden_nan", "golden_pinf", "golden_ninf", "target_nan", "target_pinf", "target_ninf",
     "golden_max", "target_max", "golden_min", "target_min", "golden_mean", "target_mean",
     "golden_norm", "target_norm", "reason", "golden_path", "target_path", "target_seq",
-    "golden_seq", "op_id", "op_name",
+    "golden_seq", "op_id", "op_name", "golden_module", "alignment",
 ]
 
 
@@ -74,6 +75,9 @@ class CompareResult:
     # replay's verdict on the target op of the first divergent tensor: the op, its
     # inputs or the dtype (replay/text.py brief)
     first_replay: dict | None = None
+    # against a torch golden: what was aligned how, and what could not be
+    # (torch_golden.TorchAlignment)
+    torch_alignment: Any = None
 
     def round_label(self, row: dict) -> str:
         """The row's round named by its op's model: "prefill round 21"."""
@@ -353,6 +357,8 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
         *[f"{s}_{k}" for k in ("max", "min", "mean", "norm") for s in ("golden", "target")],
         reason.alias("reason"), "golden_path", "target_path", "target_seq", "golden_seq",
         pick("op_id").alias("op_id"), pick("op_name").alias("op_name"),
+        # against a torch golden (torch_golden.py): its module, and how it was aligned
+        pl.lit(None, pl.Utf8).alias("golden_module"), pl.lit(None, pl.Utf8).alias("alignment"),
     )
     rows = out.select(RESULT_COLUMNS)
     structure = structure_differences(g, t, pairs, golden.layout.info, target.layout.info)

@@ -102,6 +102,8 @@ def _divergence(res: CompareResult, fd: dict, structure_differs: bool) -> list[s
                      f"{_g(fd['rmse'])}, within tol {_g(fd['within_tol'])}")
     if why:
         lines.append(f"  {'; '.join(why)}")
+    if fd.get("golden_module"):
+        lines.append(f"  torch golden: {fd['golden_module']} ({fd['alignment']})")
     if fd["golden_path"] or fd["target_path"]:
         lines.append(f"  golden: {fd['golden_path'] or '-'}")
         lines.append(f"  target: {fd['target_path'] or '-'}")
@@ -127,6 +129,8 @@ def format_summary(res: CompareResult, outputs: list[str] | None = None) -> str:
     lines.append("  " + res.engine.summary())
     for note in sc.notes + res.unpaired + res.problems[:10]:
         lines.append(f"  note: {note}")
+    if res.torch_alignment is not None:
+        lines += res.torch_alignment.lines()
     lines.append("")
     lines += _not_compared(sc) + _coverage(res)
     fd = first_divergence(res)
@@ -182,4 +186,5 @@ def summary_json(res: CompareResult, outputs: list[str], notes: list[str]) -> di
         "first_divergence_replay": res.first_replay,
         "error_growth": [{**o, "round_label": res.round_label(o)} for o in error_growth(res)],
         "engine": res.engine.as_dict(), "outputs": outputs, "exit_code": res.exit_code(),
+        "torch_alignment": res.torch_alignment and res.torch_alignment.as_dict(),
     }

@@ -38,9 +38,11 @@ def _where(fd: dict, target: Dump, round_: str) -> str:
     layer = fd["op"].split("/", 1)[0]
     proc = fd["target_process"] or "-"
     device, _, pid = proc.partition("_")
+    torch = [("torch golden", f"{fd['golden_module']} ({fd['alignment']})")] \
+        if fd.get("golden_module") else []
     return _facts([("layer", layer), ("op", fd["op"]),
                    ("tensor", f"{fd['io']} {fd['index']} ({fd['target_dtype'] or '-'}, "
-                              f"shape {fd['target_shape'] or '-'})"),
+                              f"shape {fd['target_shape'] or '-'})"), *torch,
                    ("round", round_), ("device", f"{device} (pid {pid or '-'})"),
                    ("model", model_of(target, proc, layer))])
 
@@ -75,8 +77,8 @@ def load_tensors(wanted: list[tuple[str, str | None]]) -> tuple[dict, str]:
     return loaded, note
 
 
-def _values(fd: dict, plot: Callable[[dict], str]) -> str:
-    loaded, note = load_tensors([(s, fd[f"{s}_path"]) for s in ("golden", "target")])
+def _values(fd: dict, plot: Callable[[dict], str], golden_path: str | None) -> str:
+    loaded, note = load_tensors([("golden", golden_path), ("target", fd["target_path"])])
     return note or plot(figs.value_figure(loaded["golden"], loaded["target"]))
 
 
@@ -95,7 +97,11 @@ def headline_blocks(comparison: CompareResult, target: Dump,
               f"<div><h3>How large</h3>{_size(fd)}</div></div>"]
     if comparison.first_replay:
         blocks.append(_replay_block(comparison.first_replay))
-    return [*blocks, f"<h3>Values</h3>{_values(fd, plot)}"]
+    # a torch golden's tensor as compared (concatenated, cut, reshaped), not its file
+    al = comparison.torch_alignment
+    golden_path = al.aligned_files.get(fd["target_path"], fd["golden_path"]) if al else \
+        fd["golden_path"]
+    return [*blocks, f"<h3>Values</h3>{_values(fd, plot, golden_path)}"]
 
 
 _VERDICT_MEANS = {

@@ -1,0 +1,342 @@
+"""`compare` (and `report --golden`) against a golden dumped from PyTorch
+(msprobe_atb.torch.Dumper): the torch tensors are aligned with the ATB dump's by
+structure (torch_align.py, or a mapping file: torch_mapping.py), each ATB tensor's
+golden is built from them (concatenated, cut to the selected rows, reshaped to the
+ATB shape) and written as a `.bin` under a work directory, and the ordinary compare
+then runs on these pairs: the same metrics, verdicts, tolerances (of the target's
+dtype), outputs and report. The result rows name the torch module each ATB tensor
+was compared with (`golden_module`) and how (`alignment`), `golden_path` the torch
+file; ATB tensors without a torch counterpart are `target-only`, torch tensors no
+ATB tensor uses are `golden-only` rows named by their module, each with why.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from .binfile import BinFileError, load_bin
+from .compare import RESULT_COLUMNS, CompareResult, compare_dumps, pair_processes
+from .dtypes import DTYPE_CODES
+from .layout import DumpLayout
+from .table import Dump
+from .tensorstats import tensor_stats
+from .torch_align import KERNEL_NOTE, Alignment, Source, align
+from .torch_mapping import Mapping, apply_mapping, inferred_mapping
+
+TORCH_PRODUCER = "torch"
+
+
+def is_torch_dump(dump: Dump) -> bool:
+    """The dump was written by the torch Dumper (its manifest says so)."""
+    root = dump.layout.root
+    f = root / "manifest" / "_manifest.json" if root else None
+    try:
+        return bool(f and f.is_file() and json.loads(f.read_text()).get("producer")
+                    == TORCH_PRODUCER)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def torch_table(dump: Dump) -> pl.DataFrame:
+    """The torch dump's primary tensors: dev_pid, call (the top module's forward
+    call), module (qualified name), io, index (int), path, shape, dtype, seq."""
+    df = dump.tensors.filter(pl.col("primary"))
+    return df.select(
+        "dev_pid", pl.col("round").alias("call"), module_name().alias("module"), "io",
+        pl.col("index").str.extract(r"^(\d+)").cast(pl.Int64).alias("index"), "path",
+        "shape", "dtype", "seq", "status").filter(pl.col("index").is_not_null())
+
+
+def module_name() -> pl.Expr:
+    """The qualified module name of a torch dump's op: its op name path, the top
+    module's segment left out (`LlamaForCausalLM/model/layers.0/mlp` ->
+    `model.layers.0.mlp`)."""
+    segs = pl.col("op_name").str.split("/")
+    return segs.list.slice(1).list.join(".")
+
+
+@dataclass
+class TorchAlignment:
+    """What compare prints of the alignment, and the rows it adds."""
+
+    paired: int = 0  # ATB tensors given a torch golden
+    by_rule: int = 0  # of those, by the mapping file
+    hows: dict[str, int] = field(default_factory=dict)  # how -> pairs
+    atb_unmatched: dict[str, int] = field(default_factory=dict)  # why -> ATB tensors
+    # torch tensors no ATB tensor uses: golden-only result rows (RESULT_COLUMNS keys)
+    torch_unmatched: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    golden: Dump | None = None  # the aligned golden (the report's overlay)
+    # ATB tensor file -> its golden as compared (while torch_compare's block lasts)
+    aligned_files: dict[str, str] = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        out = [f"Aligned with the torch golden: {self.paired} ATB tensors"
+               + (f" ({self.by_rule} by the mapping file)" if self.by_rule else "")]
+        out += [f"  {n:5d}  {how}" for how, n in sorted(self.hows.items(),
+                                                       key=lambda kv: -kv[1])[:12]]
+        if len(self.hows) > 12:
+            out.append(f"  ... and {len(self.hows) - 12} more kinds (the `alignment` column)")
+        n = sum(self.atb_unmatched.values())
+        out.append(f"ATB tensors with no torch counterpart: {n}")
+        out += [f"  {k:5d}  {why}" for why, k in sorted(self.atb_unmatched.items(),
+                                                       key=lambda kv: -kv[1])]
+        out.append(f"torch tensors with no ATB counterpart: {len(self.torch_unmatched)}")
+        out += [f"  {t['golden_module']} (forward call {t['_call']})"
+                for t in self.torch_unmatched[:10]]
+        if len(self.torch_unmatched) > 10:
+            out.append(f"  ... and {len(self.torch_unmatched) - 10} more (golden-only rows)")
+        out += [f"  note: {n}" for n in self.notes]
+        return out
+
+    def as_dict(self) -> dict:
+        return {"paired": self.paired, "by_mapping_file": self.by_rule, "how": self.hows,
+                "atb_unmatched": self.atb_unmatched,
+                "torch_unmatched": [t["golden_module"] for t in self.torch_unmatched],
+                "notes": self.notes}
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    """[..., last] as [tokens, last] (a 0-d or 1-d tensor as one row)."""
+    return a.reshape(-1, a.shape[-1]) if a.ndim >= 1 and a.size else a.reshape(1, -1)
+
+
+class Builder:
+    """Builds and writes the golden of each aligned ATB tensor."""
+
+    def __init__(self, torch: pl.DataFrame, target: pl.DataFrame, work: Path):
+        self.work = work
+        self.files = {(d, c, m, io, i): (p, s) for d, c, m, io, i, p, s in torch.select(
+            "dev_pid", "call", "module", "io", "index", "path", "shape").iter_rows()}
+        self.target = target
+        self._rows_cache: dict[tuple[str, int, str | None], np.ndarray | None] = {}
+        self.written = 0
+
+    def paths(self, tp: str, call: int, src: Source) -> list[str | None]:
+        return [(self.files.get((tp, call, r.module, r.io, r.index)) or (None,))[0]
+                for r in src.refs]
+
+    def _selected_rows(self, ap: str, rnd: int, model: str | None) -> np.ndarray | None:
+        """ATB's lm_head_indices in this execution: input 1 of its LM head's Gather."""
+        key = (ap, rnd, model)
+        if key not in self._rows_cache:
+            t = self.target
+            hit = t.filter((pl.col("dev_pid") == ap) & (pl.col("round") == rnd)
+                           & (pl.col("model").is_null() if model is None else
+                              pl.col("model") == model)
+                           & pl.col("op_type").str.contains("(?i)gather")
+                           & (pl.col("io") == "input") & pl.col("index").str.starts_with("1")
+                           & pl.col("primary")).sort("seq", descending=True)
+            arr = None
+            for p in hit.get_column("path").drop_nulls().to_list():
+                try:
+                    arr = load_bin(p).reshape(-1).astype(np.int64)
+                    break
+                except (BinFileError, ValueError):
+                    continue
+            self._rows_cache[key] = arr
+        return self._rows_cache[key]
+
+    def build(self, tp: str, call: int, src: Source, target_shape: str, ap: str, rnd: int,
+              model: str | None, name: str
+              ) -> tuple[Path | None, np.ndarray | None, str, str]:
+        """Writes the golden of one ATB tensor; returns (file, its values, transform
+        text, problem)."""
+        paths = self.paths(tp, call, src)
+        missing = [r.text() for r, p in zip(src.refs, paths) if p is None]
+        if missing:
+            return None, None, "", f"the torch dump has no {', '.join(missing)}"
+        try:
+            parts = [_flat(load_bin(p)) for p in paths]
+        except BinFileError as e:
+            return None, None, "", f"torch tensor unreadable: {e}"
+        steps = []
+        if len(parts) > 1:
+            if len({p.shape[0] for p in parts}) != 1:
+                return None, None, "", ("the concatenated torch tensors have different "
+                                        "token counts")
+            a = np.concatenate(parts, axis=-1)
+            steps.append("concat on the last axis")
+        else:
+            a = parts[0]
+        dims = tuple(int(d) for d in target_shape.split("x")) if target_shape else ()
+        want_rows = int(np.prod(dims[:-1])) if len(dims) > 1 else 1
+        if src.rows and a.shape[0] > want_rows:
+            sel = self._selected_rows(ap, rnd, model)
+            if sel is not None and sel.size == want_rows and sel.min() >= 0 and \
+                    sel.max() < a.shape[0]:
+                a = a[sel]
+                steps.append(f"rows {sel.tolist()[:8]} (lm_head_indices)")
+            else:
+                a = a[-want_rows:]
+                steps.append(f"last {want_rows} row(s)")
+        if a.size == int(np.prod(dims)) and a.shape != dims:
+            steps.append(f"reshape {'x'.join(map(str, a.shape))} -> {target_shape}")
+            a = a.reshape(dims)
+        self.written += 1
+        f = self.work / f"{self.written:07d}_{name}.bin"
+        return f, _write(f, np.ascontiguousarray(a)), "; ".join(steps), ""
+
+
+# numpy dtype -> the dump's dtype name (dtypes.DTYPE_NAMES); anything else is written
+# as float32
+NUMPY_DTYPES = {"float32": "float", "float16": "float16", "float64": "double",
+                "int64": "int64", "int32": "int32", "int8": "int8", "uint8": "uint8",
+                "bool": "bool"}
+
+
+def _write(path: Path, a: np.ndarray) -> np.ndarray:
+    """Writes `a` as a `.bin`; returns what was written."""
+    if a.dtype.name not in NUMPY_DTYPES:
+        a = a.astype(np.float32)
+    code = DTYPE_CODES[NUMPY_DTYPES[a.dtype.name]]
+    head = (f"$Version=1.0\n$Object.Count=1\n$Object.Length={a.nbytes}\nformat=2\n"
+            f"dtype={code}\ndims={','.join(map(str, a.shape))}\n$Object.data=0,{a.nbytes}\n"
+            "$End=1\n").encode()
+    with open(path, "wb") as fh:
+        fh.write(head)
+        fh.write(a.tobytes())
+    return a
+
+
+def aligned_golden(torch: Dump, target: Dump, work: Path, mapping: Mapping | None = None,
+                   write_mapping: Path | None = None
+                   ) -> tuple[Dump, pl.DataFrame, TorchAlignment]:
+    """The golden Dump of the ATB tensors that have a torch counterpart (same keys as
+    the target's), with its files under `work`; a table of what each target row was
+    aligned with (for the result rows); and the summary. `write_mapping`: the file
+    that gets the alignment used, as a mapping file to edit."""
+    tt = torch_table(torch)
+    t = target.tensors.with_row_index("_row").with_columns(pl.col("_row").cast(pl.Int64))
+    pairs, notes = pair_processes(tt.rename({"call": "round"}).with_columns(
+        pl.col("dev_pid").str.extract(r"^(-?\d+)_").cast(pl.Int64, strict=False)
+        .alias("device")), t)
+    al: Alignment = align(t, tt, pairs)
+    if mapping is not None:
+        apply_mapping(mapping, t, al)
+    if write_mapping is not None:
+        write_mapping.write_text(inferred_mapping(t, al), encoding="utf-8")
+    b = Builder(tt, t, work)
+    summary = TorchAlignment(notes=[*notes, *al.notes])
+    golden_rows, info_rows, used = [], [], set()
+    rows = t.filter(pl.col("_row").is_in(list(al.sources)) | pl.col("_row").is_in(
+        list(al.unmatched)))
+    for r in rows.iter_rows(named=True):
+        row = r["_row"]
+        ex = al.executions.get((r["dev_pid"], r["model"], r["round"]))
+        src = al.sources.get(row)
+        if src is None or ex is None:
+            why = al.unmatched[row].why if row in al.unmatched else \
+                "no torch forward call for this execution"
+            summary.atb_unmatched[why] = summary.atb_unmatched.get(why, 0) + 1
+            info_rows.append({"_row": row, "golden_module": None, "alignment": None,
+                              "why": why, "torch_path": None})
+            continue
+        tp, call = ex
+        f, arr, steps, problem = b.build(tp, call, src, r["shape"] or "", r["dev_pid"],
+                                    r["round"], r["model"], f"{r['op_id']}_{r['io']}{r['index']}")
+        how = src.how + (f" ({steps})" if steps else "")
+        if f is None or arr is None:
+            summary.atb_unmatched[problem] = summary.atb_unmatched.get(problem, 0) + 1
+            info_rows.append({"_row": row, "golden_module": src.text(), "alignment": how,
+                              "why": problem, "torch_path": None})
+            continue
+        used.update((tp, call, ref.module, ref.io, ref.index) for ref in src.refs)
+        summary.paired += 1
+        summary.by_rule += row in al.by_rule
+        kind = src.how.split(":")[0].replace(KERNEL_NOTE, "")
+        summary.hows[kind] = summary.hows.get(kind, 0) + 1
+        if r["path"]:
+            summary.aligned_files[r["path"]] = str(f)
+        st = tensor_stats(arr)
+        golden_rows.append({**{k: r[k] for k in ("round", "seq", "op_id", "op_name", "op_type",
+                                                  "layer", "io", "index", "stage", "primary",
+                                                  "key", "model", "seq_exact")},
+                            "dev_pid": tp, "device": _device(tp), "pid": None,
+                            "dtype": NUMPY_DTYPES[arr.dtype.name], "format": "nd",
+                            "shape": "x".join(map(str, arr.shape)), "path": str(f),
+                            "status": "bin", "note": None, "round_dir": str(work),
+                            "source": "torch", "stat_step": 0.0,
+                            **{k: st.get(k) for k in ("count", "max", "min", "mean", "norm",
+                                                      "nan", "pinf", "ninf", "zero")}})
+        info_rows.append({"_row": row, "golden_module": src.text(), "alignment": how,
+                          "why": None, "torch_path": b.paths(tp, call, src)[0]})
+    atb_of = {v: k for k, v in al.executions.items()}  # (torch pid, call) -> ATB execution
+    for d, c, m, io, i, p, seq in tt.select("dev_pid", "call", "module", "io", "index",
+                                            "path", "seq").iter_rows():
+        if (d, c, m, io, i) not in used:
+            ap, _, rnd = atb_of.get((d, c), (None, None, None))
+            summary.torch_unmatched.append({
+                "verdict": "golden-only", "mode": "-", "golden_process": d,
+                "target_process": ap, "round": rnd, "op": m, "io": io, "index": str(i),
+                "primary": True, "golden_module": f"{m} {io} {i}", "golden_path": p,
+                "golden_seq": seq, "_call": c,
+                "alignment": "a torch tensor no ATB tensor was aligned with",
+                "reason": "no ATB counterpart" + ("" if ap else " (no ATB execution for "
+                                                  "this forward call)")})
+    schema = target.tensors.schema
+    golden = pl.DataFrame(golden_rows, schema={k: schema[k] for k in schema
+                                               if k not in ("abs_max", "nonfinite")},
+                          strict=False).with_columns(
+        pl.max_horizontal(pl.col("max").abs(), pl.col("min").abs()).alias("abs_max"),
+        (pl.col("nan") + pl.col("pinf") + pl.col("ninf") > 0).alias("nonfinite"),
+    ).select(list(schema))
+    layout = DumpLayout(given=torch.layout.given, root=None, rounds=target.layout.rounds)
+    info = pl.DataFrame(info_rows, schema={"_row": pl.Int64, "golden_module": pl.Utf8,
+                                           "alignment": pl.Utf8, "why": pl.Utf8,
+                                           "torch_path": pl.Utf8})
+    return Dump(layout, golden, list(torch.problems)), info, summary
+
+
+def _device(dev_pid: str) -> int | None:
+    head = dev_pid.partition("_")[0]
+    return int(head) if head.lstrip("-").isdigit() else None
+
+
+@contextmanager
+def torch_compare(torch: Dump, target: Dump, *, mapping: Mapping | None = None,
+                  write_mapping: Path | None = None, work_dir: str | None = None,
+                  **kw) -> Iterator[CompareResult]:
+    """compare_dumps of `target` against the torch dump `torch`, aligned; the golden
+    files live in a temporary directory (under `work_dir`) until the block ends."""
+    with tempfile.TemporaryDirectory(prefix="msprobe-atb-torch-golden-", dir=work_dir) as w:
+        golden, info, summary = aligned_golden(torch, target, Path(w), mapping,
+                                               write_mapping)
+        res = compare_dumps(golden, target, **kw)
+        res.rows = _annotated(res.rows, target, info, summary)
+        summary.golden = golden
+        res.torch_alignment = summary
+        yield res
+
+
+def _annotated(rows: pl.DataFrame, target: Dump, info: pl.DataFrame,
+               summary: TorchAlignment) -> pl.DataFrame:
+    """The result rows with the torch module and the alignment of each, torch file
+    paths, why an ATB tensor has no torch golden, and the torch-only tensors."""
+    keys = ["dev_pid", "round", "op_id", "stage", "io", "index"]
+    t = target.tensors.with_row_index("_row").select(
+        pl.col("_row").cast(pl.Int64), *keys).join(info, on="_row")
+    rk = ["target_process", "round", "op_id", "stage", "io", "index"]
+    out = rows.drop("golden_module", "alignment").join(
+        t.rename(dict(zip(keys, rk))).drop("_row"), on=rk, how="left", nulls_equal=True,
+        maintain_order="left")
+    out = out.with_columns(
+        pl.when(pl.col("torch_path").is_not_null()).then(pl.col("torch_path"))
+        .otherwise(pl.col("golden_path")).alias("golden_path"),
+        pl.when((pl.col("verdict") == "target-only") & pl.col("why").is_not_null())
+        .then(pl.lit("no torch golden: ") + pl.col("why")).otherwise(pl.col("reason"))
+        .alias("reason"))
+    extra = [{k: v for k, v in t.items() if k != "_call"} for t in summary.torch_unmatched]
+    out = out.select(RESULT_COLUMNS)
+    if extra:
+        out = pl.concat([out, pl.DataFrame(extra, schema={k: out.schema[k] for k in
+                                                          extra[0]})], how="diagonal_relaxed")
+    return out
