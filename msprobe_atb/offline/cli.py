@@ -172,8 +172,8 @@ def _golden_compare(golden, target, a, stack: contextlib.ExitStack):
     if not is_torch_dump(golden):
         if mapping_file or write_to:
             raise ValueError("--mapping and --write-mapping align a golden dumped from "
-                             f"torch; {golden.layout.given} is not one (its manifest does "
-                             "not say producer torch)")
+                             f"torch; {golden.layout.given} is not one (its info/model does "
+                             "not say framework torch)")
         return compare_dumps
     mapping = read_mapping(mapping_file) if mapping_file else None
 

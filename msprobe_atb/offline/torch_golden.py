@@ -13,6 +13,7 @@ ATB tensor uses are `golden-only` rows named by their module, each with why.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from .binfile import BinFileError, load_bin
+from .binwrite import bin_header
 from .compare import RESULT_COLUMNS, CompareResult, compare_dumps, pair_processes
 from .dtypes import DTYPE_CODES
 from .layout import DumpLayout
@@ -31,36 +33,64 @@ from .tensorstats import tensor_stats
 from .torch_align import KERNEL_NOTE, Alignment, Source, align
 from .torch_mapping import Mapping, apply_mapping, inferred_mapping
 
-TORCH_PRODUCER = "torch"
+
+def _jsons(dump: Dump, kind: str) -> Iterator[tuple[str, dict]]:
+    """(process dir name, document) of each info/{kind}/{dev}_{pid}/*.json."""
+    info = dump.layout.info
+    base = info / kind if info is not None else None
+    if base is None or not base.is_dir():
+        return
+    for f in sorted(base.glob("*/*.json")):
+        try:
+            doc = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict):
+            yield f.parent.name, doc
 
 
 def is_torch_dump(dump: Dump) -> bool:
-    """The dump was written by the torch Dumper (its manifest says so)."""
-    root = dump.layout.root
-    f = root / "manifest" / "_manifest.json" if root else None
-    try:
-        return bool(f and f.is_file() and json.loads(f.read_text()).get("producer")
-                    == TORCH_PRODUCER)
-    except (OSError, ValueError, AttributeError):
-        return False
+    """The dump was written by msprobe_atb.torch.Dumper: its info/model says
+    `"framework": "torch"` (contracts §8)."""
+    return any(doc.get("framework") == "torch" for _, doc in _jsons(dump, "model"))
+
+
+_IDS = re.compile(r"_(\d+(?:_\d+)*)$")
+
+
+def module_names(dump: Dump) -> dict[tuple[str, str], str]:
+    """(dev_pid, op id) -> the qualified name of the op's module, from the call trees
+    in info/layer (node `{Class}_{ids}`, `param.module`; contracts §8)."""
+    out: dict[tuple[str, str], str] = {}
+
+    def walk(dev_pid: str, node: dict, depth: int = 0) -> None:
+        m = _IDS.search(str(node.get("opName", "")))
+        module = (node.get("param") or {}).get("module") if isinstance(
+            node.get("param"), dict) else None
+        if m and isinstance(module, str):
+            out.setdefault((dev_pid, m.group(1)), module)
+        for kid in node.get("nodes") or []:
+            if isinstance(kid, dict) and depth < 200:
+                walk(dev_pid, kid, depth + 1)
+
+    for dev_pid, doc in _jsons(dump, "layer"):
+        walk(dev_pid, doc)
+    return out
 
 
 def torch_table(dump: Dump) -> pl.DataFrame:
     """The torch dump's primary tensors: dev_pid, call (the top module's forward
     call), module (qualified name), io, index (int), path, shape, dtype, seq."""
-    df = dump.tensors.filter(pl.col("primary"))
+    names = module_names(dump)
+    keys = pl.DataFrame({"dev_pid": [d for d, _ in names], "op_id": [i for _, i in names],
+                         "module": list(names.values())},
+                        schema={"dev_pid": pl.Utf8, "op_id": pl.Utf8, "module": pl.Utf8})
+    df = dump.tensors.filter(pl.col("primary")).join(keys, on=["dev_pid", "op_id"],
+                                                      how="inner")
     return df.select(
-        "dev_pid", pl.col("round").alias("call"), module_name().alias("module"), "io",
+        "dev_pid", pl.col("round").alias("call"), "module", "io",
         pl.col("index").str.extract(r"^(\d+)").cast(pl.Int64).alias("index"), "path",
-        "shape", "dtype", "seq", "status").filter(pl.col("index").is_not_null())
-
-
-def module_name() -> pl.Expr:
-    """The qualified module name of a torch dump's op: its op name path, the top
-    module's segment left out (`LlamaForCausalLM/model/layers.0/mlp` ->
-    `model.layers.0.mlp`)."""
-    segs = pl.col("op_name").str.split("/")
-    return segs.list.slice(1).list.join(".")
+        "shape", "dtype", "seq").filter(pl.col("index").is_not_null())
 
 
 @dataclass
@@ -155,9 +185,12 @@ class Builder:
         if missing:
             return None, None, "", f"the torch dump has no {', '.join(missing)}"
         try:
-            parts = [_flat(load_bin(p)) for p in paths]
+            raw = [load_bin(p) for p in paths]
         except BinFileError as e:
             return None, None, "", f"torch tensor unreadable: {e}"
+        parts = [_flat(x) for x in raw]
+        # the torch-layout shape of the golden: one tensor's, or the concatenation's
+        shape = raw[0].shape[:-1] + (sum(x.shape[-1] for x in raw),) if raw[0].ndim else ()
         steps = []
         if len(parts) > 1:
             if len({p.shape[0] for p in parts}) != 1:
@@ -178,9 +211,12 @@ class Builder:
             else:
                 a = a[-want_rows:]
                 steps.append(f"last {want_rows} row(s)")
-        if a.size == int(np.prod(dims)) and a.shape != dims:
-            steps.append(f"reshape {'x'.join(map(str, a.shape))} -> {target_shape}")
+            shape = a.shape
+        if a.size == int(np.prod(dims)):
             a = a.reshape(dims)
+        if tuple(shape) != a.shape:
+            steps.append(f"reshape {'x'.join(map(str, shape))} -> "
+                         f"{'x'.join(map(str, a.shape))}")
         self.written += 1
         f = self.work / f"{self.written:07d}_{name}.bin"
         return f, _write(f, np.ascontiguousarray(a)), "; ".join(steps), ""
@@ -197,12 +233,8 @@ def _write(path: Path, a: np.ndarray) -> np.ndarray:
     """Writes `a` as a `.bin`; returns what was written."""
     if a.dtype.name not in NUMPY_DTYPES:
         a = a.astype(np.float32)
-    code = DTYPE_CODES[NUMPY_DTYPES[a.dtype.name]]
-    head = (f"$Version=1.0\n$Object.Count=1\n$Object.Length={a.nbytes}\nformat=2\n"
-            f"dtype={code}\ndims={','.join(map(str, a.shape))}\n$Object.data=0,{a.nbytes}\n"
-            "$End=1\n").encode()
     with open(path, "wb") as fh:
-        fh.write(head)
+        fh.write(bin_header(a.nbytes, DTYPE_CODES[NUMPY_DTYPES[a.dtype.name]], a.shape))
         fh.write(a.tobytes())
     return a
 
