@@ -81,16 +81,16 @@ def _wrap_call(torch) -> None:
 
 
 def _start(model) -> None:
-    from msprobe_atb.config import ConfigError
-    from msprobe_atb.torch.dumper import Dumper
-
+    """Starts the Dumper on `model`; a failure is said and the script runs on undumped."""
     try:
+        from msprobe_atb.torch.dumper import Dumper
+
         dumper = Dumper(model, output=os.environ[ENV_OUTPUT], config=os.environ[ENV_CONFIG])
-    except ConfigError as exc:
-        print(f"[msprobe-atb] torch dumper: config refused, nothing is dumped: {exc}",
-              file=sys.stderr)
+        dumper.start()
+    except Exception as exc:  # a refused config, a missing package, an unwritable output
+        print(f"[msprobe-atb] the torch dumper did not start, nothing is dumped: "
+              f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return
-    dumper.start()
     atexit.register(dumper.close)
 
 

@@ -168,7 +168,11 @@ class Dumper:
         self._build()
 
     def _build(self) -> None:
-        problem = build_tree(self.dump_root)
+        try:
+            problem = build_tree(self.dump_root)
+        except Exception as exc:  # the tensors and records are on disk: `rebuild` can redo it
+            problem = (f"derived files NOT built ({type(exc).__name__}: {exc}); "
+                       f"`msprobe-atb rebuild {self.output}` builds them")
         c = self.counts
         _say(f"torch dump: {c.tensors_written} of {c.tensors_selected} selected tensors "
              f"written in {len(c.rounds)} rounds ({c.errors} errors) into {self.dump_root}"
