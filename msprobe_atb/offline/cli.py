@@ -169,11 +169,14 @@ def _golden_compare(golden, target, a, stack: contextlib.ExitStack):
     from .torch_golden import is_torch_dump, torch_compare
     from .torch_mapping import read_mapping
     mapping_file, write_to = getattr(a, "mapping", None), getattr(a, "write_mapping", None)
-    if not is_torch_dump(golden):
+    both_torch = is_torch_dump(golden) and is_torch_dump(target)
+    if not is_torch_dump(golden) or both_torch:  # two torch dumps share one structure
         if mapping_file or write_to:
             raise ValueError("--mapping and --write-mapping align a golden dumped from "
-                             f"torch; {golden.layout.given} is not one (its info/model does "
-                             "not say framework torch)")
+                             "torch with an ATB dump; "
+                             + ("both dumps are torch's" if both_torch else
+                                f"{golden.layout.given} is not one (its info/model does "
+                                "not say framework torch)"))
         return compare_dumps
     mapping = read_mapping(mapping_file) if mapping_file else None
 

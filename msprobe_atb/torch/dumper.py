@@ -44,6 +44,7 @@ from msprobe_atb.tree import fsio
 
 from . import tensors
 from .build import build_tree
+from .dataflow import ModelNames, Pool, Slot
 from .recordlog import RecordLog
 from .selection import device_selected, ignored_keys, op_selected, round_selected, torch_config
 
@@ -62,6 +63,9 @@ class _Frame:
     parent: _Frame | None = None
     selected: bool = False
     node: dict | None = None  # this op's node of the info graph
+    pool: Pool | None = None  # its tensors, numbered as ATB numbers a graph's
+    in_slots: list[Slot] = field(default_factory=list)  # its inputs in its parent's pool
+    model_ins: list[str] = field(default_factory=list)  # top-level: its inputs' model names
     # open directories while the op runs (closed when it ends): its own, and its stages
     fd: int | None = None
     stages: dict[str, int] = field(default_factory=dict)
@@ -116,7 +120,9 @@ class Dumper:
         self._seq = 0
         self._calls = 0
         self._graphs: dict[str, str] = {}  # info/layer graphs reported: name -> JSON
-        self._topo: list[dict] = []  # the top-level ops of the current round
+        # the top-level ops of the current round: node, model names of its ins and outs
+        self._topo: list[tuple[dict, list[str], list[str]]] = []
+        self._model_names: ModelNames | None = None
         self._topo_reported = False
 
     # ---- start and end ----
@@ -183,7 +189,7 @@ class Dumper:
         try:
             if not self._stack:
                 if module is self.model:
-                    self._begin_round()
+                    self._begin_round(args, kwargs)
                 return
             if not self._dumping:
                 return
@@ -223,12 +229,15 @@ class Dumper:
                  + (" (further errors are only counted)" if self.counts.errors == 3 else ""))
 
     # ---- rounds and ops ----
-    def _begin_round(self) -> None:
+    def _begin_round(self, args, kwargs) -> None:
         self._round = self._calls
         self._calls += 1
         self._dumping = (round_selected(self.cfg, self._round)
                          and device_selected(self.cfg, self.device))
         self._topo = []
+        if self._dumping:
+            self._model_names = ModelNames(type(self.model).__name__,
+                                           [t for _, t in tensors.flatten(args, kwargs)[0]])
         self._stack.append(_Frame(self.model, (), [0]))
 
     def _end_round(self) -> None:
@@ -251,15 +260,18 @@ class Dumper:
         ids = "_".join(s.partition("_")[0] for s in segs)
         node = {"opName": f"{name}_{ids}", "opType": name,
                 "param": {"module": self._names.get(id(module), "")}, "nodes": []}
-        if parent.node is not None:
-            parent.node["nodes"].append(node)
-        else:
-            self._topo.append(node)
-        frame = _Frame(module, segs, [0], parent, op_selected(self.cfg, segs), node)
-        self._stack.append(frame)
-        self.counts.ops_seen += 1
         found, skipped = tensors.flatten(args, kwargs)
         node["inTensorNum"] = len(found)
+        found_tensors = [t for _, t in found]
+        frame = _Frame(module, segs, [0], parent, op_selected(self.cfg, segs), node,
+                       Pool(found_tensors))
+        if parent.node is not None:
+            parent.node["nodes"].append(node)
+            frame.in_slots = parent.pool.slots(found_tensors)
+        else:
+            frame.model_ins = self._model_names.names(found_tensors)
+        self._stack.append(frame)
+        self.counts.ops_seen += 1
         if frame.selected:
             self.counts.skipped += skipped
             self._write_all(frame, "before", "intensor", found)
@@ -267,6 +279,15 @@ class Dumper:
     def _end_op(self, frame: _Frame, output) -> None:
         found, skipped = tensors.flatten((output,))
         frame.node["outTensorNum"] = len(found)
+        found_tensors = [t for _, t in found]
+        frame.pool.finish(found_tensors, frame.node)
+        parent = frame.parent
+        if parent.pool is not None:
+            parent.pool.children.append((frame.node, frame.in_slots,
+                                         parent.pool.slots(found_tensors)))
+        else:
+            self._topo.append((frame.node, frame.model_ins,
+                               self._model_names.names(found_tensors)))
         if frame.selected:
             self.counts.skipped += skipped
             self._write_all(frame, "after", "outtensor", found)
@@ -342,7 +363,7 @@ class Dumper:
         self._topo_reported = True
         model = type(self.model).__name__
         topo = {"modelName": model, "framework": FRAMEWORK,
-                "nodes": [{"opName": n["opType"], "module": n["param"]["module"]}
-                          for n in self._topo]}
+                "nodes": [{"opName": n["opType"], "module": n["param"]["module"],
+                           "inTensors": ins, "outTensors": outs} for n, ins, outs in self._topo]}
         self._log.write("topo", model=model, dev=self.device,
                         json=json.dumps(topo, separators=(",", ":")))

@@ -153,7 +153,8 @@ def test_the_offline_tools_read_a_torch_dump(full, tmp_path):
     rc, out = run_cli("compare", "-gp", str(root), "-tp", str(root), "-o", str(tmp_path / "cmp"))
     n = len(list((root / "data").rglob("*.bin")))
     assert rc == 0 and f"pass {n}, fail 0" in out
-    rc, _ = run_cli("report", str(root), "-o", str(tmp_path / "report.html"))
+    rc, _ = run_cli("report", str(root), "--golden", str(root), "-o",
+                    str(tmp_path / "report.html"))
     assert rc == 0 and (tmp_path / "report.html").stat().st_size > 0
     rc, out = run_cli("query", "--format", "json", str(root),
                       "SELECT count(*) AS n, count(DISTINCT round) AS rounds FROM tensors",
@@ -227,3 +228,24 @@ def test_the_probe_and_the_tools_never_import_torch():
             "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "[]"
+
+
+def test_stats_traces_a_nan_through_the_modules_that_fed_it(tiny_llama_checkpoint, tmp_path):
+    import torch
+    from transformers import LlamaForCausalLM
+
+    model = LlamaForCausalLM.from_pretrained(tiny_llama_checkpoint).eval()
+    with torch.no_grad():
+        model.model.layers[1].mlp.up_proj.weight[0, 0] = float("inf")
+    generate(model, tmp_path, {**ALL, "task": "statistics", "exec_range": "0"})
+    rc, out = run_cli("stats", str(tmp_path))
+    first = out[out.index("FIRST NaN/Inf"):]
+    # up_proj's output is the first; what fed it (the post-attention norm) was finite
+    assert "3_LlamaDecoderLayer/3_LlamaMLP/2_Linear output 0" in first.splitlines()[0]
+    assert "fed by" in first
+    assert "3_LlamaDecoderLayer/2_LlamaRMSNorm via LlamaDecoderLayer_3_internal_" in first
+    assert "NaN/Inf=no" in first.split("3_LlamaDecoderLayer/2_LlamaRMSNorm")[1].splitlines()[0]
+    doc = json.loads(next((tmp_path / "atb_dump_data/info/model").glob("*/*.json")).read_text())
+    rotary, layer0, layer1 = doc["nodes"][1:4]
+    assert layer1["inTensors"][0] == layer0["outTensors"][0]  # the hidden state passed on
+    assert layer0["inTensors"][1:3] == layer1["inTensors"][1:3] == rotary["outTensors"]
