@@ -193,6 +193,26 @@ int msp_op_selected(const struct msp_config *cfg, const char *dir, size_t n)
     return 0;
 }
 
+int msp_top_ids(const struct msp_config *cfg, int64_t *tops, int cap)
+{
+    uint32_t nnames = cfg->n_op_names < MSP_MAX_OP_NAMES ? cfg->n_op_names : MSP_MAX_OP_NAMES;
+    for (uint32_t i = 0; i < nnames; i++)
+        if (cfg->op_names[i][0])
+            return -1;
+    uint32_t nids = cfg->n_ids < MSP_MAX_IDS ? cfg->n_ids : MSP_MAX_IDS;
+    if (nids == 0 || nids > (uint32_t)cap)
+        return -1;
+    for (uint32_t i = 0; i < nids; i++) {
+        const char *entry = cfg->ids[i];
+        const char *nul = memchr(entry, 0, MSP_ID_LEN - 1); /* as msp_op_selected reads it */
+        size_t n = nul ? (size_t)(nul - entry) : MSP_ID_LEN - 1;
+        const char *us = memchr(entry, '_', n);
+        if (!parse_int(entry, us ? (size_t)(us - entry) : n, &tops[i]))
+            return -1;
+    }
+    return (int)nids;
+}
+
 static int starts(const char *p, size_t n, const char *lit, size_t litn)
 {
     return n >= litn && memcmp(p, lit, litn) == 0;

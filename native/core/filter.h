@@ -30,6 +30,12 @@ int msp_device_selected(const struct msp_config *cfg, const char *dir, size_t n)
 /* Op selection by ids / op_name / save_child (device not included). */
 int msp_op_selected(const struct msp_config *cfg, const char *dir, size_t n);
 
+/* The top-level op ids the config's filters can select at all, when only
+ * `ids` filters ops (the first token of each entry; an op_name can pick an
+ * op under any top-level op): their count, at most cap, or -1 if any
+ * top-level op may be selected. */
+int msp_top_ids(const struct msp_config *cfg, int64_t *tops, int cap);
+
 /* Is ATB's tensor path ".../before/intensor*" or ".../after/outtensor*", an op's
  * inputs before it ran and its outputs after (seed 003's tree)? The other two
  * stages ATB offers are saved only with save_all_stages. */

@@ -68,7 +68,7 @@ int msp_hook_desc_awake(void)
     const struct msp_snap *s = awake_snapshot();
     if (!s)
         return 0;
-    return overflow_task(s) || s->cfg.exec_mode != MSP_EXEC_NONE;
+    return (overflow_task(s) || s->cfg.exec_mode != MSP_EXEC_NONE) && !msp_snap_op_excluded(s);
 }
 
 int msp_hook_count_awake(uint64_t count)

@@ -51,34 +51,46 @@ static inline void msp_hook_update_config(void)
         msp_hot_update_slow();
 }
 
+/* Asleep: one load and a branch. Awake: the snapshot's answer, or the awake half's. */
+static inline msp_bool msp_hot_ask(enum msp_pred p, int (*awake_half)(void))
+{
+    if (!msp_hot_is_awake())
+        return 0;
+    int a = msp_hot_answer(p);
+    return a >= 0 ? (msp_bool)a : awake_half() != 0;
+}
+
 static inline msp_bool msp_hook_is_save_tensor_data(void)
 {
-    return msp_hot_is_awake() && msp_hook_data_awake();
+    return msp_hot_ask(MSP_PRED_DATA, msp_hook_data_awake);
 }
 
 static inline msp_bool msp_hook_is_save_tensor_desc(void)
 {
-    return msp_hot_is_awake() && msp_hook_desc_awake();
+    return msp_hot_ask(MSP_PRED_DESC, msp_hook_desc_awake);
 }
 
 static inline msp_bool msp_hook_is_execute_count_in_range(uint64_t count)
 {
-    return msp_hot_is_awake() && msp_hook_count_awake(count);
+    if (!msp_hot_is_awake())
+        return 0;
+    int a = msp_hot_answer(MSP_PRED_COUNT);
+    return a >= 0 ? (msp_bool)a : msp_hook_count_awake(count) != 0;
 }
 
 static inline msp_bool msp_hook_is_save_tensor_before(void)
 {
-    return msp_hot_is_awake() && msp_hook_before_awake();
+    return msp_hot_ask(MSP_PRED_BEFORE, msp_hook_before_awake);
 }
 
 static inline msp_bool msp_hook_is_save_tensor_after(void)
 {
-    return msp_hot_is_awake() && msp_hook_after_awake();
+    return msp_hot_ask(MSP_PRED_AFTER, msp_hook_after_awake);
 }
 
 static inline msp_bool msp_hook_is_save_param(void)
 {
-    return msp_hot_is_awake() && msp_hook_param_awake();
+    return msp_hot_ask(MSP_PRED_PARAM, msp_hook_param_awake);
 }
 
 static inline msp_bool msp_hook_is_save_in_dir(msp_sv dir)
@@ -88,7 +100,7 @@ static inline msp_bool msp_hook_is_save_in_dir(msp_sv dir)
 
 static inline msp_bool msp_hook_is_overflow_check(void)
 {
-    return msp_hot_is_awake() && msp_hook_overflow_check_awake();
+    return msp_hot_ask(MSP_PRED_OVERFLOW, msp_hook_overflow_check_awake);
 }
 
 void msp_hook_save_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const void *host, uint64_t size,

@@ -21,6 +21,25 @@ typedef bool msp_bool;
 typedef _Bool msp_bool;
 #endif
 
+/* The argument-free predicates (and IsExecuteCountInRange), whose answer
+ * while awake is mostly a property of the config: decided once per publish
+ * (snapshot.c) into msp_hot.answers. A MSP_SAY bit answers yes for the whole
+ * snapshot; a MSP_ASK bit sends the call to its awake half in the core (the
+ * answer depends on the call's argument, the thread or a counter). Before the
+ * first attach every predicate asks (the awake half attaches). */
+enum msp_pred {
+    MSP_PRED_DATA,
+    MSP_PRED_DESC,
+    MSP_PRED_COUNT,
+    MSP_PRED_BEFORE,
+    MSP_PRED_AFTER,
+    MSP_PRED_PARAM,
+    MSP_PRED_OVERFLOW,
+};
+#define MSP_SAY(p) (1u << (p))
+#define MSP_ASK(p) (1u << ((p) + 16))
+#define MSP_ASK_ALL 0xFFFF0000u
+
 struct msp_hot {
     const uint64_t *gen;     /* the block's generation, or a private word */
     uint64_t seen;           /* the generation the hooks answer from; awake, a value
@@ -31,6 +50,8 @@ struct msp_hot {
     struct msp_snap *awake;  /* the current snapshot while it is awake and can
                                 select something, else NULL;
                                 MSP_HOT_UNATTACHED before the first attach */
+    uint32_t answers;        /* MSP_SAY / MSP_ASK bits of the awake snapshot; stored
+                                before `awake` */
     msp_bool active;         /* attached with a config path (IsTensorNeedSave) */
 } __attribute__((aligned(64)));
 
@@ -73,6 +94,16 @@ void msp_hot_update_slow(void) MSP_HIDDEN;
 static inline msp_bool msp_hot_is_awake(void)
 {
     return MSP_HOT_LOAD(msp_hot.awake) != NULL;
+}
+
+/* Awake: predicate p's answer for the whole snapshot (1 or 0), or -1: ask
+ * its awake half. */
+static inline int msp_hot_answer(enum msp_pred p)
+{
+    uint32_t a = MSP_HOT_LOAD(msp_hot.answers);
+    if (__builtin_expect((a & MSP_ASK(p)) != 0, 0))
+        return -1;
+    return (a & MSP_SAY(p)) != 0;
 }
 
 /* The snapshot the awake halves answer from (NULL: asleep again). */

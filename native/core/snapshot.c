@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "attach.h"
+#include "filter.h"
 #include "hot.h"
 #include "models.h"
 #include "monitor.h"
@@ -58,7 +59,13 @@ static const uint64_t g_unattached_gen = 1;
 static const uint64_t g_inactive_gen = 0;
 
 struct msp_snap msp_hot_unattached;
-struct msp_hot msp_hot = {.gen = &g_unattached_gen, .awake = &msp_hot_unattached};
+struct msp_hot msp_hot = {
+    .gen = &g_unattached_gen, .awake = &msp_hot_unattached, .answers = MSP_ASK_ALL};
+
+/* The top-level op this thread last set up (IsTensorNeedSave with ids of one
+ * element), -1 before any: ATB asks IsSaveTensorDesc in the same Setup, right
+ * after (callsites §4). */
+static __thread int64_t t_top __attribute__((tls_model("initial-exec"))) = -1;
 
 void msp_hot_refresh(void)
 {
@@ -78,7 +85,19 @@ void msp_hot_need_save_slow(const int64_t *ids, size_t n)
 {
     if (msp_hot_changed())
         msp_hot_refresh();
+    if (n == 1)
+        t_top = ids[0];
     msp_models_note_setup(ids, n);
+}
+
+int msp_snap_op_excluded(const struct msp_snap *s)
+{
+    if (s->n_tops < 0 || t_top < 0)
+        return 0;
+    for (int i = 0; i < s->n_tops; i++)
+        if (s->tops[i] == t_top)
+            return 0;
+    return 1;
 }
 
 void msp_hot_inactive(void)
@@ -94,6 +113,7 @@ void msp_hot_forget(void)
 {
     msp_hot_inactive();
     __atomic_store_n(&msp_hot.gen, &g_unattached_gen, __ATOMIC_RELEASE);
+    __atomic_store_n(&msp_hot.answers, MSP_ASK_ALL, __ATOMIC_RELAXED);
     __atomic_store_n(&msp_hot.awake, &msp_hot_unattached, __ATOMIC_RELEASE);
 }
 
@@ -111,10 +131,32 @@ static int hooks_awake(const struct msp_snap *s)
                         msp_rec_overflow_wanted(s));
 }
 
+/* What the predicates answer under an awake snapshot s (hot.h): the awake
+ * halves in hooks.c, where their answer is the same for every call. */
+static uint32_t answers_of(const struct msp_snap *s)
+{
+    int overflow = (s->cfg.task & MSP_TASK_OVERFLOW) != 0;
+    uint32_t a = MSP_SAY(MSP_PRED_DATA);
+    if (s->n_tops >= 0) /* per top-level op: one its filters exclude gets no directories */
+        a |= MSP_ASK(MSP_PRED_DESC);
+    else if (overflow || s->cfg.exec_mode != MSP_EXEC_NONE)
+        a |= MSP_SAY(MSP_PRED_DESC);
+    if (overflow || s->cfg.exec_mode == MSP_EXEC_ALL)
+        a |= MSP_SAY(MSP_PRED_COUNT);
+    else if (s->cfg.exec_mode != MSP_EXEC_NONE)
+        a |= MSP_ASK(MSP_PRED_COUNT);
+    if (overflow) /* the overflowing kernel's after save; the overflow_nums limit */
+        return a | MSP_ASK(MSP_PRED_AFTER) | MSP_ASK(MSP_PRED_OVERFLOW);
+    a |= MSP_SAY(MSP_PRED_BEFORE) | MSP_SAY(MSP_PRED_AFTER) | MSP_SAY(MSP_PRED_PARAM);
+    return msp_rec_overflow_wanted(s) ? a | MSP_SAY(MSP_PRED_OVERFLOW) : a;
+}
+
 /* The hooks answer from snapshot s from now on (under snap_mu). */
 static void publish_hot(struct msp_snap *s)
 {
     int awake = hooks_awake(s);
+    if (awake) /* before `awake`: a hook that sees s sees its answers */
+        __atomic_store_n(&msp_hot.answers, answers_of(s), __ATOMIC_RELEASE);
     __atomic_store_n(&msp_hot.awake, awake ? s : NULL, __ATOMIC_RELEASE);
     __atomic_store_n(&msp_hot.active, (msp_bool)1, __ATOMIC_RELAXED);
     __atomic_store_n(&msp_hot.applied, s->generation, __ATOMIC_RELEASE);
@@ -193,6 +235,9 @@ void msp_snap_refresh(void)
             s->ctl = ctl;
             s->generation = msp_ctl_read_config(ctl, &s->cfg);
             s->awake = s->cfg.state == MSP_STATE_AWAKE;
+            s->n_tops = (s->cfg.task & MSP_TASK_OVERFLOW) || s->cfg.rec_armed
+                            ? -1
+                            : msp_top_ids(&s->cfg, s->tops, MSP_MAX_IDS);
             if (s->cfg.queue_budget_bytes == 0)
                 s->cfg.queue_budget_bytes = (uint64_t)1 << 30;
             int was_awake = cur && cur->awake;

@@ -18,6 +18,11 @@ static inline struct msp_snap *msp_snap_get(void)
  * (the monitor's duties). */
 void msp_snap_say_next(void);
 
+/* IsSaveTensorDesc's share: is the top-level op this thread is setting up
+ * one that the filters of s cannot select (so ATB need not build its
+ * directories)? */
+int msp_snap_op_excluded(const struct msp_snap *s);
+
 /* The hooks' words (hot.h) for a process that cannot dump, and for one
  * that has not attached (a forked child). */
 void msp_hot_inactive(void);

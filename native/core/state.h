@@ -19,6 +19,11 @@ struct msp_snap {
                                       block restarts its generations */
     uint64_t generation;
     int awake;
+    /* The top-level ops the filters can select (msp_top_ids), -1: any. Only
+     * where a top-level op they exclude needs no dump directory (neither the
+     * overflow task nor the flight recorder, which name kernels by it). */
+    int n_tops;
+    int64_t tops[MSP_MAX_IDS];
     struct msp_config cfg;
 };
 

@@ -59,6 +59,25 @@ def test_paths_are_asked_for_only_while_something_can_be_selected(dump, abi, con
     assert say(dump.host(abi, ["update", ["need", "Layer"], "desc"]))["desc"] == [desc]
 
 
+@pytest.mark.parametrize("config, desc", [
+    ({"ids": "2,7_1"}, [1, 0, 1, 1]),  # ids alone: ops 2 and 7 only, children included
+    ({"ids": "2", "op_name": "lin"}, [1, 1, 1, 1]),  # an op_name may pick a child of any op
+    ({"ids": "2", "task": "overflow_check"}, [1, 1, 1, 1]),  # kernels are named by their dirs
+])
+def test_a_top_level_op_the_ids_exclude_gets_no_paths(dump, config, desc):
+    """ATB asks IsSaveTensorDesc right after IsTensorNeedSave in each op's Setup:
+    an op that the `ids` filter cannot select is told to build no directories,
+    which is most of what an awake probe costs a model's ops it does not dump."""
+    dump.publish({"dump_enable": True, **config})
+    script = ["update"] + [line for top in (2, 3, 7, 2) for line in (["need", "Layer", top],
+                                                                     "desc")]
+    got = say(dump.host(1, script))
+    assert got["desc"] == desc and got["need"] == [1] * 4
+    # and the tensors of a selected op are still saved under its paths
+    dump.host(1, [["save", 2, 4, "1", "fill:1:1", "0_7/0/2_Layer/before/intensor0.bin"]])
+    assert [r["file"] for r in dump.tensors()] == ["bin"]
+
+
 def test_without_config_the_process_stays_out(tmp_path, abi):
     d = Dump(tmp_path)
     try:
