@@ -119,3 +119,10 @@ def test_a_tensor_that_cannot_be_written_is_lost_and_the_model_runs_on(top, tmp_
     assert extra and all(r["Data Status"] == "lost" and "No space" in r["Note"] for r in extra)
     assert json.loads((rnd / "ROUND_COMPLETE.json").read_text())["lost"] == len(extra)
     assert dumper.counts.errors == len(extra) and not list(rnd.rglob("*.bin"))
+
+
+@pytest.mark.parametrize("device, dumped", [("0", True), ("1", False), ("1,0", True)])
+def test_the_device_filter_sees_the_cpu_as_device_0(top, tmp_path, device, dumped):
+    with torch.no_grad(), Dumper(top, tmp_path, {**ALL, "device": device}):
+        top(torch.randn(3, 4), torch.ones(3, dtype=torch.bool))
+    assert (tmp_path / "atb_dump_data" / "data").is_dir() == dumped
