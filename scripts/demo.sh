@@ -6,7 +6,9 @@
 #   find the first bad op and the first divergence.
 #   Part 3, the flight recorder (seed 004's story): a service armed for hours
 #   writes nothing until an fp16 -inf shows up, then the rounds around it.
-# Everything lands in demo_out/ (or $DEMO_OUT). DEMO_PARTS="live offline recorder"
+#   Part 4, golden from PyTorch: a Hugging Face Llama dumped in torch, the ATB model
+#   of the same checkpoint compared with it op by op.
+# Everything lands in demo_out/ (or $DEMO_OUT). DEMO_PARTS="live offline recorder torch"
 # (the default) picks the parts to run.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -61,7 +63,7 @@ start_service() {
 # selected tensor is written and statistic.csv is built (no need to watch the folder
 # size, as with msProbe).
 
-parts=" ${DEMO_PARTS:-live offline recorder} "
+parts=" ${DEMO_PARTS:-live offline recorder torch} "
 want() { [[ $parts == *" $1 "* ]]; }
 
 rm -rf "$out"
@@ -204,5 +206,25 @@ echo "  rounds on disk now, per process and model:"
 "$msprobe" stats "$rec" | grep -E '^  process ' | sed 's/^ */    /'
 
 show "$msprobe" incidents "$rec"
+fi
+if want torch; then
+step "10. Golden from PyTorch: a Hugging Face Llama in torch (fp32, CPU), its ATB model compared with it"
+ckpt=$out/tiny_llama
+"$py" "$repo/scripts/tiny_llama.py" "$ckpt" >/dev/null 2>&1
+echo "  a random tiny Llama checkpoint (2 layers, hidden 64): $ckpt"
+save_config "$out/torch.json" '{"task": "tensor", "dump_enable": true, "exec_range": "all",
+ "save_child": true}'
+prompt=1,17,42,99,5,250,3,64
+echo "  the golden: a plain generate script, dumped by msprobe-atb run --torch"
+tokens=$("$msprobe" run --torch --output "$out/torch_golden" --config "$out/torch.json" -- \
+    "$py" "$repo/scripts/hf_generate.py" "$ckpt" "$prompt" 2>/dev/null | sed -n 's/^tokens //p')
+echo "  torch generated $tokens; the ATB model runs the same ids (its decode steps fed them),"
+echo "  with an Inf injected into layer 1's SwiGLU"
+"$msprobe" run --output "$out/atb_target" --config "$out/torch.json" -- "$atbsim" run \
+    --weights "$ckpt" --dtype fp32 --prompt-ids "$prompt" --decode-ids "${tokens%,*}" \
+    --inject inf:layer=1,op=SwiGLU,round=0 >/dev/null 2>&1
+show "$msprobe" compare -gp "$out/torch_golden" -tp "$out/atb_target" \
+    -o "$out/torch_compare.csv" || true
+show "$msprobe" report "$out/atb_target" --golden "$out/torch_golden" -o "$out/torch_report.html"
 fi
 printf '\nDone. Everything is in %s (open report.html in a browser).\n' "$out"

@@ -52,3 +52,21 @@ def test_offline_part_replays_the_op_at_fault(tmp_path):
             "replays ok") in act
     assert re.search(r"^overflow +\S+/0/2_Prefill_layer/11_ActivationOperation", act, re.M), act
     assert "< float16 min -65504" in act or "> float16 max 65504" in act
+
+
+def test_torch_part_names_the_atb_op_and_its_torch_module(tmp_path):
+    """Issue 21: the demo's golden-from-PyTorch act dumps a Hugging Face Llama with
+    `run --torch`, runs the stand-in on its checkpoint and token ids with an Inf in layer
+    1's SwiGLU, and compare names the ATB op and the torch module it was compared with."""
+    require_artifacts(1)
+    env = dict(fresh_env(), DEMO_OUT=str(tmp_path / "demo"), DEMO_PARTS="torch")
+    p = subprocess.run(["bash", str(REPO / "scripts" / "demo.sh")], env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    act = p.stdout[p.stdout.index("== 10."):]
+    assert re.search(r"torch generated \d+,\d+,\d+;", act), act
+    assert "Aligned with the torch golden: 396 ATB tensors" in act, act
+    assert re.search(r"^FIRST DIVERGENT op .*: prefill round 0, 2_Prefill_layer/"
+                     r"11_ActivationOperation\S* output 0", act, re.M), act
+    assert "torch golden: model.layers.1.mlp.down_proj input 0" in act, act
+    assert (tmp_path / "demo" / "torch_report.html").is_file()

@@ -1,55 +1,25 @@
 """Fixtures of the PyTorch golden (issue 21): a tiny Hugging Face Llama checkpoint,
-made here with transformers' own `save_pretrained`, so nothing comes from a hub.
+made by scripts/tiny_llama.py with transformers' own `save_pretrained` (no hub).
 
 torch and transformers are imported inside the fixture: collecting the other test
 folders never pays for them."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
-# The checkpoint's shape. Non-default rope_theta and rms_norm_eps, so a reader that
-# ignores config.json and keeps its own defaults computes a different model.
-TINY_LLAMA = dict(
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=4,
-    vocab_size=256,
-    max_position_embeddings=128,
-    rms_norm_eps=1e-5,
-    rope_theta=500.0,
-    tie_word_embeddings=False,
-)
-SEED = 0
+sys.path.insert(0, str(Path(__file__).parents[2] / "scripts"))
+
+from tiny_llama import make_tiny_llama  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def tiny_llama_checkpoint(tmp_path_factory) -> Path:
-    """A directory holding a random-initialised `LlamaForCausalLM` (config.json +
-    model.safetensors, float32) with the TINY_LLAMA shape; the same weights on
-    every run (torch seed 0). Load it with `LlamaForCausalLM.from_pretrained(path)`.
-
-    Every weight is drawn at the scale of a trained model (Linear ~ 1/sqrt(fan_in),
-    norms ~ 1 +- 0.1, embeddings ~ 1) instead of transformers' init (std 0.02, norms
-    exactly 1), so logits are O(1) and a swapped or transposed weight shows."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(SEED)
-    config = LlamaConfig(**TINY_LLAMA)
-    model = LlamaForCausalLM(config).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.1 * torch.randn_like(p))
-            elif name.endswith("embed_tokens.weight"):
-                p.copy_(torch.randn_like(p))
-            else:
-                p.copy_(torch.randn_like(p) / p.shape[1] ** 0.5)
-    path = tmp_path_factory.mktemp("tiny_llama")
-    model.save_pretrained(path, safe_serialization=True)
-    return path
+    """A directory holding scripts/tiny_llama.py's random `LlamaForCausalLM`
+    (config.json + model.safetensors, float32, TINY_LLAMA's shape, weights at a trained
+    model's scale); the same weights on every run. Load it with
+    `LlamaForCausalLM.from_pretrained(path)`."""
+    return make_tiny_llama(tmp_path_factory.mktemp("tiny_llama"))
