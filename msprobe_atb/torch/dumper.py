@@ -140,6 +140,11 @@ class Dumper:
         self.pid = os.getpid()
         self.start_ns = time.time_ns()
         self.dev_pid = f"{self.device}_{self.pid}"
+        mine = self.dump_root / "data" / self.dev_pid
+        if mine.exists():
+            raise FileExistsError(f"{mine}: this process (pid {self.pid}) has dumped into "
+                                  f"{self.output} already; give another output directory (a "
+                                  "second dump would mix its rounds with the first one's)")
         os.makedirs(self.dump_root, mode=0o750, exist_ok=True)
         self._log = RecordLog(self.dump_root, self.pid, self.start_ns)
         self._log.write("attach", pid=self.pid, start_ns=self.start_ns, abi=-1, host_abi=-1,

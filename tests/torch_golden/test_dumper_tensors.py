@@ -126,3 +126,15 @@ def test_the_device_filter_sees_the_cpu_as_device_0(top, tmp_path, device, dumpe
     with torch.no_grad(), Dumper(top, tmp_path, {**ALL, "device": device}):
         top(torch.randn(3, 4), torch.ones(3, dtype=torch.bool))
     assert (tmp_path / "atb_dump_data" / "data").is_dir() == dumped
+
+
+def test_a_second_dump_of_the_process_into_the_same_output_is_refused(top, tmp_path):
+    x, mask = torch.randn(3, 4), torch.ones(3, dtype=torch.bool)
+    with torch.no_grad(), Dumper(top, tmp_path, ALL):
+        top(x, mask)
+    before = sorted(p.name for p in (tmp_path / "atb_dump_data").rglob("*"))
+    with pytest.raises(FileExistsError, match="give another output directory"):
+        with Dumper(top, tmp_path, ALL):
+            top(x, mask)
+    assert sorted(p.name for p in (tmp_path / "atb_dump_data").rglob("*")) == before
+    assert not top._forward_hooks and not top._forward_pre_hooks
