@@ -34,6 +34,7 @@ void msp_queue_init(struct msp_queue *q, int nlists)
     cond_init_mono(&q->space);
     cond_init_mono(&q->idle);
     pthread_cond_init(&q->warmed, NULL);
+    pthread_cond_init(&q->job_done, NULL);
     q->nlists = clamp_lists(nlists);
     for (int i = 0; i < MSP_MAX_WRITERS; i++)
         pthread_cond_init(&q->work[i], NULL);
@@ -340,13 +341,53 @@ void msp_queue_give_back(struct msp_queue *q, int w)
     pthread_mutex_unlock(&q->mu);
 }
 
+int msp_queue_lend_job(struct msp_queue *q, int w, struct msp_queue_job *job)
+{
+    pthread_mutex_lock(&q->mu);
+    int ok = q->lent[w] && !q->closed && !q->job[w];
+    if (ok) {
+        q->job[w] = job;
+        pthread_cond_signal(&q->work[w]);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return ok;
+}
+
+void msp_queue_job_wait(struct msp_queue *q, int w)
+{
+    pthread_mutex_lock(&q->mu);
+    while (q->job[w])
+        pthread_cond_wait(&q->job_done, &q->mu);
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* Under mu, by writer w's thread: runs a job its borrower gave it (even once
+ * the queue is closing: the borrower waits for it). 1 if there was one. */
+static int run_job(struct msp_queue *q, int w)
+{
+    struct msp_queue_job *job = q->job[w];
+    if (!job)
+        return 0;
+    pthread_mutex_unlock(&q->mu);
+    job->run(job);
+    pthread_mutex_lock(&q->mu);
+    q->job[w] = NULL;
+    pthread_cond_broadcast(&q->job_done);
+    return 1;
+}
+
 struct msp_item *msp_queue_pop(struct msp_queue *q, int w)
 {
     pthread_mutex_lock(&q->mu);
     q->busy[w] = 0; /* done with the previous item */
-    while ((!q->head[w] || q->lent[w]) && !q->closed)
+    for (;;) {
+        if (run_job(q, w))
+            continue;
+        if ((q->head[w] && !q->lent[w]) || q->closed)
+            break;
         if (w != 0 || !warm_step(q))
             pthread_cond_wait(&q->work[w], &q->mu);
+    }
     struct msp_item *it = q->head[w];
     if (it) {
         q->head[w] = it->next;

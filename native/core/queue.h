@@ -43,6 +43,10 @@ struct msp_queue {
     struct msp_item *head[MSP_MAX_WRITERS], *tail[MSP_MAX_WRITERS];
     unsigned char busy[MSP_MAX_WRITERS]; /* writer w is between a pop and its next pop */
     unsigned char lent[MSP_MAX_WRITERS]; /* writer w is lent to a hook thread (msp_queue_borrow) */
+    /* A job the borrower gave the lent writer's own thread (msp_queue_lend_job),
+     * NULL when none is waiting or running. */
+    struct msp_queue_job *job[MSP_MAX_WRITERS];
+    pthread_cond_t job_done;
     int nlists;
     uint64_t depth, inflight;   /* inflight: popped or lent, not yet done */
     uint64_t bytes;         /* cost of the items reserved, queued or in flight */
@@ -113,6 +117,16 @@ int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it);
  * exit drain waits for it). 1 if lent. */
 int msp_queue_borrow(struct msp_queue *q, int w);
 void msp_queue_give_back(struct msp_queue *q, int w);
+/* Work for the thread of a lent writer, which is otherwise parked: the
+ * borrower does one part of a write and that thread another, on two cores. */
+struct msp_queue_job {
+    void (*run)(struct msp_queue_job *job);
+};
+/* Has writer w's thread (lent to the caller) run job; 0 if it cannot (the
+ * queue is closing): the caller runs it itself. Then msp_queue_job_wait
+ * before job's memory goes. */
+int msp_queue_lend_job(struct msp_queue *q, int w, struct msp_queue_job *job);
+void msp_queue_job_wait(struct msp_queue *q, int w);
 /* Next item of list w; blocks; NULL once closed and list w is empty. */
 struct msp_item *msp_queue_pop(struct msp_queue *q, int w);
 /* The writer finished a popped item: releases its budget and its ring

@@ -30,6 +30,8 @@ struct writer {
     char dir[MSP_PATH_LEN]; /* cached open directory (consecutive tensors share it) */
     int dirfd;
     unsigned epoch;         /* g_msp.tree_epoch when dirfd was opened */
+    int lent;               /* a hook thread writes with this state (msp_writer_direct);
+                               the writer's own thread is parked, free for a job */
 };
 
 static struct writer g_writers[MSP_MAX_WRITERS];
@@ -365,6 +367,34 @@ static int write_link(const struct msp_tensor_desc *d, const struct msp_item *it
     return 1;
 }
 
+struct hash_job {
+    struct msp_queue_job job;
+    const unsigned char *data;
+    uint64_t size, hash;
+};
+
+static void hash_run(struct msp_queue_job *job)
+{
+    struct hash_job *h = (struct hash_job *)(void *)job;
+    h->hash = msp_content_hash(h->data, h->size);
+}
+
+/* Writes header + payload and gives the payload's content hash. A hook
+ * thread writing with a lent writer has the writer's own thread hash it
+ * meanwhile, on the other core (the hash is most of what a write costs past
+ * the kernel's copy); a writer hashes each piece just before writing it. */
+static int write_hashed(struct writer *w, const struct msp_item *it, int dfd, const char *name,
+                        const struct iovec *iov, uint64_t *hash)
+{
+    struct hash_job h = {{hash_run}, it->data, it->size, 0};
+    if (!w->lent || !msp_queue_lend_job(&g_msp.q, w->idx, &h.job))
+        return msp_write_hashed_file_at(dfd, name, iov, it->data, it->size, hash);
+    int rc = msp_write_file_at(dfd, name, iov, 2);
+    msp_queue_job_wait(&g_msp.q, w->idx); /* it reads the host's buffer */
+    *hash = h.hash;
+    return rc;
+}
+
 static void write_tensor(struct writer *w, struct msp_item *it, const char *dir, const char *name)
 {
     struct msp_tensor_desc d;
@@ -424,9 +454,8 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
             return;
     }
     struct iovec iov[2] = {{header, (size_t)hlen}, {it->data, it->size}};
-    int rc = d.hashed && !dedup
-                 ? msp_write_hashed_file_at(dfd, name, iov, it->data, it->size, &d.hash)
-                 : msp_write_file_at(dfd, name, iov, 2);
+    int rc = d.hashed && !dedup ? write_hashed(w, it, dfd, name, iov, &d.hash)
+                                : msp_write_file_at(dfd, name, iov, 2);
     if (rc != 0) {
         d.hashed = dedup; /* a write cut short hashed only part of the payload */
         char why[256];
@@ -487,7 +516,9 @@ void msp_writer_direct(int w, struct msp_item *it)
 {
     /* in the slot's queue gauge while it is written, as a queued one is */
     MSP_COUNT(queue_depth, 1);
+    g_writers[w].lent = 1;
     process(&g_writers[w], it);
+    g_writers[w].lent = 0;
     MSP_UNCOUNT(queue_depth, 1);
 }
 

@@ -566,6 +566,19 @@ static void *pop_writer1(void *p)
     return msp_queue_pop(p, 1);
 }
 
+struct test_job {
+    struct msp_queue_job job;
+    pthread_t by;
+    int ran;
+};
+
+static void note_job(struct msp_queue_job *job)
+{
+    struct test_job *t = (struct test_job *)(void *)job;
+    t->by = pthread_self();
+    t->ran++;
+}
+
 /* Direct writes: an idle writer with an empty list is lent to a hook thread;
  * its list's items wait until it is given back, and it counts in flight. */
 static void test_queue_borrow(void)
@@ -603,8 +616,15 @@ static void test_queue_borrow(void)
         if (!(lent = msp_queue_borrow(&q, 1)))
             usleep(1000);
     CHECK(lent);
+    /* the lent writer's thread runs its borrower's job */
+    struct test_job j = {{note_job}, pthread_self(), 0};
+    CHECK(msp_queue_lend_job(&q, 0, &j.job) == 0); /* writer 0 is not lent */
+    CHECK(msp_queue_lend_job(&q, 1, &j.job) == 1);
+    msp_queue_job_wait(&q, 1);
+    CHECK(j.ran == 1 && !pthread_equal(j.by, pthread_self()));
     uint64_t inflight;
     CHECK(msp_queue_close(&q, &inflight) == NULL && inflight == 1);
+    CHECK(msp_queue_lend_job(&q, 1, &j.job) == 0); /* closing: the borrower runs it */
     pthread_join(t, &got);
     CHECK(got == NULL);
     CHECK(msp_queue_borrow(&q, 0) == 0); /* closed */
