@@ -79,6 +79,8 @@ def run():
     for name, rs in runs.items():
         gen = statistics.median(r[0] for r in rs)
         total = statistics.median(r[1] for r in rs)
-        yield (f"task {name:<11} generate {gen:7.3f} s  ({gen / base:5.1f}x), with the build "
-               f"{total:7.3f} s ({total / base:5.1f}x); {rs[0][2]} tensors, "
+        n = rs[0][2]
+        yield (f"task {name:<11} generate {gen:7.3f} s  ({gen / base:5.1f}x, "
+               f"+{(gen - base) / max(n, 1) * 1e3:.2f} ms per tensor), with the build "
+               f"{total:7.3f} s ({total / base:5.1f}x); {n} tensors, "
                f"{rs[0][3] / 2**20:.1f} MiB written per run")
