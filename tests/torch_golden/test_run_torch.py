@@ -84,3 +84,25 @@ def test_the_sitecustomize_it_shadows_still_runs(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[:2] == ["their sitecustomize", "script"]
     assert "without dumping: no torch module" in r.stderr
+
+
+def test_the_first_module_holding_parameters_called_at_top_level_is_the_model(tmp_path):
+    script = tmp_path / "plain.py"
+    script.write_text(
+        "import torch\n"
+        "from torch import nn\n"
+        "x = nn.ReLU()(torch.randn(2, 4))  # no parameters: not the model\n"
+        "model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))\n"
+        "with torch.no_grad():\n"
+        "    for _ in range(2):\n"
+        "        model(x)\n"
+        "    model[0](x)  # a submodule called alone, after: part of no round\n")
+    r = run_torch(tmp_path, sys.executable, str(script),
+                  config={"dump_enable": True, "task": "tensor", "exec_range": "all"})
+    assert r.returncode == 0, r.stderr
+    assert "Sequential" in r.stdout and "rounds 0-1 dumped, tensors 12/12 written" in r.stdout
+    rounds, _ = _tree(tmp_path / "out")
+    assert rounds == ["0", "1"]
+    (proc,) = (tmp_path / "out" / "atb_dump_data" / "data").iterdir()
+    assert sorted(p.name for p in (proc / "1").iterdir() if p.is_dir()) == [
+        "0_Linear", "1_ReLU", "2_Linear"]
