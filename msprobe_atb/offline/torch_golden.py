@@ -103,6 +103,7 @@ class TorchAlignment:
     atb_unmatched: dict[str, int] = field(default_factory=dict)  # why -> ATB tensors
     # torch tensors no ATB tensor uses: golden-only result rows (RESULT_COLUMNS keys)
     torch_unmatched: list[dict] = field(default_factory=list)
+    aligned_modules: set[str] = field(default_factory=set)  # with a tensor aligned
     notes: list[str] = field(default_factory=list)
     golden: Dump | None = None  # the aligned golden (the report's overlay)
     # ATB tensor file -> its golden as compared (while torch_compare's block lasts)
@@ -119,17 +120,29 @@ class TorchAlignment:
         out.append(f"ATB tensors with no torch counterpart: {n}")
         out += [f"  {k:5d}  {why}" for why, k in sorted(self.atb_unmatched.items(),
                                                        key=lambda kv: -kv[1])]
-        out.append(f"torch tensors with no ATB counterpart: {len(self.torch_unmatched)}")
-        out += [f"  {t['golden_module']} (forward call {t['_call']})"
-                for t in self.torch_unmatched[:10]]
-        if len(self.torch_unmatched) > 10:
-            out.append(f"  ... and {len(self.torch_unmatched) - 10} more (golden-only rows)")
+        alone = self.modules_alone()
+        out.append(f"torch modules with no ATB counterpart: {len(alone)}"
+                   + (" (none of their tensors is aligned)" if alone else ""))
+        out += [f"  {m}" for m in alone[:10]]
+        if len(alone) > 10:
+            out.append(f"  ... and {len(alone) - 10} more (golden-only rows)")
+        rest = sum(1 for t in self.torch_unmatched if t["op"] in self.aligned_modules)
+        if rest:
+            out.append(f"  and {rest} other tensors of aligned modules no ATB tensor is "
+                       "compared with (arguments such as positions and masks, or the same "
+                       "tensor as another module's): golden-only rows")
         out += [f"  note: {n}" for n in self.notes]
         return out
+
+    def modules_alone(self) -> list[str]:
+        """The torch modules none of whose tensors is aligned, in dump order."""
+        return list(dict.fromkeys(t["op"] for t in self.torch_unmatched
+                                  if t["op"] not in self.aligned_modules))
 
     def as_dict(self) -> dict:
         return {"paired": self.paired, "by_mapping_file": self.by_rule, "how": self.hows,
                 "atb_unmatched": self.atb_unmatched,
+                "torch_modules_unmatched": self.modules_alone(),
                 "torch_unmatched": [t["golden_module"] for t in self.torch_unmatched],
                 "notes": self.notes}
 
@@ -282,6 +295,7 @@ def aligned_golden(torch: Dump, target: Dump, work: Path, mapping: Mapping | Non
                               "why": problem, "torch_path": None})
             continue
         used.update((tp, call, ref.module, ref.io, ref.index) for ref in src.refs)
+        summary.aligned_modules.update(ref.module for ref in src.refs)
         summary.paired += 1
         summary.by_rule += row in al.by_rule
         kind = src.how.split(":")[0].replace(KERNEL_NOTE, "")

@@ -94,6 +94,9 @@ def test_fp32_every_aligned_pair_agrees_within_1e_5(dumps, tmp_path):
     assert "rows [7] (lm_head_indices)" in norm["alignment"]
     # what has no counterpart is counted, shown with why, and never a pass
     assert "ATB tensors with no torch counterpart" in text and "ReshapeAndCache" in text
+    # self_attn, mlp (as wholes) and act_fn (fused into SwiGLU) of both layers
+    assert "torch modules with no ATB counterpart: 6" in text
+    assert "model.layers.1.mlp.act_fn" in text
     alone = [r for r in rows if r["verdict"] == "target-only" and r["stage"] == "after"
              and r["op"].endswith("RopeOperation")]
     assert alone and all(r["reason"].startswith("no torch golden: Rope") for r in alone)
