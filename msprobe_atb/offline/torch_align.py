@@ -304,15 +304,14 @@ def _top_ops(ex: pl.DataFrame) -> list[str]:
         "_top").to_list()
 
 
-def _children(ex: pl.DataFrame, parent: str) -> list[tuple[str, str]]:
-    """(child id, op type) of the direct children of op `parent`, by child number."""
-    depth = parent.count("_") + 1
-    kids = (ex.filter(pl.col("op_id").str.starts_with(parent + "_")
-                      & (pl.col("op_id").str.count_matches("_") == depth))
-            .select("op_id", "op_type").unique("op_id")
-            .with_columns(pl.col("op_id").str.split("_").list.last().cast(pl.Int64)
-                          .alias("_n")).sort("_n"))
-    return [(i, t or "") for i, t, _ in kids.iter_rows()]
+def _children_of(ex: pl.DataFrame) -> dict[str, list[tuple[str, str]]]:
+    """Op id -> (child id, op type) of its direct children, by child number."""
+    kids: dict[str, list[tuple[int, str, str]]] = {}
+    for op_id, typ in ex.select("op_id", "op_type").unique("op_id").iter_rows():
+        parent, _, n = op_id.rpartition("_")
+        if parent and n.isdigit():
+            kids.setdefault(parent, []).append((int(n), op_id, typ or ""))
+    return {p: [(i, t) for _, i, t in sorted(v)] for p, v in kids.items()}
 
 
 def _is_swiglu(ex: pl.DataFrame, op_id: str) -> bool:
@@ -353,57 +352,68 @@ def _embed_source(io: str, k: int, n: TorchNames) -> Source | Unmatched:
     return Unmatched(PARAMETER)
 
 
-def align_execution(ex: pl.DataFrame, names: TorchNames, al: Alignment) -> None:
-    """Fill `al` for the primary tensors of one ATB execution `ex` (target table rows,
-    with `_row` their row number)."""
+Plan = dict[tuple[str, str, str], "Source | Unmatched"]  # (op id, io, index) -> golden
+
+
+def _plan(ex: pl.DataFrame, prim: pl.DataFrame, names: TorchNames,
+          notes: list[str]) -> Plan:
+    """The golden of each primary tensor (op id, io, index) of one ATB execution."""
+    kids = _children_of(ex)
     tops = _top_ops(ex)
-    has_attn = {t for t in tops if ex.filter(
-        pl.col("op_id").str.starts_with(t + "_")
-        & pl.col("op_type").str.contains("(?i)attention")).height}
-    layers = [t for t in tops if t in has_attn]
+
+    def holds_attention(op: str) -> bool:
+        return any(ATTENTION.search(t) or holds_attention(c) for c, t in kids.get(op, []))
+
+    layers = [t for t in tops if holds_attention(t)]
     if len(layers) != len(names.layers):
-        al.notes.append(f"{len(layers)} ATB decoder layers against {len(names.layers)} torch "
-                        "layers: the first ones are paired")
-    role_of: dict[str, tuple[str, object]] = {}  # op id -> (kind, helper)
+        notes.append(f"{len(layers)} ATB decoder layers against {len(names.layers)} torch "
+                     "layers: the first ones are paired")
     first = tops.index(layers[0]) if layers else len(tops)
     last = tops.index(layers[-1]) if layers else -1
-    for t in tops[:first]:
-        role_of[t] = ("embed", None)
-    for t in tops[last + 1:]:
-        role_of[t] = ("head", None)
-    for t, torch_layer in zip(layers, names.layers):
-        role_of[t] = ("layer", LayerRoles(_children(ex, t), torch_layer, names.rotary))
-    head_kids: dict[str, str] = {}
-    for t in tops[last + 1:]:
-        kids = _children(ex, t)
-        for cid, typ in kids:
-            head_kids[cid] = ("gather" if re.search(r"(?i)gather", typ) else
-                              "norm" if NORM.search(typ) else
-                              "lm_head" if LINEAR.search(typ) else "other")
-    kernels: dict[str, int] = {}  # op id -> its number of kernels
-    for row, op_id, io, index in ex.filter(pl.col("primary")).select(
-            "_row", "op_id", "io", "index").iter_rows():
+    kind_of = {**{t: "embed" for t in tops[:first]}, **{t: "head" for t in tops[last + 1:]}}
+    layer_roles = {t: LayerRoles(kids.get(t, []), torch_layer, names.rotary)
+                   for t, torch_layer in zip(layers, names.layers)}
+    head_kids = {cid: ("gather" if re.search(r"(?i)gather", typ) else
+                       "norm" if NORM.search(typ) else
+                       "lm_head" if LINEAR.search(typ) else "other")
+                 for t in tops[last + 1:] for cid, typ in kids.get(t, [])}
+    plan: Plan = {}
+    for op_id, io, index in prim.select("op_id", "io", "index").unique().iter_rows():
         k = lead(index)
         parts = op_id.split("_")
-        kind, helper = role_of.get(parts[0], ("other", None))
-        parent = "_".join(parts[:-1])
-        if len(parts) > 2 and parent not in kernels:
-            kernels[parent] = len(_children(ex, parent))
-        if len(parts) > 2 and kernels[parent] > 1:
+        if len(parts) > 2 and len(kids.get("_".join(parts[:-1]), [])) > 1:
             res: Source | Unmatched = Unmatched(
                 "one of several kernels of its op: which torch tensor it holds is not known")
         elif k is None:
             res = Unmatched(f"tensor index {index!r} has no number")
-        elif kind == "embed":
+        elif kind_of.get(parts[0]) == "embed":
             res = _embed_source(io, k, names)
-        elif kind == "head":
-            child = "_".join(parts[:2])
-            role = "head" if len(parts) == 1 else head_kids.get(child, "other")
+        elif kind_of.get(parts[0]) == "head":
+            role = "head" if len(parts) == 1 else head_kids.get("_".join(parts[:2]), "other")
             res = _head_source(role, io, k, names)
-        elif kind == "layer":
-            res = _layer_tensor(ex, helper, parts, io, k)
+        elif parts[0] in layer_roles:
+            res = _layer_tensor(ex, layer_roles[parts[0]], parts, io, k)
         else:
             res = Unmatched("an op outside the embedding, the decoder layers and the LM head")
+        plan[(op_id, io, index)] = res
+    return plan
+
+
+def align_execution(ex: pl.DataFrame, names: TorchNames, al: Alignment,
+                    plans: dict[tuple, Plan]) -> None:
+    """Fill `al` for the primary tensors of one ATB execution `ex` (target table rows,
+    with `_row` their row number). The executions of one model share their plan
+    (`plans`, by their ops, tensor indices and torch names): a model's decode rounds
+    are worked out once."""
+    prim = ex.filter(pl.col("primary"))
+    sig = (tuple(names.layers), names.embed, names.norm, names.lm_head, names.rotary,
+           tuple(prim.select("op_id", "op_type", "io", "index").unique()
+                 .sort("op_id", "io", "index").rows()))
+    if sig not in plans:
+        plans[sig] = _plan(ex, prim, names, al.notes)
+    plan = plans[sig]
+    for row, op_id, io, index in prim.select("_row", "op_id", "io", "index").iter_rows():
+        res = plan[(op_id, io, index)]
         if isinstance(res, Source):
             al.sources[row] = res
         else:
@@ -432,6 +442,7 @@ def align(target: pl.DataFrame, torch: pl.DataFrame,
     (torch_golden.torch_table: dev_pid, call, module, io, index, ...) for the process
     pairs `pairs` (torch dev_pid, ATB dev_pid)."""
     al = Alignment()
+    plans: dict[tuple, Plan] = {}
     for tp, ap in pairs:
         calls = sorted(torch.filter(pl.col("dev_pid") == tp).get_column("call").unique()
                        .to_list())
@@ -448,7 +459,7 @@ def align(target: pl.DataFrame, torch: pl.DataFrame,
                                       .get_column("module").to_list()))
             ex = mine.filter(pl.col("round") == rnd).filter(
                 pl.col("model").is_null() if model is None else pl.col("model") == model)
-            align_execution(ex, names, al)
+            align_execution(ex, names, al, plans)
         for (model, rnd) in execs[len(calls):]:
             for row in mine.filter((pl.col("round") == rnd) & (
                     pl.col("model").is_null() if model is None else pl.col("model") == model)
