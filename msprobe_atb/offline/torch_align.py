@@ -58,16 +58,20 @@ class TorchRef:
 @dataclass(frozen=True)
 class Source:
     """The golden of one ATB tensor: the torch tensors `refs` (concatenated on the
-    last axis when several), cut to ATB's selected token rows when `rows`, then
-    reshaped to the ATB shape. `how` says why (the role)."""
+    last axis when several), cut to ATB's selected token rows when `rows`, to the
+    last-axis columns [start, stop) when `cols` (a mapping file's: a part of a torch
+    tensor), then reshaped to the ATB shape. `how` says why (the role)."""
 
     refs: tuple[TorchRef, ...]
     how: str
     rows: bool = False
+    cols: tuple[int, int] | None = None
 
     def text(self) -> str:
         names = " | ".join(r.text() for r in self.refs)
         text = f"concat({names})" if len(self.refs) > 1 else names
+        if self.cols:
+            text += f" [..., {self.cols[0]}:{self.cols[1]}]"
         return text + (" [rows of lm_head_indices]" if self.rows else "")
 
 

@@ -213,6 +213,14 @@ class Builder:
             steps.append("concat on the last axis")
         else:
             a = parts[0]
+        if src.cols:
+            lo, hi = src.cols
+            if hi > a.shape[-1]:
+                return None, None, "", (f"columns {lo}:{hi} are beyond the torch tensor's "
+                                        f"{a.shape[-1]}")
+            a = a[:, lo:hi]
+            shape = tuple(shape[:-1]) + (hi - lo,)
+            steps.append(f"columns {lo}:{hi}")
         dims = tuple(int(d) for d in target_shape.split("x")) if target_shape else ()
         want_rows = int(np.prod(dims[:-1])) if len(dims) > 1 else 1
         if src.rows and a.shape[0] > want_rows:

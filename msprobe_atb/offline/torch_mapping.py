@@ -13,6 +13,11 @@ models torch_align.py's heuristics do not align (or align wrongly).
           - model.layers.{layer}.self_attn.k_proj output 0
           - model.layers.{layer}.self_attn.v_proj output 0
         rows: false              # cut to ATB's lm_head_indices rows (the LM head)
+      - atb: "*_Prefill_layer/9_LinearOperation"   # ATB's gate alone, torch's fused
+        io: output                                  # gate_up_proj: its first 128 columns
+        index: 0
+        torch: [model.layers.{layer}.mlp.gate_up_proj output 0]
+        cols: [0, 128]           # last-axis columns [start, stop) of the torch tensor
       - atb: "*_Prefill_layer/3_RopeOperation"
         io: output
         index: 0
@@ -23,7 +28,8 @@ models torch_align.py's heuristics do not align (or align wrongly).
 `{layer}` in a torch name is the ordinal of the ATB top-level op among the top-level
 ops of its name in the same execution (the second `Prefill_layer` is layer 1). The
 first rule that matches a tensor decides it; the golden is then built as for the
-heuristics (concatenated on the last axis, cut to rows, reshaped to the ATB shape).
+heuristics (concatenated on the last axis, cut to columns and rows, reshaped to the ATB
+shape).
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ class Rule:
     torch: tuple[str, ...]
     rows: bool = False
     why: str = ""
+    cols: tuple[int, int] | None = None
 
     def source(self, layer: int | None, number: int) -> Source | Unmatched:
         if not self.torch:
@@ -66,7 +73,7 @@ class Rule:
             module, io, index = name.rsplit(" ", 2)
             refs.append(TorchRef(module, io, int(index)))
         return Source(tuple(refs), f"mapping rule {number}" + (f": {self.why}" if self.why
-                                                               else ""), self.rows)
+                                                               else ""), self.rows, self.cols)
 
 
 @dataclass
@@ -91,8 +98,13 @@ def _rule(obj, n: int, path: str) -> Rule:
         if not re.fullmatch(r"\S+ (input|output) \d+", str(t)):
             raise MappingError(f"{path}: rule {n}: torch tensor {t!r} is not "
                                "'MODULE input|output INDEX'")
+    cols = obj.get("cols")
+    if cols is not None and not (isinstance(cols, list) and len(cols) == 2 and all(
+            isinstance(c, int) and c >= 0 for c in cols) and cols[0] < cols[1]):
+        raise MappingError(f"{path}: rule {n}: cols {cols!r} is not [start, stop] with "
+                           "0 <= start < stop")
     return Rule(atb, io, index, tuple(str(t) for t in torch), bool(obj.get("rows", False)),
-                str(obj.get("why") or ""))
+                str(obj.get("why") or ""), tuple(cols) if cols else None)
 
 
 def read_mapping(path: str | Path) -> Mapping:
@@ -166,6 +178,8 @@ def inferred_mapping(t: pl.DataFrame, al: Alignment) -> str:
                              else r.text() for r in src.refs]
             if src.rows:
                 rule["rows"] = True
+            if src.cols:
+                rule["cols"] = list(src.cols)
             rule["why"] = src.how
         rules[(path, io, k)] = rule
     body = yaml.safe_dump({"version": 1, "heuristics": True, "rules": list(rules.values())},

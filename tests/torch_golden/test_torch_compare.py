@@ -174,3 +174,19 @@ def test_mapping_options_need_a_torch_golden(dumps, tmp_path):
     rc, _ = run_cli("compare", "-gp", str(dumps["fp32"]), "-tp", str(dumps["fp16"]),
                     "-o", str(tmp_path / "x.csv"), "--write-mapping", str(tmp_path / "m.yaml"))
     assert rc == 2 and not (tmp_path / "m.yaml").exists()
+
+
+def test_a_mapping_rule_can_take_columns_of_torch_tensors(dumps, tmp_path):
+    # ATB's split k against columns 64:128 of q|k|v (hidden 64): k_proj's output again
+    rule = {"atb": "*_Prefill_layer/2_SplitOperation", "io": "output", "index": 1,
+            "torch": [f"model.layers.{{layer}}.self_attn.{p}_proj output 0" for p in "qkv"],
+            "cols": [64, 128]}
+    f = tmp_path / "cols.yaml"
+    f.write_text(yaml.safe_dump({"rules": [rule]}))
+    rc, text, rows = _compare(dumps, "fp32", tmp_path, "--mapping", str(f))
+    split_k = [r for r in rows if r["op"] == "1_Prefill_layer/2_SplitOperation"
+               and r["io"] == "output" and r["index"].startswith("1")]
+    assert rc == 0, text
+    assert [r["verdict"] for r in split_k] == ["pass"]
+    assert split_k[0]["golden_module"].endswith("[..., 64:128]")
+    assert "columns 64:128" in split_k[0]["alignment"]
