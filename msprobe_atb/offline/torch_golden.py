@@ -194,9 +194,13 @@ class Builder:
         """Writes the golden of one ATB tensor; returns (file, its values, transform
         text, problem)."""
         paths = self.paths(tp, call, src)
-        missing = [r.text() for r, p in zip(src.refs, paths) if p is None]
+        missing = [r.text() for r in src.refs if (tp, call, r.module, r.io, r.index)
+                   not in self.files]
         if missing:
             return None, None, "", f"the torch dump has no {', '.join(missing)}"
+        if None in paths:
+            return None, None, "", ("the torch dump has statistics only (task statistics): "
+                                    "aligning needs its tensors (task tensor or all)")
         try:
             raw = [load_bin(p) for p in paths]
         except BinFileError as e:
@@ -268,8 +272,11 @@ def aligned_golden(torch: Dump, target: Dump, work: Path, mapping: Mapping | Non
     aligned with (for the result rows); and the summary. `write_mapping`: the file
     that gets the alignment used, as a mapping file to edit."""
     tt = torch_table(torch)
+    unnamed = [] if tt.height or not torch.tensors.height else [
+        "the torch dump names no module for its ops (info/layer/{dev}_{pid}/*.json missing "
+        "or unreadable: `msprobe-atb rebuild` writes them again from the record log)"]
     t = target.tensors.with_row_index("_row").with_columns(pl.col("_row").cast(pl.Int64))
-    pairs, notes = pair_processes(tt.rename({"call": "round"}).with_columns(
+    pairs, _ = pair_processes(tt.rename({"call": "round"}).with_columns(
         pl.col("dev_pid").str.extract(r"^(-?\d+)_").cast(pl.Int64, strict=False)
         .alias("device")), t)
     al: Alignment = align(t, tt, pairs)
@@ -278,7 +285,8 @@ def aligned_golden(torch: Dump, target: Dump, work: Path, mapping: Mapping | Non
     if write_mapping is not None:
         write_mapping.write_text(inferred_mapping(t, al), encoding="utf-8")
     b = Builder(tt, t, work)
-    summary = TorchAlignment(notes=[*notes, *al.notes])
+    # (processes without a counterpart: the compare of the aligned golden says so)
+    summary = TorchAlignment(notes=[*unnamed, *al.notes])
     golden_rows, info_rows, used = [], [], set()
     rows = t.filter(pl.col("_row").is_in(list(al.sources)) | pl.col("_row").is_in(
         list(al.unmatched)))
