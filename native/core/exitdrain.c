@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "exitdrain.h"
 
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,9 +33,15 @@ static void wait_built(void)
     struct msp_control *ctl = msp_ctl_now();
     struct msp_proc *p = msp_proc_now();
     uint64_t end = msp_rec_size();
-    if (!g_build_ms || !ctl || g_msp.slot < 0 || !msp_ctl_get_word(&ctl->daemon_pid))
+    uint64_t daemon = ctl ? msp_ctl_get_word(&ctl->daemon_pid) : 0;
+    if (!g_build_ms || !ctl || g_msp.slot < 0 || !daemon)
         return;
     uint64_t t0 = msp_mono_ns(), deadline = t0 + g_build_ms * 1000000ULL;
+    /* the doorbell: the daemon reads the exit record now, not at its next poll
+     * (up to 100 ms later). SIGWINCH, whose default action is to ignore it, so a
+     * stale pid now naming another process of ours costs that process nothing. */
+    if (__atomic_load_n(&p->built, __ATOMIC_ACQUIRE) < end)
+        kill((pid_t)daemon, SIGWINCH);
     while (__atomic_load_n(&p->built, __ATOMIC_ACQUIRE) < end) {
         if (msp_mono_ns() >= deadline) {
             msp_log("process exit: the control plane has not written this process's "

@@ -4,7 +4,9 @@ instance, exit rules, SIGKILL + restart, --stop, status."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -142,6 +144,8 @@ def test_exits_when_no_process_alive_with_everything_built(out_dir, shims, daemo
         wait_until(lambda: block.published, what="the first publish")
         for i in range(3):
             shim.tensor(0, "2_Layer", f"before/intensor{i}.bin")
+        for _ in range(3):  # a process's exit doorbell (native/core/exitdrain.c) only wakes it
+            os.kill(block.daemon_pid, signal.SIGWINCH)
         csv_path = out_dir / f"atb_dump_data/data/0_{shim.pid}/0/statistic.csv"
         wait_until(lambda: csv_path.exists() and csv_path.read_text().count("\n") == 4,
                    what="the live CSV")
