@@ -7,8 +7,9 @@ ATB model:
 * Executions: the n-th execution of an ATB model of a process (prefill or decode, in
   dump order) pairs with the n-th forward call of the top torch module (prefill =
   call 0, decode step k = call k+1, whatever the number of requests).
-* Top-level ops, in order: the ops that hold an attention op are the decoder layers,
-  the k-th with torch `*.layers.k`; the op before the first layer is the embedding
+* Top-level ops, in order: the ops that hold an attention op are the decoder layers
+  (without child ops in the dump: the top-level op whose name repeats), the k-th with
+  torch `*.layers.k`; the op before the first layer is the embedding
   (`embed_tokens`); the op after the last is the LM head (final norm and `lm_head`).
 * Within a layer, child ops by role, from their op types in order: the first norm is
   `input_layernorm`, the second `post_attention_layernorm`; one Linear before the
@@ -38,6 +39,7 @@ A mapping file (torch_mapping.py) overrides these per tensor.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -369,6 +371,12 @@ def _plan(ex: pl.DataFrame, prim: pl.DataFrame, names: TorchNames,
         return any(ATTENTION.search(t) or holds_attention(c) for c, t in kids.get(op, []))
 
     layers = [t for t in tops if holds_attention(t)]
+    if not layers:  # no child ops dumped (save_child false): the repeated top-level op
+        names_of = dict(ex.select(pl.col("op_id"), pl.col("op_name"))
+                        .filter(~pl.col("op_id").str.contains("_")).unique("op_id").rows())
+        counts = Counter(names_of.get(t) for t in tops)
+        name, n = counts.most_common(1)[0] if counts else (None, 0)
+        layers = [t for t in tops if names_of.get(t) == name] if n > 1 else []
     if len(layers) != len(names.layers):
         notes.append(f"{len(layers)} ATB decoder layers against {len(names.layers)} torch "
                      "layers: the first ones are paired")

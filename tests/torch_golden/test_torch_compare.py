@@ -25,7 +25,7 @@ FP16_EPS = 2.0 ** -10
 @pytest.fixture(scope="module")
 def dumps(tiny_llama_checkpoint, tmp_path_factory):
     """The torch golden (fp32) and stand-in dumps: fp32, fp16, fp32 with an Inf injected
-    into layer 1's SwiGLU output."""
+    into layer 1's SwiGLU output, fp32 of the top-level ops alone (save_child false)."""
     need_real()
     import torch
     from transformers import LlamaForCausalLM
@@ -46,6 +46,8 @@ def dumps(tiny_llama_checkpoint, tmp_path_factory):
                                 ("inf", "fp32", "inf:layer=1,op=SwiGLU")):
         d[name] = make_real_dump(base / name, dtype, task="tensor", model=same_ids,
                                  inject=inject)
+    d["top"] = make_real_dump(base / "top", "fp32", task="tensor", model=same_ids,
+                              save_child=False)
     return d
 
 
@@ -190,3 +192,16 @@ def test_a_mapping_rule_can_take_columns_of_torch_tensors(dumps, tmp_path):
     assert [r["verdict"] for r in split_k] == ["pass"]
     assert split_k[0]["golden_module"].endswith("[..., 64:128]")
     assert "columns 64:128" in split_k[0]["alignment"]
+
+
+def test_top_level_ops_alone_align_by_order(dumps, tmp_path):
+    # no child ops in the dump: the repeated top-level op is the decoder layer
+    rc, text, rows = _compare(dumps, "top", tmp_path)
+    paired = _paired(rows)
+    assert rc == 0, text
+    assert all(r["verdict"] == "pass" for r in paired)
+    assert {(r["op"], r["io"], r["golden_module"]) for r in paired if r["round"] == "0"} >= {
+        ("0_WordEmbedding", "output", "model.embed_tokens output 0"),
+        ("2_Prefill_layer", "input", "model.layers.1 input 0"),
+        ("6_Decoder_layer", "output", "model.layers.1 output 0"),
+        ("7_LmHead", "output", "lm_head output 0 [rows of lm_head_indices]")}
