@@ -166,7 +166,8 @@ def _golden_compare(golden, target, a, stack: contextlib.ExitStack):
     """compare_dumps, or for a golden dumped from torch the aligned compare
     (torch_golden.py), whose golden files live until `stack` closes."""
     from .compare import compare_dumps
-    from .torch_golden import is_torch_dump, torch_compare
+    from .torch_dump import is_torch_dump
+    from .torch_golden import torch_compare
     from .torch_mapping import read_mapping
     mapping_file, write_to = getattr(a, "mapping", None), getattr(a, "write_mapping", None)
     both_torch = is_torch_dump(golden) and is_torch_dump(target)

@@ -451,7 +451,7 @@ def _layer_tensor(ex: pl.DataFrame, roles: LayerRoles, parts: list[str], io: str
 def align(target: pl.DataFrame, torch: pl.DataFrame,
           pairs: list[tuple[str, str]]) -> Alignment:
     """The alignment of `target` (the ATB dump's table, with `_row`) with `torch`
-    (torch_golden.torch_table: dev_pid, call, module, io, index, ...) for the process
+    (torch_dump.torch_table: dev_pid, call, module, io, index, ...) for the process
     pairs `pairs` (torch dev_pid, ATB dev_pid)."""
     al = Alignment()
     plans: dict[tuple, Plan] = {}
