@@ -97,8 +97,7 @@ def aligned_golden(torch: Dump, target: Dump, work: Path, mapping: Mapping | Non
         "or unreadable: `msprobe-atb rebuild` writes them again from the record log)"]
     t = target.tensors.with_row_index("_row").with_columns(pl.col("_row").cast(pl.Int64))
     pairs, _ = pair_processes(tt.rename({"call": "round"}).with_columns(
-        pl.col("dev_pid").str.extract(r"^(-?\d+)_").cast(pl.Int64, strict=False)
-        .alias("device")), t)
+        pl.col("dev_pid").map_elements(_device, return_dtype=pl.Int64).alias("device")), t)
     al: Alignment = align(t, tt, pairs)
     if mapping is not None:
         apply_mapping(mapping, t, al)
@@ -138,32 +137,10 @@ def aligned_golden(torch: Dump, target: Dump, work: Path, mapping: Mapping | Non
         summary.hows[kind] = summary.hows.get(kind, 0) + 1
         if r["path"]:
             summary.aligned_files[r["path"]] = str(f)
-        st = tensor_stats(arr)
-        golden_rows.append({**{k: r[k] for k in ("round", "seq", "op_id", "op_name", "op_type",
-                                                  "layer", "io", "index", "stage", "primary",
-                                                  "key", "model", "seq_exact")},
-                            "dev_pid": tp, "device": _device(tp), "pid": None,
-                            "dtype": NUMPY_DTYPES[arr.dtype.name], "format": "nd",
-                            "shape": "x".join(map(str, arr.shape)), "path": str(f),
-                            "status": "bin", "note": None, "round_dir": str(work),
-                            "source": "torch", "stat_step": 0.0,
-                            **{k: st.get(k) for k in ("count", "max", "min", "mean", "norm",
-                                                      "nan", "pinf", "ninf", "zero")}})
+        golden_rows.append(_golden_row(r, tp, arr, f))
         info_rows.append({"_row": row, "golden_module": src.text(), "alignment": how,
                           "why": None, "torch_path": b.paths(tp, call, src)[0]})
-    atb_of = {v: k for k, v in al.executions.items()}  # (torch pid, call) -> ATB execution
-    for d, c, m, io, i, p, seq in tt.select("dev_pid", "call", "module", "io", "index",
-                                            "path", "seq").iter_rows():
-        if (d, c, m, io, i) not in used:
-            ap, _, rnd = atb_of.get((d, c), (None, None, None))
-            summary.torch_unmatched.append({
-                "verdict": "golden-only", "mode": "-", "golden_process": d,
-                "target_process": ap, "round": rnd, "op": m, "io": io, "index": str(i),
-                "primary": True, "golden_module": f"{m} {io} {i}", "golden_path": p,
-                "golden_seq": seq, "_call": c,
-                "alignment": "a torch tensor no ATB tensor was aligned with",
-                "reason": "no ATB counterpart" + ("" if ap else " (no ATB execution for "
-                                                  "this forward call)")})
+    summary.torch_unmatched = _torch_unmatched(tt, used, al)
     schema = target.tensors.schema
     golden = pl.DataFrame(golden_rows, schema={k: schema[k] for k in schema
                                                if k not in ("abs_max", "nonfinite")},
@@ -171,11 +148,48 @@ def aligned_golden(torch: Dump, target: Dump, work: Path, mapping: Mapping | Non
         pl.max_horizontal(pl.col("max").abs(), pl.col("min").abs()).alias("abs_max"),
         (pl.col("nan") + pl.col("pinf") + pl.col("ninf") > 0).alias("nonfinite"),
     ).select(list(schema))
+    # no info/: the golden has the target's ops, so nothing of its own to check
     layout = DumpLayout(given=torch.layout.given, root=None, rounds=target.layout.rounds)
     info = pl.DataFrame(info_rows, schema={"_row": pl.Int64, "golden_module": pl.Utf8,
                                            "alignment": pl.Utf8, "why": pl.Utf8,
                                            "torch_path": pl.Utf8})
     return Dump(layout, golden, list(torch.problems)), info, summary
+
+
+GOLDEN_KEEPS = ("round", "seq", "op_id", "op_name", "op_type", "layer", "io", "index",
+                "stage", "primary", "key", "model", "seq_exact")  # the target row's
+
+
+def _golden_row(r: dict, tp: str, arr, f: Path) -> dict:
+    """The aligned golden's table row for target row `r`: its keys, the golden's
+    process, values `arr` and file `f`."""
+    st = tensor_stats(arr)
+    return {**{k: r[k] for k in GOLDEN_KEEPS},
+            "dev_pid": tp, "device": _device(tp), "pid": None,
+            "dtype": NUMPY_DTYPES[arr.dtype.name], "format": "nd",
+            "shape": "x".join(map(str, arr.shape)), "path": str(f), "status": "bin",
+            "note": None, "round_dir": str(f.parent), "source": "torch", "stat_step": 0.0,
+            **{k: st.get(k) for k in ("count", "max", "min", "mean", "norm", "nan", "pinf",
+                                      "ninf", "zero")}}
+
+
+def _torch_unmatched(tt: pl.DataFrame, used: set, al: Alignment) -> list[dict]:
+    """Golden-only result rows for the torch tensors no ATB tensor was aligned with."""
+    atb_of = {v: k for k, v in al.executions.items()}  # (torch pid, call) -> ATB execution
+    out = []
+    for d, c, m, io, i, p, seq in tt.select("dev_pid", "call", "module", "io", "index",
+                                            "path", "seq").iter_rows():
+        if (d, c, m, io, i) in used:
+            continue
+        ap, _, rnd = atb_of.get((d, c), (None, None, None))
+        out.append({
+            "verdict": "golden-only", "mode": "-", "golden_process": d, "target_process": ap,
+            "round": rnd, "op": m, "io": io, "index": str(i), "primary": True,
+            "golden_module": f"{m} {io} {i}", "golden_path": p, "golden_seq": seq, "_call": c,
+            "alignment": "a torch tensor no ATB tensor was aligned with",
+            "reason": "no ATB counterpart" + ("" if ap else " (no ATB execution for this "
+                                              "forward call)")})
+    return out
 
 
 def _device(dev_pid: str) -> int | None:
