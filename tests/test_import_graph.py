@@ -16,6 +16,8 @@ import ast
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
+from testkit import find_circle
+
 PACKAGE = Path(__file__).resolve().parents[1] / "msprobe_atb"
 
 
@@ -53,29 +55,6 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
 def import_graph() -> dict[str, set[str]]:
     modules = _module_names()
     return {name: _imports(name, path, modules) for name, path in modules.items()}
-
-
-def find_circle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One circle of the graph as [a, b, ..., a], or None."""
-    state: dict[str, int] = {}  # 1 on the current path, 2 finished
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        path.append(node)
-        for nxt in sorted(graph[node]):
-            if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
-            if nxt not in state and (circle := visit(nxt)):
-                return circle
-        path.pop()
-        state[node] = 2
-        return None
-
-    for node in sorted(graph):
-        if node not in state and (circle := visit(node)):
-            return circle
-    return None
 
 
 def test_the_graph_sees_every_kind_of_import():

@@ -1,31 +1,32 @@
-"""native/core's tiers (issue 22 §1): no file includes the header of a higher tier,
-in particular no mechanism a lifecycle header. The tiers are defined once, in
-native/core/README; this reads them there."""
+"""native/core's tiers (issue 22 §1), defined once in native/core/README (read
+here): no file includes the header of a higher tier, in particular no mechanism
+a lifecycle header; no file uses a function or variable defined in a higher tier;
+and no two files use each other, directly or round a circle of others.
+
+The uses are read from the built objects with `nm`: a symbol one object leaves
+undefined (U) and another defines is an arrow from the first file to the second.
+The objects are what runs, so this sees what a regex over the sources would miss
+or invent: a call made inside a static inline function of a header counts in the
+file that instantiates it, a global read through a macro counts, a name in a
+comment or a string does not, and a function pointer handed over at init (the
+way a lower file is told of a higher one) is no arrow from the lower file. The
+objects are `make probe`'s release objects; the test fails if one is missing or
+older than its source."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
-CORE = Path(__file__).resolve().parents[1] / "native" / "core"
-TIERS = ("hooks", "lifecycle", "mechanisms")  # highest first
+import pytest
+from testkit import find_circle
 
-# Includes that go up today, as (file, header). The native layering step of
-# issue 22 removes them (pass the mechanism what it needs, or let the lifecycle
-# poll); remove a line here once its include is gone.
-KNOWN = {
-    ("models.c", "state.h"),
-    ("models.h", "hot.h"),
-    ("opcount.c", "hot.h"),
-    ("opcount.c", "monitor.h"),  # msp_monitor_hook_tick
-    ("pending.h", "state.h"),
-    ("record.c", "snapshot.h"),
-    ("record.c", "state.h"),
-    ("recorder.c", "snapshot.h"),
-    ("recorder.h", "state.h"),
-    ("recstats.c", "state.h"),
-    ("writer.c", "state.h"),
-}
+ROOT = Path(__file__).resolve().parents[1]
+CORE = ROOT / "native" / "core"
+OBJ = ROOT / "build" / "probe" / "obj"
+TIERS = ("hooks", "lifecycle", "mechanisms")  # highest first
 
 
 def tiers() -> dict[str, int]:
@@ -57,15 +58,58 @@ def test_every_core_file_has_a_tier():
 
 def test_no_include_goes_up_a_tier():
     rank = tiers()
-    new = sorted(upward_includes() - KNOWN)
-    assert not new, "native/core includes that go up a tier (README): " + ", ".join(
+    up = sorted(upward_includes())
+    assert not up, "native/core includes that go up a tier (README): " + ", ".join(
         f"{f} ({TIERS[rank[f.rsplit('.', 1)[0]]]}) includes {h} ({TIERS[rank[h[:-2]]]})"
-        for f, h in new)
+        for f, h in up)
 
 
-def test_known_exceptions_are_still_there():
-    gone = sorted(KNOWN - upward_includes())
-    assert not gone, f"these includes went: remove them from KNOWN in {Path(__file__).name}: {gone}"
+def uses() -> dict[tuple[str, str], set[str]]:
+    """(file, file it uses) -> the symbols, over the core's .c files."""
+    if not shutil.which("nm"):
+        pytest.skip("nm (binutils) is not installed")
+    defined: dict[str, str] = {}
+    undefined: dict[str, set[str]] = {}
+    for src in sorted(CORE.glob("*.c")):
+        obj = OBJ / f"{src.stem}.o"
+        assert obj.exists() and obj.stat().st_mtime >= src.stat().st_mtime, \
+            f"{obj} is missing or older than {src.name}: run `make probe` first"
+        out = subprocess.run(["nm", str(obj)], capture_output=True, text=True, check=True).stdout
+        undefined[src.stem] = set()
+        for line in out.splitlines():
+            kind, name = line.split()[-2:]
+            if kind == "U":
+                undefined[src.stem].add(name)
+            elif kind.isupper():  # lowercase: local to its object
+                defined[name] = src.stem
+    arrows: dict[tuple[str, str], set[str]] = {}
+    for user, names in undefined.items():
+        for name in names:
+            owner = defined.get(name)
+            if owner and owner != user:
+                arrows.setdefault((user, owner), set()).add(name)
+    return arrows
+
+
+def test_no_file_uses_a_higher_tier():
+    rank = tiers()
+    up = sorted((a, b, sorted(names)) for (a, b), names in uses().items()
+                if rank.get(b, len(TIERS)) < rank.get(a, len(TIERS)))
+    assert not up, "native/core files that use a higher tier (README): " + "; ".join(
+        f"{a}.c ({TIERS[rank[a]]}) uses {b}.c ({TIERS[rank[b]]}): {', '.join(names)}"
+        for a, b, names in up)
+
+
+def test_no_circle_of_uses():
+    arrows = uses()
+    graph = {src.stem: set() for src in CORE.glob("*.c")}
+    for a, b in arrows:
+        graph[a].add(b)
+    circle = find_circle(graph)
+    assert not circle, "native/core files that use each other in a circle: " + " -> ".join(
+        f"{a}.c ({', '.join(sorted(arrows[a, b]))})" for a, b in zip(circle, circle[1:])
+    ) + f" -> {circle[-1]}.c"
+
 
 
 def test_every_core_file_opens_with_its_duty():

@@ -1,5 +1,6 @@
 """What every test folder shares: build artifact paths, waiting, editor-style
-config saves, and the hook symbols of the reference (callsites §1.3).
+config saves, the hook symbols of the reference (callsites §1.3), and a circle
+in a graph (imports, native/core's uses).
 
 Importable as `testkit` from any test module: pytest puts tests/ on sys.path
 because tests/conftest.py lives there."""
@@ -179,3 +180,26 @@ def speed_hooks(abi: int) -> frozenset[str]:
         f"_ZN9atb_speed10SpeedProbe21IsReportModelTopoInfoERK{s}",
         f"_ZN9atb_speed10SpeedProbe19ReportModelTopoInfoERK{s}{s2}",
     })
+
+
+def find_circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One circle of the graph as [a, b, ..., a], or None."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 finished
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (circle := visit(nxt)):
+                return circle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (circle := visit(node)):
+            return circle
+    return None

@@ -10,26 +10,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "acl.h"
 #include "daemon.h"
 #include "exitdrain.h"
 #include "forkchild.h"
 #include "fsutil.h"
 #include "hostabi.h"
+#include "join.h"
+#include "monitor.h"
 #include "record.h"
 #include "snapshot.h"
 #include "util.h"
-
-struct msp_state g_msp = {
-    .attach_mu = PTHREAD_MUTEX_INITIALIZER,
-    .snap_mu = PTHREAD_MUTEX_INITIALIZER,
-    .rec_fd = -1,
-    .data_fd = -1,
-    .slot = -1,
-    .host_abi = -1,
-    .proc = &g_msp.dummy_proc,
-    .rounds = {.mu = PTHREAD_MUTEX_INITIALIZER},
-};
 
 /* Absolute form of `in` (relative to the cwd), without trailing '/'.
  * Returns -1 if it does not fit. */
@@ -50,28 +40,11 @@ static int absolute(const char *in, char *out, size_t cap)
     return 0;
 }
 
-void msp_attach_record(void)
-{
-    char exe[MSP_PATH_LEN];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[n > 0 ? n : 0] = 0;
-    struct jbuf b;
-    msp_rec_begin(&b, "attach");
-    jb_ku64(&b, "pid", g_msp.pid);
-    jb_ku64(&b, "start_ns", g_msp.start_ns);
-    jb_ki64(&b, "abi", msp_build_abi);
-    jb_ki64(&b, "host_abi", g_msp.host_abi);
-    jb_kcstr(&b, "output", g_msp.out);
-    jb_kcstr(&b, "config", g_msp.config);
-    jb_kcstr(&b, "exe", exe);
-    msp_rec_commit(&b);
-}
-
 /* Waits for a publish newer than `stale` (the count a dead or absent
  * daemon left behind; a daemon does not reset it when it starts). */
 static int fresh_publish(uint64_t stale)
 {
-    uint64_t now = msp_ctl_get_word(&g_msp.ctl->published);
+    uint64_t now = msp_ctl_get_word(&msp_slot.ctl->published);
     return now != 0 && now != stale;
 }
 
@@ -90,32 +63,13 @@ static void wait_fresh_publish(uint64_t stale)
                 ms, g_msp.dump_root);
 }
 
-/* Claims a slot in ctl and fills what attach() sets at the first attach. */
-struct msp_proc *msp_attach_claim_slot(struct msp_control *ctl, int *slot)
-{
-    *slot = msp_ctl_claim_proc(ctl, g_msp.pid, g_msp.start_ns);
-    if (*slot < 0)
-        msp_log("the process table of %s is full (%d processes); dumping without live "
-                "counters in `status`", g_msp.dump_root, MSP_MAX_PROCS);
-    struct msp_proc *p = *slot >= 0 ? &ctl->procs[*slot] : &g_msp.dummy_proc;
-    __atomic_store_n(&p->abi, (uint32_t)msp_build_abi, __ATOMIC_RELAXED);
-    /* ATB sets the device before its first op, so `status` can show it from
-     * attach instead of from the first dumped tensor */
-    int64_t dev = msp_acl_device();
-    if (dev >= 0)
-        __atomic_store_n(&p->device, dev, __ATOMIC_RELAXED);
-    if (g_msp.host_abi >= 0 && g_msp.host_abi != msp_build_abi)
-        __atomic_fetch_or(&p->flags, (uint32_t)MSP_PROC_ABI_MISMATCH, __ATOMIC_RELAXED);
-    return p;
-}
-
 /* Returns 1 if the process can dump (block, slot, record log, threads). */
 static int attach(void)
 {
-    g_msp.pid = (uint64_t)getpid();
-    g_msp.start_ns = msp_now_ns();
-    g_msp.proc = &g_msp.dummy_proc;
-    g_msp.dummy_proc.device = -1;
+    msp_slot.pid = (uint64_t)getpid();
+    msp_slot.start_ns = msp_now_ns();
+    msp_slot.proc = &msp_slot.dummy;
+    msp_slot.dummy.device = -1;
     g_msp.host_abi = msp_detect_host_abi();
     int mismatch = g_msp.host_abi >= 0 && g_msp.host_abi != msp_build_abi;
     if (mismatch)
@@ -167,16 +121,16 @@ static int attach(void)
         msp_log("%s; this process will not dump", err);
         return 0;
     }
-    g_msp.ctl = ctl;
-    g_msp.proc = msp_attach_claim_slot(ctl, &g_msp.slot);
-    g_msp.rec_fd = msp_rec_open(g_msp.dump_root, g_msp.pid, g_msp.start_ns);
-    if (g_msp.rec_fd < 0) {
+    msp_slot.ctl = ctl;
+    msp_slot.proc = msp_join_slot(ctl, &msp_slot.index);
+    msp_rec_fd = msp_rec_open(g_msp.dump_root, msp_slot.pid, msp_slot.start_ns);
+    if (msp_rec_fd < 0) {
         msp_log("cannot open the record log under %s/.probe/records: %s; this process will "
                 "not dump",
                 g_msp.dump_root, strerror(errno));
         goto fail;
     }
-    msp_attach_record();
+    msp_join_record();
     /* the writer and monitor threads start at the first wake (snapshot.c):
      * a process that never dumps gets no thread of ours */
     msp_queue_init(&g_msp.q, g_msp.nwriters);
@@ -194,8 +148,8 @@ static int attach(void)
     msp_snap_refresh();
     return 1;
 fail:
-    if (g_msp.slot >= 0)
-        msp_ctl_release_proc(ctl, g_msp.slot);
+    if (msp_slot.index >= 0)
+        msp_ctl_release_proc(ctl, msp_slot.index);
     return 0;
 }
 
@@ -206,10 +160,11 @@ void msp_attach_slow(void)
     if (__atomic_load_n(&g_msp.attach_state, __ATOMIC_ACQUIRE) != MSP_ATTACH_DONE) {
         __atomic_store_n(&g_msp.attach_state, MSP_ATTACH_BUSY, __ATOMIC_RELAXED);
         if (!registered) {
-            /* once per address space: a forked child inherits both */
+            /* once per address space: a forked child inherits them */
             registered = 1;
             pthread_atfork(NULL, NULL, msp_fork_child);
             atexit(msp_exit_drain);
+            msp_snap_on_wake(msp_monitor_start);
         }
         int saved = errno;
         if (!attach())

@@ -14,10 +14,4 @@ static inline void msp_ensure_attached(void)
         msp_attach_slow();
 }
 
-/* Claims a slot in ctl and fills what the first attach sets in it (also
- * used for the fresh block of a re-attach). */
-struct msp_proc *msp_attach_claim_slot(struct msp_control *ctl, int *slot);
-/* Appends the `attach` record that begins a record log. */
-void msp_attach_record(void);
-
 #endif

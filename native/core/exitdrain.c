@@ -12,7 +12,7 @@
 #include "pending.h"
 #include "record.h"
 #include "recorder.h"
-#include "state.h"
+#include "snapshot.h"
 #include "util.h"
 #include "writer.h"
 
@@ -34,7 +34,7 @@ static void wait_built(void)
     struct msp_proc *p = msp_proc_now();
     uint64_t end = msp_rec_size();
     uint64_t daemon = ctl ? msp_ctl_get_word(&ctl->daemon_pid) : 0;
-    if (!g_build_ms || !ctl || g_msp.slot < 0 || !daemon)
+    if (!g_build_ms || !ctl || msp_slot.index < 0 || !daemon)
         return;
     uint64_t t0 = msp_mono_ns(), deadline = t0 + g_build_ms * 1000000ULL;
     /* the doorbell: the daemon reads the exit record now, not at its next poll
@@ -59,7 +59,7 @@ static void wait_built(void)
 
 static void exit_record(int drained, uint64_t lost)
 {
-    struct msp_proc *p = g_msp.proc;
+    struct msp_proc *p = msp_slot.proc;
     struct jbuf b;
     msp_rec_begin(&b, "exit");
     jb_key(&b, "drained");
@@ -82,10 +82,11 @@ static void exit_record(int drained, uint64_t lost)
 void msp_exit_drain(void)
 {
     if (__atomic_load_n(&g_msp.attach_state, __ATOMIC_ACQUIRE) != MSP_ATTACH_DONE ||
-        !g_msp.active || g_msp.pid != (uint64_t)getpid())
+        !g_msp.active || msp_slot.pid != (uint64_t)getpid())
         return;
     uint64_t t0 = msp_mono_ns();
-    msp_rec_exit(); /* flush_on_exit puts the ring in the queue before the drain */
+    struct msp_snap *snap = msp_snap_get();
+    msp_rec_exit(snap ? &snap->cfg : NULL); /* flush_on_exit: the ring goes in the queue first */
     __atomic_store_n(&g_msp.closing, 1, __ATOMIC_RELEASE);
     msp_monitor_kick();
     int drained = msp_queue_wait_idle(&g_msp.q, msp_mono_ns() + g_drain_s * 1000000000ULL);
@@ -117,6 +118,6 @@ void msp_exit_drain(void)
     msp_monitor_flush_counters();
     exit_record(drained && !lost, lost);
     wait_built();
-    if (g_msp.slot >= 0)
-        msp_ctl_release_proc(g_msp.ctl, g_msp.slot);
+    if (msp_slot.index >= 0)
+        msp_ctl_release_proc(msp_slot.ctl, msp_slot.index);
 }

@@ -68,7 +68,7 @@ int msp_hook_desc_awake(void)
     const struct msp_snap *s = awake_snapshot();
     if (!s)
         return 0;
-    return (overflow_task(s) || s->cfg.exec_mode != MSP_EXEC_NONE) && !msp_snap_op_excluded(s);
+    return (overflow_task(s) || s->cfg.exec_mode != MSP_EXEC_NONE) && !msp_hot_op_excluded(s);
 }
 
 int msp_hook_count_awake(uint64_t count)
@@ -136,7 +136,7 @@ int msp_hook_overflow_check_awake(void)
     if (!s)
         return 0;
     if (!overflow_task(s))
-        return msp_rec_overflow_wanted(s);
+        return msp_rec_overflow_wanted(&s->cfg);
     int64_t limit = s->cfg.overflow_nums;
     return limit < 0 || __atomic_load_n(&g_msp.overflow_events, __ATOMIC_RELAXED) < (uint64_t)limit;
 }
@@ -144,8 +144,8 @@ int msp_hook_overflow_check_awake(void)
 void msp_hook_report_overflow_kernel(msp_sv kernel)
 {
     const struct msp_snap *s = awake_snapshot();
-    if (s && !overflow_task(s) && msp_rec_overflow_wanted(s))
-        msp_rec_overflow(s, kernel.p, kernel.n);
+    if (s && !overflow_task(s) && msp_rec_overflow_wanted(&s->cfg))
+        msp_rec_overflow(&s->cfg, kernel.p, kernel.n);
     if (!s || !overflow_task(s))
         return;
     uint64_t n = __atomic_fetch_add(&g_msp.overflow_events, 1, __ATOMIC_RELAXED);
@@ -196,7 +196,8 @@ int msp_hook_is_report_topo(msp_sv model)
     msp_ensure_attached();
     if (!g_msp.active)
         return 0;
-    msp_models_executed(model.p, model.n);
+    const struct msp_snap *s = msp_hot_awake();
+    msp_models_executed(s ? &s->cfg : NULL, model.p, model.n);
     return msp_topo_first(model.p, model.n);
 }
 
@@ -425,11 +426,11 @@ static void enqueue(const struct msp_snap *s, int route, enum msp_item_kind kind
         it->data[size] = '\n';
     it->size = stats ? size : payload;
     if (route == MSP_ROUTE_HOLD) {
-        msp_rec_hold(s, it);
+        msp_rec_hold(&s->cfg, it);
         return;
     }
     if (route == MSP_ROUTE_DIRECT)
-        msp_rec_scan(s, it); /* a trigger inside a flush window is queued */
+        msp_rec_scan(&s->cfg, it); /* a trigger inside a flush window is queued */
     msp_item_queue(it, 0);
 }
 
@@ -454,7 +455,7 @@ static struct msp_snap *save_snapshot(void)
 static void save_selected(struct msp_snap *s, msp_sv format, msp_sv dtype, msp_sv dims,
                           const void *host, uint64_t size, msp_sv path)
 {
-    int route = s->cfg.rec_armed ? msp_rec_route(s, path.p, path.n) : 0;
+    int route = s->cfg.rec_armed ? msp_rec_route(&s->cfg, path.p, path.n) : 0;
     if (route == MSP_ROUTE_DROP)
         return;
     uint64_t seq = __atomic_fetch_add(&g_msp.seq, 1, __ATOMIC_RELAXED);
@@ -511,7 +512,7 @@ void msp_hook_save_param(msp_sv param, msp_sv path)
     struct msp_snap *s = save_snapshot();
     if (!s || !msp_device_selected(&s->cfg, path.p, path.n))
         return;
-    int route = s->cfg.rec_armed ? msp_rec_route(s, path.p, path.n) : 0;
+    int route = s->cfg.rec_armed ? msp_rec_route(&s->cfg, path.p, path.n) : 0;
     if (route == MSP_ROUTE_DROP)
         return;
     uint64_t seq = __atomic_fetch_add(&g_msp.seq, 1, __ATOMIC_RELAXED);

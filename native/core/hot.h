@@ -7,7 +7,10 @@
 #ifndef MSP_HOT_H
 #define MSP_HOT_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "opcount.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -66,20 +69,11 @@ struct msp_hot {
 #define MSP_HOT_LOAD(x) (x)
 #endif
 
-#define MSP_HIDDEN __attribute__((visibility("hidden")))
 extern struct msp_hot msp_hot MSP_HIDDEN;
 /* Not a snapshot: makes every inline predicate take its slow path, which
  * attaches, until the process has attached. */
 extern struct msp_snap msp_hot_unattached MSP_HIDDEN;
 #define MSP_HOT_UNATTACHED (&msp_hot_unattached)
-
-/* Runner setups counted by this thread, plus MSP_OPS_BASE (see opcount.c):
- * initial-exec TLS, so counting is an add on %fs with no call. */
-#define MSP_OPS_BATCH 256
-#define MSP_OPS_BASE (MSP_OPS_BATCH - 1)
-extern __thread uint64_t msp_t_ops MSP_HIDDEN __attribute__((tls_model("initial-exec")));
-
-void msp_ops_tick(void) MSP_HIDDEN; /* opcount.c */
 
 /* Slow paths: attach, or copy a config the daemon published. */
 void msp_hot_refresh(void) MSP_HIDDEN;
@@ -90,6 +84,10 @@ void msp_hot_need_save_slow(const int64_t *ids, size_t n);
  * of a thread (and its first) register the thread's counter and run the
  * monitor's duties while no monitor thread exists (see monitor.h). */
 void msp_hot_update_slow(void) MSP_HIDDEN;
+/* IsSaveTensorDesc's share: is the top-level op this thread is setting up
+ * (its IsTensorNeedSave's slow path noted it) one that the filters of s cannot
+ * select (so ATB need not build its directories)? */
+int msp_hot_op_excluded(const struct msp_snap *s);
 
 static inline msp_bool msp_hot_is_awake(void)
 {

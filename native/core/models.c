@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "opcount.h"
-#include "state.h"
+#include "slot.h"
 
 struct model {
     char name[MSP_MODEL_NAME_LEN]; /* NUL-terminated, cut to fit */
@@ -125,10 +125,9 @@ static void begin(int i)
     to_slot(msp_proc_now(), i);
 }
 
-void msp_models_note_setup(const int64_t *ids, size_t n)
+void msp_models_note_setup(const struct msp_config *cfg, const int64_t *ids, size_t n)
 {
-    const struct msp_snap *s = msp_hot_awake();
-    if (n != 1 || (uint64_t)ids[0] >= MSP_MODEL_OP_IDS || !s)
+    if (n != 1 || (uint64_t)ids[0] >= MSP_MODEL_OP_IDS || !cfg)
         return;
     if (!__atomic_load_n(&g_exact, __ATOMIC_RELAXED)) {
         __atomic_store_n(&g_exact, 1, __ATOMIC_RELAXED);
@@ -138,7 +137,7 @@ void msp_models_note_setup(const int64_t *ids, size_t n)
     /* Nothing set up on this thread since its last execution ended: this op begins
      * one, seen whole (asleep or awake-idle, begins are not seen, but the thread's
      * setups are counted: opcount.h). */
-    uint64_t req = s->cfg.next_request;
+    uint64_t req = cfg->next_request;
     if (req && msp_ops_unmoved())
         msp_t_exec_req = req;
     int after_edit = req && msp_t_exec_req == req;
@@ -176,17 +175,16 @@ void msp_models_asleep(void)
  * exec_range "next", the first of its rounds if it began after the edit, or, when the
  * process knew no model before (its ops were selected in the config's first N rounds),
  * the first N rounds if it was one of those. */
-static void next_after(int i, uint64_t round, int first_model)
+static void next_after(const struct msp_config *cfg, int i, uint64_t round, int first_model)
 {
-    const struct msp_snap *s = msp_hot_awake();
-    uint64_t req = s ? s->cfg.next_request : 0;
+    uint64_t req = cfg ? cfg->next_request : 0;
     if (req && msp_t_exec_req == req)
         fix_next(i, req, round);
-    else if (req && first_model && round < s->cfg.next_count)
+    else if (req && first_model && round < cfg->next_count)
         fix_next(i, req, 0);
 }
 
-void msp_models_executed(const char *name, size_t n)
+void msp_models_executed(const struct msp_config *cfg, const char *name, size_t n)
 {
     int first_model = __atomic_load_n(&g_n, __ATOMIC_ACQUIRE) == 0;
     int i = find_or_add(name, n);
@@ -200,7 +198,7 @@ void msp_models_executed(const char *name, size_t n)
         if (__atomic_load_n(&m->started, __ATOMIC_RELAXED) < done)
             __atomic_store_n(&m->started, done, __ATOMIC_RELAXED);
         /* before its ops are mapped: they may still run (ATB's async execute) */
-        next_after(i, done - 1, first_model);
+        next_after(cfg, i, done - 1, first_model);
     } /* else the table is full: this model is not counted */
     for (uint64_t w = lo / 64; lo <= hi && w <= hi / 64 && w < MSP_MODEL_OP_IDS / 64; w++) {
         uint64_t bits = msp_t_unmapped[w];

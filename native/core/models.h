@@ -12,7 +12,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hot.h"
 #include "msprobe_atb/control.h"
 
 #ifdef __cplusplus
@@ -25,7 +24,8 @@ extern "C" {
 struct msp_config;
 
 /* A top-level op (ids of one element: ATB asks IsTensorNeedSave at its every
- * Setup) is being set up. Called from IsTensorNeedSave's slow path, which runs
+ * Setup) is being set up, under the config the hooks answer from (cfg, NULL
+ * while they answer asleep). Called from IsTensorNeedSave's slow path, which runs
  * at every setup only while awake (asleep the hook stays one compare and a
  * branch). The first of an execution of a known model begins that execution;
  * an op of no known model is remembered by the thread. Asleep, executions are
@@ -35,28 +35,29 @@ struct msp_config;
  * last execution ended begins an execution after the edit (opcount.h): its model's
  * rounds start there, or (a model not known yet) the op is selected until its
  * model is known at that execution's end. */
-void msp_models_note_setup(const int64_t *ids, size_t n) MSP_HIDDEN;
+void msp_models_note_setup(const struct msp_config *cfg, const int64_t *ids, size_t n);
 /* The process went back to sleep: beginnings are no longer seen. */
-void msp_models_asleep(void) MSP_HIDDEN;
+void msp_models_asleep(void);
 
 /* IsReportModelTopoInfo(name), once per Model::Execute after every node was
  * issued: an execution of the model finished issuing; the top-level ops this
- * thread set up since its last report ([lo, hi]), of no known model, are this model's. */
-void msp_models_executed(const char *name, size_t n) MSP_HIDDEN;
+ * thread set up since its last report ([lo, hi]), of no known model, are this model's.
+ * cfg: as for msp_models_note_setup. */
+void msp_models_executed(const struct msp_config *cfg, const char *name, size_t n);
 /* exec_range "next" (cfg->next_request): is round `round` of top-level op `top`
  * selected? 1 or 0; -1 while the process knows no model (the config's ranges, its
  * first N rounds, decide: a host without ATB-Models, or the first executions of a
  * process started under "next"). */
-int msp_models_next_selected(const struct msp_config *cfg, int64_t top, uint64_t round) MSP_HIDDEN;
+int msp_models_next_selected(const struct msp_config *cfg, int64_t top, uint64_t round);
 /* IsExecuteCountInRange's share: may a runner of execute count `count` be selected? */
-int msp_models_next_count(const struct msp_config *cfg, uint64_t count) MSP_HIDDEN;
+int msp_models_next_count(const struct msp_config *cfg, uint64_t count);
 /* The models whose rounds were fixed since the last call, as "M round R, N rounds
  * S-T" in out; 1 if any. Called by one thread at a time (the monitor's duties). */
-int msp_models_next_news(const struct msp_config *cfg, char *out, size_t cap) MSP_HIDDEN;
+int msp_models_next_news(const struct msp_config *cfg, char *out, size_t cap);
 /* Writes every model into a fresh proc slot (after a re-attach). */
-void msp_models_to_slot(struct msp_proc *p) MSP_HIDDEN;
+void msp_models_to_slot(struct msp_proc *p);
 /* Forgets everything (a forked child counts its own executions). */
-void msp_models_reset(void) MSP_HIDDEN;
+void msp_models_reset(void);
 
 #ifdef __cplusplus
 }

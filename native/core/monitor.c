@@ -30,17 +30,12 @@ static uint64_t g_last_duty_ns; /* atomic: the last duties run from a hook */
  * the per-thread op counters need summing. */
 void msp_monitor_flush_counters(void)
 {
-    __atomic_store_n(&g_msp.proc->ops_seen, msp_ops_total(), __ATOMIC_RELAXED);
-}
-
-void msp_monitor_new_block(void)
-{
-    g_last_error_seq = 0; /* the new block's error_seq starts over */
+    __atomic_store_n(&msp_slot.proc->ops_seen, msp_ops_total(), __ATOMIC_RELAXED);
 }
 
 static void check_config_error(void)
 {
-    struct msp_control *ctl = g_msp.ctl;
+    struct msp_control *ctl = msp_slot.ctl;
     uint64_t seq = msp_ctl_get_word(&ctl->error_seq);
     if (seq == g_last_error_seq)
         return;
@@ -65,12 +60,14 @@ static void check_config_error(void)
 static void duties(void)
 {
     static unsigned tick;
-    msp_reattach_if_removed();
+    if (msp_reattach_if_removed())
+        g_last_error_seq = 0; /* the new block's error_seq starts over */
     msp_monitor_flush_counters();
     msp_snap_check(); /* an idle process follows the config too */
     check_config_error();
     msp_snap_say_next();
-    msp_rec_tick();
+    struct msp_snap *snap = msp_snap_get();
+    msp_rec_tick(snap ? &snap->cfg : NULL, snap && snap->awake);
     if (++tick % 2 == 0)
         msp_ensure_daemon();
     if (tick % (MSP_QUEUE_TRIM_PERIOD_S * (1000000000L / PERIOD_NS)) == 0)

@@ -20,8 +20,6 @@ void msp_monitor_hook_tick(void);
 void msp_monitor_kick(void);
 /* Publishes the per-thread op counters to our slot. */
 void msp_monitor_flush_counters(void);
-/* A new control block: its config errors start over. */
-void msp_monitor_new_block(void);
 /* Forked child: no monitor thread, nothing seen yet. */
 void msp_monitor_reset(void);
 

@@ -6,8 +6,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "hot.h"
-#include "monitor.h"
 
 __thread uint64_t msp_t_ops __attribute__((tls_model("initial-exec"))) = MSP_OPS_BASE;
 
@@ -72,7 +70,6 @@ void msp_ops_tick(void)
         t_mark = 0; /* the count starts over: the mark says nothing any more */
         pthread_mutex_unlock(&g_ops_mu);
     }
-    msp_monitor_hook_tick();
 }
 
 void msp_ops_mark(void)

@@ -11,13 +11,15 @@
 #include "msprobe_atb/control.h"
 #include "record.h"
 #include "rounds.h"
-#include "state.h"
+#include "slot.h"
 
 /* The round key of a tensor path: its first two non-empty components
  * joined by '/', as the control plane's parse_tensor_path reads them. 0 if
  * the path has fewer than three components or the key does not fit. */
 size_t msp_round_key(const char *path, size_t n, char key[MSP_ROUND_KEY_LEN]);
 void msp_pending_add(struct msp_proc *p, const char *path, size_t n);
+/* The process's rounds: which have all their records (rounds.h). */
+extern struct msp_rounds msp_pending_rounds;
 void msp_pending_done(struct msp_proc *p, const char *path, size_t n);
 /* Counts a tensor as selected (the slot's tensors_selected) and pending;
  * `live`: the host's own selection, not one the flight recorder hands over
@@ -29,7 +31,7 @@ static inline void msp_pending_select(const char *path, size_t n, int live)
     __atomic_fetch_add(&p->tensors_selected, 1, __ATOMIC_RELAXED);
     msp_pending_add(p, path, n); /* until its record is in the log */
     char done[MSP_ROUND_KEY_LEN];
-    if (msp_rounds_selected(&g_msp.rounds, path, n, live, done))
+    if (msp_rounds_selected(&msp_pending_rounds, path, n, live, done))
         msp_rec_round(done);
 }
 /* A selected tensor's record is in the log: no longer pending; appends the
@@ -38,7 +40,7 @@ static inline void msp_pending_recorded(const char *path, size_t n)
 {
     msp_pending_done(msp_proc_now(), path, n);
     char done[MSP_ROUND_KEY_LEN];
-    if (msp_rounds_recorded(&g_msp.rounds, path, n, done))
+    if (msp_rounds_recorded(&msp_pending_rounds, path, n, done))
         msp_rec_round(done);
 }
 

@@ -10,14 +10,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "attach.h"
+#include "join.h"
 #include "daemon.h"
 #include "fsutil.h"
 #include "models.h"
-#include "monitor.h"
 #include "record.h"
 #include "snapshot.h"
 #include "util.h"
+#include "writer.h"
 
 static int unlinked(int fd)
 {
@@ -59,8 +59,8 @@ static void move_gauges(struct msp_proc *from, struct msp_proc *to)
 /* data_fd names a new data/ tree: the writers drop their cached dirs. */
 static void swap_data_fd(int data)
 {
-    swap_fd(&g_msp.data_fd, data);
-    __atomic_fetch_add(&g_msp.tree_epoch, 1, __ATOMIC_RELEASE);
+    swap_fd(&msp_data_fd, data);
+    __atomic_fetch_add(&msp_tree_epoch, 1, __ATOMIC_RELEASE);
 }
 
 /* Only data/ was removed: the block and record log are still good. */
@@ -76,15 +76,15 @@ static void reopen_data(void)
 
 /* Opens everything of a fresh tree first and swaps only if all of it
  * opened, so a failed try (retried next tick) leaves nothing claimed. */
-void msp_reattach_if_removed(void)
+int msp_reattach_if_removed(void)
 {
     static int failing;
     if (!g_msp.active)
-        return;
-    if (!unlinked(g_msp.rec_fd)) {
-        if (unlinked(__atomic_load_n(&g_msp.data_fd, __ATOMIC_ACQUIRE)))
+        return 0;
+    if (!unlinked(msp_rec_fd)) {
+        if (unlinked(__atomic_load_n(&msp_data_fd, __ATOMIC_ACQUIRE)))
             reopen_data();
-        return;
+        return 0;
     }
     char err[MSP_PATH_LEN + 256] = "", data_path[MSP_PATH_LEN + 16];
     struct msp_control *ctl = NULL;
@@ -92,7 +92,7 @@ void msp_reattach_if_removed(void)
     if (msp_mkdir_p(g_msp.out, 0750) != 0 ||
         msp_ctl_open(g_msp.dump_root, 1, &ctl, err, sizeof err) != 0)
         goto fail;
-    rec = msp_rec_open(g_msp.dump_root, g_msp.pid, g_msp.start_ns);
+    rec = msp_rec_open(g_msp.dump_root, msp_slot.pid, msp_slot.start_ns);
     if (rec < 0) {
         snprintf(err, sizeof err, "cannot open the record log under %s/.probe/records: %s",
                  g_msp.dump_root, strerror(errno));
@@ -106,33 +106,32 @@ void msp_reattach_if_removed(void)
         }
     }
     failing = 0;
-    struct msp_proc *old_proc = g_msp.proc;
+    struct msp_proc *old_proc = msp_slot.proc;
     int slot;
-    struct msp_proc *p = msp_attach_claim_slot(ctl, &slot);
+    struct msp_proc *p = msp_join_slot(ctl, &slot);
     if (__atomic_load_n(&g_msp.awake_seen, __ATOMIC_ACQUIRE))
         __atomic_fetch_or(&p->flags, (uint32_t)MSP_PROC_AWAKE_SEEN, __ATOMIC_RELAXED);
     __atomic_store_n(&p->device, __atomic_load_n(&old_proc->device, __ATOMIC_RELAXED),
                      __ATOMIC_RELAXED);
-    if (g_msp.slot >= 0)
-        msp_ctl_release_proc(g_msp.ctl, g_msp.slot);
+    if (msp_slot.index >= 0)
+        msp_ctl_release_proc(msp_slot.ctl, msp_slot.index);
     /* The old block stays mapped: a hook may still read it through a
      * pointer loaded before the swap (56 KiB of address space per removal). */
-    __atomic_store_n(&g_msp.proc, p, __ATOMIC_RELEASE);
+    __atomic_store_n(&msp_slot.proc, p, __ATOMIC_RELEASE);
     move_gauges(old_proc, p);
     msp_models_to_slot(p);
-    g_msp.slot = slot;
-    msp_monitor_new_block();
-    __atomic_store_n(&g_msp.ctl, ctl, __ATOMIC_RELEASE);
-    swap_fd(&g_msp.rec_fd, rec);
+    msp_slot.index = slot;
+    __atomic_store_n(&msp_slot.ctl, ctl, __ATOMIC_RELEASE);
+    swap_fd(&msp_rec_fd, rec);
     swap_data_fd(data);
-    msp_attach_record();
+    msp_join_record();
     msp_log("%s was removed; dumping into a fresh one", g_msp.dump_root);
     /* the old daemon serves the removed tree and exits; no back-off for
      * the new one (a pending one was for the old tree) */
     msp_daemon_reset();
     msp_ensure_daemon();
     msp_snap_refresh(); /* asleep until the new daemon publishes */
-    return;
+    return 1;
 fail:
     if (!failing++)
         msp_log("%s was removed and cannot be created again (%s); selected tensors are lost "
@@ -140,4 +139,5 @@ fail:
     if (rec >= 0)
         close(rec);
     msp_ctl_close(ctl);
+    return 0;
 }

@@ -7,7 +7,8 @@
  * process keeps running. Our fds then name unlinked files: this notices
  * (st_nlink 0 on the record log) and attaches to a fresh tree, or (on
  * data/ alone) opens data/ again. Called by the monitor; the hot path adds
- * nothing: hooks only see new pointers. */
-void msp_reattach_if_removed(void);
+ * nothing: hooks only see new pointers. 1 if it attached to a fresh control
+ * block (its config errors start over). */
+int msp_reattach_if_removed(void);
 
 #endif

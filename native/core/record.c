@@ -14,10 +14,10 @@
 #include <unistd.h>
 
 #include "fsutil.h"
-#include "snapshot.h"
-#include "state.h"
+#include "slot.h"
 #include "util.h"
 
+int msp_rec_fd = -1;
 static uint64_t g_size, g_reserved_end;
 /* the reserve's floor: the exit record's room (see the reserve below) */
 #define FLOOR (16u << 10)
@@ -75,10 +75,25 @@ void msp_rec_begin(struct jbuf *b, const char *kind)
 static int g_extending;        /* atomic: one thread extends at a time */
 static int g_no_fallocate;     /* the file system cannot preallocate: no reserve */
 
+#define DEFAULT_BUDGET ((uint64_t)1 << 30)
+static uint64_t g_budget = DEFAULT_BUDGET; /* atomic */
+
+void msp_rec_budget(uint64_t bytes)
+{
+    __atomic_store_n(&g_budget, bytes, __ATOMIC_RELAXED);
+}
+
+void msp_rec_forget(void)
+{
+    if (msp_rec_fd >= 0)
+        close(msp_rec_fd);
+    msp_rec_fd = -1;
+    g_budget = DEFAULT_BUDGET;
+}
+
 static uint64_t reserve_bytes(int fd)
 {
-    struct msp_snap *s = msp_snap_get();
-    uint64_t r = (s ? s->cfg.queue_budget_bytes : (uint64_t)1 << 30) / 1024;
+    uint64_t r = __atomic_load_n(&g_budget, __ATOMIC_RELAXED) / 1024;
     /* never more than 1/32 of the free space: on a small disk the tensors
      * come first */
     struct statvfs vfs;
@@ -121,7 +136,7 @@ static int extend(int fd, uint64_t need)
 
 void msp_rec_release_reserve(void)
 {
-    int fd = __atomic_load_n(&g_msp.rec_fd, __ATOMIC_ACQUIRE);
+    int fd = __atomic_load_n(&msp_rec_fd, __ATOMIC_ACQUIRE);
     uint64_t size = __atomic_load_n(&g_size, __ATOMIC_ACQUIRE);
     uint64_t end = __atomic_load_n(&g_reserved_end, __ATOMIC_ACQUIRE);
     if (fd >= 0 && end > size)
@@ -133,7 +148,7 @@ static int commit(struct jbuf *b, int final)
 {
     jb_raw(b, "}\n", 2);
     int rc = -1;
-    int fd = __atomic_load_n(&g_msp.rec_fd, __ATOMIC_ACQUIRE);
+    int fd = __atomic_load_n(&msp_rec_fd, __ATOMIC_ACQUIRE);
     if (b->oom) {
         msp_log_error("out of memory building a record; it is lost");
     } else if (fd >= 0) {

@@ -9,6 +9,17 @@
 
 /* Opens <dump_root>/.probe/records/<pid>-<start_ns>.jsonl. fd or -1. */
 int msp_rec_open(const char *dump_root, uint64_t pid, uint64_t start_ns);
+/* The log records are appended to (-1: none; atomic). The lifecycle sets it to
+ * what msp_rec_open gave at attach, swaps a fresh log in under the same number
+ * after the dump root was removed, and closes it in a forked child
+ * (msp_rec_forget). */
+extern int msp_rec_fd;
+/* The copy queue's budget in force (the config's), which sizes the reserve;
+ * set by the lifecycle at each new config. */
+void msp_rec_budget(uint64_t bytes);
+/* A forked child: closes its copy of the parent's log; no config sizes the
+ * reserve until its own. */
+void msp_rec_forget(void);
 /* Starts a record: {"k":kind,"t":now */
 void msp_rec_begin(struct jbuf *b, const char *kind);
 /* Closes the object, appends it to the log and frees the buffer. Counts

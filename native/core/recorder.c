@@ -15,7 +15,7 @@
 #include "record.h"
 #include "recstats.h"
 #include "ring_overwrite.h"
-#include "snapshot.h"
+#include "slot.h"
 #include "stats.h"
 #include "util.h"
 #include "writer.h"
@@ -337,9 +337,8 @@ static void round_opens(struct msp_ring_scope *s, uint64_t exec, const struct ms
     }
 }
 
-int msp_rec_route(const struct msp_snap *snap, const char *path, size_t n)
+int msp_rec_route(const struct msp_config *c, const char *path, size_t n)
 {
-    const struct msp_config *c = &snap->cfg;
     pthread_mutex_lock(&g_mu);
     follow_arming(c);
     apply_incidents(c);
@@ -414,8 +413,8 @@ static void fire(const struct msp_config *c, uint32_t kind, double value, const 
     struct msp_incident inc;
     memset(&inc, 0, sizeof inc);
     inc.t_ns = msp_now_ns();
-    inc.pid = g_msp.pid;
-    inc.start_ns = g_msp.start_ns;
+    inc.pid = msp_slot.pid;
+    inc.start_ns = msp_slot.start_ns;
     /* the device is the path's "{dev}_" (the slot learns it only from writes) */
     char *end;
     long dev = strtol(path, &end, 10);
@@ -489,12 +488,12 @@ static void fire_scan(const struct msp_config *c, const struct msp_item *it, con
         fire(c, sc->kind, sc->value, it->path, strlen(it->path), sc->round, &sc->st);
 }
 
-void msp_rec_scan(const struct msp_snap *snap, const struct msp_item *it)
+void msp_rec_scan(const struct msp_config *c, const struct msp_item *it)
 {
     struct scan sc;
     pthread_mutex_lock(&g_mu);
-    scan_locked(&snap->cfg, it, &sc);
-    fire_scan(&snap->cfg, it, &sc);
+    scan_locked(c, it, &sc);
+    fire_scan(c, it, &sc);
     pthread_mutex_unlock(&g_mu);
 }
 
@@ -523,9 +522,8 @@ static void too_small(const struct msp_config *c, struct msp_ring_scope *s)
             (unsigned long long)s->cur_exec);
 }
 
-void msp_rec_hold(const struct msp_snap *snap, struct msp_item *it)
+void msp_rec_hold(const struct msp_config *c, struct msp_item *it)
 {
-    const struct msp_config *c = &snap->cfg;
     pthread_mutex_lock(&g_mu);
     uint64_t exec = 0;
     struct msp_ring_scope *s = msp_ring_scope_of(&g_ring, it->path, strlen(it->path), &exec);
@@ -568,7 +566,7 @@ void msp_rec_hold(const struct msp_snap *snap, struct msp_item *it)
     pthread_mutex_unlock(&g_mu);
 }
 
-void msp_rec_overflow(const struct msp_snap *snap, const char *kernel, size_t n)
+void msp_rec_overflow(const struct msp_config *c, const char *kernel, size_t n)
 {
     /* "<Type>_<id>[_<id>...]:<Kernel>": the round is the one in progress of
      * the top-level op <id> */
@@ -585,7 +583,7 @@ void msp_rec_overflow(const struct msp_snap *snap, const char *kernel, size_t n)
                 round = (int64_t)s->cur_exec;
         }
     }
-    fire(&snap->cfg, MSP_TRIG_OVERFLOW, INFINITY, kernel, n, round, NULL);
+    fire(c, MSP_TRIG_OVERFLOW, INFINITY, kernel, n, round, NULL);
     pthread_mutex_unlock(&g_mu);
 }
 
@@ -600,13 +598,11 @@ static void state_of(struct msp_ring_scope *s, void *arg)
         *st = MSP_REC_ARMED;
 }
 
-void msp_rec_tick(void)
+void msp_rec_tick(const struct msp_config *c, int awake)
 {
-    struct msp_snap *snap = msp_snap_get();
-    if (!snap)
+    if (!c)
         return;
-    const struct msp_config *c = &snap->cfg;
-    int armed = snap->awake && c->rec_armed;
+    int armed = awake && c->rec_armed;
     pthread_mutex_lock(&g_mu);
     if (!armed) {
         if (g_inited || g_ring.rounds) {
@@ -624,15 +620,14 @@ void msp_rec_tick(void)
     pthread_mutex_unlock(&g_mu);
 }
 
-void msp_rec_exit(void)
+void msp_rec_exit(const struct msp_config *c)
 {
-    struct msp_snap *snap = msp_snap_get();
     pthread_mutex_lock(&g_mu);
     /* an incident claimed before the exit still gets this process's rounds */
-    if (snap && snap->cfg.rec_armed && g_inited)
-        apply_incidents(&snap->cfg);
+    if (c && c->rec_armed && g_inited)
+        apply_incidents(c);
     if (g_ring.rounds) {
-        if (snap && snap->cfg.rec_flush_on_exit) {
+        if (c && c->rec_flush_on_exit) {
             struct flushlog f = {.seq = 0};
             while (g_ring.oldest)
                 flush_round(g_ring.oldest, &f, "exit");

@@ -9,7 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "state.h"
+#include "slot.h"
 #include "util.h"
 
 struct header {
@@ -40,7 +40,7 @@ int msp_recstats_open(void)
     if (g_map)
         return 0;
     snprintf(g_name, sizeof g_name, "/dev/shm/msprobe-atb-%llu-%llu.stats",
-             (unsigned long long)g_msp.pid, (unsigned long long)g_msp.start_ns);
+             (unsigned long long)msp_slot.pid, (unsigned long long)msp_slot.start_ns);
     int fd = open(g_name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0 || ftruncate(fd, (off_t)SIZE) != 0) {
         msp_log("recorder: cannot create %s (%m); the golden and growth_over triggers get no "

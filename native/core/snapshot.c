@@ -12,12 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "attach.h"
 #include "filter.h"
 #include "hot.h"
 #include "models.h"
-#include "monitor.h"
-#include "opcount.h"
 #include "record.h"
 #include "recorder.h"
 #include "util.h"
@@ -62,44 +59,6 @@ struct msp_snap msp_hot_unattached;
 struct msp_hot msp_hot = {
     .gen = &g_unattached_gen, .awake = &msp_hot_unattached, .answers = MSP_ASK_ALL};
 
-/* The top-level op this thread last set up (IsTensorNeedSave with ids of one
- * element), -1 before any: ATB asks IsSaveTensorDesc in the same Setup, right
- * after (callsites §4). */
-static __thread int64_t t_top __attribute__((tls_model("initial-exec"))) = -1;
-
-void msp_hot_refresh(void)
-{
-    msp_ensure_attached();
-    msp_snap_check();
-}
-
-void msp_hot_update_slow(void)
-{
-    if ((__atomic_load_n(&msp_t_ops, __ATOMIC_RELAXED) & (MSP_OPS_BATCH - 1)) == 0)
-        msp_ops_tick();
-    if (msp_hot_changed())
-        msp_hot_refresh();
-}
-
-void msp_hot_need_save_slow(const int64_t *ids, size_t n)
-{
-    if (msp_hot_changed())
-        msp_hot_refresh();
-    if (n == 1)
-        t_top = ids[0];
-    msp_models_note_setup(ids, n);
-}
-
-int msp_snap_op_excluded(const struct msp_snap *s)
-{
-    if (s->n_tops < 0 || t_top < 0)
-        return 0;
-    for (int i = 0; i < s->n_tops; i++)
-        if (s->tops[i] == t_top)
-            return 0;
-    return 1;
-}
-
 void msp_hot_inactive(void)
 {
     __atomic_store_n(&msp_hot.awake, NULL, __ATOMIC_RELEASE);
@@ -128,7 +87,7 @@ void msp_hot_forget(void)
 static int hooks_awake(const struct msp_snap *s)
 {
     return s->awake && (s->cfg.exec_mode != MSP_EXEC_NONE || (s->cfg.task & MSP_TASK_OVERFLOW) ||
-                        msp_rec_overflow_wanted(s));
+                        msp_rec_overflow_wanted(&s->cfg));
 }
 
 /* What the predicates answer under an awake snapshot s (hot.h): the awake
@@ -148,7 +107,7 @@ static uint32_t answers_of(const struct msp_snap *s)
     if (overflow) /* the overflowing kernel's after save; the overflow_nums limit */
         return a | MSP_ASK(MSP_PRED_AFTER) | MSP_ASK(MSP_PRED_OVERFLOW);
     a |= MSP_SAY(MSP_PRED_BEFORE) | MSP_SAY(MSP_PRED_AFTER) | MSP_SAY(MSP_PRED_PARAM);
-    return msp_rec_overflow_wanted(s) ? a | MSP_SAY(MSP_PRED_OVERFLOW) : a;
+    return msp_rec_overflow_wanted(&s->cfg) ? a | MSP_SAY(MSP_PRED_OVERFLOW) : a;
 }
 
 /* The hooks answer from snapshot s from now on (under snap_mu). */
@@ -171,7 +130,7 @@ static void publish_hot(struct msp_snap *s)
  * stays asleep: ATB must not copy tensors nobody would write). */
 static int start_writers(void)
 {
-    int started = msp_writers_start(g_msp.nwriters);
+    int started = msp_writers_start(&g_msp.q, g_msp.nwriters);
     if (started == 0) {
         msp_log("cannot start writer threads (%s); this process stays asleep until the next "
                 "config change",
@@ -192,6 +151,13 @@ int msp_data_dir_open(char *path, size_t cap)
     return open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
+static int (*g_start_monitor)(void);
+
+void msp_snap_on_wake(int (*start_monitor)(void))
+{
+    g_start_monitor = start_monitor;
+}
+
 /* The first wake of this process. Returns 0 if it cannot dump after all. */
 static int wake_up(uint64_t generation)
 {
@@ -201,7 +167,7 @@ static int wake_up(uint64_t generation)
     if (!start_writers())
         return 0;
     /* an asleep process has no thread of ours (monitor.h) */
-    if (msp_monitor_start() != 0)
+    if (!g_start_monitor || g_start_monitor() != 0)
         msp_log("cannot start the monitor thread; its duties run from the hooks");
     say_state("Ready to dump ATB data, the running speed of the model will be affected");
     char path[MSP_PATH_LEN + 16];
@@ -209,7 +175,7 @@ static int wake_up(uint64_t generation)
     if (fd < 0)
         msp_log("cannot open %s: %s; selected tensors will be counted as lost", path,
                 strerror(errno));
-    __atomic_store_n(&g_msp.data_fd, fd, __ATOMIC_RELEASE);
+    __atomic_store_n(&msp_data_fd, fd, __ATOMIC_RELEASE);
     __atomic_store_n(&g_msp.awake_seen, 1, __ATOMIC_RELEASE);
     __atomic_fetch_or(&msp_proc_now()->flags, (uint32_t)MSP_PROC_AWAKE_SEEN, __ATOMIC_RELAXED);
     struct jbuf b;
@@ -255,6 +221,7 @@ void msp_snap_refresh(void)
                             s->cfg.exec_mode != MSP_EXEC_NONE;
             msp_queue_expect(&g_msp.q, ring_dump ? s->cfg.queue_budget_bytes : 0, s->awake);
             __atomic_store_n(&g_msp.snap, s, __ATOMIC_RELEASE);
+            msp_rec_budget(s->cfg.queue_budget_bytes);
             if (!hooks_awake(s)) /* executions begin unseen (models.h) */
                 msp_models_asleep();
             __atomic_store_n(&msp_proc_now()->config_generation, s->generation, __ATOMIC_RELAXED);

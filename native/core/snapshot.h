@@ -14,14 +14,14 @@ static inline struct msp_snap *msp_snap_get(void)
     return __atomic_load_n(&g_msp.snap, __ATOMIC_ACQUIRE);
 }
 
+/* The first wake starts the writers, then start_monitor (the monitor thread,
+ * monitor.h; 0 on success). Set once, before the first attach, by the
+ * lifecycle above: the monitor follows the config through this file. */
+void msp_snap_on_wake(int (*start_monitor)(void));
+
 /* exec_range "next": says the rounds of each model fixed since the last call
  * (the monitor's duties). */
 void msp_snap_say_next(void);
-
-/* IsSaveTensorDesc's share: is the top-level op this thread is setting up
- * one that the filters of s cannot select (so ATB need not build its
- * directories)? */
-int msp_snap_op_excluded(const struct msp_snap *s);
 
 /* The hooks' words (hot.h) for a process that cannot dump, and for one
  * that has not attached (a forked child). */

@@ -19,22 +19,27 @@
 #include "fsutil.h"
 #include "pending.h"
 #include "record.h"
-#include "state.h"
+#include "slot.h"
 #include "util.h"
 
 #define HEADER_CAP 4096
+
+int msp_data_fd = -1;
+unsigned msp_tree_epoch;
 
 struct writer {
     int idx;
     struct msp_dedup *dedup;
     char dir[MSP_PATH_LEN]; /* cached open directory (consecutive tensors share it) */
     int dirfd;
-    unsigned epoch;         /* g_msp.tree_epoch when dirfd was opened */
+    unsigned epoch;         /* msp_tree_epoch when dirfd was opened */
     int lent;               /* a hook thread writes with this state (msp_writer_direct);
                                the writer's own thread is parked, free for a job */
 };
 
 static struct writer g_writers[MSP_MAX_WRITERS];
+static struct msp_queue *g_q; /* the queue they take items from */
+static int g_nwriters;        /* how many started */
 
 static const char *task_name(uint32_t task)
 {
@@ -179,19 +184,19 @@ int msp_writer_for(const char *path, size_t n, int nwriters)
 void msp_item_queue(struct msp_item *it, int adopt)
 {
     if (adopt)
-        msp_queue_adopt(&g_msp.q, it);
-    int w = msp_writer_for(it->path, strlen(it->path), g_msp.nwriters);
+        msp_queue_adopt(g_q, it);
+    int w = msp_writer_for(it->path, strlen(it->path), g_nwriters);
     /* counted in the slot before it is queued and until its record is
      * written, so the control plane never sees an empty queue too early */
     uint64_t cost = it->cost;
     MSP_COUNT(queue_depth, 1);
     MSP_COUNT(queue_bytes, cost);
-    if (msp_queue_push(&g_msp.q, w, it) == MSP_PUSH_OK)
+    if (msp_queue_push(g_q, w, it) == MSP_PUSH_OK)
         return;
     if (it->kind == MSP_ITEM_TENSOR)
         MSP_COUNT(errors, 1);
     msp_item_lost(it, "process is exiting");
-    msp_queue_release(&g_msp.q, it);
+    msp_queue_release(g_q, it);
     MSP_UNCOUNT(queue_depth, 1);
     MSP_UNCOUNT(queue_bytes, cost);
 }
@@ -199,16 +204,16 @@ void msp_item_queue(struct msp_item *it, int adopt)
 /* The open fd of the item's directory (cached per writer). */
 static int dir_fd(struct writer *w, const char *dir)
 {
-    /* a new epoch: the data/ tree was removed and re-created (attach.c),
+    /* a new epoch: the data/ tree was removed and re-created (reattach.c),
      * the cached fd names a directory of the old one */
-    unsigned epoch = __atomic_load_n(&g_msp.tree_epoch, __ATOMIC_ACQUIRE);
+    unsigned epoch = __atomic_load_n(&msp_tree_epoch, __ATOMIC_ACQUIRE);
     if (w->dirfd >= 0 && w->epoch == epoch && strcmp(w->dir, dir) == 0)
         return w->dirfd;
     if (w->dirfd >= 0)
         close(w->dirfd);
     w->dirfd = -1;
     w->epoch = epoch;
-    int root = __atomic_load_n(&g_msp.data_fd, __ATOMIC_ACQUIRE);
+    int root = __atomic_load_n(&msp_data_fd, __ATOMIC_ACQUIRE);
     if (root < 0) {
         errno = ENOENT;
         return -1;
@@ -248,7 +253,7 @@ static int file_equals(int fd, const char *buf, size_t len, off_t off)
  * file name; -1 with errno if the directory cannot be opened. */
 static int real_dir(const char *real, const char **base)
 {
-    int root = __atomic_load_n(&g_msp.data_fd, __ATOMIC_ACQUIRE);
+    int root = __atomic_load_n(&msp_data_fd, __ATOMIC_ACQUIRE);
     const char *slash = strrchr(real, '/');
     char dir[MSP_PATH_LEN];
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - real) : 0, real);
@@ -387,10 +392,10 @@ static int write_hashed(struct writer *w, const struct msp_item *it, int dfd, co
                         const struct iovec *iov, uint64_t *hash)
 {
     struct hash_job h = {{hash_run}, it->data, it->size, 0};
-    if (!w->lent || !msp_queue_lend_job(&g_msp.q, w->idx, &h.job))
+    if (!w->lent || !msp_queue_lend_job(g_q, w->idx, &h.job))
         return msp_write_hashed_file_at(dfd, name, iov, it->data, it->size, hash);
     int rc = msp_write_file_at(dfd, name, iov, 2);
-    msp_queue_job_wait(&g_msp.q, w->idx); /* it reads the host's buffer */
+    msp_queue_job_wait(g_q, w->idx); /* it reads the host's buffer */
     *hash = h.hash;
     return rc;
 }
@@ -526,17 +531,18 @@ static void *writer_main(void *arg)
 {
     struct writer *w = arg;
     struct msp_item *it;
-    while ((it = msp_queue_pop(&g_msp.q, w->idx))) {
+    while ((it = msp_queue_pop(g_q, w->idx))) {
         process(w, it); /* its record is written now */
         MSP_UNCOUNT(queue_depth, 1);
         MSP_UNCOUNT(queue_bytes, it->cost);
-        msp_queue_done(&g_msp.q, it); /* last: the exit drain waits for it */
+        msp_queue_done(g_q, it); /* last: the exit drain waits for it */
     }
     return NULL;
 }
 
-int msp_writers_start(int n)
+int msp_writers_start(struct msp_queue *q, int n)
 {
+    g_q = q;
     sigset_t all, old;
     sigfillset(&all);
     /* writer threads never take the host's signals */
@@ -559,5 +565,6 @@ int msp_writers_start(int n)
         started++;
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    g_nwriters = started;
     return started;
 }

@@ -19,9 +19,17 @@ struct msp_tensor_desc {
     uint64_t hash; /* msp_content_hash of the payload */
 };
 
-/* Starts n writer threads on g_msp.q (at the process's first wake).
- * Returns how many started; errno says why when fewer. */
-int msp_writers_start(int n);
+/* Starts n writer threads on queue q (at the process's first wake), which
+ * msp_item_queue then feeds. Returns how many started; errno says why when
+ * fewer. */
+int msp_writers_start(struct msp_queue *q, int n);
+
+/* The open data/ directory the writers write below (-1: none), and its epoch,
+ * bumped when it names a new data/ tree: the writers then drop the
+ * directories they hold open. Atomic. Set by the lifecycle: opened at the
+ * first wake, swapped after the tree was removed, closed in a forked child. */
+extern int msp_data_fd;
+extern unsigned msp_tree_epoch;
 
 /* Appends a `tensor` record. file: "bin", "stub", "linked", "none" or "lost".
  * 1 if the record is in the log; 0 if not (a full disk): the tensor then
