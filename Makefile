@@ -40,9 +40,9 @@ $(PYEXT_STAMP): $(VENV)/.stamp native/include/msprobe_atb/control.h native/core/
 	$(VPY) msprobe_atb/control/_build.py
 	touch $@
 # The fused compare-metrics kernel (native/compare), a cffi extension of offline/.
-KERNEL_STAMP := msprobe_atb/offline/.kernel_stamp
-$(KERNEL_STAMP): $(VENV)/.stamp native/compare/pair_kernel.c native/compare/pair_kernel.h msprobe_atb/offline/_build_kernel.py
-	$(VPY) msprobe_atb/offline/_build_kernel.py
+KERNEL_STAMP := msprobe_atb/offline/read/.kernel_stamp
+$(KERNEL_STAMP): $(VENV)/.stamp native/compare/pair_kernel.c native/compare/pair_kernel.h msprobe_atb/offline/read/_build_kernel.py
+	$(VPY) msprobe_atb/offline/read/_build_kernel.py
 	touch $@
 pyext: $(PYEXT_STAMP) $(KERNEL_STAMP)
 # The package's bytecode, so each `msprobe-atb` call starts from .pyc files even where
@@ -104,4 +104,4 @@ bench: all deps $(BENCH_TARGETS)
 
 clean:
 	rm -rf $(BUILD) $(PYEXT_STAMP) $(KERNEL_STAMP) msprobe_atb/control/_ctl*.so \
-		msprobe_atb/offline/_pair_kernel*.so
+		msprobe_atb/offline/read/_pair_kernel*.so

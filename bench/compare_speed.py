@@ -32,9 +32,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from msprobe_atb.offline import pair_engine
-from msprobe_atb.offline.binwrite import bin_header
-from msprobe_atb.offline.pair_engine import pair_metrics
+from msprobe_atb.offline.compare import pair_engine
+from msprobe_atb.offline.compare.pair_engine import pair_metrics
+from msprobe_atb.offline.read.binwrite import bin_header
 
 BIG_PAIRS, BIG_ELEMS = 8, 64 << 20  # 8 x 2 x 128 MiB of fp16: a 1 GiB round vs itself
 HUGE_ELEMS = 384 << 20  # 2 x 768 MiB of fp16: one pair past the RSS budget
@@ -93,7 +93,7 @@ def _timed_metrics(work: pl.DataFrame) -> tuple[pl.DataFrame, float, float]:
 
 def _cluster_rate(work: pl.DataFrame, jobs: int) -> tuple[float, float, pl.DataFrame]:
     """(start-up s, compare s, rows) on a local cluster of `jobs` worker processes."""
-    from msprobe_atb.offline.dask_run import ClusterRun
+    from msprobe_atb.offline.compare.dask_run import ClusterRun
     pairs = [tuple(r) for r in work.select("golden_path", "target_path",
                                            "target_dtype").iter_rows()]
     sizes = [4 * BIG_ELEMS] * len(pairs)
@@ -108,7 +108,7 @@ def _cluster_rate(work: pl.DataFrame, jobs: int) -> tuple[float, float, pl.DataF
 
 def _start_up(jobs: int) -> float:
     """Seconds until a local cluster's workers are ready (imports included)."""
-    from msprobe_atb.offline.dask_run import ClusterStart
+    from msprobe_atb.offline.compare.dask_run import ClusterStart
     t0 = time.perf_counter()
     start = ClusterStart(jobs)
     start.ready.wait()
@@ -141,7 +141,7 @@ def _auto(work: pl.DataFrame, jobs: int) -> tuple[float, pl.DataFrame, pair_engi
 def _rss_child(work: pl.DataFrame) -> float:
     """Peak RSS (MiB) of a fresh process comparing the first pair of `work`: its
     VmHWM (rusage's maxrss would include the parent's pages from before exec)."""
-    code = ("import sys; from msprobe_atb.offline.metrics import file_metrics; "
+    code = ("import sys; from msprobe_atb.offline.read.metrics import file_metrics; "
             "m = file_metrics(sys.argv[1], sys.argv[2], 'float16', None, None); "
             "assert m['state'] == 'ok' and m['within_tol'] > 0.9, m; "
             "print([x for x in open('/proc/self/status') if x.startswith('VmHWM')][0])")

@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from msprobe_atb.offline.compare import compare_dumps
-from msprobe_atb.offline.index import index_dump
-from msprobe_atb.offline.summary import summarize
-from msprobe_atb.offline.table import CSV_COLUMNS, EXTRA_COLUMNS, Dump, open_dump
+from msprobe_atb.offline.compare.dumps import compare_dumps
+from msprobe_atb.offline.manifest.index import index_dump
+from msprobe_atb.offline.read.table import CSV_COLUMNS, EXTRA_COLUMNS, Dump, open_dump
+from msprobe_atb.offline.stats.summary import summarize
 
 ROUNDS = 100
 LAYERS = 40

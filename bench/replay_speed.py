@@ -58,9 +58,9 @@ def _replay_wall(dump: Path) -> tuple[float, dict, int]:
 
 def _peaks(dump: Path) -> list[tuple[float, str, int, int]]:
     """Per op: (peak / own tensors, op, peak bytes, own bytes)."""
-    from msprobe_atb.offline.binfile import resolve
+    from msprobe_atb.offline.read.binfile import resolve
+    from msprobe_atb.offline.read.table import open_dump
     from msprobe_atb.offline.replay.runner import Replayer, replayable
-    from msprobe_atb.offline.table import open_dump
     rep = Replayer(open_dump(dump))
     out = []
     for op in replayable(rep.ops):

@@ -20,7 +20,7 @@ COMMAND_MODULES = (
     "msprobe_atb.run",  # run
     "msprobe_atb.tree.cli",  # rebuild
     "msprobe_atb.offline.cli",  # convert, stats, compare, overflow, report
-    "msprobe_atb.offline.manifest_cli",  # index, query
+    "msprobe_atb.offline.manifest.cli",  # index, query
     "msprobe_atb.offline.replay.cli",  # replay
     "msprobe_atb.recorder.cli",  # trigger, incidents
 )

@@ -5,9 +5,9 @@
     dump = open_dump("out/")                          # dump.tensors: polars DataFrame
     bad = dump.filter(layer="3", round="0-1").filter(pl.col("nonfinite"))
 
-Modules: dtypes (codes, decoders), binfile (.bin reader), layout (finding the
-tree), table (the tensor table), tensorstats, graph (info/layer dataflow),
-summary (stats), metrics + compare, overflow, convert, report, cli.
+Rooms, by what a user runs: read (dtypes, binfile, layout, table, manifest, graph, ...:
+reading a dump), stats (stats, overflow), compare (pairing, metrics, engines, the torch
+golden), report, manifest (index, query), replay; cli registers their commands.
 """
 
 import importlib
@@ -15,11 +15,11 @@ import importlib
 # Each public name and the module defining it. They are imported when first used, so
 # `msprobe-atb --version` and the control plane never pay for numpy, ml_dtypes and polars.
 _EXPORTS = {
-    "BinFileError": "binfile", "BinHeader": "binfile", "TensorNotSaved": "binfile",
-    "load_bin": "binfile", "read_header": "binfile", "resolve": "binfile",
-    "CompareResult": "compare", "compare_dumps": "compare",
-    "DumpNotFound": "layout",
-    "Dump": "table", "filter_tensors": "table", "open_dump": "table",
+    "BinFileError": "read.binfile", "BinHeader": "read.binfile", "TensorNotSaved": "read.binfile",
+    "load_bin": "read.binfile", "read_header": "read.binfile", "resolve": "read.binfile",
+    "CompareResult": "compare.dumps", "compare_dumps": "compare.dumps",
+    "DumpNotFound": "read.layout",
+    "Dump": "read.table", "filter_tensors": "read.table", "open_dump": "read.table",
 }
 __all__ = sorted(_EXPORTS)
 

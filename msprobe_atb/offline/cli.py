@@ -10,21 +10,15 @@ from datetime import datetime
 from pathlib import Path
 
 from ..argtypes import seconds
-from .engine_rule import CONNECT_TIMEOUT_S
-from .jsonsafe import jsonable
-from .layout import DumpNotFound
+from .compare.engine_rule import CONNECT_TIMEOUT_S
+from .read.jsonsafe import jsonable
+from .read.layout import DumpNotFound
+from .read.progress import progress_bar
 
 
 def _err(cmd: str, msg: str) -> int:
     print(f"msprobe-atb {cmd}: error: {msg}", file=sys.stderr)
     return 2
-
-
-def _bar(desc: str, unit: str = "file", total: int | None = None):
-    """A progress bar on stderr (hidden when it is not a terminal) that stays
-    on screen when done, so the user sees what ran and how long it took."""
-    from tqdm import tqdm
-    return tqdm(desc=desc, unit=unit, total=total, disable=None, file=sys.stderr, leave=True)
 
 
 def _filters(p: argparse.ArgumentParser) -> None:
@@ -35,15 +29,15 @@ def _filters(p: argparse.ArgumentParser) -> None:
 
 
 def _open(path: str, fill_stats: bool):
-    from .table import open_dump
+    from .read.table import open_dump
     return open_dump(path, fill_stats=fill_stats)
 
 
 def cmd_stats(a) -> int:
     if len(a.dirs) > 1:
         return _stats_ranks(a)
-    from .summary import format_text, summarize
-    from .table import filter_tensors, verify_files
+    from .read.table import filter_tensors, verify_files
+    from .stats.summary import format_text, summarize
     try:
         dump = _open(a.dirs[0], fill_stats=not a.no_files)
         bad_files = verify_files(dump) if a.verify else 0
@@ -69,9 +63,9 @@ def cmd_stats(a) -> int:
 
 
 def _stats_ranks(a) -> int:
-    """Several dumps (one per node): ranks side by side (offline/ranks.py)."""
-    from .ranks import format_ranks, stats_ranks
-    from .table import verify_files
+    """Several dumps (one per node): ranks side by side (offline/stats/ranks.py)."""
+    from .read.table import verify_files
+    from .stats.ranks import format_ranks, stats_ranks
     if a.csv:
         return _err("stats", "--csv takes one dump; give one DIR")
     try:
@@ -97,7 +91,7 @@ def _compare_outputs(out: Path, res, summary: str) -> tuple[list[str], list[str]
     """Write the result rows: `NAME.csv`, `NAME.xlsx`, or into a directory the
     CSV and (up to XLSX_AUTO_ROWS rows) the workbook, named like msProbe's
     `atb_{tensor|stats}_compare_result_<time>`. Returns (files, notes)."""
-    from .xlsx import write_workbook
+    from .compare.xlsx import write_workbook
     notes: list[str] = []
     if out.suffix in (".csv", ".xlsx"):
         targets = [out]
@@ -114,7 +108,7 @@ def _compare_outputs(out: Path, res, summary: str) -> tuple[list[str], list[str]
         if f.suffix == ".csv":
             res.rows.write_csv(f)
         else:
-            bar = _bar("workbook", unit="row", total=res.rows.height)
+            bar = progress_bar("workbook", unit="row", total=res.rows.height)
             try:
                 write_workbook(f, res.rows, summary, progress=bar.update)
             finally:
@@ -123,15 +117,15 @@ def _compare_outputs(out: Path, res, summary: str) -> tuple[list[str], list[str]
 
 
 def cmd_compare(a) -> int:
-    from .dask_run import ClusterError
-    from .dumpset import open_dumps
+    from .compare.dask_run import ClusterError
+    from .read.dumpset import open_dumps
     if a.mode != "atb":
         return _err("compare", f"-m {a.mode}: only mode atb (ATB dumps) is supported")
     if a.scheduler and a.engine != "auto":
         return _err("compare", f"--engine {a.engine} with --scheduler: the pairs run on the "
                                "cluster at --scheduler; drop one of the two")
     if a.scheduler is not None:
-        from .dask_connect import scheduler_address
+        from .compare.dask_connect import scheduler_address
         try:
             scheduler_address(a.scheduler)  # a typo is said before the dumps are read
         except ClusterError as e:
@@ -145,7 +139,7 @@ def cmd_compare(a) -> int:
             compare = _golden_compare(golden, target, a, stack)
         except ValueError as e:
             return _err("compare", str(e))
-        bar = _bar("compare", unit="pair")
+        bar = progress_bar("compare", unit="pair")
         try:
             res = compare(golden, target, rtol=a.rtol, atol=a.atol, min_within=a.min_within,
                           min_cosine=a.min_cosine, jobs=a.jobs, progress=bar.update,
@@ -164,11 +158,11 @@ def cmd_compare(a) -> int:
 
 def _golden_compare(golden, target, a, stack: contextlib.ExitStack):
     """compare_dumps, or for a golden dumped from torch the aligned compare
-    (torch_golden.py), whose golden files live until `stack` closes."""
-    from .compare import compare_dumps
-    from .torch_dump import is_torch_dump
-    from .torch_golden import torch_compare
-    from .torch_mapping import read_mapping
+    (compare/torch_golden.py), whose golden files live until `stack` closes."""
+    from .compare.dumps import compare_dumps
+    from .compare.torch_dump import is_torch_dump
+    from .compare.torch_golden import torch_compare
+    from .compare.torch_mapping import read_mapping
     mapping_file, write_to = getattr(a, "mapping", None), getattr(a, "write_mapping", None)
     both_torch = is_torch_dump(golden) and is_torch_dump(target)
     if not is_torch_dump(golden) or both_torch:  # two torch dumps share one structure
@@ -188,7 +182,7 @@ def _golden_compare(golden, target, a, stack: contextlib.ExitStack):
 
 
 def _compare_report(a, res) -> int:
-    from .compare_headline import format_summary, summary_json
+    from .compare.headline import format_summary, summary_json
     try:
         files, notes = _compare_outputs(Path(a.output), res, format_summary(res))
     except OSError as e:
@@ -205,8 +199,8 @@ def _compare_report(a, res) -> int:
 
 
 def cmd_convert(a) -> int:
-    from .convert import convert
-    bar = _bar("convert")
+    from .read.convert import convert
+    bar = progress_bar("convert")
     try:
         rep = convert(a.src, a.output, jobs=a.jobs, raw=a.raw, progress=bar.update,
                       total=lambda n: setattr(bar, "total", n))
@@ -222,7 +216,7 @@ def cmd_convert(a) -> int:
 
 
 def cmd_overflow(a) -> int:
-    from .overflow import format_events, overflow_events
+    from .stats.overflow import format_events, overflow_events
     try:
         dump = _open(a.dir, fill_stats=True)
     except DumpNotFound as e:
@@ -238,8 +232,8 @@ def cmd_overflow(a) -> int:
 
 
 def cmd_report(a) -> int:
-    from .compare import EXIT_INCOMPLETE
-    from .report import REPORT_STEPS, build_report
+    from .compare.dumps import EXIT_INCOMPLETE
+    from .report.page import REPORT_STEPS, build_report
     try:
         dump = _open(a.dir, fill_stats=True)
         golden = _open(a.golden, False) if a.golden else None
@@ -249,14 +243,14 @@ def cmd_report(a) -> int:
         comp = None
         if golden is not None:
             compare = _golden_compare(golden, dump, a, stack)
-            bar = _bar("compare with golden")
+            bar = progress_bar("compare with golden")
             try:
                 comp = compare(golden, dump, jobs=a.jobs, progress=bar.update)
             finally:
                 bar.close()
         if comp is not None and comp.torch_alignment is not None:
             golden = comp.torch_alignment.golden  # the torch tensors, aligned
-        bar = _bar("report", unit="step", total=REPORT_STEPS)
+        bar = progress_bar("report", unit="step", total=REPORT_STEPS)
         try:
             doc, info = build_report(dump, comp, a.golden, golden=golden,
                                      progress=lambda: bar.update(1))
@@ -277,7 +271,7 @@ def cmd_report(a) -> int:
 
 
 def _jobs(p: argparse.ArgumentParser) -> None:
-    from .engine_rule import default_jobs
+    from .compare.engine_rule import default_jobs
     p.add_argument("-j", "--jobs", type=int, default=default_jobs(), metavar="N",
                    help=f"worker processes reading tensors (default: {default_jobs()}, "
                         "one per core this process may run on)")
@@ -336,7 +330,7 @@ def register(sub) -> None:
                    help="share of elements within tolerance to pass (0.95)")
     p.add_argument("--min-cosine", type=float, default=0.999, help="cosine to pass (0.999)")
     _jobs(p)
-    from .engine_rule import ENGINES, LOCAL_CLUSTER_MIN_S
+    from .compare.engine_rule import ENGINES, LOCAL_CLUSTER_MIN_S
     p.add_argument("--engine", choices=ENGINES, default="auto",
                    help="where the tensor pairs are compared: a local Dask cluster of -j "
                         "worker processes, or this process; auto (the default) starts the "

@@ -92,9 +92,9 @@ def run_incidents(args: argparse.Namespace) -> int:
 def _add_replay(dump_root: Path, docs: list[dict]) -> None:
     """Each incident's first offending op, replayed from the rounds it flushed:
     the op, its inputs, or the dtype (msprobe-atb replay)."""
-    from msprobe_atb.offline.layout import DumpNotFound
+    from msprobe_atb.offline.read.layout import DumpNotFound
+    from msprobe_atb.offline.read.table import open_dump
     from msprobe_atb.offline.replay.text import replay_brief
-    from msprobe_atb.offline.table import open_dump
     try:
         dump = open_dump(dump_root)
     except (DumpNotFound, ValueError, OSError):

@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from msprobe_atb.config import Config
-from msprobe_atb.offline.binwrite import bin_header
+from msprobe_atb.offline.read.binwrite import bin_header
 from msprobe_atb.tree import fsio
 
 from . import tensors

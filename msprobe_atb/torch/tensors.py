@@ -20,14 +20,14 @@ import ml_dtypes
 import numpy as np
 import torch
 
-from msprobe_atb.offline.dtypes import DTYPE_CODES
-from msprobe_atb.offline.tensorstats import tensor_stats
+from msprobe_atb.offline.read.dtypes import DTYPE_CODES
+from msprobe_atb.offline.read.tensorstats import tensor_stats
 
 MAX_DEPTH = 8  # nesting followed into tuples, lists and dicts
 MAX_NAME = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 
-# torch dtype -> our dtype name (offline/dtypes.py has the code of each)
+# torch dtype -> our dtype name (offline/read/dtypes.py has the code of each)
 _NAMES = {
     torch.float32: "float", torch.float16: "float16", torch.bfloat16: "bf16",
     torch.float64: "double", torch.int8: "int8", torch.uint8: "uint8", torch.int16: "int16",

@@ -190,14 +190,14 @@ class IncidentBook:
 
     def _graphs(self, dev_pid: str | None) -> dict:
         """The process's model topologies (info/model), for the model of each op."""
-        from msprobe_atb.offline.graph import load_model_graphs
+        from msprobe_atb.offline.read.graph import load_model_graphs
 
         return load_model_graphs(self.dump_root / "info", dev_pid) if dev_pid else {}
 
     def _feeders(self, inc: Incident, ft: dict | None) -> list[dict]:
         if not ft or not inc.dev_pid:
             return []
-        from msprobe_atb.offline.graph import load_layer_graphs, upstream
+        from msprobe_atb.offline.read.graph import load_layer_graphs, upstream
 
         graphs = load_layer_graphs(self.dump_root / "info", inc.dev_pid)
         index = int(ft["index"]) if str(ft["index"]).isdigit() else None
@@ -270,7 +270,7 @@ def format_incident(doc: dict) -> str:
                                           if k in stats))
     feeders = doc.get("feeding_ops") or []
     if feeders:
-        from msprobe_atb.offline.graph import feeder_kinds
+        from msprobe_atb.offline.read.graph import feeder_kinds
 
         rest = [f["op_name"] for f in feeders if not f["op_id"]]  # inputs: no statistics
         lines.append("  fed by: " + ", ".join(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from msprobe_atb.cli import INTERNAL_COMMANDS, build_parser, main
-from msprobe_atb.offline.summary import ranges_text
+from msprobe_atb.offline.stats.summary import ranges_text
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -50,5 +50,6 @@ def test_the_offline_package_still_offers_its_names_on_first_use(clean_env):
     p = subprocess.run([sys.executable, "-c", code], env=clean_env, capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.split() == ["msprobe_atb.offline.binfile", "msprobe_atb.offline.table",
-                                "msprobe_atb.offline.compare", "True"]
+    assert p.stdout.split() == ["msprobe_atb.offline.read.binfile",
+                                "msprobe_atb.offline.read.table",
+                                "msprobe_atb.offline.compare.dumps", "True"]

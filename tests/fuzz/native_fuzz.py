@@ -94,7 +94,7 @@ def _links_in_tree(root: Path) -> list[str]:
 def check(base: Path, out: Path, config: Path, run: subprocess.CompletedProcess,
           tally: dict[str, int]) -> list[str]:
     """The findings of one run; `tally` gets the tensor records per file kind."""
-    from msprobe_atb.offline.binfile import read_header
+    from msprobe_atb.offline.read.binfile import read_header
     from msprobe_atb.tree.csvfmt import parse_tensor_path
     from msprobe_atb.tree.fsio import valid_component
 

@@ -108,7 +108,7 @@ class IncidentFiles:
         (self.root / DIR).mkdir()
 
     def __call__(self, data: bytes) -> None:
-        from msprobe_atb.offline.report import Page, _incidents
+        from msprobe_atb.offline.report.page import Page, _incidents
         from msprobe_atb.tree.incidents import format_incident, read_incidents
 
         f = self.root / DIR / file_name(1)

@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 from loopback import HTTP_RESPONSE, Server, dask_handshake, dask_message  # noqa: E402
 
-from msprobe_atb.offline.dask_connect import (  # noqa: E402
+from msprobe_atb.offline.compare.dask_connect import (  # noqa: E402
     ClusterError,
     reach_scheduler,
     scheduler_address,

@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 from offline_synth import NP_CODES, bin_bytes
 
-from msprobe_atb.offline.dtypes import dtype_name
-from msprobe_atb.offline.table import CSV_COLUMNS
-from msprobe_atb.offline.tensorstats import tensor_stats
+from msprobe_atb.offline.read.dtypes import dtype_name
+from msprobe_atb.offline.read.table import CSV_COLUMNS
+from msprobe_atb.offline.read.tensorstats import tensor_stats
 
 FLT_MAX = float(np.finfo(np.float32).max)
 _SAFE_NEGATIVE = re.compile(r"^-[,-;0-9]*$")  # the only cells starting with '-' kept

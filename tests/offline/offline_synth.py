@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from msprobe_atb.offline.binwrite import bin_bytes
-from msprobe_atb.offline.dtypes import dtype_name
-from msprobe_atb.offline.table import CSV_COLUMNS, EXTRA_COLUMNS
-from msprobe_atb.offline.tensorstats import tensor_stats
+from msprobe_atb.offline.read.binwrite import bin_bytes
+from msprobe_atb.offline.read.dtypes import dtype_name
+from msprobe_atb.offline.read.table import CSV_COLUMNS, EXTRA_COLUMNS
+from msprobe_atb.offline.read.tensorstats import tensor_stats
 
 
 def write_bin(path: Path, payload: bytes | np.ndarray, dtype: int,

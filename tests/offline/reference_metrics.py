@@ -1,6 +1,6 @@
-"""The whole-array numpy metrics that offline/metrics.py replaced, kept
+"""The whole-array numpy metrics that offline/read/metrics.py replaced, kept
 unchanged (test-only) as the oracle of test_offline_metrics_parity.py. The
-definitions are in metrics.py's docstring."""
+definitions are in read/metrics.py's docstring."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 
 import numpy as np
 
-from msprobe_atb.offline.binfile import BinFileError, TensorNotSaved, load_bin
-from msprobe_atb.offline.dtypes import tolerance
+from msprobe_atb.offline.read.binfile import BinFileError, TensorNotSaved, load_bin
+from msprobe_atb.offline.read.dtypes import tolerance
 
 
 def _as_float(a: np.ndarray) -> np.ndarray:

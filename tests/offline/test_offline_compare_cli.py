@@ -7,7 +7,7 @@ import openpyxl
 import pytest
 from offline_helpers import run_cli
 
-from msprobe_atb.offline.compare import RESULT_COLUMNS
+from msprobe_atb.offline.compare.dumps import RESULT_COLUMNS
 
 
 def _results(d, ext):

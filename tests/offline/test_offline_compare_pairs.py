@@ -1,4 +1,4 @@
-"""compare's row pairing (compare_pairs.py) takes two shortcuts for speed: dumps
+"""compare's row pairing (compare/pairs.py) takes two shortcuts for speed: dumps
 listing the same tensors in the same order pair row by row with no join (the
 narrow stats-only path of a 1M-row compare), and keys are joined as 64-bit
 hashes checked against the real keys. On real dumps (the stand-in ATB under the
@@ -16,9 +16,9 @@ import pytest
 from offline_helpers import run_cli
 from offline_synth import small_model
 
-from msprobe_atb.offline import compare_pairs
-from msprobe_atb.offline.compare import compare_dumps, error_growth, first_divergence
-from msprobe_atb.offline.table import open_dump
+from msprobe_atb.offline.compare import pairs as compare_pairs
+from msprobe_atb.offline.compare.dumps import compare_dumps, error_growth, first_divergence
+from msprobe_atb.offline.read.table import open_dump
 
 
 def _changed_copy(src, dst):

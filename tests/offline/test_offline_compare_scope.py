@@ -12,7 +12,7 @@ from offline_helpers import run_cli
 from offline_synth import RoundWriter, small_model, write_graphs
 
 from msprobe_atb.offline import compare_dumps, open_dump
-from msprobe_atb.offline.report import build_report
+from msprobe_atb.offline.report.page import build_report
 
 INJ = "2_Layer/1_Linear"
 

@@ -21,8 +21,8 @@ from testkit import REPO
 
 from msprobe_atb.cli import main
 from msprobe_atb.offline import open_dump
-from msprobe_atb.offline.compare import compare_dumps
-from msprobe_atb.offline.dumpset import open_dumps
+from msprobe_atb.offline.compare.dumps import compare_dumps
+from msprobe_atb.offline.read.dumpset import open_dumps
 
 # Tensors in the stand-in's dump of offline_helpers.MODEL (the real_dumps fixture).
 N_TENSORS = 788

@@ -21,8 +21,8 @@ from offline_helpers import run_cli
 from offline_synth import RoundWriter
 
 from msprobe_atb.offline import compare_dumps
-from msprobe_atb.offline.dumpset import open_dumps
-from msprobe_atb.offline.metrics import CHUNK
+from msprobe_atb.offline.read.dumpset import open_dumps
+from msprobe_atb.offline.read.metrics import CHUNK
 
 DASK = Path(sys.executable).with_name("dask")
 BIG = 2 * CHUNK + 12_345  # several chunks, so a moved pair travels in pieces
@@ -265,7 +265,7 @@ def test_auto_works_in_process_while_the_cluster_starts(tmp_path, monkeypatch):
     """auto, over the threshold (here lowered to 0): the first pair runs here,
     the cluster starts meanwhile (the progress callback waits for it), the rest
     run on its workers; the rows are the in-process ones, the summary says so."""
-    from msprobe_atb.offline import dask_run, pair_engine
+    from msprobe_atb.offline.compare import dask_run, pair_engine
 
     golden, target = _two_rank_dumps(tmp_path)
     local = compare_dumps(golden, target, jobs=2)
@@ -296,7 +296,8 @@ def test_auto_compares_in_process_when_the_cluster_cannot_start(tmp_path):
     rank_dump(tmp_path / "t", 0, 200, np.float16, 2, big=False)
     script = f"""
 import json
-from msprobe_atb.offline import compare_dumps, dask_run, open_dump, pair_engine
+from msprobe_atb.offline import compare_dumps, open_dump
+from msprobe_atb.offline.compare import dask_run, pair_engine
 pair_engine.LOCAL_CLUSTER_MIN_S = 0.0
 starts = []
 class Seen(dask_run.ClusterStart):
@@ -353,9 +354,10 @@ def test_default_workers_are_one_per_core_this_process_may_use():
     """-j defaults to one worker per core of the process's CPU affinity (what a
     container or taskset allows), not to a fixed cap."""
     code = ("import os, sys; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
-            "from msprobe_atb.offline.engine_rule import default_jobs; print(default_jobs())")
+            "from msprobe_atb.offline.compare.engine_rule import default_jobs; "
+            "print(default_jobs())")
     pinned = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True).stdout.strip()
     assert pinned == "1"
-    from msprobe_atb.offline.engine_rule import default_jobs
+    from msprobe_atb.offline.compare.engine_rule import default_jobs
     assert default_jobs() == len(os.sched_getaffinity(0))

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 from test_offline_dask import _wait, dask_cluster, fifo_in_place_of, fifo_opened, rank_dump
 
-from msprobe_atb.offline.dask_run import BLIND
+from msprobe_atb.offline.compare.dask_run import BLIND
 
 N_PAIRS = 24  # rank_dump without the big tensor
 

@@ -7,7 +7,7 @@ import pytest
 from offline_synth import write_bin
 
 from msprobe_atb.offline import load_bin, read_header
-from msprobe_atb.offline.dtypes import DTYPE_CODES, SPECS, dtype_name
+from msprobe_atb.offline.read.dtypes import DTYPE_CODES, SPECS, dtype_name
 
 
 def test_native_types_round_trip(tmp_path):

@@ -1,11 +1,11 @@
-"""offline/losses.py: `stats` counts a dump's record logs as the tree builder
+"""offline/stats/losses.py: `stats` counts a dump's record logs as the tree builder
 does, by the shim's record layout and without a JSON parse per record."""
 
 from __future__ import annotations
 
 import json
 
-from msprobe_atb.offline.losses import tally_logs
+from msprobe_atb.offline.stats.losses import tally_logs
 
 
 def _tensor(seq: int, path: str, file: str, task: str = "statistics") -> bytes:

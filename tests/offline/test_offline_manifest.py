@@ -17,7 +17,7 @@ import pytest
 
 from msprobe_atb.cli import main
 from msprobe_atb.offline import open_dump
-from msprobe_atb.offline.compare import compare_dumps
+from msprobe_atb.offline.compare.dumps import compare_dumps
 
 IGNORED = ["source", "round_dir"]  # where a row was read from
 

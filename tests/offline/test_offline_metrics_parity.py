@@ -1,4 +1,4 @@
-"""The streamed, fused metrics (offline/metrics.py) give today's results: the
+"""The streamed, fused metrics (offline/read/metrics.py) give today's results: the
 former whole-array numpy implementation (reference_metrics.py, test-only) is
 the oracle, on every dtype (random bit patterns, so NaN/Inf/subnormal/extreme
 values included), across chunk boundaries, and on a real compare."""
@@ -14,8 +14,10 @@ import pytest
 import reference_metrics as ref
 from offline_synth import write_bin
 
-from msprobe_atb.offline import compare_dumps, metrics, open_dump, pair_engine
-from msprobe_atb.offline.dtypes import SPECS, dtype_name
+from msprobe_atb.offline import compare_dumps, open_dump
+from msprobe_atb.offline.compare import pair_engine
+from msprobe_atb.offline.read import metrics
+from msprobe_atb.offline.read.dtypes import SPECS, dtype_name
 
 # Sums (norms, dot, squared error) may differ from numpy's summation order by
 # a few units in the last place; everything else must be identical.

@@ -14,7 +14,7 @@ from offline_helpers import run_cli
 from offline_synth import RoundWriter, small_model, write_bin, write_graphs
 
 from msprobe_atb.offline import BinFileError, compare_dumps, load_bin, open_dump, read_header
-from msprobe_atb.offline.report import build_report
+from msprobe_atb.offline.report.page import build_report
 
 INJ = "2_Layer/1_Linear"  # small_model's layer 1 child 1 gets a -inf at round 0
 

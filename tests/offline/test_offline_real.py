@@ -18,8 +18,8 @@ from offline_helpers import INJECT, INJECT_OP, run_cli
 from testkit import REPO
 
 from msprobe_atb.offline import compare_dumps, load_bin, open_dump, read_header
-from msprobe_atb.offline.overflow import overflow_events
-from msprobe_atb.offline.summary import summarize
+from msprobe_atb.offline.stats.overflow import overflow_events
+from msprobe_atb.offline.stats.summary import summarize
 
 # Layer 0 of the prefill model is top-level op 1 (op 0 is WordEmbedding); its
 # Attention is node 5 (InputNorm QKV SplitQKV Rope ReshapeAndCache Attention ...).

@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 from offline_helpers import chromium, console, run_cli
 
-from msprobe_atb.offline import report_figures as figs
+from msprobe_atb.offline.report import figures as figs
 
 SECTIONS = ("summary", "first-nan", "layers", "nan-map", "error-growth", "layer-compare",
             "compare-table")
@@ -63,7 +63,7 @@ def test_report_in_chromium_synthetic(tmp_path, synth_pair):
 
 def test_report_in_chromium_real(tmp_path, real_dumps):
     from msprobe_atb.offline import open_dump
-    from msprobe_atb.offline.summary import first_nonfinite
+    from msprobe_atb.offline.stats.summary import first_nonfinite
 
     first = first_nonfinite(open_dump(real_dumps["injected"]).tensors)[0]
     dom = _check_report(tmp_path, real_dumps["injected"], real_dumps["golden"], first["op"])
@@ -148,7 +148,7 @@ def test_histogram_counts_what_it_cannot_draw():
 
 def test_progress_is_reported_per_step(synth_pair):
     from msprobe_atb.offline import open_dump
-    from msprobe_atb.offline.report import REPORT_STEPS, build_report
+    from msprobe_atb.offline.report.page import REPORT_STEPS, build_report
 
     steps = []
     build_report(open_dump(synth_pair[1]), progress=lambda: steps.append(1))
@@ -156,7 +156,7 @@ def test_progress_is_reported_per_step(synth_pair):
 
 
 def test_a_log_axis_is_labelled_at_decades_only_even_for_one_value():
-    from msprobe_atb.offline.report_axes import log_axis
+    from msprobe_atb.offline.report.axes import log_axis
 
     one = log_axis("norm", [25.667, 25.6673])  # a one-layer dump: not 25.667-25.6673
     assert one["ticktext"] == ["10", "100"] and one["range"][0] < 1 < 2 < one["range"][1]
@@ -167,7 +167,7 @@ def test_a_log_axis_is_labelled_at_decades_only_even_for_one_value():
 
 
 def test_a_linear_axis_zoomed_into_a_tiny_span_says_so():
-    from msprobe_atb.offline.report_axes import linear_axis
+    from msprobe_atb.offline.report.axes import linear_axis
 
     assert "zoomed in" in linear_axis("value", [25.667, 25.6673])["title"]["text"]
     assert linear_axis("value", [-1.5, 1.7])["title"]["text"] == "value"
@@ -177,7 +177,7 @@ def test_a_linear_axis_zoomed_into_a_tiny_span_says_so():
 
 
 def test_many_layers_are_labelled_sparsely_and_upright():
-    from msprobe_atb.offline.report_axes import MAX_LAYER_TICKS, layer_axis
+    from msprobe_atb.offline.report.axes import MAX_LAYER_TICKS, layer_axis
 
     order = [f"{i}_Decoder_layer" for i in range(166)]
     ax = layer_axis(order)
@@ -194,7 +194,7 @@ def test_histograms_of_several_tensors_share_their_bins():
 def test_a_first_divergence_is_the_earliest_across_devices():
     """Device 0 (listed first) fails at round 0 position 9, device 1 at round 0
     position 2: device 1's is the first divergent op."""
-    from msprobe_atb.offline.compare import RESULT_COLUMNS, CompareResult, first_divergence
+    from msprobe_atb.offline.compare.dumps import RESULT_COLUMNS, CompareResult, first_divergence
 
     def row(proc, seq, verdict, op):
         r = dict.fromkeys(RESULT_COLUMNS)

@@ -13,7 +13,7 @@ from offline_helpers import run_cli
 from offline_synth import RoundWriter, small_model, write_graphs
 
 from msprobe_atb.offline import compare_dumps, load_bin, open_dump
-from msprobe_atb.offline.layout import DumpNotFound
+from msprobe_atb.offline.read.layout import DumpNotFound
 
 INJ = "2_Layer/1_Linear"
 
@@ -222,7 +222,7 @@ def test_upstream_from_layer_and_model_graphs(tmp_path):
         small_model(tmp_path, inject=(1, "Add"))
     write_graphs(tmp_path, "0_4711")
     (tmp_path / "atb_dump_data/info/layer/0_4711/Layer_3.json").write_text("{not json")
-    from msprobe_atb.offline.summary import summarize
+    from msprobe_atb.offline.stats.summary import summarize
     s = summarize(open_dump(tmp_path))
     first = s["first_nonfinite"][0]
     assert first["op"] == "2_Layer/2_Add"
@@ -249,7 +249,7 @@ def test_msprobe_lost_rows_recovered_from_files(tmp_path):
 
 
 def test_pair_processes_by_device_then_order():
-    from msprobe_atb.offline.compare import pair_processes
+    from msprobe_atb.offline.compare.dumps import pair_processes
 
     def procs(*dp):
         return pl.DataFrame({"dev_pid": list(dp), "device": [int(x.split("_")[0]) for x in dp]})

@@ -17,10 +17,10 @@ from msprobe_form import MsprobeRound
 from offline_helpers import make_real_dump, need_real
 
 from msprobe_atb.cli import main
-from msprobe_atb.offline.binfile import load_bin
+from msprobe_atb.offline.read.binfile import load_bin
+from msprobe_atb.offline.read.table import open_dump
 from msprobe_atb.offline.replay.judge import judge_output
 from msprobe_atb.offline.replay.refs import REFERENCES, NotReplayable
-from msprobe_atb.offline.table import open_dump
 
 LLAMA_TYPES = {"LinearOperation", "RmsNormOperation", "RopeOperation", "SplitOperation",
                "ReshapeAndCacheOperation", "SelfAttentionOperation", "PagedAttentionOperation",

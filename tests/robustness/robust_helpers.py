@@ -177,7 +177,7 @@ def assert_readable_tree(root: Path) -> int:
     """The reader's promises: every .bin on disk parses in full, every CSV row that
     says data was written points at such a file, no temporary file is left.
     Returns the number of rows."""
-    from msprobe_atb.offline.binfile import load_bin
+    from msprobe_atb.offline.read.binfile import load_bin
 
     for p in sorted((root / "data").rglob("*.bin")):
         load_bin(p)  # raises on a partial file

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from msprobe_atb.offline.torch_align import LayerRoles, Source, TorchNames, Unmatched
-from msprobe_atb.offline.torch_mapping import MappingError, read_mapping
+from msprobe_atb.offline.compare.torch_align import LayerRoles, Source, TorchNames, Unmatched
+from msprobe_atb.offline.compare.torch_mapping import MappingError, read_mapping
 
 L = "model.layers.3"
 

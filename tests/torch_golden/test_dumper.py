@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from msprobe_atb.config import ConfigError
-from msprobe_atb.offline.binfile import load_bin
+from msprobe_atb.offline.read.binfile import load_bin
 
 PROMPT = [[1, 2, 3, 4, 5]]
 NEW_TOKENS = 3  # the prefill and 2 decode steps: rounds 0, 1, 2
@@ -158,7 +158,7 @@ def test_the_offline_tools_read_a_torch_dump(full, tmp_path):
     assert rc == 0 and (tmp_path / "report.html").stat().st_size > 0
     rc, out = run_cli("query", "--format", "json", str(root),
                       "SELECT count(*) AS n, count(DISTINCT round) AS rounds FROM tensors",
-                      module="msprobe_atb.offline.manifest_cli")
+                      module="msprobe_atb.offline.manifest.cli")
     assert rc == 0 and json.loads(out) == [{"n": n, "rounds": 3}]
 
 
@@ -224,7 +224,7 @@ def test_the_probe_and_the_tools_never_import_torch():
     import sys
 
     code = ("import sys, msprobe_atb.cli as c; c.build_parser(); "
-            "import msprobe_atb.offline.compare, msprobe_atb.tree.drain; "
+            "import msprobe_atb.offline.compare.dumps, msprobe_atb.tree.drain; "
             "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "[]"

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from msprobe_atb.offline.binfile import load_bin, read_header
+from msprobe_atb.offline.read.binfile import load_bin, read_header
 from msprobe_atb.torch import Dumper
 
 ALL = {"dump_enable": True, "task": "all", "exec_range": "all", "save_child": True}

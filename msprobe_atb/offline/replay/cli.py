@@ -24,9 +24,9 @@ def _return_freed_arrays() -> None:
 
 
 def cmd_replay(a) -> int:
-    from ..jsonsafe import jsonable
-    from ..layout import DumpNotFound
-    from ..table import filter_tensors, open_dump
+    from ..read.jsonsafe import jsonable
+    from ..read.layout import DumpNotFound
+    from ..read.table import filter_tensors, open_dump
     from .runner import Replayer, first_at_fault, replayable, select
     from .text import format_text
 
@@ -54,8 +54,8 @@ def cmd_replay(a) -> int:
         print(f"msprobe-atb replay: error: {what} (in {a.dir})", file=sys.stderr)
         return EXIT_ERROR
     _return_freed_arrays()
-    from ..cli import _bar
-    with _bar("replay", "op", len(ops)) as bar:
+    from ..read.progress import progress_bar
+    with progress_bar("replay", "op", len(ops)) as bar:
         results = []
         for o in ops:
             results.append(rep.replay(o))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ..table import Dump
+from ..read.table import Dump
 
 _INDEX = re.compile(r"^(\d+)")
 

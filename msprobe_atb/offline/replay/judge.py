@@ -129,7 +129,7 @@ class OutputJudge:
     def _slice(self, d: np.ndarray, r: np.ndarray, base: int) -> None:
         r64 = np.ascontiguousarray(r, dtype=np.float64)
         if self.kind is not None:
-            from ..metrics import Accumulator
+            from ..read.metrics import Accumulator
             piece = Accumulator()
             atol = self.tol.atol * self.scale
             piece.add(r64, _PK_F64, np.ascontiguousarray(d), self.kind, d.size, self.tol.rtol,

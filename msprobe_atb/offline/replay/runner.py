@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from ..binfile import BinFileError, load_bin
-from ..graph import load_layer_graphs, load_model_graphs, upstream
-from ..table import Dump
+from ..read.binfile import BinFileError, load_bin
+from ..read.graph import load_layer_graphs, load_model_graphs, upstream
+from ..read.table import Dump
 from .dumpops import DumpedOp, dumped_ops
 from .judge import CHUNK, OutputJudge
 from .refs import MASK_INPUTS, REFERENCES, ROW_INPUTS, NotReplayable

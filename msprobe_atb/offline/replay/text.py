@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..jsonsafe import jsonable
+from ..read.jsonsafe import jsonable
 from .runner import VERDICT_RANK, OpResult
 
 

@@ -3,7 +3,7 @@ for the Python writers (the torch dumper, test and bench dumps).
 
 The header is `key=value` lines ending with `$End=1`, then the raw payload. A stub
 has no payload, `$Object.Count=0`, `$Object.Length=0` and `data=<alias>`
-(offline/binfile.py reads both)."""
+(offline/read/binfile.py reads both)."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ import polars as pl
 
 from msprobe_atb.tree.names import text_of_bytes
 
+from ..read.table import Dump, op_path
 from .summary import tensor_ref
-from .table import Dump, op_path
 
 _IDS = re.compile(r"_(\d+(?:_\d+)*)$")
 

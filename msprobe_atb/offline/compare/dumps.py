@@ -5,14 +5,14 @@ Tensors are matched by process pair, round, op id path, op name path, stage
 pairs with the n-th); leftovers on both sides then pair by op id path and the
 names without their dtype tags (kernel names carry the dtype: AddF16Kernel vs
 AddF32Kernel), noted in `reason`; across any names only with `pair_by_id`
-(compare_pairs.py, on row numbers and keys alone). Every tensor appears in the
+(pairs.py, on row numbers and keys alone). Every tensor appears in the
 result: matched pairs get metrics and a verdict, the rest are `golden-only` /
 `target-only`. What the comparison covered, and whether
-the two dumps have the same structure, is `scope` (compare_scope.py): a
+the two dumps have the same structure, is `scope` (scope.py): a
 comparison that checked nothing or far too little, or of differently built
 models, is `incomplete`, never a pass. A statistics-only dump against a tensor
 dump without statistics is compared by statistics computed from the files.
-Tensor dumps are compared element-wise (metrics.py); statistics-only dumps by
+Tensor dumps are compared element-wise (read/metrics.py); statistics-only dumps by
 their statistics:
 * Max, Min, Norm pass if |Δ| ≤ atol + 10·rtol·|golden| (10× the element
   tolerance of the target dtype, since statistics accumulate rounding);
@@ -38,15 +38,15 @@ import polars as pl
 
 from msprobe_atb.tree.models import layer_of, round_label
 
-from .compare_pairs import pair_rows, take
-from .compare_scope import MIN_MATCHED, Scope, check_scope, structure_differences
-from .confine import REFUSED
+from ..read.confine import REFUSED
+from ..read.dtypes import TOLERANCES
+from ..read.models import model_map
+from ..read.table import FILE_STATUSES, Dump, fill_missing_stats, op_path
+from ..replay.text import replay_brief
 from .dask_connect import CONNECT_TIMEOUT_S
-from .dtypes import TOLERANCES
-from .models import model_map
 from .pair_engine import EngineReport, pair_metrics
-from .replay.text import replay_brief
-from .table import FILE_STATUSES, Dump, fill_missing_stats, op_path
+from .pairs import pair_rows, take
+from .scope import MIN_MATCHED, Scope, check_scope, structure_differences
 
 STATS_FACTOR = 10.0
 EXIT_INCOMPLETE = 3
@@ -311,7 +311,7 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
 
     stats = pl.col("mode") == "stats"
     renamed = both & (pl.col("golden_op_name") != pl.col("target_op_name"))
-    # a row whose file path left its dump root (confine.py) is not compared
+    # a row whose file path left its dump root (read/confine.py) is not compared
     refused = [pl.col(f"{s}_status") == REFUSED for s in ("target", "golden")]
     verdict = (pl.when(~pl.col("_in_golden")).then(pl.lit("target-only"))
                .when(~pl.col("_in_target")).then(pl.lit("golden-only"))

@@ -3,7 +3,7 @@ page hands to Plotly.newPlot). Layers are ordered by op id and every device has
 its own traces; a non-finite point is never dropped: its line breaks there and a
 marker along the top edge says what it was (✕; where the NaN/Inf pattern differs
 from golden, in a colour of its own, and such a layer is never on a line of
-finite-only metrics). Axes: report_axes.py. Names from the dump go only into
+finite-only metrics). Axes: axes.py. Names from the dump go only into
 data keys (x, text, name, ...; page_text.plot_json escapes those), never into a
 title or hovertemplate (where Plotly reads markup); a hover without <extra>
 shows its trace's name beside it."""
@@ -16,8 +16,8 @@ from collections.abc import Iterable
 import numpy as np
 import polars as pl
 
-from .dtypes import is_float_name
-from .report_axes import (
+from ..read.dtypes import is_float_name
+from .axes import (
     finite,
     flag_band,
     layer_axis,

@@ -10,11 +10,11 @@ import polars as pl
 from msprobe_atb.tree.incidents import format_incident, read_incidents
 from msprobe_atb.tree.models import model_kind, round_label, rounds_label
 
-from .dtypes import TOLERANCES
-from .graph import feeder_kinds, load_layer_graphs, load_model_graphs, upstream
+from ..read.dtypes import TOLERANCES
+from ..read.graph import feeder_kinds, load_layer_graphs, load_model_graphs, upstream
+from ..read.table import Dump, op_path
+from ..replay.text import brief_line, replay_brief
 from .losses import dump_losses
-from .replay.text import brief_line, replay_brief
-from .table import Dump, op_path
 
 
 def _num(v):

@@ -21,7 +21,7 @@ from msprobe_atb.control.liveness import is_alive, is_daemon
 from msprobe_atb.tree import progress
 from msprobe_atb.tree.records import CHUNK, RECORD_START, list_logs
 
-from .layout import DumpLayout
+from ..read.layout import DumpLayout
 
 MARKER = "ROUND_COMPLETE.json"
 # Tensor and exit records as the shim writes them (native/core/writer.c and

@@ -24,7 +24,7 @@ float64 exactly and every per-element formula rounds as numpy's does, so counts,
 maxima and within_tol equal the former whole-array numpy code bit for bit; the
 sums (norms, dot, squared error) differ from numpy's summation order by a few
 units in the last place. Accumulators of separate element ranges merge, so a
-pair can also be computed in pieces on different machines (pair_engine.py).
+pair can also be computed in pieces on different machines (compare/pair_engine.py).
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ import numpy as np
 
 from msprobe_atb.tree.names import os_path
 
+from ..read.binfile import BinFileError, BinHeader, TensorNotSaved, payload_spec, resolve
+from ..read.dtypes import SPECS, tolerance
 from ._pair_kernel import ffi, lib
-from .binfile import BinFileError, BinHeader, TensorNotSaved, payload_spec, resolve
-from .dtypes import SPECS, tolerance
 
 CHUNK = 1 << 20  # tensor elements per read; a multiple of every packing group
 

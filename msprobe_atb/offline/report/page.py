@@ -1,11 +1,11 @@
 """`msprobe-atb report`: one self-contained HTML page that works offline, with
 interactive plots (Plotly, inlined), sortable tables and links to the tensors:
-with a golden, a headline card first (report_headline.py); the summary, the
+with a golden, a headline card first (headline.py); the summary, the
 first NaN/Inf with the ops feeding it and a histogram of its values, norm and
 abs-max per layer and device across rounds, the NaN/Inf map, and with a golden
 the error growth along the layers, the per-layer comparison and the worst
 tensor pairs. A golden built differently is not compared: the page says why.
-The plots are report_figures.py, their axes report_axes.py."""
+The plots are figures.py, their axes axes.py."""
 
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ import polars as pl
 
 from msprobe_atb.tree.names import os_path
 
-from . import report_figures as figs
-from .compare import CompareResult, error_growth, first_divergence
+from ..compare.dumps import CompareResult, error_growth, first_divergence
+from ..read.table import Dump
+from ..stats.summary import ranges_text, rounds_text, summarize
+from . import figures as figs
+from .headline import headline_blocks, load_tensors
 from .page_text import plot_json
-from .report_headline import headline_blocks, load_tensors
-from .summary import ranges_text, rounds_text, summarize
-from .table import Dump
 
 MAX_COMPARE_ROWS = 300
 REPORT_STEPS = 6  # the progress callback is called once per step

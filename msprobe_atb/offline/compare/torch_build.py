@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from .binfile import BinFileError, load_bin
-from .binwrite import bin_header
-from .dtypes import DTYPE_CODES
+from ..read.binfile import BinFileError, load_bin
+from ..read.binwrite import bin_header
+from ..read.dtypes import DTYPE_CODES
 from .torch_align import Source
 
 

@@ -5,7 +5,7 @@ every given dump, with the partition columns `host`, `device`, `pid` and
 not UTF-8 is there in the text form of tree/names.py, which `os_path()` turns
 back into the file's path).
 
-It reads exactly the parts each manifest owns (manifest_parts.py): a planted,
+It reads exactly the parts each manifest owns (read/manifest_parts.py): a planted,
 left-over, linked or unreadable file is skipped and named, never counted twice.
 A part that fails only when the query reads its data (a flipped bit) is
 skipped, named, and the query run again without it. File names go to DuckDB with
@@ -21,8 +21,8 @@ import re
 from msprobe_atb.tree.csvfmt import is_number
 from msprobe_atb.tree.manifest import PARTITION_TYPES
 
-from .layout import DumpNotFound, find_layout
-from .manifest_parts import owned_parts
+from ..read.layout import DumpNotFound, find_layout
+from ..read.manifest_parts import owned_parts
 
 
 class NoManifest(DumpNotFound):

@@ -1,7 +1,7 @@
 """Which golden tensor pairs with which target tensor: compare's matching, done on
 row numbers and keys only, so no wide frame goes through a join or a sort.
 
-Each side is cut to its row numbers, process pair, round, key (table.py: op id
+Each side is cut to its row numbers, process pair, round, key (read/table.py: op id
 path, op name path, stage, io, index) and sequence. The n-th occurrence of a key
 in a round pairs with the n-th; leftovers on both sides then pair by op id path,
 stage, io and index, and the names without their dtype tags (or any names with
@@ -10,7 +10,7 @@ order: then row i pairs with row i, seen by comparing the key columns, no join.
 Otherwise the keys are joined as one 64-bit hash per row (plus the occurrence)
 and every pair found is checked against the real keys; a hash collision falls
 back to joining on the keys themselves, so the pairs are exact either way.
-compare.py then takes only the columns it needs by these row numbers (`take`:
+dumps.py then takes only the columns it needs by these row numbers (`take`:
 slices where the rows run in order, as they mostly do, not a gather).
 """
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from .compare_scope import name_without_dtype
-from .table import in_order
+from ..read.table import in_order
+from .scope import name_without_dtype
 
 ROW = pl.UInt32
 KEY = ["p", "round", "key"]
@@ -135,7 +135,7 @@ def _leftovers(g: pl.DataFrame, t: pl.DataFrame, gs: pl.DataFrame, ts: pl.DataFr
 
 def pair_rows(g: pl.DataFrame, t: pl.DataFrame, pairs: list[tuple[str, str]],
               pair_by_id: bool) -> pl.DataFrame:
-    """The row pairs of the golden and target tables `g` and `t` (table.py) for
+    """The row pairs of the golden and target tables `g` and `t` (read/table.py) for
     the process pairs `pairs`, one row per result row in the result's order
     (target process, target sequence, then golden-only rows by golden sequence):
     `p` (index into `pairs`), `round`, `gi` and `ti` (row numbers in `g` and

@@ -11,8 +11,8 @@ import math
 
 import polars as pl
 
-from .compare import CompareResult, error_growth, first_divergence
-from .replay.text import brief_line
+from ..replay.text import brief_line
+from .dumps import CompareResult, error_growth, first_divergence
 
 VERDICTS = ("pass", "fail", "golden-only", "target-only", "unreadable", "not-compared",
             "not-saved", "no-data")

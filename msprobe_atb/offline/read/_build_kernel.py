@@ -1,4 +1,4 @@
-"""Builds the cffi extension `msprobe_atb.offline._pair_kernel` from
+"""Builds the cffi extension `msprobe_atb.offline.read._pair_kernel` from
 native/compare/pair_kernel.c (the fused compare metrics). The cdef is the
 header itself without its preprocessor lines. Run by `make` (pyext)."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from cffi import FFI
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SRC = REPO / "native" / "compare"
 
 
@@ -19,7 +19,7 @@ def builder() -> FFI:
     ffi = FFI()
     header = (SRC / "pair_kernel.h").read_text()
     ffi.cdef("\n".join(x for x in header.splitlines() if not x.lstrip().startswith("#")))
-    ffi.set_source("msprobe_atb.offline._pair_kernel", '#include "pair_kernel.h"',
+    ffi.set_source("msprobe_atb.offline.read._pair_kernel", '#include "pair_kernel.h"',
                    sources=[str(SRC / "pair_kernel.c")], include_dirs=[str(SRC)],
                    extra_compile_args=["-std=gnu11", "-O3", "-ffp-contract=off", "-Wall",
                                        "-Wextra"])

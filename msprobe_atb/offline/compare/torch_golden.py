@@ -20,10 +20,10 @@ from pathlib import Path
 
 import polars as pl
 
-from .compare import RESULT_COLUMNS, CompareResult, compare_dumps, pair_processes
-from .layout import DumpLayout
-from .table import Dump
-from .tensorstats import tensor_stats
+from ..read.layout import DumpLayout
+from ..read.table import Dump
+from ..read.tensorstats import tensor_stats
+from .dumps import RESULT_COLUMNS, CompareResult, compare_dumps, pair_processes
 from .torch_align import KERNEL_NOTE, Alignment, align
 from .torch_build import NUMPY_DTYPES, Builder
 from .torch_dump import torch_table

@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .binfile import BinFileError, TensorNotSaved
-from .dask_connect import CONNECT_TIMEOUT_S, ClusterError, reach_scheduler
-from .dask_roots import announced_roots, can_read
-from .metrics import (
+from ..dask_roots import announced_roots, can_read
+from ..read.binfile import BinFileError, TensorNotSaved
+from ..read.metrics import (
     Accumulator,
     Reader,
     TensorFile,
@@ -31,6 +30,7 @@ from .metrics import (
     pieces,
     resolve_tolerance,
 )
+from .dask_connect import CONNECT_TIMEOUT_S, ClusterError, reach_scheduler
 from .pair_work import EngineReport, Pair, batches, row
 
 # Why pairs were not compared, as the summary says it (EngineReport.lost_why).

@@ -13,13 +13,13 @@ from collections.abc import Callable
 
 from msprobe_atb.tree.names import os_path
 
-from . import report_figures as figs
-from .binfile import BinFileError, TensorNotSaved, load_bin
-from .compare import CompareResult, first_divergence
-from .compare_headline import has_nonfinite, nonfinite_text
-from .graph import load_model_graphs
-from .replay.text import number
-from .table import Dump
+from ..compare.dumps import CompareResult, first_divergence
+from ..compare.headline import has_nonfinite, nonfinite_text
+from ..read.binfile import BinFileError, TensorNotSaved, load_bin
+from ..read.graph import load_model_graphs
+from ..read.table import Dump
+from ..replay.text import number
+from . import figures as figs
 
 
 def _facts(rows: list[tuple[str, str]]) -> str:

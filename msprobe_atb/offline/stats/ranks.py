@@ -14,9 +14,9 @@ from pathlib import Path
 
 import polars as pl
 
-from .manifest import meta
+from ..read.manifest import meta
+from ..read.table import Dump, filter_tensors, op_path
 from .summary import _fmt, _num, peaks
-from .table import Dump, filter_tensors, op_path
 
 
 def host_of(dump: Dump, given: str) -> str:

@@ -1,6 +1,6 @@
 """Per-pair tensor metrics of a compare, run where the data lies.
 
-compare.py decides which pairs to compare and turns these metrics into verdicts;
+dumps.py decides which pairs to compare and turns these metrics into verdicts;
 this module only computes them (metrics.file_metrics, or its pieces), by one of
 three engines (`compare --engine`, `--scheduler`):
 * `local-cluster`: a local Dask cluster of `jobs` worker processes (`-j`, one per
@@ -34,15 +34,15 @@ from collections.abc import Callable
 
 import polars as pl
 
+from ..read.dtypes import DTYPE_CODES, SPECS
+from ..read.metrics import file_metrics
 from .dask_connect import CONNECT_TIMEOUT_S
-from .dtypes import DTYPE_CODES, SPECS
 from .engine_rule import (
     ENGINES,
     IN_PROCESS_BYTES_PER_S,
     IN_PROCESS_PAIRS_PER_S,
     LOCAL_CLUSTER_MIN_S,
 )
-from .metrics import file_metrics
 from .pair_work import PAIR_METRICS, EngineReport, Pair, row
 
 

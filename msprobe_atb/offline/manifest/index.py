@@ -20,10 +20,10 @@ import polars as pl
 from msprobe_atb.tree.manifest import ManifestWriter, polars_schema
 from msprobe_atb.tree.names import os_path, text_of
 
-from .binfile import BinFileError, read_header, resolve
-from .layout import DumpNotFound, find_layout
-from .manifest import part_files
-from .table import open_dump
+from ..read.binfile import BinFileError, read_header, resolve
+from ..read.layout import DumpNotFound, find_layout
+from ..read.manifest import part_files
+from ..read.table import open_dump
 
 TO_STATUS = {"bin": "written", "link": "linked"}
 
@@ -53,7 +53,7 @@ def _file_facts(path: str | None, root: Path) -> tuple[int | None, int | None, s
 
 def manifest_frame(df: pl.DataFrame, root: Path,
                    progress: Callable[[int], None] | None = None) -> pl.DataFrame:
-    """The offline table (table.py) as manifest rows (COLUMNS + device, pid)."""
+    """The offline table (read/table.py) as manifest rows (COLUMNS + device, pid)."""
     facts = []
     for p in df.get_column("path").to_list():
         facts.append(_file_facts(p, root))

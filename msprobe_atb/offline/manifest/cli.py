@@ -14,8 +14,8 @@ def _err(cmd: str, msg: str) -> int:
 def cmd_index(a) -> int:
     from tqdm import tqdm
 
+    from ..read.layout import DumpNotFound
     from .index import index_dump
-    from .layout import DumpNotFound
 
     rc = 0
     for d in a.dirs:
@@ -32,7 +32,7 @@ def cmd_index(a) -> int:
 
 
 def cmd_query(a) -> int:
-    from .layout import DumpNotFound
+    from ..read.layout import DumpNotFound
     from .query import run
 
     problems: list[str] = []

@@ -42,7 +42,7 @@ from pathlib import Path
 import polars as pl
 import yaml
 
-from .table import op_path
+from ..read.table import op_path
 from .torch_align import Alignment, Source, TorchRef, Unmatched, lead
 
 HEADER = ("# msprobe-atb compare --mapping: ATB tensor -> torch tensor(s); see "

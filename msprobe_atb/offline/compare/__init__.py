@@ -1,0 +1,1 @@
+"""`compare`: pairing two dumps' tensors, their metrics, the engines, the torch golden."""

@@ -1,0 +1,1 @@
+"""`index` and `query`: the Parquet manifest, built and queried."""

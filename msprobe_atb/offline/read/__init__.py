@@ -1,0 +1,1 @@
+"""Reading a dump: the tensor table, .bin files, the tree's layout, the manifest."""

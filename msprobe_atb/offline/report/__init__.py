@@ -1,0 +1,1 @@
+"""`report`: the self-contained HTML page."""

@@ -1,0 +1,1 @@
+"""`stats` and `overflow`: what a dump holds and where NaN/Inf appear."""
