@@ -160,9 +160,9 @@ def _golden_compare(golden, target, a, stack: contextlib.ExitStack):
     """compare_dumps, or for a golden dumped from torch the aligned compare
     (compare/torch_golden.py), whose golden files live until `stack` closes."""
     from .compare.dumps import compare_dumps
-    from .compare.torch_dump import is_torch_dump
     from .compare.torch_golden import torch_compare
     from .compare.torch_mapping import read_mapping
+    from .read.torch_dump import is_torch_dump
     mapping_file, write_to = getattr(a, "mapping", None), getattr(a, "write_mapping", None)
     both_torch = is_torch_dump(golden) and is_torch_dump(target)
     if not is_torch_dump(golden) or both_torch:  # two torch dumps share one structure

@@ -23,10 +23,10 @@ import polars as pl
 from ..read.layout import DumpLayout
 from ..read.table import Dump
 from ..read.tensorstats import tensor_stats
+from ..read.torch_dump import torch_table
 from .dumps import RESULT_COLUMNS, CompareResult, compare_dumps, pair_processes
 from .torch_align import KERNEL_NOTE, Alignment, align
 from .torch_build import NUMPY_DTYPES, Builder
-from .torch_dump import torch_table
 from .torch_mapping import Mapping, apply_mapping, inferred_mapping
 
 

@@ -4,7 +4,8 @@ were before it ran and its outputs after, in execution order.
 An op folder with an `op_param.json` is a leaf op (ATB writes the param of every
 op it runs through SaveParam); a folder below a leaf op is one of its kernels and is
 not an op of its own; any other op folder is a graph (a layer), replayed through
-its children.
+its children. In a torch dump (contracts §8) every op is a module: no
+op_param.json, and each op knows its module's qualified name.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import polars as pl
 
 from ..read.table import Dump
+from ..read.torch_dump import is_torch_dump, module_names
 
 _INDEX = re.compile(r"^(\d+)")
 
@@ -41,6 +43,7 @@ class DumpedOp:
     inputs: list[DumpedTensor] = field(default_factory=list)
     outputs: list[DumpedTensor] = field(default_factory=list)
     children: list[str] = field(default_factory=list)  # op ids of leaf ops below a graph
+    module: str | None = None  # torch dump: the module's qualified name ("" if not in info/)
 
     @property
     def path(self) -> str:
@@ -103,6 +106,10 @@ def dumped_ops(dump: Dump, df: pl.DataFrame | None = None) -> list[DumpedOp]:
                             rel, Path(rd) / rel if rd else None, first[(dev_pid, rnd, op_id)],
                             _tensors(rows, "input", "before"), _tensors(rows, "output", "after")))
     ops.sort(key=lambda o: (o.dev_pid, o.seq))
+    if is_torch_dump(dump):
+        names = module_names(dump)
+        for o in ops:
+            o.module = names.get((o.dev_pid, o.op_id), "")
     leaves = {(o.dev_pid, o.round, o.op_id) for o in ops if o.is_leaf}
     ops = [o for o in ops if o.is_leaf or "_" not in o.op_id
            or (o.dev_pid, o.round, o.op_id.rsplit("_", 1)[0]) not in leaves]

@@ -6,6 +6,7 @@ Verdicts: `ok`, `own-error` and `overflow` come from judge.py, output by output
 NaN/Inf (named, with the op that produced it, from the dump's graph);
 `not-replayable` when the op type or a param value is not implemented, an input
 or output was not dumped, or the op is a graph whose children are not in the dump.
+An op of a torch dump (a module) replays through torch_ops.py's map of its class.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..read.table import Dump
 from .dumpops import DumpedOp, dumped_ops
 from .judge import CHUNK, OutputJudge
 from .refs import MASK_INPUTS, REFERENCES, ROW_INPUTS, NotReplayable
+from .torch_ops import torch_reference
 
 VERDICT_RANK = {"ok": 0, "not-replayable": 1, "input-bad": 2, "overflow": 3, "own-error": 4}
 AT_FAULT = ("own-error", "overflow")
@@ -39,9 +41,16 @@ class OpResult:
         out = {"path": self.op.path, "round": self.op.round, "op_id": self.op.op_id,
                "op_type": self.op.op_type, "verdict": self.verdict, "outputs": self.outputs,
                "why": self.why}
+        if self.op.module is not None:
+            out["module"] = self.op.module
         if self.bad_input:
             out["bad_input"] = self.bad_input
         return out
+
+
+def _torch_module(op: DumpedOp) -> str:
+    """"torch module Linear (model.layers.0.mlp.down_proj)"."""
+    return f"torch module {op.op_type} ({op.module or 'its name is not in info/layer'})"
 
 
 def _load(op: DumpedOp, tensors, what: str) -> list[np.ndarray]:
@@ -87,6 +96,7 @@ class Replayer:
         self.models = {dp: load_model_graphs(info, dp) for dp in dev_pids}
         self.ops = dumped_ops(dump, df)
         self.by_id = {(o.dev_pid, o.round, o.op_id): o for o in self.ops}
+        self.callers = {(o.dev_pid, o.round, o.op_id.rpartition("_")[0]) for o in self.ops}
 
     def producer(self, op: DumpedOp, index: int) -> str:
         ups = upstream(self.graphs.get(op.dev_pid, {}), op.op_id, io="input", index=index,
@@ -98,22 +108,35 @@ class Replayer:
         return known.path if known else (u.op_name or u.tensor)
 
     def replay(self, op: DumpedOp) -> OpResult:
+        if op.module is not None:
+            mapped = torch_reference(op.op_type, (op.dev_pid, op.round, op.op_id) in self.callers)
+            if isinstance(mapped, str):
+                return OpResult(op, "not-replayable", f"{_torch_module(op)}: {mapped}")
+            return self._recompute(op, *mapped)
         if not op.is_leaf:
             return OpResult(op, "not-replayable", "a graph op whose child ops are not in the "
                             "dump; dump it with \"save_child\": true to replay its ops")
-        ref = REFERENCES.get(op.op_type)
-        if ref is None:
-            return OpResult(op, "not-replayable", f"op type {op.op_type} is not implemented "
-                            f"(replay implements {', '.join(sorted(REFERENCES))})")
         try:
             param = op.param()
+        except ValueError as e:
+            return OpResult(op, "not-replayable", str(e))
+        return self._recompute(op, op.op_type, param)
+
+    def _recompute(self, op: DumpedOp, ref_type: str, param: dict) -> OpResult:
+        """Recomputes the op with the reference of `ref_type` (an ATB op type) and judges
+        its dumped outputs against it."""
+        ref = REFERENCES.get(ref_type)
+        if ref is None:
+            return OpResult(op, "not-replayable", f"op type {ref_type} is not implemented "
+                            f"(replay implements {', '.join(sorted(REFERENCES))})")
+        try:
             if not op.inputs and not op.outputs:
                 return OpResult(op, "ok", "no tensors: nothing to recompute")
             inputs = _load(op, op.inputs, "input")
             dumped = _load(op, op.outputs, "output")
         except (NotReplayable, ValueError) as e:
             return OpResult(op, "not-replayable", str(e))
-        masks = MASK_INPUTS.get(op.op_type, lambda p, n: set())(param, len(inputs))
+        masks = MASK_INPUTS.get(ref_type, lambda p, n: set())(param, len(inputs))
         for t, x in zip(op.inputs, inputs):
             if t.index in masks or not np.issubdtype(x.dtype, np.inexact):
                 continue
@@ -126,15 +149,15 @@ class Replayer:
                                            "producer": src})
         judges = [OutputJudge(d, t.dtype) for t, d in zip(op.outputs, dumped)]
         try:
-            for first_row, part in _pieces(op.op_type, param, inputs):
+            for first_row, part in _pieces(ref_type, param, inputs):
                 refs = ref(param, part)
                 if len(refs) != len(judges):
-                    return OpResult(op, "not-replayable", f"{op.op_type} makes {len(refs)} "
+                    return OpResult(op, "not-replayable", f"{ref_type} makes {len(refs)} "
                                     f"outputs, the dump holds {len(judges)}")
                 for judge, r in zip(judges, refs):
                     judge.add(r, first_row)
         except NotReplayable as e:
-            return OpResult(op, "not-replayable", f"{op.op_type}: {e}")
+            return OpResult(op, "not-replayable", f"{ref_type}: {e}")
         outs = [j.result() for j in judges]
         for t, o in zip(op.outputs, outs):
             o["output"] = t.name
@@ -183,6 +206,6 @@ def replay_op(dump: Dump, dev_pid: str, round_: int, op_id: str) -> OpResult | N
         if op is not None and op.children:  # a graph: the first of its ops at fault
             results = [rep.replay(rep.by_id[(dev_pid, round_, c)]) for c in op.children]
             return first_at_fault(results) or results[-1]
-        if op is not None and (op.is_leaf or n == 1):
+        if op is not None and (op.is_leaf or op.module is not None or n == 1):
             return rep.replay(op)
     return None

@@ -11,8 +11,10 @@ def _fmt_float(v) -> str:
 
 
 def describe(result: OpResult) -> str:
-    """One op's verdict as a person reads it: verdict, path, type, and why."""
-    line = f"{result.verdict:<15} {result.op.path}  ({result.op.op_type})"
+    """One op's verdict as a person reads it: verdict, path, type (and the torch
+    module's qualified name), and why."""
+    what = result.op.op_type + (f" {result.op.module}" if result.op.module else "")
+    line = f"{result.verdict:<15} {result.op.path}  ({what})"
     out = next((o for o in result.outputs if o.get("worst")), None)
     detail = result.why
     if out is not None:
@@ -63,8 +65,11 @@ def brief(result: OpResult | None) -> dict | None:
     if result is None:
         return None
     worst = next((o["worst"] for o in result.outputs if o.get("worst")), None)
-    return jsonable({"verdict": result.verdict, "path": result.op.path,
-                     "op_type": result.op.op_type, "why": result.why, "worst": worst})
+    out = {"verdict": result.verdict, "path": result.op.path, "op_type": result.op.op_type,
+           "why": result.why, "worst": worst}
+    if result.op.module is not None:
+        out["module"] = result.op.module
+    return jsonable(out)
 
 
 def number(v) -> str:
@@ -73,8 +78,10 @@ def number(v) -> str:
 
 
 def brief_line(b: dict) -> str:
-    """`brief` in one line: "replay: own-error (0_1/0/2_Prefill_layer/11_...): why"."""
-    text = f"replay: {b['verdict']} ({b['path']}): {b['why']}"
+    """`brief` in one line: "replay: own-error (0_1/0/2_Prefill_layer/11_...): why"; a
+    torch dump's op with its module: "(0_1/0/3_LlamaDecoderLayer/..., model.layers.1...)"."""
+    where = b["path"] + (f", {b['module']}" if b.get("module") else "")
+    text = f"replay: {b['verdict']} ({where}): {b['why']}"
     w = b.get("worst")
     if w:
         text += f"; worst element {w['index']}: dumped {number(w['dumped'])}, float64 " \

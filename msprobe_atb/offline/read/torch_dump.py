@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import polars as pl
 
-from ..read.table import Dump
+from .table import Dump
 
 
 def _jsons(dump: Dump, kind: str) -> Iterator[tuple[str, dict]]:
