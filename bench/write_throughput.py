@@ -110,6 +110,10 @@ def _raw_write_holding(sizes: list[int], hold_kib: int) -> Run:
 
 def _handover() -> Run:
     """ATB handing the dumped op's tensors to a probe that drops them."""
+    # A missing library would only be warned about by ld.so, and the "handover" run
+    # would then be a run without a probe: every figure below would be wrong.
+    if not HANDOVER_PROBE.is_file():
+        raise FileNotFoundError(f"{HANDOVER_PROBE} is missing: `make bench` builds it")
     env = atb_env()
     env["LD_PRELOAD"] = str(HANDOVER_PROBE)
     env["HANDOVER_OP_ID"] = "1"
