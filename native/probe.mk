@@ -12,7 +12,11 @@ PROBE_LIBS := $(BUILD)/lib/libatb_probe_abi0.so $(BUILD)/lib/libatb_probe_abi1.s
 PROBE_HOSTS := $(PROBE_B)/bin/probe_host_abi0 $(PROBE_B)/bin/probe_host_abi1
 PROBE_INC := -Inative/include -Inative/core -Inative/adapter
 PROBE_DECL := native/adapter/atb_probe_decl.h
-PROBE_CFLAGS := -std=c11 $(WARN) -O2 -g -fPIC -pthread -fvisibility=hidden $(PROBE_INC)
+# initial-exec TLS: a hook reads its thread's words (its op count, its top-level
+# op, its unmapped ops) at a fixed offset from %fs, with no __tls_get_addr call;
+# the shim is preloaded, so static TLS has room for them
+PROBE_CFLAGS := -std=c11 $(WARN) -O2 -g -fPIC -pthread -fvisibility=hidden -ftls-model=initial-exec \
+	$(PROBE_INC)
 PROBE_CXXFLAGS := -std=c++17 $(WARN) -O2 -g -fPIC -fvisibility=hidden -fno-exceptions -fno-rtti \
 	-fno-asynchronous-unwind-tables $(PROBE_INC)
 PROBE_LDFLAGS := -shared -pthread -Wl,--version-script=native/adapter/exports.map -Wl,-z,defs \
@@ -23,8 +27,8 @@ PROBE_LDLIBS := -lm -ldl
 probe: $(PROBE_LIBS) $(PROBE_HOSTS)
 NATIVE_TARGETS += probe
 
-# ---- release objects ----
-$(PROBE_B)/obj/%.o: native/core/%.c $(PROBE_CORE_HDR)
+# ---- release objects (rebuilt when PROBE_CFLAGS here change) ----
+$(PROBE_B)/obj/%.o: native/core/%.c $(PROBE_CORE_HDR) native/probe.mk
 	@mkdir -p $(@D)
 	$(CC) $(PROBE_CFLAGS) -c $< -o $@
 

@@ -34,6 +34,17 @@ def test_needs_no_libstdcxx(abi):
     assert needed and not any("stdc++" in n or "libgcc_s" in n for n in needed)
 
 
+def test_thread_state_costs_no_call(abi):
+    """The hooks' thread-local words (a thread's top-level op, its unmapped ops,
+    its op count) are initial-exec TLS, read at a fixed offset from %fs: the
+    general-dynamic model costs every awake op a __tls_get_addr call or two
+    (native/probe.mk: -ftls-model). The shim is preloaded, so it has static
+    TLS space anyway."""
+    out = subprocess.run(["nm", "-D", "--undefined-only", str(shim_lib(abi))], check=True,
+                         capture_output=True, text=True).stdout
+    assert "__tls_get_addr" not in out
+
+
 def test_loading_alone_does_nothing(tmp_path, abi):
     """Every process of the user's shell gets the preload: without a hook call
     it must not create files, start threads or print anything."""
