@@ -33,10 +33,10 @@ $(VENV)/.stamp: pyproject.toml scripts/install_deps.sh
 	touch $@
 deps: $(VENV)/.stamp
 
-# The cffi extension compiles native/core/control.c with control.h, the same
-# sources the shim uses, so both sides share one layout.
+# The cffi extension compiles native/core/mechanisms/control.c with control.h,
+# the same sources the shim uses, so both sides share one layout.
 PYEXT_STAMP := msprobe_atb/control/.ext_stamp
-$(PYEXT_STAMP): $(VENV)/.stamp native/include/msprobe_atb/control.h native/core/control.c msprobe_atb/control/_build.py
+$(PYEXT_STAMP): $(VENV)/.stamp native/include/msprobe_atb/control.h native/core/mechanisms/control.c msprobe_atb/control/_build.py
 	$(VPY) msprobe_atb/control/_build.py
 	touch $@
 # The fused compare-metrics kernel (native/compare), a cffi extension of offline/.

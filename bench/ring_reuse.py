@@ -21,7 +21,8 @@ from bench.common import REPO, atb_env, stop_daemon, write_config
 HOST = REPO / "build" / "probe" / "bin" / "probe_host_abi1"
 TENSORS, TENSOR_BYTES = 32, 2 << 20
 RING_KIB = 1024 * 1024  # queue_budget_mb's default: the ring's mapping
-IDLE_S = 5  # more than two trim periods (native/core/queue.h): the old ring was gone by then
+# more than two trim periods (native/core/mechanisms/queue.h): the old ring was gone by then
+IDLE_S = 5
 
 
 class Host:

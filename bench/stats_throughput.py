@@ -1,7 +1,7 @@
 """Statistics throughput: the shim's one-pass statistics vs numpy's on the same data.
 
 The shim computes max/min/mean/norm and the NaN/Inf/zero counts of every tensor it
-writes with `task: statistics` (native/core/stats.c, stats_simd.c). Here both sides
+writes with `task: statistics` (native/core/mechanisms/stats.c, stats_simd.c). Here both sides
 run over the same 32 MiB of fp32/fp16/bf16 (normal values with a few NaN, Inf and
 zeros); numpy's reference is what the tests compare against: the float64 copy, then
 nanmax/nanmin/mean/norm and the counts. Figures are bytes per second of CPU time of

@@ -5,12 +5,17 @@
 # -z defs, so a stray libstdc++ dependency fails the build: the library is
 # preloaded into every process of the user's shell.
 
-PROBE_CORE_SRC := $(sort $(wildcard native/core/*.c))
-PROBE_CORE_HDR := $(wildcard native/core/*.h) $(wildcard native/include/msprobe_atb/*.h)
+# The core's files sit in one folder a tier (native/core/README); names are
+# unique across them, so objects and includes go by name alone.
+PROBE_CORE_DIRS := $(addprefix native/core/,hooks lifecycle mechanisms)
+vpath %.c $(PROBE_CORE_DIRS)
+PROBE_CORE_SRC := $(sort $(notdir $(wildcard $(addsuffix /*.c,$(PROBE_CORE_DIRS)))))
+PROBE_CORE_HDR := $(wildcard $(addsuffix /*.h,$(PROBE_CORE_DIRS))) \
+	$(wildcard native/include/msprobe_atb/*.h)
 PROBE_B := $(BUILD)/probe
 PROBE_LIBS := $(BUILD)/lib/libatb_probe_abi0.so $(BUILD)/lib/libatb_probe_abi1.so
 PROBE_HOSTS := $(PROBE_B)/bin/probe_host_abi0 $(PROBE_B)/bin/probe_host_abi1
-PROBE_INC := -Inative/include -Inative/core -Inative/adapter
+PROBE_INC := -Inative/include $(addprefix -I,$(PROBE_CORE_DIRS)) -Inative/adapter
 PROBE_DECL := native/adapter/atb_probe_decl.h
 # initial-exec TLS: a hook reads its thread's words (its op count, its top-level
 # op, its unmapped ops) at a fixed offset from %fs, with no __tls_get_addr call;
@@ -28,7 +33,7 @@ probe: $(PROBE_LIBS) $(PROBE_HOSTS)
 NATIVE_TARGETS += probe
 
 # ---- release objects (rebuilt when PROBE_CFLAGS here change) ----
-$(PROBE_B)/obj/%.o: native/core/%.c $(PROBE_CORE_HDR) native/probe.mk
+$(PROBE_B)/obj/%.o: %.c $(PROBE_CORE_HDR) native/probe.mk
 	@mkdir -p $(@D)
 	$(CC) $(PROBE_CFLAGS) -c $< -o $@
 
@@ -36,7 +41,7 @@ $(PROBE_B)/obj/adapter_abi%.o: native/adapter/hooks.cpp $(PROBE_CORE_HDR) $(PROB
 	@mkdir -p $(@D)
 	$(CXX) $(PROBE_CXXFLAGS) -D_GLIBCXX_USE_CXX11_ABI=$* -c $< -o $@
 
-PROBE_CORE_OBJ := $(patsubst native/core/%.c,$(PROBE_B)/obj/%.o,$(PROBE_CORE_SRC))
+PROBE_CORE_OBJ := $(patsubst %.c,$(PROBE_B)/obj/%.o,$(PROBE_CORE_SRC))
 
 $(BUILD)/lib/libatb_probe_abi%.so: $(PROBE_CORE_OBJ) $(PROBE_B)/obj/adapter_abi%.o native/adapter/exports.map
 	@mkdir -p $(@D)
@@ -45,9 +50,9 @@ $(BUILD)/lib/libatb_probe_abi%.so: $(PROBE_CORE_OBJ) $(PROBE_B)/obj/adapter_abi%
 # A tiny ATB stand-in host that calls the hooks from a command script
 # (tests/probe drive it). It links the real shim, plus its own copy of the
 # control block code to publish configs.
-$(PROBE_B)/bin/probe_host_abi%: native/tests/probe_host.cpp $(PROBE_DECL) native/core/control.c $(BUILD)/lib/libatb_probe_abi%.so
+$(PROBE_B)/bin/probe_host_abi%: native/tests/probe_host.cpp $(PROBE_DECL) native/core/mechanisms/control.c $(BUILD)/lib/libatb_probe_abi%.so
 	@mkdir -p $(@D)
-	$(CC) -std=c11 $(WARN) -O2 -g -Inative/include -c native/core/control.c -o $(PROBE_B)/obj/host_control_$*.o
+	$(CC) -std=c11 $(WARN) -O2 -g -Inative/include -c native/core/mechanisms/control.c -o $(PROBE_B)/obj/host_control_$*.o
 	$(CXX) -std=c++17 $(WARN) -O2 -g -pthread -D_GLIBCXX_USE_CXX11_ABI=$* $(PROBE_INC) \
 		native/tests/probe_host.cpp $(PROBE_B)/obj/host_control_$*.o \
 		-L$(BUILD)/lib -l:libatb_probe_abi$*.so -Wl,-rpath,$(BUILD)/lib -o $@
@@ -75,15 +80,15 @@ probe: $(PROBE_STATS_BENCH)
 PROBE_SAN_asan := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 PROBE_SAN_tsan := -fsanitize=thread
 
-$(PROBE_B)/asan/%.o: native/core/%.c $(PROBE_CORE_HDR)
+$(PROBE_B)/asan/%.o: %.c $(PROBE_CORE_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(PROBE_CFLAGS) -O1 $(PROBE_SAN_asan) -c $< -o $@
-$(PROBE_B)/tsan/%.o: native/core/%.c $(PROBE_CORE_HDR)
+$(PROBE_B)/tsan/%.o: %.c $(PROBE_CORE_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(PROBE_CFLAGS) -O1 $(PROBE_SAN_tsan) -c $< -o $@
 
-PROBE_ASAN_OBJ := $(patsubst native/core/%.c,$(PROBE_B)/asan/%.o,$(PROBE_CORE_SRC))
-PROBE_TSAN_OBJ := $(patsubst native/core/%.c,$(PROBE_B)/tsan/%.o,$(PROBE_CORE_SRC))
+PROBE_ASAN_OBJ := $(patsubst %.c,$(PROBE_B)/asan/%.o,$(PROBE_CORE_SRC))
+PROBE_TSAN_OBJ := $(patsubst %.c,$(PROBE_B)/tsan/%.o,$(PROBE_CORE_SRC))
 PROBE_UNIT_MODS := util jsonw dtype stats stats_simd binfile fsutil content_hash filter queue dedup pending rounds
 
 $(PROBE_B)/bin/test_core_asan: native/tests/test_core.c $(foreach m,$(PROBE_UNIT_MODS),$(PROBE_B)/asan/$(m).o)

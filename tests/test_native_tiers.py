@@ -1,6 +1,6 @@
-"""native/core's tiers (issue 22 §1), defined once in native/core/README (read
-here): no file includes the header of a higher tier, in particular no mechanism
-a lifecycle header; no file uses a function or variable defined in a higher tier;
+"""native/core's tiers (issue 22 §1), one folder each (native/core/README): no
+file includes the header of a higher tier, in particular no mechanism a
+lifecycle header; no file uses a function or variable defined in a higher tier;
 and no two files use each other, directly or round a circle of others.
 
 The uses are read from the built objects with `nm`: a symbol one object leaves
@@ -29,21 +29,24 @@ OBJ = ROOT / "build" / "probe" / "obj"
 TIERS = ("hooks", "lifecycle", "mechanisms")  # highest first
 
 
+def core_files() -> list[Path]:
+    return sorted(CORE.rglob("*.[ch]"))
+
+
+def sources() -> list[Path]:
+    return [p for p in core_files() if p.suffix == ".c"]
+
+
 def tiers() -> dict[str, int]:
-    """Each module name (foo of foo.c / foo.h) -> its tier, 0 the highest."""
-    text = (CORE / "README").read_text()
-    out = {}
-    for rank, tier in enumerate(TIERS):
-        line = re.search(rf"^\s*{tier}:(.*)$", text, re.M)
-        assert line, f"native/core/README has no `{tier}:` line"
-        out.update(dict.fromkeys(line.group(1).split(), rank))
-    return out
+    """Each module name (foo of foo.c / foo.h) -> its tier, 0 the highest: the
+    folder it is in."""
+    return {p.stem: TIERS.index(p.parent.name) for p in core_files() if p.parent.name in TIERS}
 
 
 def upward_includes() -> set[tuple[str, str]]:
     rank = tiers()
     found = set()
-    for path in sorted(CORE.glob("*.[ch]")):
+    for path in core_files():
         for header in re.findall(r'^\s*#\s*include\s+"([^"/]+)\.h"', path.read_text(), re.M):
             if header in rank and rank[header] < rank[path.stem]:
                 found.add((path.name, f"{header}.h"))
@@ -51,9 +54,11 @@ def upward_includes() -> set[tuple[str, str]]:
 
 
 def test_every_core_file_has_a_tier():
-    rank = tiers()
-    loose = sorted({p.name for p in CORE.glob("*.[ch]") if p.stem not in rank})
-    assert not loose, f"native/core files in no tier (add them to native/core/README): {loose}"
+    loose = sorted(str(p.relative_to(CORE)) for p in core_files() if p.parent.name not in TIERS)
+    assert not loose, f"native/core files in no tier's folder ({', '.join(TIERS)}): {loose}"
+    stems = [p.stem + p.suffix for p in core_files()]
+    assert len(stems) == len(set(stems)), "two native/core files of one name (objects and " \
+        "includes go by name alone)"
 
 
 def test_no_include_goes_up_a_tier():
@@ -70,7 +75,7 @@ def uses() -> dict[tuple[str, str], set[str]]:
         pytest.skip("nm (binutils) is not installed")
     defined: dict[str, str] = {}
     undefined: dict[str, set[str]] = {}
-    for src in sorted(CORE.glob("*.c")):
+    for src in sources():
         obj = OBJ / f"{src.stem}.o"
         assert obj.exists() and obj.stat().st_mtime >= src.stat().st_mtime, \
             f"{obj} is missing or older than {src.name}: run `make probe` first"
@@ -102,7 +107,7 @@ def test_no_file_uses_a_higher_tier():
 
 def test_no_circle_of_uses():
     arrows = uses()
-    graph = {src.stem: set() for src in CORE.glob("*.c")}
+    graph = {src.stem: set() for src in sources()}
     for a, b in arrows:
         graph[a].add(b)
     circle = find_circle(graph)
@@ -116,7 +121,7 @@ def test_every_core_file_opens_with_its_duty():
     """Its first comment comes before any include or code (after the include guard)."""
     guard = re.compile(r"#\s*(ifndef|define)\s+(MSP_\w+_H|_GNU_SOURCE)\b")
     bare = []
-    for path in sorted(CORE.glob("*.[ch]")):
+    for path in core_files():
         lines = [ln.strip() for ln in path.read_text().splitlines() if ln.strip()]
         first = next((ln for ln in lines if not guard.match(ln)), "")
         if not first.startswith("/*"):

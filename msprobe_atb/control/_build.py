@@ -17,7 +17,7 @@ from cffi import FFI
 
 REPO = Path(__file__).resolve().parents[2]
 HEADER = REPO / "native" / "include" / "msprobe_atb" / "control.h"
-SOURCE = REPO / "native" / "core" / "control.c"
+SOURCE = REPO / "native" / "core" / "mechanisms" / "control.c"
 PACKAGE_DIR = Path(__file__).resolve().parent
 _SKIP = re.compile(r"^\s*#\s*(ifndef|endif|include)\b|^\s*#\s*define\s+MSPROBE_ATB_CONTROL_H\b")
 

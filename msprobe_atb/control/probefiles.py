@@ -2,7 +2,7 @@
 links (issue: a link planted at daemon.log, daemon.lock or .probe itself must
 not lead a write outside the dump tree).
 
-The opening is done by native/core/control.c, which the shim uses too, so both
+The opening is done by native/core/mechanisms/control.c, which the shim uses too, so both
 sides refuse and replace the same things: the dump root and .probe are opened
 with O_NOFOLLOW, and a symlink, hard link, FIFO or directory at one of our file
 names is unlinked (never its target) and a fresh file created with O_EXCL.

@@ -350,7 +350,7 @@ def run_daemon(output: str, config: str | None, foreground: bool) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    # a process at exit rings (native/core/exitdrain.c): read its exit record now,
+    # a process at exit rings (native/core/lifecycle/exitdrain.c): read its exit record now,
     # not at the next poll, since it waits for its files
     signal.signal(signal.SIGWINCH, lambda _signum, _frame: daemon.wake.set())
     signal.signal(signal.SIGHUP, signal.SIG_IGN)

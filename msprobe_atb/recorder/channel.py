@@ -1,4 +1,4 @@
-"""Reading a shim's statistics channel (native/core/recstats.h): the statistics
+"""Reading a shim's statistics channel (native/core/mechanisms/recstats.h): the statistics
 of the tensors it holds while armed, in shared memory, never on disk."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ and golden (divergence from a good run's statistic.csv).
 
 After each pass the daemon tells the shims up to when everything has been
 evaluated (rec_eval_ns), so they keep the rounds a later trigger may still
-need (native/core/recorder.c trim_scope)."""
+need (native/core/mechanisms/recorder.c trim_scope)."""
 
 from __future__ import annotations
 

@@ -105,7 +105,7 @@ class Proc:
 
 
 # Names that are not UTF-8 come from the record log as surrogate escapes
-# (\udcXX, see native/core/jsonw.h); the CSVs hold their raw bytes, so a
+# (\udcXX, see native/core/mechanisms/jsonw.h); the CSVs hold their raw bytes, so a
 # Tensor Path names the file on disk.
 def _bytes(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")

@@ -2,7 +2,7 @@
 whose exit record found no room (a disk full from the start).
 
 The shim counts, per round, the selected tensors that have no record yet in its
-control-block slot (native/core/pending.h); a SIGKILL, or an exit record that
+control-block slot (native/core/mechanisms/pending.h); a SIGKILL, or an exit record that
 could not be written, leaves those counts behind. The control plane appends them
 to the process's log as the exit record it lacks, so the round markers, `status`
 and a later `rebuild` all count the same loss, in the right rounds. Where the

@@ -171,7 +171,7 @@ def partition_of(dev_pid: str) -> Partition | None:
 
 def _utf8(value):
     """Parquet strings are UTF-8: a name that is not (surrogate escapes from the
-    record log, see native/core/jsonw.h) is stored in names.py's text form, which
+    record log, see native/core/mechanisms/jsonw.h) is stored in names.py's text form, which
     gives its bytes back. Other cells pass unchanged."""
     return text_of(value) if isinstance(value, str) else value
 

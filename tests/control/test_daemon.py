@@ -144,7 +144,8 @@ def test_exits_when_no_process_alive_with_everything_built(out_dir, shims, daemo
         wait_until(lambda: block.published, what="the first publish")
         for i in range(3):
             shim.tensor(0, "2_Layer", f"before/intensor{i}.bin")
-        for _ in range(3):  # a process's exit doorbell (native/core/exitdrain.c) only wakes it
+        # a process's exit doorbell (native/core/lifecycle/exitdrain.c) only wakes it
+        for _ in range(3):
             os.kill(block.daemon_pid, signal.SIGWINCH)
         csv_path = out_dir / f"atb_dump_data/data/0_{shim.pid}/0/statistic.csv"
         wait_until(lambda: csv_path.exists() and csv_path.read_text().count("\n") == 4,

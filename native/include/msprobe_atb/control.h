@@ -11,7 +11,7 @@
  *
  * The block lives in <dump_root>/.probe/control.block (dump_root is
  * <ATB_OUTPUT_DIR>/atb_dump_data) and is mmap'd MAP_SHARED by every party.
- * Concurrency rules (all accesses go through native/core/control.c):
+ * Concurrency rules (all accesses go through native/core/mechanisms/control.c):
  *   - `config` is written only by the daemon, under the seqlock
  *     `generation` (odd while a publish is in progress).
  *   - each `procs[i]` slot is claimed by one shim with a CAS on `pid` and
@@ -259,7 +259,7 @@ struct msp_control {
     struct msp_proc procs[MSP_MAX_PROCS];
 };
 
-/* ---- shared operations (native/core/control.c) ---- */
+/* ---- shared operations (native/core/mechanisms/control.c) ---- */
 
 /* Open (and with create != 0, create if missing) the block of a dump root.
  * Creation is crash-safe: a fully initialised temporary file is link()ed
