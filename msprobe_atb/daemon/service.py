@@ -123,6 +123,23 @@ def lock_replaced(lock_fd: int, dump_root: Path) -> bool:
     return not same_file(lock_fd, dump_root, LOCK_NAME)
 
 
+def _wake_on_signals(wake: threading.Event) -> None:
+    """Every handled signal sets `wake`, from a thread: the C-level handler writes to a
+    pipe (signal.set_wakeup_fd) that the thread reads. A Python handler must not set the
+    event itself: it runs in the main thread, which may hold the event's lock at that
+    moment (in wait() or clear()), and would wait for it forever. A process's exit
+    doorbell arrives at any moment, so that hang was real (a daemon that never exited)."""
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+
+    def pump() -> None:
+        while os.read(r, 512):
+            wake.set()
+
+    threading.Thread(target=pump, name="signal-wake", daemon=True).start()
+
+
 class Daemon:
     def __init__(self, dump_root: Path, block: ControlBlock, config_path: Path | None,
                  lock_fd: int | None = None):
@@ -346,13 +363,13 @@ def run_daemon(output: str, config: str | None, foreground: bool) -> int:
 
     def on_signal(signum, _frame) -> None:
         daemon.stopping = True
-        daemon.wake.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     # a process at exit rings (native/core/lifecycle/exitdrain.c): read its exit record now,
     # not at the next poll, since it waits for its files
-    signal.signal(signal.SIGWINCH, lambda _signum, _frame: daemon.wake.set())
+    signal.signal(signal.SIGWINCH, lambda _signum, _frame: None)
+    _wake_on_signals(daemon.wake)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     log.info("started for %s, config %s", dump_root, config_path or "(none)")
     link = Path(os.path.abspath(output)) / "atb_dump_data"
