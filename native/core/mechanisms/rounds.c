@@ -27,14 +27,23 @@ static void drop(struct msp_rounds *r, int i, char done[MSP_ROUND_KEY_LEN])
     r->e[i] = r->e[--r->n];
 }
 
+/* The round key of path, with the table locked; 0 (not locked) if it has none. */
+static int lock_round(struct msp_rounds *r, const char *path, size_t n,
+                      char key[MSP_ROUND_KEY_LEN])
+{
+    if (!msp_round_key(path, n, key))
+        return 0;
+    pthread_mutex_lock(&r->mu);
+    return 1;
+}
+
 int msp_rounds_selected(struct msp_rounds *r, const char *path, size_t n, int live,
                         char done[MSP_ROUND_KEY_LEN])
 {
     char key[MSP_ROUND_KEY_LEN];
-    if (!msp_round_key(path, n, key))
+    if (!lock_round(r, path, n, key))
         return 0;
     int announced = 0;
-    pthread_mutex_lock(&r->mu);
     if (live && strcmp(key, r->current) != 0) {
         /* the host left the current round: complete if nothing of it is left */
         int i = r->current[0] ? find(r, r->current) : -1;
@@ -63,10 +72,9 @@ int msp_rounds_recorded(struct msp_rounds *r, const char *path, size_t n,
                         char done[MSP_ROUND_KEY_LEN])
 {
     char key[MSP_ROUND_KEY_LEN];
-    if (!msp_round_key(path, n, key))
+    if (!lock_round(r, path, n, key))
         return 0;
     int announced = 0;
-    pthread_mutex_lock(&r->mu);
     int i = find(r, key);
     if (i >= 0 && r->e[i].count > 0 && --r->e[i].count == 0 && strcmp(key, r->current) != 0) {
         drop(r, i, done);
