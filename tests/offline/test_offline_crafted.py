@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -23,6 +24,8 @@ from msprobe_atb.cli import main
 from msprobe_atb.offline import open_dump
 from msprobe_atb.offline.compare.dumps import compare_dumps
 from msprobe_atb.offline.read.dumpset import open_dumps
+from msprobe_atb.offline.read.parquet_footer import FooterError, footer_sizes
+from msprobe_atb.offline.read.parquet_footer import _Reader as _FooterReader
 
 # Tensors in the stand-in's dump of offline_helpers.MODEL (the real_dumps fixture).
 N_TENSORS = 788
@@ -292,3 +295,58 @@ def test_query_does_not_add_a_linked_manifest_dir(real_dumps, tmp_path):
 def test_query_of_a_dump_under_a_dir_with_glob_characters(real_dumps, tmp_path):
     out = copy(real_dumps["injected"], tmp_path / "a*b[1]?" / "q")
     assert count(out) == N_TENSORS
+
+
+class _IntSpots(_FooterReader):
+    """Walks a footer as footer_sizes does, noting where each integer's bytes are."""
+
+    def __init__(self, buf: bytes):
+        super().__init__(buf)
+        self.spots: list[tuple[int, int]] = []
+
+    def zigzag(self) -> int:
+        start = self.pos
+        v = super().zigzag()
+        self.spots.append((start, self.pos))
+        return v
+
+
+def test_a_part_whose_footer_lies_is_skipped_by_name_never_a_panic(stats_dump, tmp_path):
+    """Each integer of a part's footer set to zero, to a large positive and to a
+    negative value of its width (byte count kept, so the footer still parses):
+    sizes, offsets, counts and types that lie. polars 2.1 panicked on several (a
+    chunk's bytes past the file, a value count of 0): a BaseException that killed
+    `stats` in a clean-clone CI's fuzz run. Each part is read or skipped and named;
+    the rows come from the CSVs."""
+    part = the_part(stats_dump)
+    data = part.read_bytes()
+    length = int.from_bytes(data[-8:-4], "little")
+    start = len(data) - 8 - length
+    spy = _IntSpots(data[start:-8])
+    spy.struct(0)
+    fills = {"zero": lambda n: bytes([0x80] * (n - 1) + [0]) if n > 1 else b"\0",
+             "big": lambda n: bytes([0xFE] + [0xFF] * (n - 2) + [0x7F]) if n > 1 else b"\x7e",
+             "negative": lambda n: bytes([0xFF] * (n - 1) + [0x7F])}
+    lies = [data[:start + a] + fills[fill](b - a) + data[start + b:]
+            for a, b in spy.spots for fill in fills]
+    assert len(lies) > 300
+    evil = copy(stats_dump, tmp_path / "evil")
+    part = the_part(evil)
+    refused, accepted = [], []
+    for lie in lies:
+        part.write_bytes(lie)
+        try:
+            footer_sizes(part)
+            accepted.append(lie)
+        except FooterError as e:
+            refused.append((lie, str(e)))
+    said = " | ".join(why for _, why in refused)
+    for lie_kind in ("lie outside", "values for", "rows, the file", "missing or negative"):
+        assert lie_kind in said
+    rows = open_dump(stats_dump).tensors.height
+    rng = random.Random(0)
+    for lie in rng.sample(accepted, 40) + [lie for lie, _ in rng.sample(refused, 15)]:
+        part.write_bytes(lie)
+        dump = open_dump(evil)  # a PanicException would end the test here
+        assert dump.tensors.height == rows
+    assert any(f"{part}: unreadable Parquet footer (" in p for p in dump.problems)

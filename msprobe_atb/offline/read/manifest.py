@@ -24,7 +24,8 @@ from msprobe_atb.tree.manifest import META, manifest_dir
 
 from .confine import Confinement
 from .layout import DumpLayout, RoundDir
-from .manifest_parts import owned_parts
+from .manifest_parts import owned_parts, wrong_types
+from .read_errors import read_errors
 
 # The record's `file` vocabulary of the tensor table, from the manifest's status.
 TABLE_STATUS = {"written": "bin"}  # "linked", "stub", ... are the same words
@@ -112,9 +113,12 @@ def read(layout: DumpLayout, problems: list[str]) -> tuple[pl.DataFrame | None, 
     for dp, fs in sorted(by_proc.items()):
         try:
             df = pl.read_parquet(fs, columns=TABLE_COLUMNS, glob=False)
-        except (pl.exceptions.PolarsError, OSError) as e:
+        except read_errors() as e:
             problems.append(f"{Path(fs[0]).parent}: unreadable manifest "
                             f"({str(e).splitlines()[0]}); the CSVs are read instead")
+            continue
+        if (why := wrong_types(df)) is not None:
+            problems.append(f"{Path(fs[0]).parent}: {why}; not read, the CSVs are read instead")
             continue
         if (col := _too_long(df)) is not None:
             problems.append(f"{Path(fs[0]).parent}: a {col!r} cell longer than "

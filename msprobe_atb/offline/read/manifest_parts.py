@@ -37,10 +37,11 @@ import contextlib
 import re
 from pathlib import Path
 
-from msprobe_atb.tree.manifest import manifest_dir
+from msprobe_atb.tree.manifest import manifest_dir, polars_schema
 
 from .layout import ROUND
 from .parquet_footer import FooterError, footer_sizes
+from .read_errors import read_errors
 
 PART_NAME = re.compile(r"^part-(\d{8})-L(\d{1,3})\.parquet$")
 PARTITION_DIRS = (re.compile(r"^host=[^/]+$"), re.compile(r"^device=-?\d+$"),
@@ -66,6 +67,14 @@ def bounds(dump_root: Path, dev_pid: str) -> tuple[int, int]:
             rows += csvs[0] // MIN_CSV_ROW_BYTES + ROUND_SLACK
             size += BYTES_PER_CSV_BYTE * sum(csvs) + ROUND_SLACK_BYTES
     return rows, size
+
+
+def wrong_types(df) -> str | None:
+    """How a frame read from parts differs from the writer's column types (a
+    footer can declare any type; the readers' arithmetic assumes the writer's)."""
+    want = polars_schema()
+    bad = [f"{c!r} is {t}, not {want[c]}" for c, t in df.schema.items() if t != want.get(c, t)]
+    return "; ".join(bad) or None
 
 
 def _not_a_part(path: Path) -> str | None:
@@ -111,11 +120,15 @@ def _without_repeats(files: list[Path], problems: list[str]) -> list[Path]:
     frames, taken = [], []
     for f in files:
         try:
-            frames.append(pl.read_parquet(f, columns=KEY, glob=False).with_columns(
-                pl.lit(len(taken), pl.Int64).alias("_part")))
-            taken.append(f)
-        except (pl.exceptions.PolarsError, OSError) as e:
+            keys = pl.read_parquet(f, columns=KEY, glob=False)
+        except read_errors() as e:
             problems.append(f"{f}: unreadable Parquet ({str(e).splitlines()[0]}); skipped")
+            continue
+        if (why := wrong_types(keys)) is not None:
+            problems.append(f"{f}: {why}; skipped")
+            continue
+        frames.append(keys.with_columns(pl.lit(len(taken), pl.Int64).alias("_part")))
+        taken.append(f)
     if len(taken) < 2:
         return taken
     keys = pl.concat(frames)

@@ -2,10 +2,18 @@
 
 A Parquet file ends with its metadata (Thrift compact protocol), its length (4
 bytes, little-endian) and `PAR1`. `footer_sizes` walks that metadata for the
-file's row count and, per row group, `total_byte_size` (the uncompressed bytes of
-all its column data): what a reader will allocate to decode the file. The walk
-is bounded (MAX_FOOTER bytes, MAX_DEPTH nesting, every length checked against
-the bytes left) and raises FooterError for anything malformed.
+file's row count and, per row group, its uncompressed bytes (the larger of the
+group's `total_byte_size` and its column chunks' sizes): what a reader will
+allocate to decode the file. The walk is bounded (MAX_FOOTER bytes, MAX_DEPTH
+nesting, every length checked against the bytes left) and raises FooterError
+for anything malformed.
+
+It also checks what polars trusts without checking: a column chunk whose byte
+range runs outside the file's data, whose value count is not its group's row
+count (the manifest's columns are flat: one value per row), or that lives in
+another file; row groups whose rows do not add up to the file's. polars 2.1
+panics on each of these (a Rust assertion, raised as a BaseException) instead
+of raising an error.
 """
 
 from __future__ import annotations
@@ -102,8 +110,36 @@ class _Reader:
                 out[fid] = v
 
 
-# FileMetaData: 3 num_rows, 4 row_groups (RowGroup: 2 total_byte_size, 3 num_rows).
-_WANT = {3: None, 4: {2: None, 3: None}}
+# FileMetaData: 3 num_rows, 4 row_groups. RowGroup: 1 columns, 2 total_byte_size,
+# 3 num_rows. ColumnChunk: 1 file_path, 3 meta_data. ColumnMetaData: 5 num_values,
+# 6 total_uncompressed_size, 7 total_compressed_size, 9 data_page_offset,
+# 11 dictionary_page_offset.
+_CHUNK = {1: None, 3: {5: None, 6: None, 7: None, 9: None, 11: None}}
+_WANT = {3: None, 4: {1: _CHUNK, 2: None, 3: None}}
+
+
+def _int(d: dict, fid: int, what: str) -> int:
+    v = d.get(fid)
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        raise FooterError(f"{what} missing or negative")
+    return v
+
+
+def _chunk_bytes(chunk, rows: int, data_end: int) -> int:
+    """A column chunk's uncompressed bytes, once its place and count are checked."""
+    if not isinstance(chunk, dict) or not isinstance(chunk.get(3), dict):
+        raise FooterError("a column chunk without its metadata")
+    if 1 in chunk:
+        raise FooterError("a column chunk stored in another file")
+    m = chunk[3]
+    if _int(m, 5, "a column chunk's value count") != rows:
+        raise FooterError(f"a column chunk holds {m[5]} values for {rows} rows")
+    start = m.get(11) or _int(m, 9, "a column chunk's data offset")
+    if not isinstance(start, int) or start < 4 or \
+            start + _int(m, 7, "a column chunk's size") > data_end:
+        raise FooterError(f"a column chunk's bytes ({start}+{m[7]}) lie outside the "
+                          f"{data_end} bytes of data")
+    return _int(m, 6, "a column chunk's uncompressed size")
 
 
 def footer_sizes(path: str | os.PathLike) -> tuple[int, int]:
@@ -121,6 +157,16 @@ def footer_sizes(path: str | os.PathLike) -> tuple[int, int]:
         f.seek(size - 8 - length)
         meta = _Reader(f.read(length)).struct(0, _WANT)
     groups = meta.get(4) or []
-    if not isinstance(meta.get(3), int) or not all(isinstance(g, dict) for g in groups):
-        raise FooterError("no row count")
-    return meta[3], sum(max(0, g.get(2) or 0) for g in groups)
+    rows = _int(meta, 3, "the row count")
+    if not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups):
+        raise FooterError("row groups unreadable")
+    total = 0
+    for g in groups:
+        n = _int(g, 3, "a row group's row count")
+        chunks = g.get(1)
+        if not isinstance(chunks, list):
+            raise FooterError("a row group without columns")
+        total += max(g.get(2) or 0, sum(_chunk_bytes(c, n, size - 8 - length) for c in chunks))
+    if sum(g[3] for g in groups) != rows:
+        raise FooterError(f"row groups hold {sum(g[3] for g in groups)} rows, the file {rows}")
+    return rows, total

@@ -36,6 +36,7 @@ from .confine import Confinement, refuse_outside
 from .layout import DumpLayout, RoundDir, find_layout
 from .manifest import read as read_manifest
 from .models import with_models
+from .read_errors import read_errors
 from .tensorstats import tensor_stats
 
 CSV_COLUMNS = [
@@ -124,18 +125,18 @@ def _scan(files: list[str], columns: list[str], problems: list[str],
             good.append(f)
     try:
         return read(good) if good else None
-    except (pl.exceptions.PolarsError, OSError):
+    except read_errors():
         pass
     frames: list[pl.DataFrame] = []
     for f in good:
         try:
             frames.append(read([f]))
             continue
-        except (pl.exceptions.PolarsError, OSError):
+        except read_errors():
             pass
         try:
             frames.append(read([f], text_of_bytes(Path(f).read_bytes()).encode()))
-        except (pl.exceptions.PolarsError, OSError) as e:
+        except read_errors() as e:
             problems.append(f"{f}: unreadable CSV ({str(e).splitlines()[0]}); "
                             "its tensors are read from the .bin files instead")
     return pl.concat(frames, how="diagonal_relaxed") if frames else None

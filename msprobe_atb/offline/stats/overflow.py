@@ -15,6 +15,7 @@ import polars as pl
 
 from msprobe_atb.tree.names import text_of_bytes
 
+from ..read.read_errors import read_errors
 from ..read.table import Dump, op_path
 from .summary import tensor_ref
 
@@ -59,7 +60,7 @@ def _from_logs(dump: Dump) -> list[dict] | None:
             continue  # the file is named after its process
         try:
             ev = pl.read_csv(text_of_bytes(f.read_bytes()).encode(), infer_schema=False)
-        except (pl.exceptions.PolarsError, OSError) as e:
+        except read_errors() as e:
             dump.problems.append(f"{f}: unreadable overflow log ({str(e).splitlines()[0]})")
             continue
         cols = {c.lower(): c for c in ev.columns}
