@@ -50,19 +50,15 @@ def manifest_files(dirs: list[str], problems: list[str]) -> list[str]:
     return files
 
 
-def connect(files: list[str]):
-    """A DuckDB connection with the `tensors` view over the manifest files."""
-    import duckdb
-
+def create_view(con, files: list[str]) -> None:
+    """The `tensors` view over the manifest files (DuckDB reads their footers here)."""
     types = ", ".join(f"{_quote(k)}: {v}" for k, v in PARTITION_TYPES.items())
-    con = duckdb.connect()
     con.execute(
         "CREATE VIEW tensors AS SELECT * EXCLUDE (filename), "
         "regexp_replace(filename, '/manifest/host=[^/]*/device=[^/]*/pid=[^/]*/[^/]*$', '') "
         f"AS dump_root FROM read_parquet([{', '.join(_quote(_literal(f)) for f in files)}], "
         f"hive_partitioning = true, hive_types = {{{types}}}, union_by_name = true, "
         "filename = true)")
-    return con
 
 
 def _cell(v):
@@ -128,8 +124,9 @@ def run(dirs: list[str], sql: str, fmt: str = "table",
     problems = [] if problems is None else problems
     files = manifest_files(dirs, problems)
     while True:
-        con = connect(files)
+        con = duckdb.connect()
         try:
+            create_view(con, files)  # a footer DuckDB refuses fails here, before the query
             cur = con.execute(sql)
             if cur is None or cur.description is None:  # a statement without rows
                 return ""
