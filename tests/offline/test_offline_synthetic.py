@@ -168,7 +168,7 @@ def test_overflow_from_log(synth_pair, tmp_path):
     assert "outtensor0.bin" in out
 
 
-def test_convert_round_trip_and_resume(synth_pair, tmp_path):
+def test_convert_round_trip_and_resume(synth_pair, tmp_path, capsys):
     src = synth_pair[1] / "atb_dump_data"
     out = tmp_path / "npy"
     rc, text = run_cli("convert", str(src), "-o", str(out), "-j", "2")
@@ -190,6 +190,17 @@ def test_convert_round_trip_and_resume(synth_pair, tmp_path):
     f.write_bytes(f.read_bytes()[:-1])
     rc, text = run_cli("convert", str(bad), "-o", str(tmp_path / "npy2"))
     assert rc == 1 and "converted 47," in text and "errors 1" in text
+    # a .bin linked to a file outside the tree is named, not read
+    linked = sorted(bad.rglob("*.bin"))[5]
+    linked.unlink()
+    outside = tmp_path / "outside.bin"
+    shutil.copy(bins[5], outside)
+    linked.symlink_to(outside)
+    capsys.readouterr()
+    rc, text = run_cli("convert", str(bad), "-o", str(tmp_path / "npy3"))
+    assert rc == 1 and "converted 46," in text and "errors 2" in text
+    assert f"{linked}: a symbolic link to {outside}" in capsys.readouterr().err
+    assert not (tmp_path / "npy3" / linked.relative_to(bad).with_suffix(".npy")).exists()
 
 
 def test_msprobe_style_csv(tmp_path):

@@ -5,7 +5,9 @@ never collide. Alias stubs are written with the data they point to; kernel
 stubs that were intentionally not saved are skipped and counted. An output is
 up to date (skipped on a rerun) if it is newer than its source and the file
 that source resolves to; outputs are written to a temporary name and renamed,
-so an interrupted run never leaves a partial `.npy` that looks done."""
+so an interrupted run never leaves a partial `.npy` that looks done. A `.bin`
+that is a symbolic link leading out of the directory converted (confine.py) is
+not read: it is named as an error."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .binfile import BinFileError, TensorNotSaved, load_payload, resolve
+from .confine import Confinement
 
 
 @dataclass
@@ -28,13 +31,24 @@ class ConvertReport:
     errors: list[str] = field(default_factory=list)
 
 
-def _sources(src: Path) -> list[Path]:
+def _sources(src: Path, errors: list[str]) -> list[Path]:
+    """The .bin files under src (or src itself); a link leading out of src goes
+    to errors. os.walk does not enter linked directories."""
     if src.is_file():
         return [src]
     out = []
+    box = Confinement(src)
     for dirpath, dirs, files in os.walk(src):
         dirs[:] = [d for d in dirs if d != ".probe"]
-        out += [Path(dirpath) / f for f in files if f.endswith(".bin")]
+        for f in files:
+            if not f.endswith(".bin"):
+                continue
+            p = Path(dirpath) / f
+            if box.allows(p) is None:
+                errors.append(f"{p}: a symbolic link to {os.path.realpath(p)}, outside {src};"
+                              " not read")
+            else:
+                out.append(p)
     return sorted(out)
 
 
@@ -69,7 +83,8 @@ def convert(src: str | Path, out: str | Path, *, jobs: int = 1, raw: bool = Fals
     src, out = Path(src).resolve(), Path(out).resolve()
     if not src.exists():
         raise FileNotFoundError(f"{src}: no such file or directory")
-    files = _sources(src)
+    rep = ConvertReport()
+    files = _sources(src, rep.errors)
     if total:
         total(len(files))
     if src.is_file():
@@ -77,7 +92,6 @@ def convert(src: str | Path, out: str | Path, *, jobs: int = 1, raw: bool = Fals
         work = [(str(src), str(dst), raw)]
     else:
         work = [(str(f), str(out / f.relative_to(src).with_suffix(".npy")), raw) for f in files]
-    rep = ConvertReport()
 
     def take(state: str, msg: str) -> None:
         if state == "error":
