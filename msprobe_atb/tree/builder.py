@@ -46,6 +46,11 @@ log = logging.getLogger("msprobe_atb")
 RoundKey = tuple[str, str]  # ("{dev}_{pid}", "{exec}")
 MARKER = "ROUND_COMPLETE.json"
 OVERFLOW_HEADER = "Sequence,Time,Device and PID,Op Id,Kernel Name,Report"
+# The overflow events a process's info/overflow CSV lists (the file is rewritten
+# whole and its rows are held in memory): with overflow_nums -1 a long service
+# reports without end. Later ones are counted (the control block's
+# overflow_events, in `status`) and the cut is logged.
+OVERFLOW_ROWS = 10_000
 
 
 class ProcOracle(Protocol):
@@ -99,6 +104,7 @@ class Proc:
     models: dict[str, tuple[int, bytes]] = field(default_factory=dict)
     model_counter: int = 0
     overflow: list[tuple[int, list[str]]] = field(default_factory=list)  # (dev, cells)
+    overflow_cut: bool = False  # more than OVERFLOW_ROWS came
     info_dirty: bool = True
     written: dict[tuple[str, ...], bytes] = field(default_factory=dict)  # info files on disk
     info_budget: InfoBudget = field(default_factory=InfoBudget)
@@ -318,6 +324,13 @@ class TreeBuilder:
             p.model_counter = counter[0]
 
     def _add_overflow(self, p: Proc, rec: dict) -> None:
+        if len(p.overflow) >= OVERFLOW_ROWS:
+            if not p.overflow_cut:
+                p.overflow_cut = True
+                log.warning("process %s: more than %d overflow events; its info/overflow CSV "
+                            "lists the first %d, `status` counts them all (overflow_events)",
+                            p.key.pid, OVERFLOW_ROWS, OVERFLOW_ROWS)
+            return
         kernel = str(rec.get("kernel", ""))
         op_id, sep, name = kernel.partition(":")
         dev = _int(rec.get("dev"))

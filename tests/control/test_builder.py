@@ -264,3 +264,25 @@ def test_a_failed_write_replaces_neither_file_of_a_pair(tmp_path):
     assert (tmp_path / "r" / "statistic.csv").read_bytes() == b"old\n"
     assert sorted(p.name for p in (tmp_path / "r").iterdir()) == [
         "statistic.csv", "statistic_extra.csv"]  # no temporary left behind
+
+
+def test_overflow_rows_are_bounded(out_dir, shims, monkeypatch, caplog):
+    """overflow_nums -1 lets a long service report overflows without end: the
+    builder held every row and rewrote the whole CSV at each flush. Past
+    OVERFLOW_ROWS it lists no more, and says so once."""
+    from msprobe_atb.tree import builder
+
+    monkeypatch.setattr(builder, "OVERFLOW_ROWS", 3)
+    a = shims(out_dir, dev=0)
+    for seq in range(7):
+        a.record({"k": "overflow", "seq": seq, "kernel": f"2_{seq}:MatMulKernel", "dev": 0})
+    dump_root = out_dir / "atb_dump_data"
+    oracle = BlockOracle(a.block)
+    live = TreeBuilder(dump_root, oracle)
+    RecordDrain(dump_root, live).poll()
+    live.flush()
+    rows = list(csv.reader(open(dump_root / "info" / "overflow" / f"0_{a.pid}.csv")))
+    assert [r[0] for r in rows[1:]] == ["0", "1", "2"]
+    assert len(live.procs[next(iter(live.procs))].overflow) == 3
+    said = [r.message for r in caplog.records if "overflow events" in r.message]
+    assert len(said) == 1 and "lists the first 3" in said[0]
