@@ -91,6 +91,11 @@ def test_every_lost_tensor_is_in_the_record_log(full_run):
     s = json.loads(cli("stats", str(out), "--json").stdout)
     assert s["lost"] == lost + unrecorded
     assert s["record_logs"]["tensors"] == sum(x["k"] == "tensor" for x in recs)
+    # and so does stats of several dumps (ranks side by side), per dump
+    r = cli("stats", str(out), str(out))
+    assert r.stdout.count("INCOMPLETE: ") == 2 and "could not be checked" in r.stdout, r.stdout
+    s = json.loads(cli("stats", str(out), str(out), "--json").stdout)
+    assert [d["lost"] for d in s["losses"]] == [lost + unrecorded] * 2
 
 
 def test_rebuild_once_there_is_room_again(full_run):

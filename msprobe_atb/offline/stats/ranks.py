@@ -16,7 +16,7 @@ import polars as pl
 
 from ..read.manifest import meta
 from ..read.table import Dump, filter_tensors, op_path
-from .summary import _fmt, _num, peaks
+from .summary import _fmt, _num, format_losses, losses_summary, peaks
 
 
 def host_of(dump: Dump, given: str) -> str:
@@ -89,9 +89,15 @@ def format_ranks(s: dict, dumps: list[str], limit: int = 20) -> str:
         lines.append(f"{r['host']:<16} {r['dev_pid']:<14} {_fmt(r['device']):>6} "
                      f"{r['rounds']:>6} {r['tensors']:>8} {r['nonfinite_tensors']:>7} "
                      f"{_fmt(r['max_norm']):>12}  {first}")
+    short = [d for d in s["losses"] if d["lost"] or d["derived_behind"]]
+    for d in short:
+        lines.append(f"{d['dump']}:")
+        lines += format_losses(d, d["tensors"])
     lines.append("")
     if not s["rounds"]:
-        lines.append("No NaN/Inf on any rank.")
+        lines.append("No NaN/Inf on any rank" + (
+            "; the tensors these dumps lost, or their derived files lack, could not be checked."
+            if short else "."))
     for rd in s["rounds"][:limit]:
         f = rd["first"]
         lines.append(f"round {rd['round']}: NaN/Inf first on {f['host']} device "
@@ -118,4 +124,7 @@ def stats_ranks(dirs: list[str], opened: list[Dump], *, op=None, layer=None, rou
     out = across_ranks(df)
     out["dumps"] = [str(d.root or d.layout.given) for d in opened]
     out["problems"] = [p for d in opened for p in d.problems]
+    # per dump: what it lost, or what its derived files do not hold yet
+    out["losses"] = [{"dump": name, "tensors": d.tensors.height, **losses_summary(d.layout)}
+                     for name, d in zip(out["dumps"], opened)]
     return out

@@ -151,19 +151,9 @@ def summarize(dump: Dump, df: pl.DataFrame | None = None, *, top: int = 10) -> d
     layers = per_layer(df)
     other = int((~df.get_column("primary")).sum()) if df.height else 0
     root = dump.layout.root
-    losses = dump_losses(dump.layout)
-    logs = losses.logs
     return {
         "dump": str(dump.layout.root or dump.layout.given), "tensors": df.height,
-        # selected tensors not written, per the round markers or, where the derived
-        # files are behind the record logs, per the logs (`derived_behind` says why)
-        "lost": logs.lost if logs else losses.lost,
-        "lost_without_row": losses.without_row,
-        "derived_behind": losses.behind,
-        "record_logs": {"tensors": logs.tensors, "lost": logs.lost, "rounds": len(logs.rounds),
-                        "unclosed": logs.unclosed, "running": logs.running,
-                        "bad_lines": logs.bad_lines}
-        if logs else None,
+        **losses_summary(dump.layout),
         "processes": procs, "status": status, "problems": dump.problems,
         # the flight recorder's reports: what fired, where, which rounds were written
         "incidents": read_incidents(root) if root is not None else [],
@@ -199,21 +189,32 @@ def rounds_text(p: dict) -> str:
     return "; ".join(f"{rounds_label(r, k)} ({len(r)})" for k, r in by_model.items())
 
 
-def format_text(s: dict) -> str:
-    lines = [f"Dump {s['dump']}: {s['tensors']} tensors"]
-    for p in s["processes"]:
-        lines.append(f"  process {p['dev_pid']} (device {p['device']}): {rounds_text(p)}"
-                     f", {p['layers']} layers, {p['ops']} ops, "
-                     f"{p['tensors']} tensors")
-    if s["status"]:
-        lines.append("  files: " + ", ".join(f"{k} {v}" for k, v in sorted(s["status"].items())))
+def losses_summary(layout) -> dict:
+    """Selected tensors not written, per the round markers or, where the derived
+    files are behind the record logs, per the logs (`derived_behind` says why)."""
+    losses = dump_losses(layout)
+    logs = losses.logs
+    return {
+        "lost": logs.lost if logs else losses.lost,
+        "lost_without_row": losses.without_row,
+        "derived_behind": losses.behind,
+        "record_logs": {"tensors": logs.tensors, "lost": logs.lost, "rounds": len(logs.rounds),
+                        "unclosed": logs.unclosed, "running": logs.running,
+                        "bad_lines": logs.bad_lines}
+        if logs else None,
+    }
+
+
+def format_losses(s: dict, tensors: int) -> list[str]:
+    """The lines of losses_summary's `s` for a dump whose tables hold `tensors`."""
+    lines = []
     logs = s["record_logs"]
     if s["derived_behind"]:
         lines.append(f"  INCOMPLETE: {s['derived_behind']}")
     if logs:
         lines.append(f"  the record logs hold {logs['tensors']} tensor records in "
                      f"{logs['rounds']} rounds and {logs['lost']} lost tensors; what follows "
-                     f"covers only the {s['tensors']} tensors the derived files hold")
+                     f"covers only the {tensors} tensors the derived files hold")
         if logs["running"]:
             lines.append(f"  {logs['running']} process(es) still run: the tensors they lost so "
                          "far without a record are counted by `msprobe-atb status` only")
@@ -226,6 +227,18 @@ def format_text(s: dict) -> str:
         lines.append(f"  LOST: {s['lost']} selected tensors were not written (round markers)"
                      + (f", {s['lost_without_row']} of them without a statistic.csv row: "
                         "their record found no room" if s["lost_without_row"] else ""))
+    return lines
+
+
+def format_text(s: dict) -> str:
+    lines = [f"Dump {s['dump']}: {s['tensors']} tensors"]
+    for p in s["processes"]:
+        lines.append(f"  process {p['dev_pid']} (device {p['device']}): {rounds_text(p)}"
+                     f", {p['layers']} layers, {p['ops']} ops, "
+                     f"{p['tensors']} tensors")
+    if s["status"]:
+        lines.append("  files: " + ", ".join(f"{k} {v}" for k, v in sorted(s["status"].items())))
+    lines += format_losses(s, s["tensors"])
     if s["other_stage_tensors"]:
         lines.append(f"  stages: all four; {s['other_stage_tensors']} tensors are an output "
                      "buffer before its op ran or an input after it (in-place updates); the "
