@@ -76,9 +76,10 @@ def _hook_loop_per_op(env: dict[str, str], tmp: Path) -> float:
 
 
 # The hook loop's targets (issue 20): asleep as cheap as ATB's defaults allow,
-# awake-idle no dearer than asleep.
+# awake-idle, or awake selecting other ops, no dearer than asleep.
 LOOP_TARGETS = {"probe, no config": 150, "probe, dump_enable false": 150,
-                "probe, awake-idle (exec_range none)": 160}
+                "probe, awake-idle (exec_range none)": 160,
+                "probe, awake, ids selecting another op (ids 2)": 160}
 
 
 def _hook_loop_lines(per_op: dict[str, float]) -> list[str]:
@@ -141,6 +142,10 @@ def run() -> list[str]:
             write_config(cfg, dump_enable=True, ids="2")
             run_atbsim(BASE + SHORT, env)
             per_op["probe, awake, ids selecting another op (ids 2)"] = \
+                _hook_loop_per_op(env, out)
+            write_config(cfg, dump_enable=True, ids="2", exec_range="0,0")
+            run_atbsim(BASE + SHORT, env)
+            per_op["probe, awake, ids 2 and exec_range 0,0 (the loop's rounds 1.. past it)"] = \
                 _hook_loop_per_op(env, out)
             instruction_lines[:0] = _hook_loop_lines(per_op)
         else:

@@ -7,7 +7,7 @@
 //   probe_host publish <dump_root> key=value...     publish a config and exit
 //   probe_host [script] < commands                  run commands
 //
-// Commands: need <opType> [<top-level op id>] | update | publish key=value... | range <n> | dir <path> | before | after |
+// Commands: need <opType> [<ids, e.g. 3 or 3_0>] | update | publish key=value... | range <n> | dir <path> | before | after |
 // data | desc | isparam | ovcheck | graphen | topo? <model> |
 // save <format> <dtype> <dims> <src> <path>   (src: @file, hex:<hex>, null:<size>,
 //                                              fill:<byte>:<size>;
@@ -16,6 +16,7 @@
 // overflow <kernel> | sleep <ms> | stress <threads> <per-thread> <bytes> |
 // bench <runners> (prints ns per runner of UpdateConfig + 3 predicate pairs) |
 // fork <command...> (run one command in a forked child and wait) |
+// thread <command...> (run one command on a new thread and join it) |
 // threads (prints threads=<this process's thread count>) | exit <code>
 #include <cstdint>
 #include <cstdio>
@@ -212,7 +213,12 @@ static int run(const std::vector<std::string> &f)
 {
     const std::string &c = f[0];
     auto arg = [&](size_t i) -> std::string { return i < f.size() ? f[i] : std::string(); };
-    if (c == "need") say(c, Probe::IsTensorNeedSave({f.size() > 2 ? atoll(arg(2).c_str()) : 0}, arg(1)));
+    if (c == "need") { // ids "3" (a top-level op) or "3_0_1" (a child's)
+        std::vector<int64_t> ids;
+        for (const std::string &x : split(f.size() > 2 ? arg(2) : "0", '_'))
+            ids.push_back(atoll(x.c_str()));
+        say(c, Probe::IsTensorNeedSave(ids, arg(1)));
+    }
     else if (c == "publish") { // into this process's own block, mid-script
         std::string root = std::string(getenv("ATB_OUTPUT_DIR")) + "/atb_dump_data";
         std::vector<std::string> kv(f.begin() + 1, f.end());
@@ -274,6 +280,16 @@ static int run(const std::vector<std::string> &f)
         }
         int st;
         waitpid(pid, &st, 0);
+    } else if (c == "thread") { // one command on a new thread, joined
+        struct Cmd {
+            std::vector<std::string> f;
+        } cmd{std::vector<std::string>(f.begin() + 1, f.end())};
+        pthread_t t;
+        pthread_create(&t, nullptr, [](void *a) -> void * {
+            run(static_cast<Cmd *>(a)->f);
+            return nullptr;
+        }, &cmd);
+        pthread_join(t, nullptr);
     } else if (c == "threads") {
         int n = 0;
         if (DIR *d = opendir("/proc/self/task")) {

@@ -113,6 +113,11 @@ static void test_filters(void)
     c.ranges[1].lo = 5; c.ranges[1].hi = 5;
     CHECK(msp_exec_selected(&c, 0) && msp_exec_selected(&c, 2) && msp_exec_selected(&c, 5));
     CHECK(!msp_exec_selected(&c, 3) && !msp_exec_selected(&c, 6));
+    /* the hooks tell a count from msp_exec_end on no without asking */
+    CHECK(msp_exec_end(&c) == 6);
+    c.ranges[0].hi = UINT64_MAX;
+    CHECK(msp_exec_end(&c) == UINT64_MAX);
+    c.ranges[0].hi = 2;
     c.exec_mode = MSP_EXEC_NONE;
     CHECK(!msp_exec_selected(&c, 0));
     c.exec_mode = MSP_EXEC_ALL;

@@ -78,6 +78,46 @@ def test_a_top_level_op_the_ids_exclude_gets_no_paths(dump, config, desc):
     assert [r["file"] for r in dump.tensors()] == ["bin"]
 
 
+def test_a_top_level_op_is_told_by_its_own_verdict_only(dump, abi):
+    """IsSaveTensorDesc answers from the verdict each top-level IsTensorNeedSave
+    takes on its thread: a child's or a kernel's call (ids of two or more, asked
+    once and cached by ATB) leaves it, a thread that never set up a top-level op
+    is told yes, an op the ids select is told yes right after one they exclude
+    (and the other way round), ids past the bitmap are looked up in the list,
+    and the verdict follows a config published between two setups."""
+    dump.publish({"dump_enable": True, "ids": "2,5000"})
+    script = ["update",
+              ["need", "Layer", 3], ["need", "Linear", "2_0"], "desc",
+              ["need", "Layer", 2], ["need", "Linear", "3_0"], "desc",
+              ["need", "Layer", 3], ["thread", "desc"], "desc",
+              ["need", "Layer", 5000], "desc", ["need", "Layer", 5001], "desc",
+              ["publish", "ids=3"], ["need", "Layer", 3], "desc", ["need", "Layer", 2], "desc",
+              ["publish", "exec=none"], ["need", "Layer", 3], "desc"]
+    assert say(dump.host(abi, script))["desc"] == [0, 1, 1, 0, 1, 0, 1, 0, 0]
+
+
+ASKED = ["desc", "data", ["range", 0], ["range", 5], "before", "after", "isparam", "ovcheck"]
+
+
+@pytest.mark.parametrize("config, answers", [
+    ({"dump_enable": False}, [0, 0, 0, 0, 0, 0, 0, 0]),
+    ({"exec_range": "none"}, [0, 0, 0, 0, 0, 0, 0, 0]),
+    ({"exec_range": "all", "ids": "2"}, [1, 1, 1, 1, 1, 1, 1, 0]),
+    ({"exec_range": "0,2"}, [1, 1, 1, 0, 1, 1, 1, 0]),
+    ({"exec_range": "5,6"}, [1, 1, 0, 1, 1, 1, 1, 0]),
+    ({"exec_range": "none", "task": "overflow_check"}, [1, 1, 1, 1, 0, 0, 0, 1]),
+])
+def test_each_predicate_answers_as_its_config_says_and_none_after_sleep(dump, config, answers):
+    """The answers decided once per publish (one byte each, all "no" asleep) are
+    the awake halves' answers; a publish back to sleep turns every one to no."""
+    dump.publish({"dump_enable": True, "task": "all", **config})
+    script = ["update", ["need", "Layer", 2], *ASKED,
+              ["publish", "state=0"], ["need", "Layer", 2], *ASKED]
+    got = [int(line.rsplit("=", 1)[1]) for line in dump.host(1, script).stdout.splitlines()
+           if "=" in line and not line.startswith(("[", "need"))]
+    assert got == answers + [0] * len(ASKED)
+
+
 def test_without_config_the_process_stays_out(tmp_path, abi):
     d = Dump(tmp_path)
     try:

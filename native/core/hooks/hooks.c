@@ -68,7 +68,8 @@ int msp_hook_desc_awake(void)
     const struct msp_snap *s = awake_snapshot();
     if (!s)
         return 0;
-    return (overflow_task(s) || s->cfg.exec_mode != MSP_EXEC_NONE) && !msp_hot_op_excluded(s);
+    return (overflow_task(s) || s->cfg.exec_mode != MSP_EXEC_NONE) &&
+           !(s->n_tops >= 0 && msp_t_top_excluded);
 }
 
 int msp_hook_count_awake(uint64_t count)

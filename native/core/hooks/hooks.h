@@ -21,7 +21,8 @@ typedef struct {
 } msp_sv;
 
 /* The predicates ATB asks per op are inline (hot.h): asleep, each is one
- * load and a branch, and only an awake snapshot reaches the core. */
+ * load and a branch, and only an answer that depends on the call reaches
+ * the core. */
 int msp_hook_data_awake(void);
 int msp_hook_desc_awake(void);
 int msp_hook_count_awake(uint64_t count);
@@ -33,9 +34,10 @@ int msp_hook_overflow_check_awake(void);
 
 /* IsTensorNeedSave: ATB caches the answer for children and kernels, so it
  * must not depend on the current config (the other predicates filter):
- * attached with a config path. It also follows the config, and a top-level
- * op's setup (ids of one element, asked at every Setup) counts the start of
- * its model's execution (models.h). */
+ * attached with a config path. It also follows the config, and awake a
+ * top-level op's setup (ids of one element, asked at every Setup) counts the
+ * start of its model's execution (models.h) and takes the verdict
+ * IsSaveTensorDesc answers from next (msp_t_top_excluded). */
 static inline msp_bool msp_hook_is_tensor_need_save(const int64_t *ids, size_t n)
 {
     if (__builtin_expect(msp_hot_stale(), 0))
@@ -51,13 +53,14 @@ static inline void msp_hook_update_config(void)
         msp_hot_update_slow();
 }
 
-/* Asleep: one load and a branch. Awake: the snapshot's answer, or the awake half's. */
+/* One load and a branch, asleep or awake, when the snapshot answers for
+ * every call; else the awake half's answer. */
 static inline msp_bool msp_hot_ask(enum msp_pred p, int (*awake_half)(void))
 {
-    if (!msp_hot_is_awake())
-        return 0;
-    int a = msp_hot_answer(p);
-    return a >= 0 ? (msp_bool)a : awake_half() != 0;
+    uint8_t a = msp_hot_answer(p);
+    if (__builtin_expect(a > MSP_YES, 0))
+        return awake_half() != 0;
+    return msp_hot_said(a);
 }
 
 static inline msp_bool msp_hook_is_save_tensor_data(void)
@@ -65,17 +68,24 @@ static inline msp_bool msp_hook_is_save_tensor_data(void)
     return msp_hot_ask(MSP_PRED_DATA, msp_hook_data_awake);
 }
 
+/* Per top-level op while the filters can exclude one: its verdict was taken
+ * by IsTensorNeedSave, which ATB asks just before, in the same Setup. */
 static inline msp_bool msp_hook_is_save_tensor_desc(void)
 {
-    return msp_hot_ask(MSP_PRED_DESC, msp_hook_desc_awake);
+    uint8_t a = msp_hot_answer(MSP_PRED_DESC);
+    if (__builtin_expect(a > MSP_YES, 0))
+        return a == MSP_PER_OP ? !msp_t_top_excluded : msp_hook_desc_awake() != 0;
+    return msp_hot_said(a);
 }
 
+/* Under exec ranges, a runner past them (most of a long service's) is told no
+ * without a call. */
 static inline msp_bool msp_hook_is_execute_count_in_range(uint64_t count)
 {
-    if (!msp_hot_is_awake())
-        return 0;
-    int a = msp_hot_answer(MSP_PRED_COUNT);
-    return a >= 0 ? (msp_bool)a : msp_hook_count_awake(count) != 0;
+    uint8_t a = msp_hot_answer(MSP_PRED_COUNT);
+    if (__builtin_expect(a > MSP_YES, 0))
+        return count < MSP_HOT_LOAD(msp_hot.count_end) && msp_hook_count_awake(count) != 0;
+    return msp_hot_said(a);
 }
 
 static inline msp_bool msp_hook_is_save_tensor_before(void)

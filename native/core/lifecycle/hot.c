@@ -1,8 +1,9 @@
 /* The hooks' slow paths (hot.h): what a hook does when its fast path cannot
  * answer: attach on the first hook, follow a config the daemon published,
  * count a thread's ops into the monitor's duties, note a model's setup (and
- * the top-level op IsSaveTensorDesc asks about next). The lifecycle's entry
- * from the hot path; the words themselves are set by snapshot.c. */
+ * the verdict on the top-level op IsSaveTensorDesc asks about next). The
+ * lifecycle's entry from the hot path; the words themselves are set by
+ * snapshot.c. */
 #include "hot.h"
 
 #include "attach.h"
@@ -11,12 +12,10 @@
 #include "opcount.h"
 #include "snapshot.h"
 
-/* The top-level op this thread last set up (IsTensorNeedSave with ids of one
- * element), -1 before any: ATB asks IsSaveTensorDesc in the same Setup, right
- * after (callsites §4). */
-static __thread int64_t t_top __attribute__((tls_model("initial-exec"))) = -1;
+__thread uint8_t msp_t_top_excluded __attribute__((tls_model("initial-exec")));
 
-void msp_hot_refresh(void)
+/* Out of line: the hooks' slow paths that call it run at every awake setup. */
+__attribute__((noinline, cold)) void msp_hot_refresh(void)
 {
     msp_ensure_attached();
     msp_snap_check();
@@ -32,22 +31,30 @@ void msp_hot_update_slow(void)
         msp_hot_refresh();
 }
 
-void msp_hot_need_save_slow(const int64_t *ids, size_t n)
+/* Can the filters of s select nothing of top-level op `top`? */
+static inline int top_excluded(const struct msp_snap *s, int64_t top)
 {
-    if (msp_hot_changed())
-        msp_hot_refresh();
-    if (n == 1)
-        t_top = ids[0];
-    const struct msp_snap *s = msp_hot_awake();
-    msp_models_note_setup(s ? &s->cfg : NULL, ids, n);
-}
-
-int msp_hot_op_excluded(const struct msp_snap *s)
-{
-    if (s->n_tops < 0 || t_top < 0)
+    if (top >= 0 && top < MSP_TOP_BITS)
+        return !((s->top_bits[top / 64] >> (top % 64)) & 1);
+    if (s->n_tops < 0)
         return 0;
     for (int i = 0; i < s->n_tops; i++)
-        if (s->tops[i] == t_top)
+        if (s->tops[i] == top)
             return 0;
     return 1;
+}
+
+void msp_hot_need_save_slow(const int64_t *ids, size_t n)
+{
+    if (__builtin_expect(msp_hot_changed(), 0))
+        msp_hot_refresh();
+    if (n != 1) /* a child or a kernel, asked once and cached by ATB */
+        return;
+    const struct msp_snap *s = msp_hot_awake();
+    if (!s || s == MSP_HOT_UNATTACHED) { /* asleep; or no memory for a snapshot yet */
+        msp_t_top_excluded = 0;
+        return;
+    }
+    msp_t_top_excluded = (uint8_t)top_excluded(s, ids[0]);
+    msp_models_note_setup(&s->cfg, ids[0]);
 }

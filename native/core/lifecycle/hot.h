@@ -1,5 +1,5 @@
 /* The words the hooks' fast paths read (C and C++: the adapter inlines
- * them). Asleep, a predicate is one load of `awake` and a branch; the two
+ * them). Asleep, a predicate is one load of its answer and a branch; the two
  * hooks that follow the config (IsTensorNeedSave, UpdateConfig) compare
  * the block's generation word with the one the snapshot holds. Before the
  * first attach `gen` points at a word that never matches, so that compare
@@ -20,16 +20,22 @@ struct msp_snap;
 
 #ifdef __cplusplus
 typedef bool msp_bool;
+static_assert(sizeof(msp_bool) == 1, "msp_hot_said copies one byte");
 #else
 typedef _Bool msp_bool;
+_Static_assert(sizeof(msp_bool) == 1, "msp_hot_said copies one byte");
 #endif
 
 /* The argument-free predicates (and IsExecuteCountInRange), whose answer
  * while awake is mostly a property of the config: decided once per publish
- * (snapshot.c) into msp_hot.answers. A MSP_SAY bit answers yes for the whole
- * snapshot; a MSP_ASK bit sends the call to its awake half in the core (the
- * answer depends on the call's argument, the thread or a counter). Before the
- * first attach every predicate asks (the awake half attaches). */
+ * (snapshot.c) into msp_hot.answers, one byte each. MSP_NO and MSP_YES
+ * answer for the whole snapshot, so a hook that selects nothing or
+ * everything costs what a sleeping one does (asleep, every byte is MSP_NO:
+ * the same load and branch serve both). MSP_ASK sends the call to its awake
+ * half in the core (the answer depends on the call's argument, the thread
+ * or a counter); MSP_PER_OP (IsSaveTensorDesc only) answers from the
+ * verdict on this thread's current top-level op (msp_t_top_excluded).
+ * Before the first attach every predicate asks (the awake half attaches). */
 enum msp_pred {
     MSP_PRED_DATA,
     MSP_PRED_DESC,
@@ -39,9 +45,8 @@ enum msp_pred {
     MSP_PRED_PARAM,
     MSP_PRED_OVERFLOW,
 };
-#define MSP_SAY(p) (1u << (p))
-#define MSP_ASK(p) (1u << ((p) + 16))
-#define MSP_ASK_ALL 0xFFFF0000u
+enum { MSP_NO, MSP_YES, MSP_ASK, MSP_PER_OP };
+#define MSP_ASK_ALL 0x0202020202020202ull
 
 struct msp_hot {
     const uint64_t *gen;     /* the block's generation, or a private word */
@@ -53,9 +58,15 @@ struct msp_hot {
     struct msp_snap *awake;  /* the current snapshot while it is awake and can
                                 select something, else NULL;
                                 MSP_HOT_UNATTACHED before the first attach */
-    uint32_t answers;        /* MSP_SAY / MSP_ASK bits of the awake snapshot; stored
-                                before `awake` */
+    union {                  /* per predicate: MSP_NO.. (all MSP_NO asleep); one
+                                word, so a hook sees one snapshot's answers */
+        uint8_t of[8];
+        uint64_t word;
+    } answers;
     msp_bool active;         /* attached with a config path (IsTensorNeedSave) */
+    uint64_t count_end;      /* IsExecuteCountInRange asks: a count from here on is
+                                in no exec range (UINT64_MAX: ask for every count);
+                                stored before `answers` */
 } __attribute__((aligned(64)));
 
 /* The fast paths read these words with plain loads: one word each, written
@@ -70,6 +81,12 @@ struct msp_hot {
 #endif
 
 extern struct msp_hot msp_hot MSP_HIDDEN;
+/* 1 while the top-level op this thread set up last (IsTensorNeedSave with ids
+ * of one element, awake) is one the filters in force then cannot select:
+ * IsSaveTensorDesc, asked next in the same Setup (callsites §4), answers no.
+ * Initial-exec, so the adapter reads it inline; 0 on a thread that never set
+ * up a top-level op. */
+extern __thread uint8_t msp_t_top_excluded MSP_HIDDEN __attribute__((tls_model("initial-exec")));
 /* Not a snapshot: makes every inline predicate take its slow path, which
  * attaches, until the process has attached. */
 extern struct msp_snap msp_hot_unattached MSP_HIDDEN;
@@ -84,24 +101,24 @@ void msp_hot_need_save_slow(const int64_t *ids, size_t n);
  * of a thread (and its first) register the thread's counter and run the
  * monitor's duties while no monitor thread exists (see monitor.h). */
 void msp_hot_update_slow(void) MSP_HIDDEN;
-/* IsSaveTensorDesc's share: is the top-level op this thread is setting up
- * (its IsTensorNeedSave's slow path noted it) one that the filters of s cannot
- * select (so ATB need not build its directories)? */
-int msp_hot_op_excluded(const struct msp_snap *s);
-
 static inline msp_bool msp_hot_is_awake(void)
 {
     return MSP_HOT_LOAD(msp_hot.awake) != NULL;
 }
 
-/* Awake: predicate p's answer for the whole snapshot (1 or 0), or -1: ask
- * its awake half. */
-static inline int msp_hot_answer(enum msp_pred p)
+/* Predicate p's answer under the snapshot in force (MSP_NO asleep). */
+static inline uint8_t msp_hot_answer(enum msp_pred p)
 {
-    uint32_t a = MSP_HOT_LOAD(msp_hot.answers);
-    if (__builtin_expect((a & MSP_ASK(p)) != 0, 0))
-        return -1;
-    return (a & MSP_SAY(p)) != 0;
+    return MSP_HOT_LOAD(msp_hot.answers.of[p]);
+}
+
+/* An answer of MSP_NO or MSP_YES as is: its byte is the bool's, so the
+ * hook returns what it loaded (a conversion costs each hook an instruction). */
+static inline msp_bool msp_hot_said(uint8_t a)
+{
+    msp_bool r;
+    __builtin_memcpy(&r, &a, 1);
+    return r;
 }
 
 /* The snapshot the awake halves answer from (NULL: asleep again). */

@@ -56,11 +56,14 @@ static const uint64_t g_unattached_gen = 1;
 static const uint64_t g_inactive_gen = 0;
 
 struct msp_snap msp_hot_unattached;
-struct msp_hot msp_hot = {
-    .gen = &g_unattached_gen, .awake = &msp_hot_unattached, .answers = MSP_ASK_ALL};
+struct msp_hot msp_hot = {.gen = &g_unattached_gen,
+                          .awake = &msp_hot_unattached,
+                          .answers.word = MSP_ASK_ALL,
+                          .count_end = UINT64_MAX};
 
 void msp_hot_inactive(void)
 {
+    __atomic_store_n(&msp_hot.answers.word, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&msp_hot.awake, NULL, __ATOMIC_RELEASE);
     __atomic_store_n(&msp_hot.active, (msp_bool)0, __ATOMIC_RELAXED);
     __atomic_store_n(&msp_hot.seen, 0, __ATOMIC_RELAXED);
@@ -72,8 +75,9 @@ void msp_hot_forget(void)
 {
     msp_hot_inactive();
     __atomic_store_n(&msp_hot.gen, &g_unattached_gen, __ATOMIC_RELEASE);
-    __atomic_store_n(&msp_hot.answers, MSP_ASK_ALL, __ATOMIC_RELAXED);
     __atomic_store_n(&msp_hot.awake, &msp_hot_unattached, __ATOMIC_RELEASE);
+    __atomic_store_n(&msp_hot.count_end, UINT64_MAX, __ATOMIC_RELEASE);
+    __atomic_store_n(&msp_hot.answers.word, MSP_ASK_ALL, __ATOMIC_RELEASE);
 }
 
 /* Is snapshot s awake for the hooks? Awake but unable to select anything
@@ -92,31 +96,47 @@ static int hooks_awake(const struct msp_snap *s)
 
 /* What the predicates answer under an awake snapshot s (hot.h): the awake
  * halves in hooks.c, where their answer is the same for every call. */
-static uint32_t answers_of(const struct msp_snap *s)
+static uint64_t answers_of(const struct msp_snap *s)
 {
     int overflow = (s->cfg.task & MSP_TASK_OVERFLOW) != 0;
-    uint32_t a = MSP_SAY(MSP_PRED_DATA);
-    if (s->n_tops >= 0) /* per top-level op: one its filters exclude gets no directories */
-        a |= MSP_ASK(MSP_PRED_DESC);
-    else if (overflow || s->cfg.exec_mode != MSP_EXEC_NONE)
-        a |= MSP_SAY(MSP_PRED_DESC);
+    uint8_t a[8] = {0};
+    a[MSP_PRED_DATA] = MSP_YES;
+    if (overflow || s->cfg.exec_mode != MSP_EXEC_NONE) /* per top-level op: one its filters
+                                                          exclude gets no directories */
+        a[MSP_PRED_DESC] = s->n_tops >= 0 ? MSP_PER_OP : MSP_YES;
     if (overflow || s->cfg.exec_mode == MSP_EXEC_ALL)
-        a |= MSP_SAY(MSP_PRED_COUNT);
+        a[MSP_PRED_COUNT] = MSP_YES;
     else if (s->cfg.exec_mode != MSP_EXEC_NONE)
-        a |= MSP_ASK(MSP_PRED_COUNT);
-    if (overflow) /* the overflowing kernel's after save; the overflow_nums limit */
-        return a | MSP_ASK(MSP_PRED_AFTER) | MSP_ASK(MSP_PRED_OVERFLOW);
-    a |= MSP_SAY(MSP_PRED_BEFORE) | MSP_SAY(MSP_PRED_AFTER) | MSP_SAY(MSP_PRED_PARAM);
-    return msp_rec_overflow_wanted(&s->cfg) ? a | MSP_SAY(MSP_PRED_OVERFLOW) : a;
+        a[MSP_PRED_COUNT] = MSP_ASK;
+    if (overflow) { /* the overflowing kernel's after save; the overflow_nums limit */
+        a[MSP_PRED_AFTER] = a[MSP_PRED_OVERFLOW] = MSP_ASK;
+    } else {
+        a[MSP_PRED_BEFORE] = a[MSP_PRED_AFTER] = a[MSP_PRED_PARAM] = MSP_YES;
+        a[MSP_PRED_OVERFLOW] = msp_rec_overflow_wanted(&s->cfg) ? MSP_YES : MSP_NO;
+    }
+    uint64_t w;
+    memcpy(&w, a, sizeof w);
+    return w;
 }
 
 /* The hooks answer from snapshot s from now on (under snap_mu). */
 static void publish_hot(struct msp_snap *s)
 {
     int awake = hooks_awake(s);
-    if (awake) /* before `awake`: a hook that sees s sees its answers */
-        __atomic_store_n(&msp_hot.answers, answers_of(s), __ATOMIC_RELEASE);
-    __atomic_store_n(&msp_hot.awake, awake ? s : NULL, __ATOMIC_RELEASE);
+    /* a hook that reads an awake answer finds s (or a later snapshot) in
+     * `awake`: stored before the answers on the way up, after them on the way down */
+    if (awake) {
+        /* exec_range "next" also selects each model's own rounds (models.h) */
+        uint64_t end = s->cfg.exec_mode == MSP_EXEC_RANGES && !s->cfg.next_request
+                           ? msp_exec_end(&s->cfg)
+                           : UINT64_MAX;
+        __atomic_store_n(&msp_hot.awake, s, __ATOMIC_RELEASE);
+        __atomic_store_n(&msp_hot.count_end, end, __ATOMIC_RELEASE);
+        __atomic_store_n(&msp_hot.answers.word, answers_of(s), __ATOMIC_RELEASE);
+    } else {
+        __atomic_store_n(&msp_hot.answers.word, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&msp_hot.awake, NULL, __ATOMIC_RELEASE);
+    }
     __atomic_store_n(&msp_hot.active, (msp_bool)1, __ATOMIC_RELAXED);
     __atomic_store_n(&msp_hot.applied, s->generation, __ATOMIC_RELEASE);
     /* generations are even (seqlock): an odd `seen` never matches, so awake the
@@ -204,6 +224,11 @@ void msp_snap_refresh(void)
             s->n_tops = (s->cfg.task & MSP_TASK_OVERFLOW) || s->cfg.rec_armed
                             ? -1
                             : msp_top_ids(&s->cfg, s->tops, MSP_MAX_IDS);
+            /* any op (n_tops -1): every bit */
+            memset(s->top_bits, s->n_tops < 0 ? 0xff : 0, sizeof s->top_bits);
+            for (int i = 0; i < s->n_tops; i++)
+                if (s->tops[i] >= 0 && s->tops[i] < MSP_TOP_BITS)
+                    s->top_bits[s->tops[i] / 64] |= (uint64_t)1 << (s->tops[i] % 64);
             if (s->cfg.queue_budget_bytes == 0)
                 s->cfg.queue_budget_bytes = (uint64_t)1 << 30;
             int was_awake = cur && cur->awake;

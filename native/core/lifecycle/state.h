@@ -14,6 +14,9 @@
 
 /* A copy of the published config plus what the hot path derives from it.
  * Snapshots are never freed (see snapshot.c). */
+/* Top-level op ids a snapshot looks up in a bitmap (a larger one: in tops). */
+#define MSP_TOP_BITS 4096
+
 struct msp_snap {
     const struct msp_control *ctl; /* the block it was read from: a re-created
                                       block restarts its generations */
@@ -24,6 +27,7 @@ struct msp_snap {
      * overflow task nor the flight recorder, which name kernels by it). */
     int n_tops;
     int64_t tops[MSP_MAX_IDS];
+    uint64_t top_bits[MSP_TOP_BITS / 64]; /* the ops below MSP_TOP_BITS they can select */
     struct msp_config cfg;
 };
 

@@ -43,6 +43,19 @@ int msp_exec_selected(const struct msp_config *cfg, uint64_t count)
     }
 }
 
+uint64_t msp_exec_end(const struct msp_config *cfg)
+{
+    uint32_t nr = cfg->n_ranges < MSP_MAX_RANGES ? cfg->n_ranges : MSP_MAX_RANGES;
+    uint64_t end = 0;
+    for (uint32_t i = 0; i < nr; i++) {
+        if (cfg->ranges[i].hi == UINT64_MAX)
+            return UINT64_MAX;
+        if (cfg->ranges[i].lo <= cfg->ranges[i].hi && cfg->ranges[i].hi + 1 > end)
+            end = cfg->ranges[i].hi + 1;
+    }
+    return end;
+}
+
 /* Parses an optionally negative decimal of exactly n bytes. */
 static int parse_int(const char *p, size_t n, int64_t *out)
 {

@@ -22,6 +22,9 @@ int msp_split(const char *s, size_t n, struct msp_seg *segs, int max);
 /* Is `count` in the exec ranges? (exec_range "next" adds each model's own rounds:
  * models.h.) */
 int msp_exec_selected(const struct msp_config *cfg, uint64_t count);
+/* The first count past every exec range (exec_range ranges; UINT64_MAX if one
+ * never ends): msp_exec_selected says no from there on. */
+uint64_t msp_exec_end(const struct msp_config *cfg);
 /* The round ({exec}) and top-level op id of ATB's dir "{dev}_{pid}/{exec}/{id}_{Name}/...";
  * 0 if it has no such shape. */
 int msp_dir_round(const char *dir, size_t n, uint64_t *round, int64_t *top);

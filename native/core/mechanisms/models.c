@@ -38,9 +38,10 @@ static __thread int msp_t_picking;
 /* The top-level op ids this thread set up since it last reported an execution's
  * end, of no known model: a bit each, within [lo, hi] (lo > hi: none). ATB-Models
  * sets up a model's nodes on the thread that then reports the execution. */
-static __thread uint64_t msp_t_unmapped[MSP_MODEL_OP_IDS / 64];
-static __thread uint64_t msp_t_unmapped_lo = UINT64_MAX;
-static __thread uint64_t msp_t_unmapped_hi = 0;
+static __thread struct {
+    uint64_t lo, hi;
+    uint64_t bits[MSP_MODEL_OP_IDS / 64];
+} t_unmapped = {.lo = UINT64_MAX};
 
 static int same(const struct model *m, const char *name, size_t n)
 {
@@ -113,7 +114,15 @@ static int find_or_add(const char *name, size_t n)
     return found;
 }
 
-static void begin(int i)
+/* Model i's execution under way began (seen), round `started` (the store's
+ * news for the proc slot, out of line). */
+static __attribute__((noinline)) void begun(int i, uint64_t started)
+{
+    __atomic_store_n(&g_models[i].started, started + 1, __ATOMIC_RELAXED);
+    to_slot(msp_proc_now(), i);
+}
+
+static inline void begin(int i)
 {
     struct model *m = &g_models[i];
     /* A model's ops are set up by the thread running its Model::Execute, which
@@ -121,28 +130,31 @@ static void begin(int i)
     uint64_t started = __atomic_load_n(&m->started, __ATOMIC_RELAXED);
     if (started != __atomic_load_n(&m->executed, __ATOMIC_RELAXED))
         return; /* an execution is already under way */
-    __atomic_store_n(&m->started, started + 1, __ATOMIC_RELAXED);
-    to_slot(msp_proc_now(), i);
+    begun(i, started);
 }
 
-void msp_models_note_setup(const struct msp_config *cfg, const int64_t *ids, size_t n)
+/* A top-level op of no known model, set up on this thread. */
+static inline void note_unmapped(uint64_t id)
 {
-    if (n != 1 || (uint64_t)ids[0] >= MSP_MODEL_OP_IDS || !cfg)
+    uint64_t bit = (uint64_t)1 << (id % 64);
+    if (t_unmapped.bits[id / 64] & bit) /* noted since the last report: within [lo, hi] */
         return;
-    if (!__atomic_load_n(&g_exact, __ATOMIC_RELAXED)) {
-        __atomic_store_n(&g_exact, 1, __ATOMIC_RELAXED);
-        __atomic_fetch_or(&msp_proc_now()->flags, (uint32_t)MSP_PROC_MODELS_EXACT,
-                          __ATOMIC_RELAXED);
-    }
+    t_unmapped.bits[id / 64] |= bit;
+    if (id < t_unmapped.lo)
+        t_unmapped.lo = id;
+    if (id > t_unmapped.hi)
+        t_unmapped.hi = id;
+}
+
+/* note_setup under exec_range "next" request `req` (m: the op's model + 1, 0: none). */
+static __attribute__((noinline)) void note_next(uint64_t req, uint64_t id, int m)
+{
     /* Nothing set up on this thread since its last execution ended: this op begins
      * one, seen whole (asleep or awake-idle, begins are not seen, but the thread's
      * setups are counted: opcount.h). */
-    uint64_t req = cfg->next_request;
-    if (req && msp_ops_unmoved())
+    if (msp_ops_unmoved())
         msp_t_exec_req = req;
-    int after_edit = req && msp_t_exec_req == req;
-    uint64_t id = (uint64_t)ids[0];
-    int m = __atomic_load_n(&msp_op_model[id], __ATOMIC_RELAXED);
+    int after_edit = msp_t_exec_req == req;
     if (m) {
         begin(m - 1);
         if (after_edit &&
@@ -157,11 +169,30 @@ void msp_models_note_setup(const struct msp_config *cfg, const int64_t *ids, siz
             pickers_to_slot(__atomic_add_fetch(&g_pickers, 1, __ATOMIC_RELAXED));
         }
     }
-    msp_t_unmapped[id / 64] |= (uint64_t)1 << (id % 64);
-    if (id < msp_t_unmapped_lo)
-        msp_t_unmapped_lo = id;
-    if (id > msp_t_unmapped_hi)
-        msp_t_unmapped_hi = id;
+    note_unmapped(id);
+}
+
+static __attribute__((noinline)) void exact_from_now(void)
+{
+    __atomic_store_n(&g_exact, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_or(&msp_proc_now()->flags, (uint32_t)MSP_PROC_MODELS_EXACT, __ATOMIC_RELAXED);
+}
+
+void msp_models_note_setup(const struct msp_config *cfg, int64_t top)
+{
+    if ((uint64_t)top >= MSP_MODEL_OP_IDS)
+        return;
+    if (__builtin_expect(!__atomic_load_n(&g_exact, __ATOMIC_RELAXED), 0))
+        exact_from_now();
+    uint64_t id = (uint64_t)top;
+    int m = __atomic_load_n(&msp_op_model[id], __ATOMIC_RELAXED);
+    uint64_t req = cfg->next_request;
+    if (__builtin_expect(req != 0, 0))
+        note_next(req, id, m);
+    else if (m) /* the common case: a few loads and a compare */
+        begin(m - 1);
+    else
+        note_unmapped(id);
 }
 
 void msp_models_asleep(void)
@@ -188,9 +219,9 @@ void msp_models_executed(const struct msp_config *cfg, const char *name, size_t 
 {
     int first_model = __atomic_load_n(&g_n, __ATOMIC_ACQUIRE) == 0;
     int i = find_or_add(name, n);
-    uint64_t lo = msp_t_unmapped_lo, hi = msp_t_unmapped_hi;
-    msp_t_unmapped_lo = UINT64_MAX;
-    msp_t_unmapped_hi = 0;
+    uint64_t lo = t_unmapped.lo, hi = t_unmapped.hi;
+    t_unmapped.lo = UINT64_MAX;
+    t_unmapped.hi = 0;
     if (i >= 0) {
         struct model *m = &g_models[i];
         uint64_t done = __atomic_add_fetch(&m->executed, 1, __ATOMIC_RELAXED);
@@ -201,8 +232,8 @@ void msp_models_executed(const struct msp_config *cfg, const char *name, size_t 
         next_after(cfg, i, done - 1, first_model);
     } /* else the table is full: this model is not counted */
     for (uint64_t w = lo / 64; lo <= hi && w <= hi / 64 && w < MSP_MODEL_OP_IDS / 64; w++) {
-        uint64_t bits = msp_t_unmapped[w];
-        msp_t_unmapped[w] = 0;
+        uint64_t bits = t_unmapped.bits[w];
+        t_unmapped.bits[w] = 0;
         for (; i >= 0 && bits; bits &= bits - 1) {
             uint8_t none = 0;
             __atomic_compare_exchange_n(&msp_op_model[w * 64 + (uint64_t)__builtin_ctzll(bits)],
@@ -299,7 +330,7 @@ void msp_models_reset(void)
     msp_t_picking = 0;
     g_exact = 0;
     g_n = 0;
-    memset(msp_t_unmapped, 0, sizeof msp_t_unmapped);
-    msp_t_unmapped_lo = UINT64_MAX;
-    msp_t_unmapped_hi = 0;
+    memset(t_unmapped.bits, 0, sizeof t_unmapped.bits);
+    t_unmapped.lo = UINT64_MAX;
+    t_unmapped.hi = 0;
 }

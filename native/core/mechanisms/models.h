@@ -23,26 +23,26 @@ extern "C" {
 
 struct msp_config;
 
-/* A top-level op (ids of one element: ATB asks IsTensorNeedSave at its every
- * Setup) is being set up, under the config the hooks answer from (cfg, NULL
- * while they answer asleep). Called from IsTensorNeedSave's slow path, which runs
- * at every setup only while awake (asleep the hook stays one compare and a
- * branch). The first of an execution of a known model begins that execution;
- * an op of no known model is remembered by the thread. Asleep, executions are
+/* Top-level op `top` (ids of one element: ATB asks IsTensorNeedSave at its every
+ * Setup) is being set up, under the config the (awake) hooks answer from.
+ * Called from IsTensorNeedSave's slow path, which runs at every setup only
+ * while awake (asleep the hook stays one compare and a branch). The first of
+ * an execution of a known model begins that execution; an op of no known
+ * model is remembered by the thread. Asleep, executions are
  * counted at their end only: the proc flag MSP_PROC_MODELS_EXACT is set from
  * the first op set up awake, and cleared when the process goes back to sleep.
  * Under exec_range "next", an op set up by a thread that set up nothing since its
  * last execution ended begins an execution after the edit (opcount.h): its model's
  * rounds start there, or (a model not known yet) the op is selected until its
  * model is known at that execution's end. */
-void msp_models_note_setup(const struct msp_config *cfg, const int64_t *ids, size_t n);
+void msp_models_note_setup(const struct msp_config *cfg, int64_t top);
 /* The process went back to sleep: beginnings are no longer seen. */
 void msp_models_asleep(void);
 
 /* IsReportModelTopoInfo(name), once per Model::Execute after every node was
  * issued: an execution of the model finished issuing; the top-level ops this
  * thread set up since its last report ([lo, hi]), of no known model, are this model's.
- * cfg: as for msp_models_note_setup. */
+ * cfg: the config the hooks answer from, NULL while they answer asleep. */
 void msp_models_executed(const struct msp_config *cfg, const char *name, size_t n);
 /* exec_range "next" (cfg->next_request): is round `round` of top-level op `top`
  * selected? 1 or 0; -1 while the process knows no model (the config's ranges, its
