@@ -96,6 +96,12 @@ def test_every_lost_tensor_is_in_the_record_log(full_run):
     assert r.stdout.count("INCOMPLETE: ") == 2 and "could not be checked" in r.stdout, r.stdout
     s = json.loads(cli("stats", str(out), str(out), "--json").stdout)
     assert [d["lost"] for d in s["losses"]] == [lost + unrecorded] * 2
+    # compare said "No divergent tensor: all 213 compared tensors are within tolerance",
+    # exit 0: the lost tensors are in neither table, so no pair spoke of them
+    r = cli("compare", "-gp", str(out), "-tp", str(out), "-o", str(out.parent.parent / "c.csv"))
+    assert r.returncode == 1, r.stdout
+    assert "NOT A PASS: tensors the probe selected are missing" in r.stdout
+    assert r.stdout.count("INCOMPLETE: ") == 2 and "the comparison is incomplete" in r.stdout
 
 
 def test_rebuild_once_there_is_room_again(full_run):
@@ -119,11 +125,13 @@ def test_rebuild_once_there_is_room_again(full_run):
     assert sum(m["lost"] for m in markers) == proc["errors"] + proc["drops"]
     assert sum(m.get("lost_without_row", 0) for m in markers) == sum(ex["unrecorded"].values())
     assert sum(e["Data Status"] == "lost" for _, _, e in csv_rows(root)) == lost
-    # The offline tools read a dump with lost rows (their files do not exist).
-    for args in (("stats", str(out)), ("compare", "-gp", str(out), "-tp", str(out),
-                                       "-o", str(fs.parent / "cmp.csv"))):
+    # The offline tools read a dump with lost rows (their files do not exist), and
+    # compare says it is not a pass: the lost tensors could not be compared.
+    for args, rc in ((("stats", str(out)), 0), (("compare", "-gp", str(out), "-tp", str(out),
+                                                  "-o", str(fs.parent / "cmp.csv")), 1)):
         r = cli(*args)
-        assert r.returncode == 0 and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
+        assert r.returncode == rc and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
+    assert "LOST: " in r.stdout and "NOT A PASS" in r.stdout
 
 
 def test_attach_on_a_full_disk_does_not_kill_the_host(tmp_path, small_fs):
@@ -209,3 +217,4 @@ def test_a_file_whose_record_found_no_room_is_taken_back(tmp_path, small_fs):
         assert lost + sum(ex["unrecorded"].values()) == proc["errors"] + proc["drops"]
     finally:
         subprocess.run(["umount", "-l", str(logs)], capture_output=True)
+

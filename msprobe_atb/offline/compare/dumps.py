@@ -43,6 +43,7 @@ from ..read.dtypes import TOLERANCES
 from ..read.models import model_map
 from ..read.table import FILE_STATUSES, Dump, fill_missing_stats, op_path
 from ..replay.text import replay_brief
+from ..stats.losses import format_losses, losses_summary
 from .dask_connect import CONNECT_TIMEOUT_S
 from .pair_engine import EngineReport, pair_metrics
 from .pairs import pair_rows, take
@@ -95,7 +96,7 @@ class CompareResult:
         if self.scope.incomplete:
             return EXIT_INCOMPLETE
         unanswered = self.count("unreadable") + self.count("not-compared")
-        return 1 if self.count("fail") or unanswered else 0
+        return 1 if self.count("fail") or unanswered or self.scope.losses else 0
 
 
 def pair_processes(g: pl.DataFrame, t: pl.DataFrame) -> tuple[list[tuple[str, str]], list[str]]:
@@ -365,12 +366,33 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
     scope = check_scope(g, t, pairs, rows, structure, min_matched, pair_by_id,
                         report.lost_why)
     scope.notes = scope_notes + scope.notes
+    scope.losses = _losses(golden, target)
     res = CompareResult(rows, pairs, notes, golden.problems + target.problems, engine=report,
                         scope=scope, models={**model_map(g), **model_map(t)})
     fd = first_divergence(res)
     if fd is not None and fd["op_id"] is not None:
         res.first_replay = replay_brief(target, fd["target_process"], fd["round"], fd["op_id"])
     return res
+
+
+def _losses(golden: Dump, target: Dump) -> list[str]:
+    """What each dump root lost or its derived files lack, as `stats` says it."""
+    lines = []
+    for side, dump in (("golden", golden), ("target", target)):
+        for layout in dump.layouts():
+            s = losses_summary(layout)
+            if s["lost"] or s["derived_behind"]:
+                lines.append(f"  {side} {layout.root}:")
+                lines += ["  " + line for line in format_losses(s, _rows_of(dump, layout))]
+    return lines
+
+
+def _rows_of(dump: Dump, layout) -> int:
+    """The tensor rows read from one root of `dump`."""
+    if len(dump.layouts()) == 1:
+        return dump.tensors.height
+    procs = {rd.dev_pid for rd in layout.rounds}
+    return dump.tensors.filter(pl.col("dev_pid").is_in(procs)).height
 
 
 def error_growth(res: CompareResult, top: int = 5) -> list[dict]:

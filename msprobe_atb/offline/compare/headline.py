@@ -65,6 +65,15 @@ def _not_compared(sc) -> list[str]:
             *[f"  - {k} pair(s): {why}" for why, k in sc.lost_why.items()], ""]
 
 
+def _lost(sc) -> list[str]:
+    """Selected tensors a dump never wrote (a full disk, a dropped queue): not in
+    either table, so no pair says it; the dumps' own counts do."""
+    if not sc.losses:
+        return []
+    return ["NOT A PASS: tensors the probe selected are missing from a dump, so they were "
+            "not compared:", *sc.losses, ""]
+
+
 def _coverage(res: CompareResult) -> list[str]:
     sc = res.scope
     if not sc.low:
@@ -132,7 +141,7 @@ def format_summary(res: CompareResult, outputs: list[str] | None = None) -> str:
     if res.torch_alignment is not None:
         lines += res.torch_alignment.lines()
     lines.append("")
-    lines += _not_compared(sc) + _coverage(res)
+    lines += _not_compared(sc) + _lost(sc) + _coverage(res)
     fd = first_divergence(res)
     if fd is not None:
         lines += _divergence(res, fd, bool(sc.structure))
@@ -142,6 +151,9 @@ def format_summary(res: CompareResult, outputs: list[str] | None = None) -> str:
         if sc.checked:  # with none, "NOTHING WAS COMPARED" above says it all
             lines.append(f"No divergent tensor among the {sc.checked} compared, but the "
                          "comparison is incomplete (above).")
+    elif sc.losses:
+        lines.append(f"No divergent tensor among the {sc.checked} compared, but the dumps lack "
+                     "tensors the probe selected (above): the comparison is incomplete.")
     elif counts["unreadable"] or counts["not-compared"]:
         lines.append(f"No divergent tensor among those read, but "
                      f"{counts['unreadable'] + counts['not-compared']} could not be read or "

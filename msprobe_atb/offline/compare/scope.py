@@ -48,6 +48,7 @@ class Scope:
     causes: list[str] = field(default_factory=list)  # why so little was checked
     lost_why: dict[str, int] = field(default_factory=dict)  # why pairs were not compared
     not_compared: int = 0  # primary tensors paired but not compared (the cluster failed)
+    losses: list[str] = field(default_factory=list)  # what either dump lost (lines)
     notes: list[str] = field(default_factory=list)  # what the reader should know
 
     @property

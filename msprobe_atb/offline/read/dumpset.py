@@ -27,4 +27,4 @@ def open_dumps(paths: list[str], fill_stats: bool = False) -> Dump:
     layout = DumpLayout(given=dumps[0].layout.given, root=None,
                         rounds=[r for d in dumps for r in d.layout.rounds])
     return Dump(layout, pl.concat([d.tensors for d in dumps], how="diagonal_relaxed"),
-                [x for d in dumps for x in d.problems])
+                [x for d in dumps for x in d.problems], [d.layout for d in dumps])

@@ -72,10 +72,15 @@ class Dump:
     layout: DumpLayout
     tensors: pl.DataFrame
     problems: list[str] = field(default_factory=list)
+    members: list[DumpLayout] = field(default_factory=list)  # of several roots (dumpset.py)
 
     @property
     def root(self) -> Path | None:
         return self.layout.root
+
+    def layouts(self) -> list[DumpLayout]:
+        """The layout of each dump root this one was opened from."""
+        return self.members or [self.layout]
 
     def filter(self, **kw) -> pl.DataFrame:
         return filter_tensors(self.tensors, **kw)

@@ -16,7 +16,8 @@ import polars as pl
 
 from ..read.manifest import meta
 from ..read.table import Dump, filter_tensors, op_path
-from .summary import _fmt, _num, format_losses, losses_summary, peaks
+from .losses import format_losses, losses_summary
+from .summary import _fmt, _num, peaks
 
 
 def host_of(dump: Dump, given: str) -> str:

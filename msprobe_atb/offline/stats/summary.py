@@ -14,7 +14,7 @@ from ..read.dtypes import TOLERANCES
 from ..read.graph import feeder_kinds, load_layer_graphs, load_model_graphs, upstream
 from ..read.table import Dump, op_path
 from ..replay.text import brief_line, replay_brief
-from .losses import dump_losses
+from .losses import format_losses, losses_summary
 
 
 def _num(v):
@@ -187,47 +187,6 @@ def rounds_text(p: dict) -> str:
     if not by_model or "" in by_model:
         return f"rounds {ranges_text(p['rounds'])} ({len(p['rounds'])})"
     return "; ".join(f"{rounds_label(r, k)} ({len(r)})" for k, r in by_model.items())
-
-
-def losses_summary(layout) -> dict:
-    """Selected tensors not written, per the round markers or, where the derived
-    files are behind the record logs, per the logs (`derived_behind` says why)."""
-    losses = dump_losses(layout)
-    logs = losses.logs
-    return {
-        "lost": logs.lost if logs else losses.lost,
-        "lost_without_row": losses.without_row,
-        "derived_behind": losses.behind,
-        "record_logs": {"tensors": logs.tensors, "lost": logs.lost, "rounds": len(logs.rounds),
-                        "unclosed": logs.unclosed, "running": logs.running,
-                        "bad_lines": logs.bad_lines}
-        if logs else None,
-    }
-
-
-def format_losses(s: dict, tensors: int) -> list[str]:
-    """The lines of losses_summary's `s` for a dump whose tables hold `tensors`."""
-    lines = []
-    logs = s["record_logs"]
-    if s["derived_behind"]:
-        lines.append(f"  INCOMPLETE: {s['derived_behind']}")
-    if logs:
-        lines.append(f"  the record logs hold {logs['tensors']} tensor records in "
-                     f"{logs['rounds']} rounds and {logs['lost']} lost tensors; what follows "
-                     f"covers only the {tensors} tensors the derived files hold")
-        if logs["running"]:
-            lines.append(f"  {logs['running']} process(es) still run: the tensors they lost so "
-                         "far without a record are counted by `msprobe-atb status` only")
-        if logs["unclosed"] or logs["bad_lines"]:
-            lines.append(f"  the record logs themselves are short: {logs['unclosed']} end "
-                         "without an exit record (the process was killed, or not even that "
-                         f"record found room), {logs['bad_lines']} lines are unreadable; "
-                         "`msprobe-atb status` has the processes' own counters")
-    elif s["lost"]:
-        lines.append(f"  LOST: {s['lost']} selected tensors were not written (round markers)"
-                     + (f", {s['lost_without_row']} of them without a statistic.csv row: "
-                        "their record found no room" if s["lost_without_row"] else ""))
-    return lines
 
 
 def format_text(s: dict) -> str:
