@@ -294,7 +294,8 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_stats)
 
     p = sub.add_parser("compare", help="compare a target dump with a golden one (exit 1 if "
-                                       "any tensor diverges or cannot be read, 3 if too little "
+                                       "any tensor diverges or cannot be read, or a dump lost "
+                                       "selected tensors; 3 if too little "
                                        "could be compared or the dumps differ in structure)")
     p.add_argument("-m", "--mode", default="atb", help="atb (msProbe's spelling; the default)")
     p.add_argument("-gp", "--golden_path", "--golden-path", dest="golden_path", required=True,
