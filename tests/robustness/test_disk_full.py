@@ -102,6 +102,11 @@ def test_every_lost_tensor_is_in_the_record_log(full_run):
     assert r.returncode == 1, r.stdout
     assert "NOT A PASS: tensors the probe selected are missing" in r.stdout
     assert r.stdout.count("INCOMPLETE: ") == 2 and "the comparison is incomplete" in r.stdout
+    # and the report, whose plots cannot show what is missing
+    html_out = out.parent.parent / "r.html"
+    r = cli("report", str(out), "-o", str(html_out), "--json")
+    assert json.loads(r.stdout)["lost"] == lost + unrecorded
+    assert "INCOMPLETE: " in html_out.read_text()
 
 
 def test_rebuild_once_there_is_room_again(full_run):

@@ -22,6 +22,7 @@ from msprobe_atb.tree.names import os_path
 
 from ..compare.dumps import CompareResult, error_growth, first_divergence
 from ..read.table import Dump
+from ..stats.losses import format_losses
 from ..stats.summary import ranges_text, rounds_text, summarize
 from . import figures as figs
 from .headline import headline_blocks, load_tensors
@@ -117,6 +118,14 @@ def _summary(page: Page, s: dict, comparison: CompareResult | None) -> None:
     if s["status"]:
         body.append("<p>Files: " + html.escape(", ".join(
             f"{k} {v}" for k, v in sorted(s["status"].items()))) + "</p>")
+    # what the dump lost (a full disk, the drop policy): the plots cannot show it
+    lost = format_losses(s, s["tensors"])
+    if comparison is not None and comparison.scope.losses:
+        lost = ["NOT A PASS: tensors the probe selected are missing from a dump, so they "
+                "were not compared:", *comparison.scope.losses]
+    if lost:
+        body.append("<p class='bad'>" + "<br>".join(html.escape(x.strip()) for x in lost)
+                    + "</p>")
     if s["problems"]:
         body.append("<p class='bad'>Problems:</p><ul>" + "".join(
             f"<li>{html.escape(p)}</li>" for p in s["problems"][:50]) + "</ul>")
@@ -396,5 +405,6 @@ def build_report(dump: Dump, comparison: CompareResult | None = None,
     fd = first_divergence(comparison) if comparison is not None else None
     info = {"sections": [sid for sid, _, _ in page.sections], "plots": page.plots,
             "tensors": s["tensors"], "first_nonfinite": s["first_nonfinite"][:1],
-            "first_divergence": fd, "refused": refused}
+            "first_divergence": fd, "refused": refused, "lost": s["lost"],
+            "derived_behind": s["derived_behind"]}
     return doc, info
