@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from probe_helpers import Dump
 
-from msprobe_atb.control.block import ControlBlock
+from msprobe_atb.control.block import PROC_MODELS_EXACT, ControlBlock
 
 
 def execution(r: int, *, publish: str | None = None) -> list[list[str] | str]:
@@ -98,3 +98,22 @@ def test_an_execution_of_a_model_not_known_yet_is_reported_while_it_runs(dump):
     with ControlBlock(dump.root, create=False) as block:
         now = next(p for p in block.procs() if p.pid != proc.pid)
     assert now.next_picking == 0 and now.models[0][3:] == (45, 1)
+
+
+@pytest.mark.parametrize("between", [[], [["publish", "state=1", "ids=1"]],
+                                     [["publish", "state=0"], ["need", "X", "1"],
+                                      ["publish", "state=1", "ids=2"]]])
+def test_setups_left_inline_still_begin_each_execution(dump, between):
+    """Awake, a top-level op's setup stays in the adapter when its model needs no note (its
+    execution under way began, or the op was noted and is not mapped yet): the models'
+    counts are those of a note at every setup. Each execution begins at its first op, ops
+    set up twice in one execution begin nothing more, and so after a config edit or a
+    sleep between executions; the process dies in the third (status: running)."""
+    dump.publish({"dump_enable": True, "ids": "2"})
+    twice = [["need", "X", "1"], ["need", "X", "1"], ["need", "X", "2"], ["need", "X", "2"]]
+    script = twice + [["topo?", "M"]] + twice + [["topo?", "M"]] + between + twice
+    dump.host(1, script)
+    with ControlBlock(dump.root, create=False) as block:
+        (proc,) = block.procs()
+    assert proc.flags & PROC_MODELS_EXACT
+    assert [(m.name, m.started, m.executed) for m in proc.models] == [("M", 3, 2)]

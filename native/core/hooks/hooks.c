@@ -69,7 +69,7 @@ int msp_hook_desc_awake(void)
     if (!s)
         return 0;
     return (overflow_task(s) || s->cfg.exec_mode != MSP_EXEC_NONE) &&
-           !(s->n_tops >= 0 && msp_t_top_excluded);
+           (s->n_tops < 0 || msp_t_top_desc);
 }
 
 int msp_hook_count_awake(uint64_t count)

@@ -37,11 +37,27 @@ int msp_hook_overflow_check_awake(void);
  * attached with a config path. It also follows the config, and awake a
  * top-level op's setup (ids of one element, asked at every Setup) counts the
  * start of its model's execution (models.h) and takes the verdict
- * IsSaveTensorDesc answers from next (msp_t_top_excluded). */
-static inline msp_bool msp_hook_is_tensor_need_save(const int64_t *ids, size_t n)
+ * IsSaveTensorDesc answers from next (msp_t_top_desc); inline unless its
+ * model needs a note (msp_hot_quiet_setup). In three parts, so that the
+ * adapter reads ATB's vector only awake (read before the branch, it cost
+ * every sleeping call two loads):
+ *   g = msp_hot_generation(); if (!msp_hook_need_save_asleep(g)) msp_hook_need_save_awake(g, ..);
+ *   return msp_hook_need_save_answer(); */
+/* Asleep (and awake-idle) the block's generation g is `seen`: only the answer. */
+static inline msp_bool msp_hook_need_save_asleep(uint64_t g)
 {
-    if (__builtin_expect(msp_hot_stale(), 0))
-        msp_hot_need_save_slow(ids, n);
+    return g == MSP_HOT_LOAD(msp_hot.seen); /* awake, `seen` is an odd word */
+}
+
+/* ids: [ids, end). */
+static inline void msp_hook_need_save_awake(uint64_t g, const int64_t *ids, const int64_t *end)
+{
+    if (!msp_hot_quiet_setup(g, ids, end))
+        msp_hot_need_save_slow(ids, (size_t)(end - ids));
+}
+
+static inline msp_bool msp_hook_need_save_answer(void)
+{
     return MSP_HOT_LOAD(msp_hot.active);
 }
 
@@ -74,7 +90,7 @@ static inline msp_bool msp_hook_is_save_tensor_desc(void)
 {
     uint8_t a = msp_hot_answer(MSP_PRED_DESC);
     if (__builtin_expect(a > MSP_YES, 0))
-        return a == MSP_PER_OP ? !msp_t_top_excluded : msp_hook_desc_awake() != 0;
+        return a == MSP_PER_OP ? msp_hot_said(msp_t_top_desc) : msp_hook_desc_awake() != 0;
     return msp_hot_said(a);
 }
 

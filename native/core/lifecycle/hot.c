@@ -12,9 +12,9 @@
 #include "opcount.h"
 #include "snapshot.h"
 
-__thread uint8_t msp_t_top_excluded __attribute__((tls_model("initial-exec")));
+__thread uint8_t msp_t_top_desc __attribute__((tls_model("initial-exec"))) = 1;
 
-/* Out of line: the hooks' slow paths that call it run at every awake setup. */
+/* Out of line: the slow paths that call it run at many awake setups. */
 __attribute__((noinline, cold)) void msp_hot_refresh(void)
 {
     msp_ensure_attached();
@@ -34,8 +34,8 @@ void msp_hot_update_slow(void)
 /* Can the filters of s select nothing of top-level op `top`? */
 static inline int top_excluded(const struct msp_snap *s, int64_t top)
 {
-    if (top >= 0 && top < MSP_TOP_BITS)
-        return !((s->top_bits[top / 64] >> (top % 64)) & 1);
+    if (top >= 0 && top < MSP_MODEL_OP_IDS)
+        return !s->selectable[top];
     if (s->n_tops < 0)
         return 0;
     for (int i = 0; i < s->n_tops; i++)
@@ -52,9 +52,9 @@ void msp_hot_need_save_slow(const int64_t *ids, size_t n)
         return;
     const struct msp_snap *s = msp_hot_awake();
     if (!s || s == MSP_HOT_UNATTACHED) { /* asleep; or no memory for a snapshot yet */
-        msp_t_top_excluded = 0;
+        msp_t_top_desc = 1;
         return;
     }
-    msp_t_top_excluded = (uint8_t)top_excluded(s, ids[0]);
+    msp_t_top_desc = (uint8_t)!top_excluded(s, ids[0]);
     msp_models_note_setup(&s->cfg, ids[0]);
 }

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "models.h"
 #include "opcount.h"
 
 #ifdef __cplusplus
@@ -34,7 +35,7 @@ _Static_assert(sizeof(msp_bool) == 1, "msp_hot_said copies one byte");
  * the same load and branch serve both). MSP_ASK sends the call to its awake
  * half in the core (the answer depends on the call's argument, the thread
  * or a counter); MSP_PER_OP (IsSaveTensorDesc only) answers from the
- * verdict on this thread's current top-level op (msp_t_top_excluded).
+ * verdict on this thread's current top-level op (msp_t_top_desc).
  * Before the first attach every predicate asks (the awake half attaches). */
 enum msp_pred {
     MSP_PRED_DATA,
@@ -50,10 +51,10 @@ enum { MSP_NO, MSP_YES, MSP_ASK, MSP_PER_OP };
 
 struct msp_hot {
     const uint64_t *gen;     /* the block's generation, or a private word */
-    uint64_t seen;           /* the generation the hooks answer from; awake, a value
-                                `gen` never holds, so the two hooks that follow the
-                                config take their slow path (which counts each
-                                model's executions, models.h) */
+    uint64_t seen;           /* the generation the hooks answer from; awake, that
+                                + 1 (odd: `gen` holds it only mid-write), so
+                                IsTensorNeedSave takes its awake path (which
+                                counts each model's executions, models.h) */
     uint64_t applied;        /* the generation the hooks answer from */
     struct msp_snap *awake;  /* the current snapshot while it is awake and can
                                 select something, else NULL;
@@ -67,6 +68,8 @@ struct msp_hot {
     uint64_t count_end;      /* IsExecuteCountInRange asks: a count from here on is
                                 in no exec range (UINT64_MAX: ask for every count);
                                 stored before `answers` */
+    const uint8_t *selectable; /* the snapshot's verdicts per top-level op id below
+                                  MSP_MODEL_OP_IDS; stored before `applied` */
 } __attribute__((aligned(64)));
 
 /* The fast paths read these words with plain loads: one word each, written
@@ -81,12 +84,12 @@ struct msp_hot {
 #endif
 
 extern struct msp_hot msp_hot MSP_HIDDEN;
-/* 1 while the top-level op this thread set up last (IsTensorNeedSave with ids
- * of one element, awake) is one the filters in force then cannot select:
- * IsSaveTensorDesc, asked next in the same Setup (callsites §4), answers no.
- * Initial-exec, so the adapter reads it inline; 0 on a thread that never set
- * up a top-level op. */
-extern __thread uint8_t msp_t_top_excluded MSP_HIDDEN __attribute__((tls_model("initial-exec")));
+/* 0 while the top-level op this thread set up last (IsTensorNeedSave with ids
+ * of one element, awake) is one the filters in force then cannot select, else
+ * 1: IsSaveTensorDesc, asked next in the same Setup (callsites §4), answers it
+ * as is. Initial-exec, so the adapter reads it inline; 1 on a thread that never
+ * set up a top-level op. */
+extern __thread uint8_t msp_t_top_desc MSP_HIDDEN __attribute__((tls_model("initial-exec")));
 /* Not a snapshot: makes every inline predicate take its slow path, which
  * attaches, until the process has attached. */
 extern struct msp_snap msp_hot_unattached MSP_HIDDEN;
@@ -127,12 +130,27 @@ static inline struct msp_snap *msp_hot_awake(void)
     return __atomic_load_n(&msp_hot.awake, __ATOMIC_ACQUIRE);
 }
 
-/* The block's generation moved, the process has not attached yet, or it is
- * awake: the slow path is due. */
-static inline msp_bool msp_hot_stale(void)
+/* The block's generation word. */
+static inline uint64_t msp_hot_generation(void)
 {
-    const uint64_t *gen = MSP_HOT_LOAD(msp_hot.gen);
-    return __atomic_load_n(gen, __ATOMIC_RELAXED) != MSP_HOT_LOAD(msp_hot.seen);
+    return __atomic_load_n(MSP_HOT_LOAD(msp_hot.gen), __ATOMIC_RELAXED);
+}
+
+/* Awake, a top-level op's setup that needs no call (most of them): the
+ * config has not moved since generation g was applied, and the op's model
+ * needs no note (models.h). Takes the op's verdict, as the slow path would.
+ * ids: [ids, end). */
+static inline msp_bool msp_hot_quiet_setup(uint64_t g, const int64_t *ids, const int64_t *end)
+{
+    /* awake `seen` is `applied` + 1, and a block's generations only grow:
+     * below it, g is the applied one (the compare that told asleep from awake) */
+    if (g >= MSP_HOT_LOAD(msp_hot.seen) || end != ids + 1)
+        return 0;
+    uint64_t id = (uint64_t)ids[0];
+    if (id >= MSP_MODEL_OP_IDS || !msp_models_setup_quiet(id))
+        return 0;
+    msp_t_top_desc = MSP_HOT_LOAD(msp_hot.selectable)[id];
+    return 1;
 }
 
 /* The block's generation moved, or the process has not attached yet. */

@@ -59,6 +59,7 @@ struct msp_snap msp_hot_unattached;
 struct msp_hot msp_hot = {.gen = &g_unattached_gen,
                           .awake = &msp_hot_unattached,
                           .answers.word = MSP_ASK_ALL,
+                          .selectable = msp_hot_unattached.selectable,
                           .count_end = UINT64_MAX};
 
 void msp_hot_inactive(void)
@@ -138,9 +139,12 @@ static void publish_hot(struct msp_snap *s)
         __atomic_store_n(&msp_hot.awake, NULL, __ATOMIC_RELEASE);
     }
     __atomic_store_n(&msp_hot.active, (msp_bool)1, __ATOMIC_RELAXED);
+    /* before `applied`: IsTensorNeedSave's fast path takes verdicts from it */
+    __atomic_store_n(&msp_hot.selectable, (const uint8_t *)s->selectable, __ATOMIC_RELEASE);
     __atomic_store_n(&msp_hot.applied, s->generation, __ATOMIC_RELEASE);
-    /* generations are even (seqlock): an odd `seen` never matches, so awake the
-     * config-following hooks take their slow path (it counts model executions) */
+    /* generations are even (seqlock): an odd `seen` never matches, so awake
+     * IsTensorNeedSave takes its awake path (it counts model executions); one
+     * above `applied`, so a generation below it is the applied one (hot.h) */
     __atomic_store_n(&msp_hot.seen, awake ? s->generation | 1 : s->generation,
                      __ATOMIC_RELEASE);
     __atomic_store_n(&msp_hot.gen, (const uint64_t *)&s->ctl->generation, __ATOMIC_RELEASE);
@@ -224,11 +228,11 @@ void msp_snap_refresh(void)
             s->n_tops = (s->cfg.task & MSP_TASK_OVERFLOW) || s->cfg.rec_armed
                             ? -1
                             : msp_top_ids(&s->cfg, s->tops, MSP_MAX_IDS);
-            /* any op (n_tops -1): every bit */
-            memset(s->top_bits, s->n_tops < 0 ? 0xff : 0, sizeof s->top_bits);
+            /* any op (n_tops -1): every one */
+            memset(s->selectable, s->n_tops < 0, sizeof s->selectable);
             for (int i = 0; i < s->n_tops; i++)
-                if (s->tops[i] >= 0 && s->tops[i] < MSP_TOP_BITS)
-                    s->top_bits[s->tops[i] / 64] |= (uint64_t)1 << (s->tops[i] % 64);
+                if (s->tops[i] >= 0 && s->tops[i] < MSP_MODEL_OP_IDS)
+                    s->selectable[s->tops[i]] = 1;
             if (s->cfg.queue_budget_bytes == 0)
                 s->cfg.queue_budget_bytes = (uint64_t)1 << 30;
             int was_awake = cur && cur->awake;
@@ -249,6 +253,7 @@ void msp_snap_refresh(void)
             msp_rec_budget(s->cfg.queue_budget_bytes);
             if (!hooks_awake(s)) /* executions begin unseen (models.h) */
                 msp_models_asleep();
+            msp_models_quiet_reset();
             __atomic_store_n(&msp_proc_now()->config_generation, s->generation, __ATOMIC_RELAXED);
             cur = s;
         }

@@ -8,15 +8,13 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "models.h"
 #include "msprobe_atb/control.h"
 #include "queue.h"
 #include "slot.h"
 
 /* A copy of the published config plus what the hot path derives from it.
  * Snapshots are never freed (see snapshot.c). */
-/* Top-level op ids a snapshot looks up in a bitmap (a larger one: in tops). */
-#define MSP_TOP_BITS 4096
-
 struct msp_snap {
     const struct msp_control *ctl; /* the block it was read from: a re-created
                                       block restarts its generations */
@@ -27,7 +25,8 @@ struct msp_snap {
      * overflow task nor the flight recorder, which name kernels by it). */
     int n_tops;
     int64_t tops[MSP_MAX_IDS];
-    uint64_t top_bits[MSP_TOP_BITS / 64]; /* the ops below MSP_TOP_BITS they can select */
+    /* per op id below MSP_MODEL_OP_IDS: 1 if they can select it (a larger one: tops) */
+    uint8_t selectable[MSP_MODEL_OP_IDS];
     struct msp_config cfg;
 };
 

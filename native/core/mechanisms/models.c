@@ -22,7 +22,7 @@ struct model {
 static struct model g_models[MSP_MAX_MODELS];
 static uint32_t g_n; /* entries in use; atomic, grows under g_mu */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static uint8_t msp_op_model[MSP_MODEL_OP_IDS]; /* model index + 1; 0: none known */
+struct msp_op_models msp_op_models;
 static int g_exact;                               /* MSP_PROC_MODELS_EXACT is set */
 /* exec_range "next": the request under which a top-level op of no known model was
  * set up in an execution begun after that edit (the op is then selected in every
@@ -42,6 +42,13 @@ static __thread struct {
     uint64_t lo, hi;
     uint64_t bits[MSP_MODEL_OP_IDS / 64];
 } t_unmapped = {.lo = UINT64_MAX};
+
+/* Op id's model index + 1, 0 if none is known (pending or not). */
+static int model_of(uint64_t id)
+{
+    uint8_t m = __atomic_load_n(&msp_op_models.of[id], __ATOMIC_RELAXED);
+    return m == MSP_OP_PENDING ? 0 : m;
+}
 
 static int same(const struct model *m, const char *name, size_t n)
 {
@@ -140,6 +147,9 @@ static inline void note_unmapped(uint64_t id)
     if (t_unmapped.bits[id / 64] & bit) /* noted since the last report: within [lo, hi] */
         return;
     t_unmapped.bits[id / 64] |= bit;
+    uint8_t none = 0;
+    __atomic_compare_exchange_n(&msp_op_models.of[id], &none, (uint8_t)MSP_OP_PENDING, 0,
+                                __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     if (id < t_unmapped.lo)
         t_unmapped.lo = id;
     if (id > t_unmapped.hi)
@@ -185,14 +195,28 @@ void msp_models_note_setup(const struct msp_config *cfg, int64_t top)
     if (__builtin_expect(!__atomic_load_n(&g_exact, __ATOMIC_RELAXED), 0))
         exact_from_now();
     uint64_t id = (uint64_t)top;
-    int m = __atomic_load_n(&msp_op_model[id], __ATOMIC_RELAXED);
+    int m = model_of(id);
     uint64_t req = cfg->next_request;
-    if (__builtin_expect(req != 0, 0))
+    if (__builtin_expect(req != 0, 0)) { /* every setup notes: no op is left quiet */
         note_next(req, id, m);
-    else if (m) /* the common case: a few loads and a compare */
+        return;
+    }
+    if (m) {
         begin(m - 1);
-    else
+    } else {
         note_unmapped(id);
+        m = __atomic_load_n(&msp_op_models.of[id], __ATOMIC_RELAXED);
+        if (m != MSP_OP_PENDING) /* mapped meanwhile: its next setup begins it */
+            return;
+    }
+    /* until the execution's end (or a new config) its ops' setups need no note */
+    __atomic_store_n(&msp_op_models.quiet[m], 1, __ATOMIC_RELAXED);
+}
+
+void msp_models_quiet_reset(void)
+{
+    for (int m = 0; m < 256; m++)
+        __atomic_store_n(&msp_op_models.quiet[m], 0, __ATOMIC_RELAXED);
 }
 
 void msp_models_asleep(void)
@@ -224,6 +248,8 @@ void msp_models_executed(const struct msp_config *cfg, const char *name, size_t 
     t_unmapped.hi = 0;
     if (i >= 0) {
         struct model *m = &g_models[i];
+        /* its next setup begins the next execution */
+        __atomic_store_n(&msp_op_models.quiet[i + 1], 0, __ATOMIC_RELAXED);
         uint64_t done = __atomic_add_fetch(&m->executed, 1, __ATOMIC_RELAXED);
         /* its first execution ran before its ops were known */
         if (__atomic_load_n(&m->started, __ATOMIC_RELAXED) < done)
@@ -234,11 +260,13 @@ void msp_models_executed(const struct msp_config *cfg, const char *name, size_t 
     for (uint64_t w = lo / 64; lo <= hi && w <= hi / 64 && w < MSP_MODEL_OP_IDS / 64; w++) {
         uint64_t bits = t_unmapped.bits[w];
         t_unmapped.bits[w] = 0;
-        for (; i >= 0 && bits; bits &= bits - 1) {
-            uint8_t none = 0;
-            __atomic_compare_exchange_n(&msp_op_model[w * 64 + (uint64_t)__builtin_ctzll(bits)],
-                                        &none, (uint8_t)(i + 1), 0, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED);
+        /* this model's, or (the table full) of none known, noted again from now */
+        for (; bits; bits &= bits - 1) {
+            uint8_t *op = &msp_op_models.of[w * 64 + (uint64_t)__builtin_ctzll(bits)];
+            uint8_t was = __atomic_load_n(op, __ATOMIC_RELAXED);
+            if (was == 0 || was == MSP_OP_PENDING)
+                __atomic_compare_exchange_n(op, &was, (uint8_t)(i + 1), 0, __ATOMIC_RELAXED,
+                                            __ATOMIC_RELAXED);
         }
     }
     if (i >= 0)
@@ -255,7 +283,7 @@ int msp_models_next_selected(const struct msp_config *cfg, int64_t top, uint64_t
 {
     if (top < 0 || top >= MSP_MODEL_OP_IDS)
         return -1;
-    int i = __atomic_load_n(&msp_op_model[top], __ATOMIC_RELAXED) - 1;
+    int i = model_of((uint64_t)top) - 1;
     if (i < 0 && __atomic_load_n(&g_op_pick[top], __ATOMIC_RELAXED) == cfg->next_request)
         return 1;
     if (i < 0) /* of a model not known yet (its execution began before the edit), or
@@ -323,7 +351,7 @@ void msp_models_reset(void)
 {
     pthread_mutex_init(&g_mu, NULL);
     memset(g_models, 0, sizeof g_models);
-    memset(msp_op_model, 0, sizeof msp_op_model);
+    memset(&msp_op_models, 0, sizeof msp_op_models);
     memset(g_op_pick, 0, sizeof g_op_pick);
     g_pickers = 0;
     msp_t_exec_req = 0;

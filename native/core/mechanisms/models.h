@@ -5,7 +5,9 @@
  * model's current round. exec_range "next" is made concrete here, per process: the
  * rounds of a model start at the first execution of it seen to begin after the edit
  * (docs/contracts.md §3.2). Lock-free reads, no allocation; a model is added under a
- * mutex the first time its name is seen. */
+ * mutex the first time its name is seen. An op noted by one thread is left
+ * quiet for the others until that thread reports (ATB-Models sets up an op on
+ * one thread), so it is that thread's execution that maps it. */
 #ifndef MSP_MODELS_H
 #define MSP_MODELS_H
 
@@ -13,6 +15,7 @@
 #include <stdint.h>
 
 #include "msprobe_atb/control.h"
+#include "opcount.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -20,13 +23,37 @@ extern "C" {
 
 /* Top-level op ids mapped to their model; a larger id is of no known model. */
 #define MSP_MODEL_OP_IDS 4096
+/* msp_op_models.of of an op of no known model noted by a thread that has not
+ * reported its execution's end since (its mapping is pending). */
+#define MSP_OP_PENDING 0xFF
+
+/* Written by the models, read inline by IsTensorNeedSave's fast path. */
+struct msp_op_models {
+    /* Per `of` value: 1 while a setup of such an op needs no note, so
+     * IsTensorNeedSave need not call: its model's execution under way began
+     * seen (the note would begin nothing), or (MSP_OP_PENDING) it was noted.
+     * Set by msp_models_note_setup outside exec_range "next"; cleared at the
+     * model's execution's end and for every new config (msp_models_quiet_reset). */
+    uint8_t quiet[256];
+    /* Per top-level op id: its model's index + 1, MSP_OP_PENDING, or 0 (none known). */
+    uint8_t of[MSP_MODEL_OP_IDS];
+};
+extern struct msp_op_models msp_op_models MSP_HIDDEN;
+
+/* Does a setup of top-level op `id` (< MSP_MODEL_OP_IDS) need no note? */
+static inline int msp_models_setup_quiet(uint64_t id)
+{
+    uint8_t m = __atomic_load_n(&msp_op_models.of[id], __ATOMIC_RELAXED);
+    return __atomic_load_n(&msp_op_models.quiet[m], __ATOMIC_RELAXED);
+}
 
 struct msp_config;
 
 /* Top-level op `top` (ids of one element: ATB asks IsTensorNeedSave at its every
  * Setup) is being set up, under the config the (awake) hooks answer from.
- * Called from IsTensorNeedSave's slow path, which runs at every setup only
- * while awake (asleep the hook stays one compare and a branch). The first of
+ * Called from IsTensorNeedSave's slow path, which runs only while awake (asleep
+ * the hook stays one compare and a branch), at a setup whose op is not quiet
+ * (msp_models_setup_quiet: the note would do nothing). The first of
  * an execution of a known model begins that execution; an op of no known
  * model is remembered by the thread. Asleep, executions are
  * counted at their end only: the proc flag MSP_PROC_MODELS_EXACT is set from
@@ -38,6 +65,9 @@ struct msp_config;
 void msp_models_note_setup(const struct msp_config *cfg, int64_t top);
 /* The process went back to sleep: beginnings are no longer seen. */
 void msp_models_asleep(void);
+/* A new config: every setup notes again until it leaves its op quiet (its
+ * note sees the new config: exec_range "next", beginnings seen again). */
+void msp_models_quiet_reset(void);
 
 /* IsReportModelTopoInfo(name), once per Model::Execute after every node was
  * issued: an execution of the model finished issuing; the top-level ops this
