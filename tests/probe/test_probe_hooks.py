@@ -108,14 +108,31 @@ ASKED = ["desc", "data", ["range", 0], ["range", 5], "before", "after", "isparam
     ({"exec_range": "none", "task": "overflow_check"}, [1, 1, 1, 1, 0, 0, 0, 1]),
 ])
 def test_each_predicate_answers_as_its_config_says_and_none_after_sleep(dump, config, answers):
-    """The answers decided once per publish (one byte each, all "no" asleep) are
-    the awake halves' answers; a publish back to sleep turns every one to no."""
+    """The answerers picked once per publish (constants where the config decides
+    alone, all "no" asleep, else the hooks' own) answer as the config says; a
+    publish back to sleep turns every one to no."""
     dump.publish({"dump_enable": True, "task": "all", **config})
     script = ["update", ["need", "Layer", 2], *ASKED,
               ["publish", "state=0"], ["need", "Layer", 2], *ASKED]
     got = [int(line.rsplit("=", 1)[1]) for line in dump.host(1, script).stdout.splitlines()
            if "=" in line and not line.startswith(("[", "need"))]
     assert got == answers + [0] * len(ASKED)
+
+
+@pytest.mark.parametrize("config, answers", [
+    ({"exec_range": "0,2"}, [1, 1, 1, 0, 1, 1, 1, 0]),
+    ({"exec_range": "none", "task": "overflow_check"}, [1, 1, 1, 1, 0, 0, 0, 1]),
+])
+@pytest.mark.parametrize("first", range(len(ASKED)))
+def test_a_predicate_asked_before_any_other_hook_attaches_and_answers(dump, abi, config,
+                                                                      answers, first):
+    """Whichever predicate a host asks first (ATB's context init asks
+    IsOverflowCheck before any op) attaches the process and gives the answer the
+    config in force gives, not a "no" for the call that attached."""
+    dump.publish({"dump_enable": True, "task": "all", **config})
+    p = dump.host(abi, [ASKED[first]])
+    assert [int(v) for v in say(p).popitem()[1]] == [answers[first]]
+    assert [r for r in dump.records() if r["k"] == "attach"]
 
 
 def test_without_config_the_process_stays_out(tmp_path, abi):

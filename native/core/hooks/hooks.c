@@ -28,10 +28,9 @@
 #define MAX_NUM_STR 16   /* format / dtype: a decimal enum value */
 #define MAX_DIMS_STR 1024
 
-/* The snapshot for the awake half of a predicate: NULL if asleep again
- * since the inline check. Before the process attached, `awake` holds
- * MSP_HOT_UNATTACHED, so whichever hook comes first (ATB's context init
- * asks IsOverflowCheck before any op) attaches here. */
+/* The snapshot for an awake answerer: NULL if asleep again since the
+ * hook loaded it. After a fork the child's `awake` holds
+ * MSP_HOT_UNATTACHED until it attaches, which a racing answerer does here. */
 static const struct msp_snap *awake_snapshot(void)
 {
     const struct msp_snap *s = msp_hot_awake();
@@ -40,11 +39,6 @@ static const struct msp_snap *awake_snapshot(void)
         s = msp_hot_awake();
     }
     return s == MSP_HOT_UNATTACHED ? NULL : s; /* still: no memory for a snapshot */
-}
-
-int msp_hook_data_awake(void)
-{
-    return awake_snapshot() != NULL;
 }
 
 static inline int overflow_task(const struct msp_snap *s)
@@ -57,22 +51,9 @@ static inline int overflow_task(const struct msp_snap *s)
 static __thread char t_pending[512];
 static __thread size_t t_pending_n;
 
-/* ATB builds the {dev}_{pid}/{exec}/... directory strings of every runner
- * at every op setup only while this is true: that string work is most of
- * what a preloaded probe costs a sleeping model, so it is asked for only
- * while the config can select something. ATB asks in Reset(), right after
- * IsTensorNeedSave() refreshed the snapshot, so an op set up after a publish
- * has its paths; an op whose setup ran before the publish is left alone. */
-int msp_hook_desc_awake(void)
-{
-    const struct msp_snap *s = awake_snapshot();
-    if (!s)
-        return 0;
-    return (overflow_task(s) || s->cfg.exec_mode != MSP_EXEC_NONE) &&
-           (s->n_tops < 0 || msp_t_top_desc);
-}
+/* The answerers whose answer depends on the call (hot.h). */
 
-int msp_hook_count_awake(uint64_t count)
+static __attribute__((noinline)) msp_bool count_selected(uint64_t count)
 {
     const struct msp_snap *s = awake_snapshot();
     if (!s)
@@ -81,28 +62,67 @@ int msp_hook_count_awake(uint64_t count)
            (s->cfg.next_request && msp_models_next_count(&s->cfg, count));
 }
 
-int msp_hook_before_awake(void)
+/* A runner past the exec ranges (most of a long service's) is told no after
+ * a compare (count_selected apart, so this saves no registers). */
+static msp_bool count_in_range(uint64_t count)
 {
-    const struct msp_snap *s = awake_snapshot();
-    if (!s)
-        return 0;
-    return !overflow_task(s);
+    return count < MSP_HOT_LOAD(msp_hot.count_end) && count_selected(count);
 }
 
-int msp_hook_after_awake(void)
+/* The overflow task: after saves only for the kernel that just overflowed. */
+static msp_bool save_after(void)
 {
     const struct msp_snap *s = awake_snapshot();
-    if (!s)
-        return 0;
-    return !overflow_task(s) || t_pending_n > 0;
+    return s && (!overflow_task(s) || t_pending_n > 0);
 }
 
-int msp_hook_param_awake(void)
+static msp_bool overflow_check(void)
 {
     const struct msp_snap *s = awake_snapshot();
     if (!s)
         return 0;
-    return !overflow_task(s);
+    if (!overflow_task(s))
+        return msp_rec_overflow_wanted(&s->cfg);
+    int64_t limit = s->cfg.overflow_nums;
+    return limit < 0 || __atomic_load_n(&g_msp.overflow_events, __ATOMIC_RELAXED) < (uint64_t)limit;
+}
+
+/* Before the process attached, whichever predicate comes first (ATB's
+ * context init asks IsOverflowCheck before any op) attaches, then answers
+ * as the snapshot now says; still unattached (no memory), it says no. */
+#define ATTACH_THEN_ANSWER(pred)                                                            \
+    static msp_bool attach_then_##pred(void)                                                \
+    {                                                                                       \
+        msp_hot_refresh();                                                                  \
+        msp_answerer now = MSP_HOT_LOAD(msp_hot.answer.pred);                               \
+        return now != attach_then_##pred && now();                                          \
+    }
+ATTACH_THEN_ANSWER(data)
+ATTACH_THEN_ANSWER(desc)
+ATTACH_THEN_ANSWER(before)
+ATTACH_THEN_ANSWER(after)
+ATTACH_THEN_ANSWER(param)
+ATTACH_THEN_ANSWER(overflow)
+
+static msp_bool attach_then_count(uint64_t count)
+{
+    msp_hot_refresh();
+    msp_count_answerer now = MSP_HOT_LOAD(msp_hot.answer.count);
+    return now != attach_then_count && now(count);
+}
+
+/* Loading the library stores these pointers and does nothing else. */
+__attribute__((constructor)) static void register_answerers(void)
+{
+    static const struct msp_hook_answerers answerers = {
+        .unattached = {.data = attach_then_data, .desc = attach_then_desc,
+                       .before = attach_then_before, .after = attach_then_after,
+                       .param = attach_then_param, .overflow = attach_then_overflow,
+                       .count = attach_then_count},
+        .count = count_in_range,
+        .after = save_after,
+        .overflow = overflow_check};
+    msp_hot_register(&answerers);
 }
 
 int msp_hook_in_dir_awake(msp_sv dir)
@@ -129,17 +149,6 @@ int msp_hook_in_dir_awake(msp_sv dir)
         return 1;
     }
     return 0;
-}
-
-int msp_hook_overflow_check_awake(void)
-{
-    const struct msp_snap *s = awake_snapshot();
-    if (!s)
-        return 0;
-    if (!overflow_task(s))
-        return msp_rec_overflow_wanted(&s->cfg);
-    int64_t limit = s->cfg.overflow_nums;
-    return limit < 0 || __atomic_load_n(&g_msp.overflow_events, __ATOMIC_RELAXED) < (uint64_t)limit;
 }
 
 void msp_hook_report_overflow_kernel(msp_sv kernel)

@@ -20,17 +20,10 @@ typedef struct {
     size_t n;
 } msp_sv;
 
-/* The predicates ATB asks per op are inline (hot.h): asleep, each is one
- * load and a branch, and only an answer that depends on the call reaches
- * the core. */
-int msp_hook_data_awake(void);
-int msp_hook_desc_awake(void);
-int msp_hook_count_awake(uint64_t count);
-int msp_hook_before_awake(void);
-int msp_hook_after_awake(void);
-int msp_hook_param_awake(void);
+/* The predicates ATB asks per op jump to their answerer (hot.h): asleep,
+ * and awake where the config decides alone, a constant function; only an
+ * answer that depends on the call reaches the hooks' own (hooks.c). */
 int msp_hook_in_dir_awake(msp_sv dir);
-int msp_hook_overflow_check_awake(void);
 
 /* IsTensorNeedSave: ATB caches the answer for children and kernels, so it
  * must not depend on the current config (the other predicates filter):
@@ -69,54 +62,38 @@ static inline void msp_hook_update_config(void)
         msp_hot_update_slow();
 }
 
-/* One load and a branch, asleep or awake, when the snapshot answers for
- * every call; else the awake half's answer. */
-static inline msp_bool msp_hot_ask(enum msp_pred p, int (*awake_half)(void))
-{
-    uint8_t a = msp_hot_answer(p);
-    if (__builtin_expect(a > MSP_YES, 0))
-        return awake_half() != 0;
-    return msp_hot_said(a);
-}
-
 static inline msp_bool msp_hook_is_save_tensor_data(void)
 {
-    return msp_hot_ask(MSP_PRED_DATA, msp_hook_data_awake);
+    return MSP_HOT_LOAD(msp_hot.answer.data)();
 }
 
 /* Per top-level op while the filters can exclude one: its verdict was taken
  * by IsTensorNeedSave, which ATB asks just before, in the same Setup. */
 static inline msp_bool msp_hook_is_save_tensor_desc(void)
 {
-    uint8_t a = msp_hot_answer(MSP_PRED_DESC);
-    if (__builtin_expect(a > MSP_YES, 0))
-        return a == MSP_PER_OP ? msp_hot_said(msp_t_top_desc) : msp_hook_desc_awake() != 0;
-    return msp_hot_said(a);
+    return MSP_HOT_LOAD(msp_hot.answer.desc)();
 }
 
 /* Under exec ranges, a runner past them (most of a long service's) is told no
- * without a call. */
+ * after a compare. */
 static inline msp_bool msp_hook_is_execute_count_in_range(uint64_t count)
 {
-    uint8_t a = msp_hot_answer(MSP_PRED_COUNT);
-    if (__builtin_expect(a > MSP_YES, 0))
-        return count < MSP_HOT_LOAD(msp_hot.count_end) && msp_hook_count_awake(count) != 0;
-    return msp_hot_said(a);
+    return MSP_HOT_LOAD(msp_hot.answer.count)(count);
 }
 
 static inline msp_bool msp_hook_is_save_tensor_before(void)
 {
-    return msp_hot_ask(MSP_PRED_BEFORE, msp_hook_before_awake);
+    return MSP_HOT_LOAD(msp_hot.answer.before)();
 }
 
 static inline msp_bool msp_hook_is_save_tensor_after(void)
 {
-    return msp_hot_ask(MSP_PRED_AFTER, msp_hook_after_awake);
+    return MSP_HOT_LOAD(msp_hot.answer.after)();
 }
 
 static inline msp_bool msp_hook_is_save_param(void)
 {
-    return msp_hot_ask(MSP_PRED_PARAM, msp_hook_param_awake);
+    return MSP_HOT_LOAD(msp_hot.answer.param)();
 }
 
 static inline msp_bool msp_hook_is_save_in_dir(msp_sv dir)
@@ -126,7 +103,7 @@ static inline msp_bool msp_hook_is_save_in_dir(msp_sv dir)
 
 static inline msp_bool msp_hook_is_overflow_check(void)
 {
-    return msp_hot_ask(MSP_PRED_OVERFLOW, msp_hook_overflow_check_awake);
+    return MSP_HOT_LOAD(msp_hot.answer.overflow)();
 }
 
 void msp_hook_save_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const void *host, uint64_t size,

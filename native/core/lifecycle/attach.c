@@ -156,6 +156,8 @@ fail:
 void msp_attach_slow(void)
 {
     static int registered;
+    if (!msp_hot_registered()) /* a hook called before the library's constructor ran: not yet */
+        return;
     pthread_mutex_lock(&g_msp.attach_mu);
     if (__atomic_load_n(&g_msp.attach_state, __ATOMIC_ACQUIRE) != MSP_ATTACH_DONE) {
         __atomic_store_n(&g_msp.attach_state, MSP_ATTACH_BUSY, __ATOMIC_RELAXED);

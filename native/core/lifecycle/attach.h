@@ -1,5 +1,5 @@
-/* Lazy attach on the first hook call. Loading the library does nothing at
- * all. */
+/* Lazy attach on the first hook call. Loading the library only registers
+ * the hooks' answerers (hooks.c); the first hook after that attaches. */
 #ifndef MSP_ATTACH_H
 #define MSP_ATTACH_H
 

@@ -12,8 +12,6 @@
 #include "opcount.h"
 #include "snapshot.h"
 
-__thread uint8_t msp_t_top_desc __attribute__((tls_model("initial-exec"))) = 1;
-
 /* Out of line: the slow paths that call it run at many awake setups. */
 __attribute__((noinline, cold)) void msp_hot_refresh(void)
 {

@@ -1,5 +1,5 @@
 /* The words the hooks' fast paths read (C and C++: the adapter inlines
- * them). Asleep, a predicate is one load of its answer and a branch; the two
+ * them). Asleep, a predicate jumps to a constant "no" (its answerer); the two
  * hooks that follow the config (IsTensorNeedSave, UpdateConfig) compare
  * the block's generation word with the one the snapshot holds. Before the
  * first attach `gen` points at a word that never matches, so that compare
@@ -27,27 +27,34 @@ typedef _Bool msp_bool;
 _Static_assert(sizeof(msp_bool) == 1, "msp_hot_said copies one byte");
 #endif
 
-/* The argument-free predicates (and IsExecuteCountInRange), whose answer
- * while awake is mostly a property of the config: decided once per publish
- * (snapshot.c) into msp_hot.answers, one byte each. MSP_NO and MSP_YES
- * answer for the whole snapshot, so a hook that selects nothing or
- * everything costs what a sleeping one does (asleep, every byte is MSP_NO:
- * the same load and branch serve both). MSP_ASK sends the call to its awake
- * half in the core (the answer depends on the call's argument, the thread
- * or a counter); MSP_PER_OP (IsSaveTensorDesc only) answers from the
- * verdict on this thread's current top-level op (msp_t_top_desc).
- * Before the first attach every predicate asks (the awake half attaches). */
-enum msp_pred {
-    MSP_PRED_DATA,
-    MSP_PRED_DESC,
-    MSP_PRED_COUNT,
-    MSP_PRED_BEFORE,
-    MSP_PRED_AFTER,
-    MSP_PRED_PARAM,
-    MSP_PRED_OVERFLOW,
+/* What a predicate answers under the snapshot in force: the adapter
+ * tail-jumps to its answerer through msp_hot.answer (one load and an
+ * indirect jump), so a predicate whose answer is a property of the config,
+ * decided once per publish (snapshot.c), costs a constant function's two
+ * instructions, asleep or awake (asleep, every answerer is "no"): a hook
+ * that selects nothing or everything costs what a sleeping one does. An
+ * answer that depends on the call's argument, the thread or a counter is the
+ * hooks' own answerer (hooks.c registers them when the library loads:
+ * struct msp_hook_answerers); IsSaveTensorDesc answers, while the filters can
+ * exclude a top-level op, from the verdict on this thread's current one
+ * (msp_t_top_desc). Before the first attach every answerer attaches. */
+typedef msp_bool (*msp_answerer)(void);
+typedef msp_bool (*msp_count_answerer)(uint64_t count);
+struct msp_answerers {
+    msp_answerer data, desc, before, after, param, overflow;
+    msp_count_answerer count;
 };
-enum { MSP_NO, MSP_YES, MSP_ASK, MSP_PER_OP };
-#define MSP_ASK_ALL 0x0202020202020202ull
+
+/* The hooks' answerers: for a process that has not attached (attach, then
+ * answer as the snapshot says), and those whose answer depends on the call. */
+struct msp_hook_answerers {
+    struct msp_answerers unattached;
+    msp_count_answerer count;     /* exec ranges, exec_range "next" */
+    msp_answerer after, overflow; /* the overflow task */
+};
+/* Called once, when the library loads (a constructor in hooks.c); the
+ * process attaches only after it (snapshot.c). */
+void msp_hot_register(const struct msp_hook_answerers *hooks) MSP_HIDDEN;
 
 struct msp_hot {
     const uint64_t *gen;     /* the block's generation, or a private word */
@@ -59,15 +66,11 @@ struct msp_hot {
     struct msp_snap *awake;  /* the current snapshot while it is awake and can
                                 select something, else NULL;
                                 MSP_HOT_UNATTACHED before the first attach */
-    union {                  /* per predicate: MSP_NO.. (all MSP_NO asleep); one
-                                word, so a hook sees one snapshot's answers */
-        uint8_t of[8];
-        uint64_t word;
-    } answers;
+    struct msp_answerers answer; /* the predicates' answerers (all "no" asleep) */
     msp_bool active;         /* attached with a config path (IsTensorNeedSave) */
-    uint64_t count_end;      /* IsExecuteCountInRange asks: a count from here on is
-                                in no exec range (UINT64_MAX: ask for every count);
-                                stored before `answers` */
+    uint64_t count_end;      /* IsExecuteCountInRange asks the hooks: a count from
+                                here on is in no exec range (UINT64_MAX: ask for
+                                every count); stored before `answer.count` */
     const uint8_t *selectable; /* the snapshot's verdicts per top-level op id below
                                   MSP_MODEL_OP_IDS; stored before `applied` */
 } __attribute__((aligned(64)));
@@ -109,14 +112,8 @@ static inline msp_bool msp_hot_is_awake(void)
     return MSP_HOT_LOAD(msp_hot.awake) != NULL;
 }
 
-/* Predicate p's answer under the snapshot in force (MSP_NO asleep). */
-static inline uint8_t msp_hot_answer(enum msp_pred p)
-{
-    return MSP_HOT_LOAD(msp_hot.answers.of[p]);
-}
-
-/* An answer of MSP_NO or MSP_YES as is: its byte is the bool's, so the
- * hook returns what it loaded (a conversion costs each hook an instruction). */
+/* A byte known to be 0 or 1 as a bool: returned as loaded (a conversion
+ * costs an instruction). */
 static inline msp_bool msp_hot_said(uint8_t a)
 {
     msp_bool r;

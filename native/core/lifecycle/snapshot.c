@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "answers.h"
 #include "filter.h"
 #include "hot.h"
 #include "models.h"
@@ -55,16 +56,53 @@ static const uint64_t g_unattached_gen = 1;
 /* gen of a process that attached without a usable block: equal to seen. */
 static const uint64_t g_inactive_gen = 0;
 
+/* Every predicate answers no: asleep, inactive, and before the hooks
+ * registered their answerers (the process does not attach until then). */
+#define NO_ANSWERS                                                                          \
+    {.data = msp_answer_no, .desc = msp_answer_no, .before = msp_answer_no,                 \
+     .after = msp_answer_no, .param = msp_answer_no, .overflow = msp_answer_no,             \
+     .count = msp_count_no}
+static const struct msp_answerers g_no = NO_ANSWERS;
+
+/* The hooks' answerers (msp_hot_register), NULL until the library's constructor ran. */
+static const struct msp_hook_answerers *g_hooks;
+
 struct msp_snap msp_hot_unattached;
 struct msp_hot msp_hot = {.gen = &g_unattached_gen,
                           .awake = &msp_hot_unattached,
-                          .answers.word = MSP_ASK_ALL,
+                          .answer = NO_ANSWERS,
                           .selectable = msp_hot_unattached.selectable,
                           .count_end = UINT64_MAX};
 
+/* Field by field, each a word a hook loads on its own. */
+static void set_answers(const struct msp_answerers *a)
+{
+    __atomic_store_n(&msp_hot.answer.data, a->data, __ATOMIC_RELEASE);
+    __atomic_store_n(&msp_hot.answer.desc, a->desc, __ATOMIC_RELEASE);
+    __atomic_store_n(&msp_hot.answer.before, a->before, __ATOMIC_RELEASE);
+    __atomic_store_n(&msp_hot.answer.after, a->after, __ATOMIC_RELEASE);
+    __atomic_store_n(&msp_hot.answer.param, a->param, __ATOMIC_RELEASE);
+    __atomic_store_n(&msp_hot.answer.overflow, a->overflow, __ATOMIC_RELEASE);
+    __atomic_store_n(&msp_hot.answer.count, a->count, __ATOMIC_RELEASE);
+}
+
+void msp_hot_register(const struct msp_hook_answerers *hooks)
+{
+    pthread_mutex_lock(&g_msp.snap_mu);
+    __atomic_store_n(&g_hooks, hooks, __ATOMIC_RELEASE);
+    if (MSP_HOT_LOAD(msp_hot.awake) == MSP_HOT_UNATTACHED)
+        set_answers(&hooks->unattached);
+    pthread_mutex_unlock(&g_msp.snap_mu);
+}
+
+int msp_hot_registered(void)
+{
+    return __atomic_load_n(&g_hooks, __ATOMIC_ACQUIRE) != NULL;
+}
+
 void msp_hot_inactive(void)
 {
-    __atomic_store_n(&msp_hot.answers.word, 0, __ATOMIC_RELAXED);
+    set_answers(&g_no);
     __atomic_store_n(&msp_hot.awake, NULL, __ATOMIC_RELEASE);
     __atomic_store_n(&msp_hot.active, (msp_bool)0, __ATOMIC_RELAXED);
     __atomic_store_n(&msp_hot.seen, 0, __ATOMIC_RELAXED);
@@ -78,15 +116,16 @@ void msp_hot_forget(void)
     __atomic_store_n(&msp_hot.gen, &g_unattached_gen, __ATOMIC_RELEASE);
     __atomic_store_n(&msp_hot.awake, &msp_hot_unattached, __ATOMIC_RELEASE);
     __atomic_store_n(&msp_hot.count_end, UINT64_MAX, __ATOMIC_RELEASE);
-    __atomic_store_n(&msp_hot.answers.word, MSP_ASK_ALL, __ATOMIC_RELEASE);
+    if (g_hooks) /* a forked child of a process that attached: registered */
+        set_answers(&g_hooks->unattached);
 }
 
 /* Is snapshot s awake for the hooks? Awake but unable to select anything
  * (exec_range "none", unless the overflow task or the flight recorder's
  * overflow trigger answers IsOverflowCheck), every predicate would answer
  * no: such a snapshot is published to the hooks as asleep, decided here once
- * per publish, so an op's 15 hook calls take the asleep exit (one load and a
- * branch each) instead of reaching the core. Executions then begin unseen, as
+ * per publish, so an op's 15 hook calls take the asleep answerers (a jump to
+ * a constant each) instead of reaching the core. Executions then begin unseen, as
  * asleep (models.h). The process is still awake for the rest (writers started,
  * Ready said, the next edit applied at the next op). */
 static int hooks_awake(const struct msp_snap *s)
@@ -95,37 +134,36 @@ static int hooks_awake(const struct msp_snap *s)
                         msp_rec_overflow_wanted(&s->cfg));
 }
 
-/* What the predicates answer under an awake snapshot s (hot.h): the awake
- * halves in hooks.c, where their answer is the same for every call. */
-static uint64_t answers_of(const struct msp_snap *s)
+/* The predicates' answerers under an awake snapshot s (hot.h): constants
+ * where the answer is the same for every call, else the hooks' own. */
+static struct msp_answerers answerers_of(const struct msp_snap *s)
 {
     int overflow = (s->cfg.task & MSP_TASK_OVERFLOW) != 0;
-    uint8_t a[8] = {0};
-    a[MSP_PRED_DATA] = MSP_YES;
+    struct msp_answerers a = g_no;
+    a.data = msp_answer_yes;
     if (overflow || s->cfg.exec_mode != MSP_EXEC_NONE) /* per top-level op: one its filters
                                                           exclude gets no directories */
-        a[MSP_PRED_DESC] = s->n_tops >= 0 ? MSP_PER_OP : MSP_YES;
+        a.desc = s->n_tops >= 0 ? msp_answer_top_desc : msp_answer_yes;
     if (overflow || s->cfg.exec_mode == MSP_EXEC_ALL)
-        a[MSP_PRED_COUNT] = MSP_YES;
+        a.count = msp_count_yes;
     else if (s->cfg.exec_mode != MSP_EXEC_NONE)
-        a[MSP_PRED_COUNT] = MSP_ASK;
+        a.count = g_hooks->count;
     if (overflow) { /* the overflowing kernel's after save; the overflow_nums limit */
-        a[MSP_PRED_AFTER] = a[MSP_PRED_OVERFLOW] = MSP_ASK;
+        a.after = g_hooks->after;
+        a.overflow = g_hooks->overflow;
     } else {
-        a[MSP_PRED_BEFORE] = a[MSP_PRED_AFTER] = a[MSP_PRED_PARAM] = MSP_YES;
-        a[MSP_PRED_OVERFLOW] = msp_rec_overflow_wanted(&s->cfg) ? MSP_YES : MSP_NO;
+        a.before = a.after = a.param = msp_answer_yes;
+        a.overflow = msp_rec_overflow_wanted(&s->cfg) ? msp_answer_yes : msp_answer_no;
     }
-    uint64_t w;
-    memcpy(&w, a, sizeof w);
-    return w;
+    return a;
 }
 
 /* The hooks answer from snapshot s from now on (under snap_mu). */
 static void publish_hot(struct msp_snap *s)
 {
     int awake = hooks_awake(s);
-    /* a hook that reads an awake answer finds s (or a later snapshot) in
-     * `awake`: stored before the answers on the way up, after them on the way down */
+    /* a hook whose answerer is awake finds s (or a later snapshot) in
+     * `awake`: stored before the answerers on the way up, after them on the way down */
     if (awake) {
         /* exec_range "next" also selects each model's own rounds (models.h) */
         uint64_t end = s->cfg.exec_mode == MSP_EXEC_RANGES && !s->cfg.next_request
@@ -133,9 +171,10 @@ static void publish_hot(struct msp_snap *s)
                            : UINT64_MAX;
         __atomic_store_n(&msp_hot.awake, s, __ATOMIC_RELEASE);
         __atomic_store_n(&msp_hot.count_end, end, __ATOMIC_RELEASE);
-        __atomic_store_n(&msp_hot.answers.word, answers_of(s), __ATOMIC_RELEASE);
+        struct msp_answerers a = answerers_of(s);
+        set_answers(&a);
     } else {
-        __atomic_store_n(&msp_hot.answers.word, 0, __ATOMIC_RELEASE);
+        set_answers(&g_no);
         __atomic_store_n(&msp_hot.awake, NULL, __ATOMIC_RELEASE);
     }
     __atomic_store_n(&msp_hot.active, (msp_bool)1, __ATOMIC_RELAXED);

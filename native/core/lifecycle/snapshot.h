@@ -27,6 +27,9 @@ void msp_snap_say_next(void);
  * that has not attached (a forked child). */
 void msp_hot_inactive(void);
 void msp_hot_forget(void);
+/* Have the hooks registered their answerers (msp_hot_register)? The process
+ * attaches only then. */
+int msp_hot_registered(void);
 
 /* Opens <dump_root>/data, creating it if missing; -1 with errno on failure.
  * `path` receives its name for messages. */
