@@ -1,5 +1,5 @@
-/* Hook semantics (see docs/contracts.md): the awake halves of the inline
- * predicates in hooks.h, the reports and the saves. */
+/* Hook semantics (see docs/contracts.md): the hooks' answerers of the
+ * predicates (hot.h), the reports and the saves. */
 #define _GNU_SOURCE
 #include "hooks.h"
 
@@ -28,9 +28,11 @@
 #define MAX_NUM_STR 16   /* format / dtype: a decimal enum value */
 #define MAX_DIMS_STR 1024
 
-/* The snapshot for an awake answerer: NULL if asleep again since the
- * hook loaded it. After a fork the child's `awake` holds
- * MSP_HOT_UNATTACHED until it attaches, which a racing answerer does here. */
+/* The snapshot for an awake answerer or hook: NULL if asleep again since
+ * the hook's check. Before the process attached (at its start, in a forked
+ * child, or with no memory for a snapshot yet) `awake` holds
+ * MSP_HOT_UNATTACHED, so IsSaveTensorInSpecificDir, ReportOverflowKernel or
+ * an answerer loaded just before a fork attaches here. */
 static const struct msp_snap *awake_snapshot(void)
 {
     const struct msp_snap *s = msp_hot_awake();

@@ -37,7 +37,8 @@ _Static_assert(sizeof(msp_bool) == 1, "msp_hot_said copies one byte");
  * hooks' own answerer (hooks.c registers them when the library loads:
  * struct msp_hook_answerers); IsSaveTensorDesc answers, while the filters can
  * exclude a top-level op, from the verdict on this thread's current one
- * (msp_t_top_desc). Before the first attach every answerer attaches. */
+ * (msp_t_top_desc). Before the first attach every answerer attaches, once
+ * the hooks registered theirs (until then, every one says no). */
 typedef msp_bool (*msp_answerer)(void);
 typedef msp_bool (*msp_count_answerer)(uint64_t count);
 struct msp_answerers {
@@ -93,8 +94,8 @@ extern struct msp_hot msp_hot MSP_HIDDEN;
  * as is. Initial-exec, so the adapter reads it inline; 1 on a thread that never
  * set up a top-level op. */
 extern __thread uint8_t msp_t_top_desc MSP_HIDDEN __attribute__((tls_model("initial-exec")));
-/* Not a snapshot: makes every inline predicate take its slow path, which
- * attaches, until the process has attached. */
+/* Not a snapshot: `awake` until the process has attached, so a hook that
+ * checks `awake` (hooks.c) attaches first. */
 extern struct msp_snap msp_hot_unattached MSP_HIDDEN;
 #define MSP_HOT_UNATTACHED (&msp_hot_unattached)
 
@@ -121,7 +122,7 @@ static inline msp_bool msp_hot_said(uint8_t a)
     return r;
 }
 
-/* The snapshot the awake halves answer from (NULL: asleep again). */
+/* The snapshot the awake answerers answer from (NULL: asleep again). */
 static inline struct msp_snap *msp_hot_awake(void)
 {
     return __atomic_load_n(&msp_hot.awake, __ATOMIC_ACQUIRE);
