@@ -9,8 +9,10 @@ with callgrind, which is exact whatever else the machine does."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import statistics
 import subprocess
 import tempfile
 import time
@@ -20,7 +22,6 @@ from bench.common import (
     ATBSIM,
     REPO,
     atb_env,
-    median_time,
     probe_env,
     run_atbsim,
     stop_daemon,
@@ -41,13 +42,28 @@ def _ops_per_run(output: Path) -> int:
         return max(block.procs(), key=lambda p: p.start_ns).ops_seen
 
 
-def _measure(env: dict[str, str], output: Path | None) -> tuple[float, float, int]:
-    """(short run s, long run s, extra runner setups of the long run)."""
-    short = median_time(lambda: run_atbsim(BASE + SHORT, env), REPEAT)
-    ops_short = _ops_per_run(output) if output else 0
-    long = median_time(lambda: run_atbsim(BASE + LONG, env), REPEAT)
-    ops_long = _ops_per_run(output) if output else 0
-    return short, long, ops_long - ops_short
+def _run_cpu(args: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall s, the stand-in process's own user+sys CPU s) of one `atbsim run ARGS`."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([str(ATBSIM), "run", *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"atbsim run {' '.join(args)} failed")
+    return time.perf_counter() - start, usage.ru_utime + usage.ru_stime
+
+
+def _measure(env: dict[str, str], output: Path | None) -> dict[str, float]:
+    """Medians of REPEAT short and long runs' wall and CPU ("short", "long",
+    "short_cpu", "long_cpu"), and "ops": the long run's extra runner setups."""
+    got = {}
+    for name, args in (("short", SHORT), ("long", LONG)):
+        runs = [_run_cpu(BASE + args, env) for _ in range(REPEAT)]
+        got[name] = statistics.median(w for w, _ in runs)
+        got[f"{name}_cpu"] = statistics.median(c for _, c in runs)
+        got[f"{name}_ops"] = _ops_per_run(output) if output else 0
+    got["ops"] = got.pop("long_ops") - got.pop("short_ops")
+    return got
 
 
 def _instructions(env: dict[str, str], tmp: Path, args: list[str]) -> int:
@@ -146,11 +162,17 @@ def _instruction_lines(env: dict[str, str], tmp: Path, ops: int) -> list[str]:
 def run() -> list[str]:
     with tempfile.TemporaryDirectory(prefix="msprobe-bench-") as tmp:
         out, cfg = Path(tmp), Path(tmp) / "config.json"
-        base_s, base_l, _ = _measure(atb_env(), None)
+        base = _measure(atb_env(), None)
         write_config(cfg, dump_enable=False)
         env = probe_env(out, cfg)
         run_atbsim(BASE + SHORT, env)  # starts the daemon
-        asleep_s, asleep_l, ops = _measure(env, out)
+        # the per-setup slopes without the exit's wait for the control plane's
+        # build: once per process, it varies by tens of ms with the daemon's timing
+        slope_env = {**env, "MSPROBE_ATB_EXIT_BUILD_MS": "0"}
+        asleep = _measure(slope_env, out)
+        ops = asleep["ops"]
+        once = {"with": statistics.median(run_atbsim(BASE + SHORT, env) for _ in range(REPEAT)),
+                "without": asleep["short"]}
         loop = shutil.which("valgrind") is not None
         per_op, wall = {}, {}
         if loop:
@@ -166,7 +188,7 @@ def run() -> list[str]:
         if loop:
             per_op["probe, awake-idle (exec_range none)"] = _hook_loop_per_op(env, out)
             wall["probe, awake-idle"] = _hook_loop_wall(env)
-        idle_s, idle_l, _ = _measure(env, out)
+        idle = _measure(slope_env, out)
         if loop:
             write_config(cfg, dump_enable=True, ids="2")
             run_atbsim(BASE + SHORT, env)
@@ -182,19 +204,29 @@ def run() -> list[str]:
             instruction_lines[:0] = ["hook loop: valgrind not found, skipped"]
         stop_daemon(out)
 
-    def per_op(short: float, long: float) -> float:
-        return ((long - short) - (base_l - base_s)) / ops * 1e9
+    def per_op(m: dict[str, float], key: str = "") -> float:
+        return ((m[f"long{key}"] - m[f"short{key}"]) - (base[f"long{key}"] - base[f"short{key}"])) \
+            / ops * 1e9
+
+    def runs(m: dict[str, float]) -> str:
+        return (f"short {m['short'] * 1e3:7.1f} ms   long {m['long'] * 1e3:7.1f} ms"
+                f" (CPU {m['short_cpu'] * 1e3:.1f}, {m['long_cpu'] * 1e3:.1f} ms)")
 
     return [
         f"workload: atbsim run {' '.join(BASE)} with {' '.join(SHORT)} and {' '.join(LONG)}"
-        f" ({ops} more runner setups in the long run); medians of {REPEAT}",
-        f"no probe:      short {base_s * 1e3:7.1f} ms   long {base_l * 1e3:7.1f} ms",
-        f"probe asleep:  short {asleep_s * 1e3:7.1f} ms   long {asleep_l * 1e3:7.1f} ms"
-        f"   long-run ratio {asleep_l / base_l:.3f}",
-        f"probe awake, exec_range none: short {idle_s * 1e3:7.1f} ms   long {idle_l * 1e3:7.1f} ms"
-        f"   long-run ratio {idle_l / base_l:.3f}",
-        f"wall time per runner setup, with its execute's hooks: asleep"
-        f" {per_op(asleep_s, asleep_l):+.0f} ns, awake-idle {per_op(idle_s, idle_l):+.0f} ns"
-        f" (the stand-in's own: {(base_l - base_s) / ops * 1e9:.0f} ns)",
+        f" ({ops} more runner setups in the long run); medians of {REPEAT};"
+        " with the probe, MSPROBE_ATB_EXIT_BUILD_MS=0 (the exit's wait is once per process)",
+        f"no probe:      {runs(base)}",
+        f"probe asleep:  {runs(asleep)}   long-run ratio {asleep['long'] / base['long']:.3f}",
+        f"probe awake, exec_range none: {runs(idle)}   long-run ratio"
+        f" {idle['long'] / base['long']:.3f}",
+        f"per runner setup, with its execute's hooks: wall asleep {per_op(asleep):+.0f} ns,"
+        f" awake-idle {per_op(idle):+.0f} ns; the stand-in's own CPU asleep"
+        f" {per_op(asleep, '_cpu'):+.0f} ns, awake-idle {per_op(idle, '_cpu'):+.0f} ns"
+        f" (the stand-in's own: {(base['long'] - base['short']) / ops * 1e9:.0f} ns)",
+        f"once per process, asleep: the short run takes {once['with'] * 1e3:.1f} ms with the"
+        f" exit's wait for the control plane's build of its files (default"
+        f" MSPROBE_ATB_EXIT_BUILD_MS), {once['without'] * 1e3:.1f} ms without it,"
+        f" {base['short'] * 1e3:.1f} ms without the probe",
         *instruction_lines,
     ]
