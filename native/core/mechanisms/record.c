@@ -144,6 +144,19 @@ void msp_rec_release_reserve(void)
                   (off_t)(end - size));
 }
 
+/* The kind of the record being built in b ({"k":"<kind>",...}), for messages. */
+static const char *record_kind(const struct jbuf *b, size_t *n)
+{
+    static const char head[] = "{\"k\":\"";
+    size_t h = sizeof head - 1;
+    *n = 0;
+    if (b->len <= h || memcmp(b->p, head, h) != 0)
+        return "";
+    const char *end = memchr(b->p + h, '"', b->len - h);
+    *n = end ? (size_t)(end - (b->p + h)) : 0;
+    return b->p + h;
+}
+
 static int commit(struct jbuf *b, int final)
 {
     jb_raw(b, "}\n", 2);
@@ -156,9 +169,12 @@ static int commit(struct jbuf *b, int final)
         if (!__atomic_load_n(&g_no_fallocate, __ATOMIC_RELAXED) &&
             __atomic_load_n(&g_size, __ATOMIC_ACQUIRE) + b->len + FLOOR > end &&
             !extend(fd, b->len) && !final) {
-            /* no room left but the floor: the exit record counts this one */
-            msp_log_error("no room for the record log: a record is held back (the exit "
-                          "record counts the tensors it held, per round)");
+            /* no room left but the floor: the exit record counts a tensor's */
+            size_t kn = 0;
+            const char *kind = record_kind(b, &kn);
+            int tensor = kn == 6 && memcmp(kind, "tensor", 6) == 0;
+            msp_log_error("no room for the record log: a %.*s record is held back%s", (int)kn,
+                          kind, tensor ? " (the exit record counts its tensor, per round)" : "");
             jb_free(b);
             return -1;
         }
