@@ -81,6 +81,7 @@ class Round:
     count: int = 0
     lost: int = 0
     unlisted: int = 0  # of `lost`: tensors without a row (no record of their own)
+    params_lost: int = 0  # op_param.json files not written
     last_t: int = 0
     procs: set[ProcKey] = field(default_factory=set)
     # processes whose shim said the round has all its records (a `round` record)
@@ -179,6 +180,8 @@ class TreeBuilder:
             if tp:
                 self._learn_device(p, tp.dev_pid)
                 self._moved_to(p, tp.round_key, rec)
+                if rec.get("file") == "lost":
+                    self._lost_params(p, tp.round_key, 1, rec)
         elif kind == "graph":
             self._add_graph(p, rec)
         elif kind == "topo":
@@ -259,10 +262,20 @@ class TreeBuilder:
         rnd.said_done.discard(p.key)  # a later request reuses the round number
         rnd.dirty = True
 
+    def _lost_params(self, p: Proc, round_key: RoundKey, n: int, rec: dict) -> None:
+        rnd = self._round(round_key)
+        rnd.params_lost += n
+        rnd.last_t = max(rnd.last_t, _int(rec.get("t"), 0))
+        rnd.procs.add(p.key)
+        rnd.dirty = True
+
     def _add_unrecorded(self, p: Proc, rec: dict) -> None:
         """Selected tensors that never got a record of their own (the record log
         had no room, or the process was killed: its exit record is then the
         daemon's), counted per round; "" is a round the shim could not name."""
+        params = _int(rec.get("params_unrecorded"), 0)
+        if params > 0 and p.last_round is not None:  # their rounds are not known
+            self._lost_params(p, p.last_round, params, rec)
         unrecorded = rec.get("unrecorded")
         if not isinstance(unrecorded, dict):
             return
@@ -350,6 +363,7 @@ class TreeBuilder:
             fields = json.loads(marker or b"")
             rnd.count, rnd.lost = fields["rows"], fields["lost"]
             rnd.unlisted = fields.get("lost_without_row", 0)
+            rnd.params_lost = fields.get("params_lost", 0)
             done = fields.get("complete_at")
             rnd.last_t = round(_dt.datetime.fromisoformat(done.replace("Z", "+00:00"))
                                .timestamp() * 1e3) * 1_000_000 if done else 0
@@ -470,6 +484,8 @@ class TreeBuilder:
                       "complete_at": iso_time(rnd.last_t) if rnd.last_t else None}
             if rnd.unlisted:
                 fields["lost_without_row"] = rnd.unlisted
+            if rnd.params_lost:
+                fields["params_lost"] = rnd.params_lost
             marker = dumps(fields)
             if marker != rnd.marker:
                 if self._write((base + (MARKER,), marker)):

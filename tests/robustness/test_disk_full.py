@@ -31,6 +31,13 @@ FILES = ("bin", "linked", "stub")  # records whose tensor has a file
 FS_KIB = 2048
 
 
+def lost_params(recs: list[dict]) -> int:
+    """op_param.json files not written, per the record log."""
+    (ex,) = [x for x in recs if x["k"] == "exit"]
+    return (sum(x["k"] == "param" and x["file"] == "lost" for x in recs)
+            + ex.get("params_unrecorded", 0))
+
+
 @pytest.fixture(scope="module")
 def full_run(module_fs):
     """One run of the small model, dumping everything, into a disk that fills up."""
@@ -90,6 +97,11 @@ def test_every_lost_tensor_is_in_the_record_log(full_run):
     # stats, on the tree the full disk left, counts as the record log does
     s = json.loads(cli("stats", str(out), "--json").stdout)
     assert s["lost"] == lost + unrecorded
+    # op_param.json files too: replay needs them, and a lost one was never counted
+    params = lost_params(recs)
+    assert params > 0 and s["params_lost"] == params
+    assert f"LOST: {params} op_param.json files were not written (record logs)" in \
+        cli("stats", str(out)).stdout
     assert s["record_logs"]["tensors"] == sum(x["k"] == "tensor" for x in recs)
     # and so does stats of several dumps (ranks side by side), per dump
     r = cli("stats", str(out), str(out))
@@ -129,6 +141,7 @@ def test_rebuild_once_there_is_room_again(full_run):
     markers = [json.loads(m.read_text()) for m in (root / "data").glob("*/*/ROUND_COMPLETE.json")]
     assert sum(m["lost"] for m in markers) == proc["errors"] + proc["drops"]
     assert sum(m.get("lost_without_row", 0) for m in markers) == sum(ex["unrecorded"].values())
+    assert sum(m.get("params_lost", 0) for m in markers) == lost_params(records(root)) > 0
     assert sum(e["Data Status"] == "lost" for _, _, e in csv_rows(root)) == lost
     # The offline tools read a dump with lost rows (their files do not exist), and
     # compare says it is not a pass: the lost tensors could not be compared.
@@ -137,6 +150,8 @@ def test_rebuild_once_there_is_room_again(full_run):
         r = cli(*args)
         assert r.returncode == rc and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
     assert "LOST: " in r.stdout and "NOT A PASS" in r.stdout
+    r = cli("stats", str(out))
+    assert "op_param.json files were not written (round markers)" in r.stdout, r.stdout
 
 
 def test_attach_on_a_full_disk_does_not_kill_the_host(tmp_path, small_fs):

@@ -29,6 +29,8 @@ MARKER = "ROUND_COMPLETE.json"
 _TENSOR = b'{"k":"tensor",'
 _LOST = tuple(b'"task":"%s","file":"lost"' % t for t in (b"tensor", b"statistics", b"all"))
 _PATH = re.compile(rb'\{"k":"tensor","t":\d+,"seq":\d+,"path":"/?([^"/\\]+)/([^"/\\]+)/')
+# a JSON string holds no bare quote, so "file":"lost" can only be the record's own key
+_PARAM_LOST = re.compile(rb'\{"k":"param",[^\n]*?"file":"lost"')
 _EXIT = re.compile(rb'\{"k":"exit",[^\n]*')
 
 
@@ -38,6 +40,7 @@ class LogTally:
 
     tensors: int = 0  # tensor records
     lost: int = 0  # of them `lost`, plus the exit records' `unrecorded`
+    params_lost: int = 0  # op_param.json files not written (records, exit records)
     rounds: set[tuple[str, str]] = field(default_factory=set)
     bad_lines: int = 0
     unclosed: int = 0  # logs of finished processes without an exit record: counts short
@@ -48,6 +51,7 @@ class LogTally:
 class Losses:
     lost: int = 0  # per the round markers: selected tensors not written
     without_row: int = 0  # of them, with no row of their own (their record found no room)
+    params_lost: int = 0  # per the round markers: op_param.json files not written
     behind: str = ""  # why the derived files do not hold every record ("" if they do)
     logs: LogTally | None = None  # the record logs' counts, when `behind`
 
@@ -76,6 +80,7 @@ def _tally_blob(out: LogTally, blob: bytes) -> bool:
         blob = b"\n".join(line[max(0, line.rfind(RECORD_START)):] for line in lines) + b"\n"
     out.tensors += blob.count(_TENSOR)
     out.lost += sum(blob.count(x) for x in _LOST)
+    out.params_lost += len(_PARAM_LOST.findall(blob))
     out.rounds.update((a.decode(), b.decode()) for a, b in set(_PATH.findall(blob)))
     exits = _EXIT.findall(blob)
     for line in exits:
@@ -84,7 +89,11 @@ def _tally_blob(out: LogTally, blob: bytes) -> bool:
         except (ValueError, RecursionError):
             out.bad_lines += 1
             continue
-        unrecorded = rec.get("unrecorded") if isinstance(rec, dict) else None
+        if not isinstance(rec, dict):
+            continue
+        params = rec.get("params_unrecorded")
+        out.params_lost += params if isinstance(params, int) and params > 0 else 0
+        unrecorded = rec.get("unrecorded")
         for key, n in unrecorded.items() if isinstance(unrecorded, dict) else ():
             if isinstance(n, int) and n > 0:
                 out.lost += n
@@ -113,8 +122,9 @@ def tally_logs(dump_root: Path) -> LogTally:
     return out
 
 
-def _marker_counts(layout: DumpLayout) -> tuple[int, int]:
-    lost = without_row = 0
+def _marker_counts(layout: DumpLayout) -> tuple[int, int, int]:
+    """(lost tensors, of them without a row, lost op_param.json files) per the markers."""
+    lost = without_row = params = 0
     for rd in layout.rounds:
         try:
             m = json.loads((rd.path / MARKER).read_text())
@@ -124,7 +134,9 @@ def _marker_counts(layout: DumpLayout) -> tuple[int, int]:
             lost += m["lost"] if isinstance(m.get("lost"), int) else 0
             n = m.get("lost_without_row")
             without_row += n if isinstance(n, int) else 0
-    return lost, without_row
+            n = m.get("params_lost")
+            params += n if isinstance(n, int) else 0
+    return lost, without_row, params
 
 
 def _behind(dump_root: Path) -> tuple[str, bool]:
@@ -151,9 +163,10 @@ def dump_losses(layout: DumpLayout) -> Losses:
     """The losses of a dump under an `atb_dump_data` root (nothing otherwise)."""
     if layout.root is None:
         return Losses()
-    lost, without_row = _marker_counts(layout)
+    lost, without_row, params = _marker_counts(layout)
     behind, count = _behind(layout.root)
-    return Losses(lost, without_row, behind, tally_logs(layout.root) if count else None)
+    return Losses(lost, without_row, params, behind,
+                  tally_logs(layout.root) if count else None)
 
 
 def losses_summary(layout) -> dict:
@@ -164,8 +177,10 @@ def losses_summary(layout) -> dict:
     return {
         "lost": logs.lost if logs else losses.lost,
         "lost_without_row": losses.without_row,
+        "params_lost": logs.params_lost if logs else losses.params_lost,
         "derived_behind": losses.behind,
-        "record_logs": {"tensors": logs.tensors, "lost": logs.lost, "rounds": len(logs.rounds),
+        "record_logs": {"tensors": logs.tensors, "lost": logs.lost,
+                        "params_lost": logs.params_lost, "rounds": len(logs.rounds),
                         "unclosed": logs.unclosed, "running": logs.running,
                         "bad_lines": logs.bad_lines}
         if logs else None,
@@ -194,4 +209,8 @@ def format_losses(s: dict, tensors: int) -> list[str]:
         lines.append(f"  LOST: {s['lost']} selected tensors were not written (round markers)"
                      + (f", {s['lost_without_row']} of them without a statistic.csv row: "
                         "their record found no room" if s["lost_without_row"] else ""))
+    if s["params_lost"]:
+        lines.append(f"  LOST: {s['params_lost']} op_param.json files were not written"
+                     f" ({'record logs' if logs else 'round markers'}); `msprobe-atb replay`"
+                     " cannot replay their ops")
     return lines

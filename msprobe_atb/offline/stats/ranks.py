@@ -90,7 +90,7 @@ def format_ranks(s: dict, dumps: list[str], limit: int = 20) -> str:
         lines.append(f"{r['host']:<16} {r['dev_pid']:<14} {_fmt(r['device']):>6} "
                      f"{r['rounds']:>6} {r['tensors']:>8} {r['nonfinite_tensors']:>7} "
                      f"{_fmt(r['max_norm']):>12}  {first}")
-    short = [d for d in s["losses"] if d["lost"] or d["derived_behind"]]
+    short = [d for d in s["losses"] if d["lost"] or d["params_lost"] or d["derived_behind"]]
     for d in short:
         lines.append(f"{d['dump']}:")
         lines += format_losses(d, d["tensors"])

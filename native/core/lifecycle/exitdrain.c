@@ -74,6 +74,9 @@ static void exit_record(int drained, uint64_t lost)
     jb_ku64(&b, "overflow_events", __atomic_load_n(&p->overflow_events, __ATOMIC_RELAXED));
     /* selected tensors whose own record found no room (a full disk), per round */
     msp_pending_json(&b, "unrecorded", p);
+    uint64_t params = msp_params_unrecorded(); /* lost op_param.json files, likewise */
+    if (params)
+        jb_ku64(&b, "params_unrecorded", params);
     if (msp_rec_commit_final(&b) == 0)
         msp_pending_clear(p);
     msp_rec_release_reserve();

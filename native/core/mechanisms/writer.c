@@ -137,6 +137,10 @@ static void desc_of(const struct msp_item *it, struct msp_tensor_desc *d)
     d->hash = 0;
 }
 
+/* Lost op_param.json files whose own `lost` record found no room (the exit
+ * record counts them). */
+static uint64_t g_params_unrecorded;
+
 static void param_record(uint64_t seq, const char *path, size_t pathn, const char *file,
                          const char *note)
 {
@@ -147,7 +151,13 @@ static void param_record(uint64_t seq, const char *path, size_t pathn, const cha
     jb_kcstr(&b, "file", file);
     if (note)
         jb_kcstr(&b, "note", note);
-    msp_rec_commit(&b);
+    if (msp_rec_commit(&b) != 0 && strcmp(file, "lost") == 0)
+        __atomic_fetch_add(&g_params_unrecorded, 1, __ATOMIC_RELAXED);
+}
+
+uint64_t msp_params_unrecorded(void)
+{
+    return __atomic_load_n(&g_params_unrecorded, __ATOMIC_RELAXED);
 }
 
 void msp_param_lost(uint64_t seq, const char *path, size_t pathn, const char *note)
