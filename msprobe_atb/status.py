@@ -194,6 +194,7 @@ def collect(dump_root: Path) -> dict[str, Any]:
                 "tensors_written": s.tensors_written, "bytes_written": s.bytes_written,
                 "queue_depth": s.queue_depth, "queue_bytes": s.queue_bytes,
                 "drops": s.drops, "errors": s.errors, "records": s.records,
+                "params_lost": s.params_lost, "params_unrecorded": s.params_unrecorded,
                 "overflow_events": s.overflow_events,
                 "linked": s.linked, "link_refused": s.link_refused,
                 "host_s": round(s.host_ns / 1e9, 3),
@@ -311,6 +312,9 @@ def render(st: dict[str, Any]) -> str:
         if p["drops"] or p["errors"]:
             lines.append(f"    LOST: {p['drops']} dropped (queue full, policy drop), "
                          f"{p['errors']} failed (see .probe/daemon.log and the record log)")
+        if p["params_lost"]:
+            lines.append(f"    LOST: {p['params_lost']} op_param.json files not written "
+                         "(`msprobe-atb replay` cannot replay their ops)")
     if "recorder" in cfg or st["recorder"]["incidents_total"]:
         lines.append(recorder_status.render_block(st["recorder"]))
     r = st["rounds"]

@@ -69,6 +69,8 @@ class ProcSlot:
     rec_incident: int = 0
     built: int = 0
     next_picking: int = 0  # exec_range "next": executions of models not known yet, dumping
+    params_lost: int = 0  # op_param.json files not written
+    params_unrecorded: int = 0  # of them, those whose own record found no room
     pending_other: int = 0
     models: tuple[ProcModel, ...] = ()
 

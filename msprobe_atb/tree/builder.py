@@ -71,6 +71,12 @@ def iso_time(t_ns: int) -> str:
         timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _named_round(key: object) -> RoundKey | None:
+    """The round an exit record's `unrecorded` key names ("" names none)."""
+    parts = [x for x in str(key).split("/") if x]
+    return (parts[0], parts[1]) if len(parts) == 2 else None
+
+
 @dataclass
 class Round:
     key: RoundKey
@@ -273,16 +279,21 @@ class TreeBuilder:
         """Selected tensors that never got a record of their own (the record log
         had no room, or the process was killed: its exit record is then the
         daemon's), counted per round; "" is a round the shim could not name."""
-        params = _int(rec.get("params_unrecorded"), 0)
-        if params > 0 and p.last_round is not None:  # their rounds are not known
-            self._lost_params(p, p.last_round, params, rec)
         unrecorded = rec.get("unrecorded")
         if not isinstance(unrecorded, dict):
-            return
+            unrecorded = {}
+        params = _int(rec.get("params_unrecorded"), 0)
+        if params > 0:  # their rounds are not known: the process's last one
+            named = [k for k in map(_named_round, unrecorded) if k]
+            round_key = p.last_round or (named[-1] if named else None)
+            if round_key is None:
+                self._problem("params", f"pid {p.key.pid}: {params} op_param.json files were "
+                              "not written, in rounds its record log does not name")
+            else:
+                self._lost_params(p, round_key, params, rec)
         for key, n in unrecorded.items():
             n = _int(n, 0)
-            parts = [x for x in str(key).split("/") if x]
-            round_key = (parts[0], parts[1]) if len(parts) == 2 else p.last_round
+            round_key = _named_round(key) or p.last_round
             if n <= 0 or round_key is None:
                 continue
             rnd = self._round(round_key)

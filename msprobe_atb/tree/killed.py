@@ -59,7 +59,9 @@ def close_killed(block, builder, drain) -> list[ProcKey]:
         lost = sum(unrecorded.values())
         rec = {"k": "exit", "t": time.time_ns(), "killed": not slot.exited, "drained": False,
                "lost": lost, **{c: getattr(slot, c) for c in _COUNTERS},
-               "unrecorded": unrecorded}
+               "unrecorded": unrecorded,
+               **({"params_unrecorded": slot.params_unrecorded} if slot.params_unrecorded
+                  else {})}
         how = ("exited, but its exit record found no room in its record log" if slot.exited
                else "died before its exit drain")
         try:

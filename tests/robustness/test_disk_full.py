@@ -76,6 +76,9 @@ def test_status_balances_after_a_full_disk(full_run):
     assert proc["tensors_selected"] == (proc["tensors_written"] + proc["errors"]
                                         + proc["drops"])
     assert st["all_written"]
+    # the op_param.json files it lost are said on their own
+    assert f"LOST: {proc['params_lost']} op_param.json files not written" in \
+        cli("status", str(full_run[1])).stdout
 
 
 def test_every_lost_tensor_is_in_the_record_log(full_run):
@@ -99,7 +102,7 @@ def test_every_lost_tensor_is_in_the_record_log(full_run):
     assert s["lost"] == lost + unrecorded
     # op_param.json files too: replay needs them, and a lost one was never counted
     params = lost_params(recs)
-    assert params > 0 and s["params_lost"] == params
+    assert params == proc["params_lost"] > 0 and s["params_lost"] == params
     assert f"LOST: {params} op_param.json files were not written (record logs)" in \
         cli("stats", str(out)).stdout
     assert s["record_logs"]["tensors"] == sum(x["k"] == "tensor" for x in recs)
@@ -206,6 +209,12 @@ def test_no_room_even_for_the_exit_record(tmp_path, small_fs):
     assert sum(m["lost"] for m in markers) == lost
     s = json.loads(cli("stats", str(out), "--json").stdout)
     assert s["lost"] == lost and not s["derived_behind"]
+    # the op_param.json files, counted in the slot (their records found no room either)
+    # and carried by the exit record the control plane wrote, in a round it names
+    params = proc["params_unrecorded"]
+    assert params == proc["params_lost"] > 0
+    assert sum(m.get("params_lost", 0) for m in markers) == params
+    assert s["params_lost"] == params
 
 
 def test_a_file_whose_record_found_no_room_is_taken_back(tmp_path, small_fs):

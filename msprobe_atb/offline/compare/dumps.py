@@ -365,8 +365,8 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
     structure = structure_differences(g, t, pairs, golden.layout.info, target.layout.info)
     scope = check_scope(g, t, pairs, rows, structure, min_matched, pair_by_id,
                         report.lost_why)
-    scope.notes = scope_notes + scope.notes
-    scope.losses = _losses(golden, target)
+    scope.losses, param_notes = _losses(golden, target)
+    scope.notes = scope_notes + scope.notes + param_notes
     res = CompareResult(rows, pairs, notes, golden.problems + target.problems, engine=report,
                         scope=scope, models={**model_map(g), **model_map(t)})
     fd = first_divergence(res)
@@ -375,16 +375,21 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
     return res
 
 
-def _losses(golden: Dump, target: Dump) -> list[str]:
-    """What each dump root lost or its derived files lack, as `stats` says it."""
-    lines = []
+def _losses(golden: Dump, target: Dump) -> tuple[list[str], list[str]]:
+    """What each dump root lost or its derived files lack, as `stats` says it (not a
+    pass), and the notes of roots that lost op_param.json files only (their tensors
+    are all compared; replay lacks those ops' params)."""
+    lines, notes = [], []
     for side, dump in (("golden", golden), ("target", target)):
         for layout in dump.layouts():
             s = losses_summary(layout)
             if s["lost"] or s["derived_behind"]:
                 lines.append(f"  {side} {layout.root}:")
                 lines += ["  " + line for line in format_losses(s, _rows_of(dump, layout))]
-    return lines
+            elif s["params_lost"]:
+                notes.append(f"{side} {layout.root}: {s['params_lost']} op_param.json files "
+                             "were not written; `msprobe-atb replay` cannot replay their ops")
+    return lines, notes
 
 
 def _rows_of(dump: Dump, layout) -> int:

@@ -7,6 +7,8 @@ record). The round markers carry the same counts once the control plane has
 written them. When `.probe/built.json` says the derived files do not hold every
 record (not built yet, or a full disk kept them out), the logs are tallied here,
 so `stats` says what it cannot see instead of reporting less as everything.
+Lost op_param.json files are counted the same way (markers' `params_lost`, or the
+logs' lost param records and exit records' `params_unrecorded`).
 """
 
 from __future__ import annotations

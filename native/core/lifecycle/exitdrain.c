@@ -74,7 +74,8 @@ static void exit_record(int drained, uint64_t lost)
     jb_ku64(&b, "overflow_events", __atomic_load_n(&p->overflow_events, __ATOMIC_RELAXED));
     /* selected tensors whose own record found no room (a full disk), per round */
     msp_pending_json(&b, "unrecorded", p);
-    uint64_t params = msp_params_unrecorded(); /* lost op_param.json files, likewise */
+    /* lost op_param.json files whose record found no room, likewise */
+    uint64_t params = __atomic_load_n(&p->params_unrecorded, __ATOMIC_RELAXED);
     if (params)
         jb_ku64(&b, "params_unrecorded", params);
     if (msp_rec_commit_final(&b) == 0)

@@ -328,6 +328,8 @@ int msp_ctl_claim_proc(struct msp_control *ctl, uint64_t pid, uint64_t start_ns)
             uint64_t *counters = &p->ops_seen;
             for (uint64_t *c = counters; c <= &p->built; c++)
                 STORE(c, 0);
+            STORE(&p->params_lost, 0);
+            STORE(&p->params_unrecorded, 0);
             STORE(&p->pending_other, 0);
             for (int k = 0; k < MSP_PENDING_ROUNDS; k++)
                 STORE(&p->pending[k].state, 0);

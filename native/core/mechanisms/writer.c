@@ -137,10 +137,6 @@ static void desc_of(const struct msp_item *it, struct msp_tensor_desc *d)
     d->hash = 0;
 }
 
-/* Lost op_param.json files whose own `lost` record found no room (the exit
- * record counts them). */
-static uint64_t g_params_unrecorded;
-
 static void param_record(uint64_t seq, const char *path, size_t pathn, const char *file,
                          const char *note)
 {
@@ -151,18 +147,15 @@ static void param_record(uint64_t seq, const char *path, size_t pathn, const cha
     jb_kcstr(&b, "file", file);
     if (note)
         jb_kcstr(&b, "note", note);
+    /* a lost one whose record found no room: the slot counts it for the exit record */
     if (msp_rec_commit(&b) != 0 && strcmp(file, "lost") == 0)
-        __atomic_fetch_add(&g_params_unrecorded, 1, __ATOMIC_RELAXED);
-}
-
-uint64_t msp_params_unrecorded(void)
-{
-    return __atomic_load_n(&g_params_unrecorded, __ATOMIC_RELAXED);
+        MSP_COUNT(params_unrecorded, 1);
 }
 
 void msp_param_lost(uint64_t seq, const char *path, size_t pathn, const char *note)
 {
     msp_log_error("%.*s not written: %s", (int)(pathn > 300 ? 300 : pathn), path, note);
+    MSP_COUNT(params_lost, 1);
     param_record(seq, path, pathn, "lost", note);
 }
 

@@ -41,8 +41,6 @@ int msp_tensor_record(const struct msp_tensor_desc *d, const char *file, const c
 void msp_tensor_lost(const struct msp_tensor_desc *d, const char *note);
 /* An op_param.json that will not be written. */
 void msp_param_lost(uint64_t seq, const char *path, size_t pathn, const char *note);
-/* How many of those found no room for their own record. */
-uint64_t msp_params_unrecorded(void);
 /* The same for a queued item (tensor or param). */
 void msp_item_lost(const struct msp_item *it, const char *note);
 

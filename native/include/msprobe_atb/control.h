@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #define MSP_CTL_MAGIC 0x4c54434250534d31
-#define MSP_CTL_VERSION 9
+#define MSP_CTL_VERSION 10
 
 #define MSP_MAX_RANGES 32
 #define MSP_MAX_IDS 128
@@ -234,6 +234,8 @@ struct msp_proc {
     uint64_t next_picking;     /* exec_range "next": executions begun after the edit, of a
                                   model not known yet, being dumped now (their model and
                                   round are fixed when they end) */
+    uint64_t params_lost;      /* op_param.json files not written (layout version 10) */
+    uint64_t params_unrecorded;/* of them, those whose own `lost` record found no room */
     uint64_t pending_other;    /* like pending[], for tensors of rounds without an entry */
     struct msp_pending pending[MSP_PENDING_ROUNDS];
     uint64_t n_models;         /* entries of models[] in use (layout version 6) */
