@@ -187,7 +187,7 @@ class TreeBuilder:
                 self._learn_device(p, tp.dev_pid)
                 self._moved_to(p, tp.round_key, rec)
                 if rec.get("file") == "lost":
-                    self._lost_params(p, tp.round_key, 1, rec)
+                    self._counted_in(p, tp.round_key, rec).params_lost += 1
         elif kind == "graph":
             self._add_graph(p, rec)
         elif kind == "topo":
@@ -268,17 +268,20 @@ class TreeBuilder:
         rnd.said_done.discard(p.key)  # a later request reuses the round number
         rnd.dirty = True
 
-    def _lost_params(self, p: Proc, round_key: RoundKey, n: int, rec: dict) -> None:
+    def _counted_in(self, p: Proc, round_key: RoundKey, rec: dict) -> Round:
+        """The round a loss record `rec` of process p counts in, marked as touched."""
         rnd = self._round(round_key)
-        rnd.params_lost += n
         rnd.last_t = max(rnd.last_t, _int(rec.get("t"), 0))
         rnd.procs.add(p.key)
         rnd.dirty = True
+        return rnd
 
     def _add_unrecorded(self, p: Proc, rec: dict) -> None:
         """Selected tensors that never got a record of their own (the record log
         had no room, or the process was killed: its exit record is then the
-        daemon's), counted per round; "" is a round the shim could not name."""
+        daemon's), counted per round; "" is a round the shim could not name. And
+        op_param.json files not written whose record found no room (in no round:
+        counted in the process's last one)."""
         unrecorded = rec.get("unrecorded")
         if not isinstance(unrecorded, dict):
             unrecorded = {}
@@ -290,18 +293,15 @@ class TreeBuilder:
                 self._problem("params", f"pid {p.key.pid}: {params} op_param.json files were "
                               "not written, in rounds its record log does not name")
             else:
-                self._lost_params(p, round_key, params, rec)
+                self._counted_in(p, round_key, rec).params_lost += params
         for key, n in unrecorded.items():
             n = _int(n, 0)
             round_key = _named_round(key) or p.last_round
             if n <= 0 or round_key is None:
                 continue
-            rnd = self._round(round_key)
+            rnd = self._counted_in(p, round_key, rec)
             rnd.lost += n
             rnd.unlisted += n
-            rnd.last_t = max(rnd.last_t, _int(rec.get("t"), 0))
-            rnd.procs.add(p.key)
-            rnd.dirty = True
 
     def _info_doc(self, p: Proc, rec: dict, kind: str, name_key: str, what: str, build):
         """(name, parsed JSON, the built doc) of a graph or topo record, or None when

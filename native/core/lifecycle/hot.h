@@ -21,10 +21,10 @@ struct msp_snap;
 
 #ifdef __cplusplus
 typedef bool msp_bool;
-static_assert(sizeof(msp_bool) == 1, "msp_hot_said copies one byte");
+static_assert(sizeof(msp_bool) == 1, "answers.c returns a byte as a bool");
 #else
 typedef _Bool msp_bool;
-_Static_assert(sizeof(msp_bool) == 1, "msp_hot_said copies one byte");
+_Static_assert(sizeof(msp_bool) == 1, "answers.c returns a byte as a bool");
 #endif
 
 /* What a predicate answers under the snapshot in force: the adapter
@@ -111,15 +111,6 @@ void msp_hot_update_slow(void) MSP_HIDDEN;
 static inline msp_bool msp_hot_is_awake(void)
 {
     return MSP_HOT_LOAD(msp_hot.awake) != NULL;
-}
-
-/* A byte known to be 0 or 1 as a bool: returned as loaded (a conversion
- * costs an instruction). */
-static inline msp_bool msp_hot_said(uint8_t a)
-{
-    msp_bool r;
-    __builtin_memcpy(&r, &a, 1);
-    return r;
 }
 
 /* The snapshot the awake answerers answer from (NULL: asleep again). */
