@@ -56,6 +56,11 @@ class State:
     building: bool = False  # not done only because records are not in the derived files
     refused: str = ""  # why the control plane refused the config file as it is now
 
+    @property
+    def params_lost(self) -> int:
+        """op_param.json files not written (no tensors: not in `lost`)."""
+        return sum(p["params_lost"] for p in self.status["processes"])
+
 
 def check(dump_root: Path) -> State:
     """One look at the dump: is it complete so far, and if not, what is missing."""
@@ -231,6 +236,8 @@ def outcome(state: State) -> str:
             + (f", {linked} of them hard links to identical ones" if linked else ""))
     if state.lost:
         text += f"; LOST {state.lost} (see `msprobe-atb status` and .probe/daemon.log)"
+    if state.params_lost:
+        text += f"; LOST {state.params_lost} op_param.json files"
     if state.unwritten:
         text += f"; NOT IN THE DERIVED FILES: {state.unwritten}"
     return text

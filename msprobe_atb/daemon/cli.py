@@ -49,8 +49,8 @@ def stop(output: str) -> int:
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             if block.daemon_pid != pid or not is_daemon(pid):
-                print(f"msprobe-atb: control plane (pid {pid}) finished; the dump in "
-                      f"{dump_root} is complete", file=sys.stderr)
+                print(f"msprobe-atb: control plane (pid {pid}) finished; {_ending(dump_root)}",
+                      file=sys.stderr)
                 return 0
             time.sleep(0.05)
         live = [s.pid for s in block.procs() if not s.exited and pid_alive(s.pid)]
@@ -60,6 +60,17 @@ def stop(output: str) -> int:
         print(f"msprobe-atb: control plane (pid {pid}) keeps running {what}; "
               f"`msprobe-atb status {dump_root}` shows progress", file=sys.stderr)
     return 0
+
+
+def _ending(dump_root) -> str:
+    """How the dump ended, as `wait` says it: complete only if nothing was lost and
+    every derived file is written (a full disk is no complete dump)."""
+    from msprobe_atb.wait import check, outcome
+
+    state = check(dump_root)
+    if state.done and not state.lost and not state.unwritten and not state.params_lost:
+        return f"the dump in {dump_root} is complete"
+    return f"the dump in {dump_root} is NOT complete: {outcome(state)}"
 
 
 def run(args: argparse.Namespace) -> int:

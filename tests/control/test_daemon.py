@@ -227,6 +227,7 @@ def test_stop_without_processes(out_dir, daemons, daemon_env):
         wait_until(lambda: block.daemon_pid == d.proc.pid, what="the daemon pid")
     r = cli("daemon", "--stop", "--output", str(out_dir), env=daemon_env)
     assert r.returncode == 0 and "finished" in r.stderr
+    assert r.stderr.rstrip().endswith("is complete"), r.stderr  # nothing selected, nothing lost
     assert d.wait_exit() == 0
 
 

@@ -155,6 +155,13 @@ def test_rebuild_once_there_is_room_again(full_run):
     assert "LOST: " in r.stdout and "NOT A PASS" in r.stdout
     r = cli("stats", str(out))
     assert "op_param.json files were not written (round markers)" in r.stdout, r.stdout
+    # unload stops the control plane: it said "the dump ... is complete" of this dump
+    config = fs.parent / "config.json"
+    assert cli("daemon", "--output", str(out), "--config", str(config)).returncode == 0
+    wait_until(lambda: status_now(out)["daemon"]["alive"], what="the control plane")
+    r = cli("daemon", "--stop", "--output", str(out))
+    assert "finished; the dump in" in r.stderr and "is NOT complete" in r.stderr, r.stderr
+    assert f"LOST {proc['errors'] + proc['drops']}" in r.stderr, r.stderr
 
 
 def test_attach_on_a_full_disk_does_not_kill_the_host(tmp_path, small_fs):
