@@ -23,7 +23,7 @@ from msprobe_atb.tree.names import os_path
 from ..compare.dumps import CompareResult, error_growth, first_divergence
 from ..read.table import Dump
 from ..stats.losses import format_losses
-from ..stats.summary import ranges_text, rounds_text, summarize
+from ..stats.summary import no_nonfinite_text, ranges_text, rounds_text, summarize
 from . import figures as figs
 from .headline import headline_blocks, load_tensors
 from .page_text import plot_json
@@ -162,8 +162,7 @@ def _incidents(page: Page, s: dict) -> None:
 def _first_nan(page: Page, s: dict, df: pl.DataFrame) -> None:
     firsts = s["first_nonfinite"]
     if not firsts:
-        page.sections.append(("first-nan", "First NaN/Inf",
-                              "<p class='ok'>No tensor holds NaN or Inf.</p>"))
+        page.sections.append(("first-nan", "First NaN/Inf", _clean_verdict(s)))
         return
     body = [_table(["process", "round", "op", "io", "index", "dtype", "NaN", "+Inf", "-Inf",
                     "tensor"],
@@ -210,12 +209,18 @@ def _layers(page: Page, df: pl.DataFrame, golden: pl.DataFrame | None, order: li
     page.sections.append(("layers", "Norm and abs-max per layer across rounds", "".join(body)))
 
 
-def _nan_map(page: Page, df: pl.DataFrame, order: list[str]) -> None:
+def _clean_verdict(s: dict, checked: str = "") -> str:
+    """No NaN/Inf, as `stats` says it (a dump that lost tensors is no all-clear)."""
+    whole = not (s["lost"] or s["derived_behind"])
+    return (f"<p class='{'ok' if whole else 'bad'}'>{html.escape(no_nonfinite_text(s))}"
+            f"{checked}</p>")
+
+
+def _nan_map(page: Page, s: dict, df: pl.DataFrame, order: list[str]) -> None:
     maps = figs.nan_map_figures(df, order)
     if not maps:
         rounds = df.get_column("round").n_unique()
-        body = (f"<p class='ok'>No tensor holds NaN or Inf: {len(order)} layers × {rounds} "
-                "round(s) checked.</p>")
+        body = _clean_verdict(s, f" {len(order)} layers × {rounds} round(s) checked.")
     else:
         body = "".join(page.plot(f) for f in maps)
     page.sections.append(("nan-map", "NaN/Inf map", body))
@@ -381,7 +386,7 @@ def build_report(dump: Dump, comparison: CompareResult | None = None,
     if df.height:
         _layers(page, df, gdf, order, s)
         step()
-        _nan_map(page, df, order)
+        _nan_map(page, s, df, order)
     step()
     if comparison is not None:
         _comparison(page, comparison, golden_label or "", order, golden)

@@ -189,6 +189,17 @@ def rounds_text(p: dict) -> str:
     return "; ".join(f"{rounds_label(r, k)} ({len(r)})" for k, r in by_model.items())
 
 
+def no_nonfinite_text(s: dict) -> str:
+    """The verdict of a summary `s` whose tensors hold no NaN/Inf: over every tensor
+    only when the dump lost none and its derived files hold every record."""
+    if not (s["lost"] or s["derived_behind"]):
+        return "No NaN/Inf in any tensor."
+    return (f"No NaN/Inf in the {s['tensors']} tensors read; "
+            + (f"{s['lost']} selected tensors were lost and " if s["lost"] else
+               "the records the derived files lack ")
+            + "could not be checked.")
+
+
 def format_text(s: dict) -> str:
     lines = [f"Dump {s['dump']}: {s['tensors']} tensors"]
     for p in s["processes"]:
@@ -212,13 +223,8 @@ def format_text(s: dict) -> str:
                      "(msprobe-atb incidents DIR for the reports)")
         lines += ["  " + line for d in s["incidents"] for line in format_incident(d).split("\n")]
         lines.append("")
-    if not s["first_nonfinite"] and (s["lost"] or s["derived_behind"]):
-        lines.append(f"No NaN/Inf in the {s['tensors']} tensors read; "
-                     + (f"{s['lost']} selected tensors were lost and " if s["lost"] else
-                        "the records the derived files lack ")
-                     + "could not be checked.")
-    elif not s["first_nonfinite"]:
-        lines.append("No NaN/Inf in any tensor.")
+    if not s["first_nonfinite"]:
+        lines.append(no_nonfinite_text(s))
     for f in s["first_nonfinite"]:
         lines.append(f"FIRST NaN/Inf in {f['dev_pid']}: {f['round_label']}, {f['op']} "
                      f"{f['io']} {f['index']} ({f['dtype']} {f['shape']}): "
