@@ -14,6 +14,7 @@ import posixpath
 import threading
 from dataclasses import dataclass
 
+from msprobe_atb.tree.records import hex_float
 from msprobe_atb.tree.vocab import dtype_name, format_name
 
 HEADER = ("Device and PID,Execution Count,Op Name,Op Type,Op Id,Input/Output,Index,Dtype,"
@@ -72,6 +73,8 @@ def number(value: object) -> str:
         return repr(value)
     if isinstance(value, str) and value.strip().lower() in _NONFINITE:
         return _NONFINITE[value.strip().lower()]
+    if isinstance(value, str) and (exact := hex_float(value)) is not None:
+        return number(exact)
     if isinstance(value, (list, tuple)) and len(value) == 2:
         return f"({number(value[0])},{number(value[1])})"
     return NA if value is None else str(value)

@@ -22,7 +22,7 @@ from msprobe_atb.tree.csvfmt import parse_tensor_path
 from msprobe_atb.tree.incident_check import BadIncident, checked
 from msprobe_atb.tree.models import layer_of, model_of_layer, round_label, rounds_by_model
 from msprobe_atb.tree.names import text_of, texts
-from msprobe_atb.tree.records import ProcKey
+from msprobe_atb.tree.records import ProcKey, hex_float
 
 log = logging.getLogger("msprobe_atb")
 
@@ -44,6 +44,14 @@ def _num(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
     return v
+
+
+def _decoded(v: Any) -> Any:
+    """A record's value with the shim's hex-float strings made numbers (lists too)."""
+    if isinstance(v, list):
+        return [_decoded(x) for x in v]
+    exact = hex_float(v) if isinstance(v, str) else None
+    return v if exact is None else exact
 
 
 def _dev_of(dev_pid: str) -> int | None:
@@ -117,9 +125,12 @@ class IncidentBook:
         if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
             return
         if kind == "incident":
-            self.add_trigger(seq, str(rec.get("trigger", "?")), rec.get("value"),
+            stats = rec.get("stats")
+            if isinstance(stats, dict):  # the shim's exact hex doubles, as numbers
+                stats = {k: _num(_decoded(v)) for k, v in stats.items()}
+            self.add_trigger(seq, str(rec.get("trigger", "?")), _num(_decoded(rec.get("value"))),
                              int(rec.get("trigger_ns") or rec.get("t") or 0), rec.get("round"),
-                             str(rec.get("path", "")), key.pid, rec.get("stats"),
+                             str(rec.get("path", "")), key.pid, stats,
                              str(rec.get("detail", "")))
             return
         inc = self._get(seq) if seq else self._get(0)

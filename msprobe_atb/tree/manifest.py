@@ -45,6 +45,7 @@ from typing import Any
 from msprobe_atb.tree import fsio
 from msprobe_atb.tree.csvfmt import TensorPath
 from msprobe_atb.tree.names import text_of
+from msprobe_atb.tree.records import record_float
 from msprobe_atb.tree.vocab import dtype_name, format_name
 
 log = logging.getLogger("msprobe_atb")
@@ -110,19 +111,12 @@ def host_name(dump_root: Path) -> str:
 def _float(v: Any) -> float | None:
     if isinstance(v, bool):
         return float(v)
-    if isinstance(v, (int, float)):
-        return float(v)
-    if isinstance(v, str):
-        try:
-            return float(v)  # "nan", "inf", "-inf"
-        except ValueError:
-            return None
     if isinstance(v, (list, tuple)) and len(v) == 2:
         # complex64's [re, im] (statistic.csv keeps the pair): its modulus |z|, as
         # the offline tools' statistics of a complex tensor read from its .bin
         re, im = _float(v[0]), _float(v[1])
         return None if re is None or im is None else math.hypot(re, im)
-    return None
+    return record_float(v)
 
 
 def _count(v: Any) -> int | None:

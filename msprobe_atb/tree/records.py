@@ -18,6 +18,37 @@ MAX_LINE = 1 << 30
 RECORD_START = b'{"k":'
 
 
+def hex_float(text: str) -> float | None:
+    """The double of the shim's exact form of a finite double in a record, a
+    hex-float string ("0x1.8p+1", "-0x0p+0", as float.hex writes them); None
+    for any other string."""
+    if not text[:3].lower().lstrip("-+").startswith("0x"):
+        return None
+    try:
+        return float.fromhex(text)
+    except (ValueError, OverflowError):
+        return None
+
+
+def record_float(value: object) -> float | None:
+    """A double of a record: a hex-float string (hex_float), a JSON number (the
+    torch dumper, logs of earlier versions), or "nan", "inf", "-inf"; None for
+    anything else (a bool included)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        exact = hex_float(value)
+        if exact is not None:
+            return exact
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
 @dataclass(frozen=True, order=True)
 class ProcKey:
     """A process, named as its record log is: (pid, CLOCK_REALTIME at attach)."""
