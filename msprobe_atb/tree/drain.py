@@ -103,7 +103,8 @@ class RecordDrain:
                     if self.builder.proc(key).exited or not self.builder.oracle.alive(key)]
         return Progress(daemon_pid, config_sha256,
                         {t.path.name: t.offset for t in self.tailers.values()}, finished,
-                        self.builder.unwritten_summary())
+                        self.builder.unwritten_summary(),
+                        {t.path.name: t.lines for t in self.tailers.values()})
 
 
 def rebuild(dump_root: Path, block=None) -> TreeBuilder:

@@ -74,10 +74,14 @@ class Progress:
     finished: list[str] = field(default_factory=list)  # logs whose process was done
     # TreeBuilder.unwritten_summary(): files, csv_rows, manifest_rows, names, reason
     unwritten: dict | None = None
+    # log file name -> the records (lines) in those bytes: against the slot's `records`
+    # (lines the shim appended), how far behind the derived files are
+    records: dict[str, int] = field(default_factory=dict)
 
     def to_bytes(self) -> bytes:
         doc = {"daemon_pid": self.daemon_pid, "config_sha256": self.config_sha256,
-               "offsets": self.offsets, "finished": sorted(self.finished)}
+               "offsets": self.offsets, "records": self.records,
+               "finished": sorted(self.finished)}
         if self.unwritten:
             doc["unwritten"] = self.unwritten
         data = json.dumps({**doc, "check": _check(doc)}, sort_keys=True).encode() + b"\n"
@@ -110,7 +114,8 @@ def read(dump_root: Path) -> Progress | None:
         return Progress(int(raw.get("daemon_pid") or 0), raw.get("config_sha256"),
                         {str(k): int(v) for k, v in dict(raw.get("offsets") or {}).items()},
                         [str(x) for x in raw.get("finished") or []],
-                        unwritten if isinstance(unwritten, dict) else None)
+                        unwritten if isinstance(unwritten, dict) else None,
+                        {str(k): int(v) for k, v in dict(raw.get("records") or {}).items()})
     except (OSError, ValueError, TypeError, AttributeError):
         return None
 

@@ -84,6 +84,7 @@ class LogTailer:
     def __init__(self, path: Path):
         self.path = path
         self.offset = 0
+        self.lines = 0  # complete lines below offset: the shim counts them (slot `records`)
         self.bad_lines = 0
         self.last_bad: str | None = None
 
@@ -109,10 +110,12 @@ class LogTailer:
         if end < 0:
             if len(data) >= MAX_LINE:  # never a record: skip to the next line
                 self.offset += len(data)
+                self.lines += 1
                 self.bad_lines += 1
                 self.last_bad = f"{self.path.name}: a line longer than {MAX_LINE} bytes"
             return []
         self.offset += end + 1
+        self.lines += data.count(b"\n", 0, end + 1)
         out = []
         for line in data[: end + 1].split(b"\n")[:-1]:
             if not line.strip():
