@@ -42,9 +42,10 @@ LINGER_S = 2.0
 # written goes back to the system (glibc keeps it otherwise, scattered in its
 # heap, and the daemon's RSS creeps up round after round: +66 MB over 700 rounds).
 TRIM_EVERY_S = 2.0
-# Records fed per loop turn: a restart with a long backlog must not keep config
-# edits waiting; while behind, the tree is written less often.
-RECORD_BUDGET = 20000
+# Record-log bytes fed per loop turn (about 50,000 records): a restart with a long
+# backlog must not keep config edits waiting; while behind, the tree is written
+# less often.
+RECORD_BUDGET = 16 << 20
 BACKLOG_FLUSH_EVERY_S = 2.0
 
 
@@ -229,7 +230,7 @@ class Daemon:
             if (self.builder.exits_seen != exits or now - last_flush >= IDLE_FLUSH_S
                     or self.builder.said_done or (pending and now - last_flush >= every)):
                 exits = self.builder.exits_seen
-                self.flush()
+                self.flush(idle=not pending)
                 last_flush, pending = now, False
             elif self.watcher is not None:
                 self.write_progress()  # a config edit handled: `wait` may go on
@@ -264,9 +265,9 @@ class Daemon:
         self.finish(reason)
         return 0
 
-    def flush(self) -> None:
+    def flush(self, idle: bool = False) -> None:
         self.builder.incidents.add_block(self.block)
-        self.builder.flush()
+        self.builder.flush(idle)
         self._built = self.drain.progress(os.getpid())  # what the tree now holds
         self.write_progress()
         now = time.monotonic()
@@ -277,8 +278,9 @@ class Daemon:
             key = ProcKey(slot.pid, slot.start_ns)
             p = self.builder.procs.get(key)
             # not while its files could not be written (a full disk): it says so
-            if p is not None and slot.built < p.fed and key not in self.builder.unwritten_procs:
-                self.block.set_built(slot, p.fed)
+            built = self.builder.built(key)[0] if p is not None else 0
+            if p is not None and slot.built < built and key not in self.builder.unwritten_procs:
+                self.block.set_built(slot, built)
 
     def write_progress(self) -> None:
         """.probe/built.json, when it changed (what `msprobe-atb wait` reads): the
@@ -298,6 +300,17 @@ class Daemon:
                                 "can, or until the control plane exits)",
                                 progress.path_of(self.dump_root), exc)
                 self._progress_error = str(exc)
+
+    def _backlog(self) -> str:
+        """What of the record logs is not in the derived files, in words ("" none)."""
+        unbuilt = 0
+        for key, tailer in self.drain.tailers.items():
+            try:
+                size = os.stat(tailer.path).st_size
+            except OSError:
+                continue
+            unbuilt += max(0, size - self.builder.built(key)[0])
+        return f"{unbuilt:,} bytes" if unbuilt else ""
 
     def evaluate(self) -> None:
         """The control plane's recorder triggers (golden, growth_over)."""
@@ -322,9 +335,15 @@ class Daemon:
         if self.watcher is not None:
             self.watcher.stop()
         self.oracle.refresh()
-        self.drain.poll()
-        close_killed(self.block, self.builder, self.drain)
-        self.flush()
+        if not self.stopping:  # stopped by a signal, a backlog stays in the logs
+            self.drain.poll()
+            close_killed(self.block, self.builder, self.drain)
+        self.flush(idle=True)
+        behind = self._backlog()
+        if behind:
+            log.info("stopped with %s of the record logs not in the derived files yet: they "
+                     "stay in the logs; the next control plane (or `msprobe-atb rebuild`) "
+                     "builds them", behind)
         # The next process to attach must wait for a fresh publish by the next
         # daemon rather than trust this daemon's last config.
         if not self.alive_procs():

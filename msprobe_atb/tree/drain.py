@@ -21,12 +21,20 @@ class BlockOracle:
 
     The daemon refreshes it before it reads the record logs: a queue seen empty
     then had every record of the process in the log, below the size taken just
-    after, and those are read by the time the tree is written (settled)."""
+    after, and those are read by the time the tree is written (settled). A slot
+    with no tensor pending (counted from before a tensor takes its seq until its
+    record is in the log) had, below that size, every tensor of a lower seq than
+    any still to come (quiet_at: its rows may be appended). Pending tensors whose
+    record found no room (a full disk) stay counted for good: a slot whose
+    pending count and log did not move since the last look, with its queue
+    empty, is taken as quiet too."""
 
     def __init__(self, block=None):
         self.block = block
         self._slots: dict[ProcKey, object] = {}
         self._idle_at: dict[ProcKey, int] = {}  # queue empty: the log's size then
+        self._quiet_at: dict[ProcKey, int] = {}  # nothing pending: the log's size then
+        self._seen: dict[ProcKey, tuple[int, int]] = {}  # (pending, log size) at the last look
         self._asleep = False
         self._alive: dict[ProcKey, bool] = {}
         self.refresh()
@@ -36,15 +44,21 @@ class BlockOracle:
         if self.block is None:
             return
         self._slots = {ProcKey(s.pid, s.start_ns): s for s in self.block.procs()}
-        self._idle_at = {}
+        self._idle_at, self._quiet_at = {}, {}
         logs = records_dir(self.block.dump_root)
+        seen, self._seen = self._seen, {}
         for key, slot in self._slots.items():
             if slot.queue_depth:
                 continue
+            pending = sum(self.block.pending(slot.slot).values())
             try:
-                self._idle_at[key] = os.stat(logs / f"{key.pid}-{key.start_ns}.jsonl").st_size
+                size = os.stat(logs / f"{key.pid}-{key.start_ns}.jsonl").st_size
             except OSError:
-                self._idle_at[key] = 0
+                size = 0
+            self._idle_at[key] = size
+            self._seen[key] = (pending, size)
+            if not pending or seen.get(key) == (pending, size):
+                self._quiet_at[key] = size
         self._asleep = self.block.read_config()[1].state == 0
 
     def alive(self, key: ProcKey) -> bool:
@@ -58,6 +72,11 @@ class BlockOracle:
         if key not in self._slots:
             return True  # no slot: nothing of it in flight
         return fed >= self._idle_at.get(key, fed + 1)
+
+    def quiet_at(self, key: ProcKey) -> int | None:
+        if key not in self._slots:
+            return 1 << 62  # no slot: nothing of it in flight
+        return self._quiet_at.get(key)
 
     def asleep(self) -> bool:
         return self._asleep
@@ -73,8 +92,8 @@ class RecordDrain:
         self._bad_reported: dict[ProcKey, int] = {}
 
     def poll(self, budget: int | None = None) -> int:
-        """Reads complete new lines, about `budget` records at most (None: all);
-        returns how many records were fed."""
+        """Reads complete new lines, about `budget` bytes of them at most (None:
+        all); returns how many bytes were fed."""
         for key, path in list_logs(self.dump_root):
             if key not in self.tailers:
                 self.tailers[key] = LogTailer(path)
@@ -82,12 +101,12 @@ class RecordDrain:
         fed = 0
         for key, tailer in self.tailers.items():
             while budget is None or fed < budget:
-                recs = tailer.read_new()
-                if not recs:
+                chunk = tailer.read_chunk()
+                if not chunk:
                     break
-                self.builder.add(key, recs)
-                self.builder.proc(key).fed = tailer.offset
-                fed += len(recs)
+                self.builder.feed(key, chunk, tailer.offset, tailer.lines, tailer.parse)
+                tailer.advance(chunk)
+                fed += len(chunk)
             if tailer.bad_lines != self._bad_reported.get(key, 0):
                 self._bad_reported[key] = tailer.bad_lines
                 log.warning("%s (%d unreadable lines so far in this log)", tailer.last_bad,
@@ -101,10 +120,11 @@ class RecordDrain:
         """What the tree holds after a flush: bytes built per log, finished processes."""
         finished = [t.path.name for key, t in self.tailers.items()
                     if self.builder.proc(key).exited or not self.builder.oracle.alive(key)]
+        built = {t.path.name: self.builder.built(key) for key, t in self.tailers.items()}
         return Progress(daemon_pid, config_sha256,
-                        {t.path.name: t.offset for t in self.tailers.values()}, finished,
+                        {name: offset for name, (offset, _) in built.items()}, finished,
                         self.builder.unwritten_summary(),
-                        {t.path.name: t.lines for t in self.tailers.values()})
+                        {name: lines for name, (_, lines) in built.items()})
 
 
 def rebuild(dump_root: Path, block=None) -> TreeBuilder:
@@ -118,7 +138,7 @@ def rebuild(dump_root: Path, block=None) -> TreeBuilder:
         from msprobe_atb.tree.killed import close_killed
 
         close_killed(block, builder, drain)  # a killed process the daemon did not close
-    builder.flush()
+    builder.finish()
     try:
         progress.write(dump_root, drain.progress())
     except (OSError, fsio.UnsafePath) as exc:

@@ -101,6 +101,58 @@ def write_files(dump_root: Path, files: Sequence[tuple[Sequence[str], bytes]]) -
             os.close(fd)
 
 
+def append_files(dump_root: Path, files: Sequence[tuple[Sequence[str], bytes]]) -> None:
+    """Appends data to each existing <dump_root>/<rel...>, as a unit as far as a
+    full disk goes: a failed write takes every file of the unit back to its
+    size before (a crash between the writes can still leave the first ones
+    longer: a later `rebuild` writes them anew)."""
+    done: list[tuple[int, int]] = []  # (fd, size before)
+    try:
+        for rel, data in files:
+            *dirs, name = rel
+            if not valid_component(name):
+                raise UnsafePath(f"refusing file name {name!r}")
+            fd = open_dir(dump_root, dirs, create=False)
+            try:
+                out = os.open(name, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+                              | os.O_NONBLOCK,
+                              dir_fd=fd)
+            finally:
+                os.close(fd)
+            done.append((out, os.fstat(out).st_size))
+            if not stat.S_ISREG(os.fstat(out).st_mode):
+                raise UnsafePath(f"not a regular file: {'/'.join(rel)}")
+            view = memoryview(data)
+            while view:
+                view = view[os.write(out, view):]
+        for out, _ in done:
+            os.close(out)
+        done = []
+    finally:
+        for out, size in done:  # only on failure: no torn row stays behind
+            try:
+                os.ftruncate(out, size)
+            except OSError:
+                pass
+            os.close(out)
+
+
+def sync_files(dump_root: Path, rels: Sequence[Sequence[str]]) -> None:
+    """Makes the contents of <dump_root>/<rel...> durable (fdatasync)."""
+    for rel in rels:
+        *dirs, name = rel
+        fd = open_dir(dump_root, dirs, create=False)
+        try:
+            f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                        dir_fd=fd)
+        finally:
+            os.close(fd)
+        try:
+            os.fdatasync(f)
+        finally:
+            os.close(f)
+
+
 def overwrite_in_place(dump_root: Path, rel: Sequence[str], data: bytes) -> bool:
     """Writes data over <dump_root>/<rel...> where it stands, padded with blanks to
     the old size, when the file already has room for it (a full disk, where no

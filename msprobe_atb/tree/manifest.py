@@ -5,10 +5,13 @@ Layout (hive-style, so DuckDB, polars, Spark and Trino read it as one dataset):
     <dump root>/manifest/host=<host>/device=<dev>/pid=<pid>/part-<n>-L<level>.parquet
     <dump root>/manifest/_manifest.json     who made it, for which host (readers skip `_` files)
 
-A round's rows are written when the round is complete (the moment its marker is
-written), sorted in execution order, so `round_seq` (the position within the
-round) is final; a round reopened by a later request adds its new rows after
-the earlier ones. The partition columns live in the directory names only. `seq` is the process's
+A row is written when it is appended to its round's statistic.csv (rows go in in
+sequence order, so `round_seq`, the position within the round, is its line
+there); a round reopened by a later request adds its new rows after the
+earlier ones. The tree builder hands the rows over as text lines (the ingest
+kernel writes them, manifest_tail is their form for the records it leaves to
+Python), buffered per process until a part is worth a file. The partition columns
+live in the directory names only. `seq` is the process's
 SaveTensor sequence (null in a manifest that `index` made from a dump without
 one). `stat_step` is the rounding step of the statistics: 0 (full precision)
 from the records, 1e-6 for msProbe's 6-decimal CSVs. `bytes` is the tensor's
@@ -16,11 +19,12 @@ data size (a stub's data is in its alias' file). Cells that statistic.csv
 also has are spelt as there (`index` "0" or "0_query", `shape` "4x64", dtype and
 format names), so the two read alike.
 
-File count: every flush that completes rounds adds at most one small file per
-process; whenever FANIN files of one level pile up they are merged into one file
-of the next level (named after the first of them, so the names sort as the rows
-were emitted, i.e. in execution order), until a file holds BIG_ROWS rows. A service running 100,000
-rounds therefore keeps O(FANIN x levels) small files per process plus one file per
+File count: a process's buffered rows become a file once there are PART_ROWS of
+them, or they are PART_AGE_S old, or the builder finishes; whenever FANIN files
+of one level pile up they are merged into one file of the next level (named after
+the first of them, so the names sort as the rows were emitted, i.e. in execution
+order), until a file holds BIG_ROWS rows. A service running 100,000 rounds
+therefore keeps O(FANIN x levels) small files per process plus one file per
 BIG_ROWS rows, never a file per tensor or per round.
 
 Why polars writes it (and not pyarrow's ParquetWriter, which appends row groups
@@ -38,6 +42,7 @@ import logging
 import math
 import os
 import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +60,8 @@ META = "_manifest.json"
 VERSION = 1
 FANIN = 8
 BIG_ROWS = 1_000_000
+PART_ROWS = 65_536
+PART_AGE_S = 2.0
 HOST_ENV = "MSPROBE_ATB_HOST"
 
 # The record's `file` -> the manifest's status (unknown values are kept as they are).
@@ -75,7 +82,6 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("status", "Utf8"), ("note", "Utf8"), ("time", "Datetime(ns, UTC)"),
 )
 COLUMN_NAMES = tuple(c for c, _ in COLUMNS)
-_ROUND_SEQ = COLUMN_NAMES.index("round_seq")
 PARTITION_TYPES = {"host": "VARCHAR", "device": "INTEGER", "pid": "BIGINT"}
 
 Partition = tuple[int, int]  # (device, pid)
@@ -155,19 +161,50 @@ def record_row(rec: dict, tp: TensorPath, start_ns: int) -> tuple:
     )
 
 
+def _text_cell(value: str) -> str:
+    """A string cell of a manifest text line: the text form, quoted when it holds
+    a comma, a quote or a line break, or is empty (an empty field is null)."""
+    text = text_of(value)
+    if not text or any(c in text for c in ',"\r\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def manifest_tail(row: tuple) -> bytes:
+    """A record_row as the ingest kernel writes manifest lines (native/ingest/
+    rows.c), from its `seq` column on, with the comma before it: the kernel puts
+    `round` and `round_seq` in front when the row is appended."""
+    cells = []
+    for (_, kind), value in zip(COLUMNS[2:], row[2:]):
+        if value is None:
+            cells.append("")
+        elif kind == "Utf8":
+            cells.append(_text_cell(value))
+        elif kind == "Float64":
+            cells.append(repr(float(value)))
+        else:
+            cells.append(str(value))
+    return ("," + ",".join(cells) + "\n").encode()
+
+
+def text_frame(data: bytes):
+    """The manifest rows of text lines (manifest_tail's, with round and round_seq)."""
+    import polars as pl
+
+    schema = polars_schema()
+    time_type = schema["time"]
+    schema["time"] = pl.Int64
+    frame = pl.read_csv(io.BytesIO(data), has_header=False, new_columns=list(COLUMN_NAMES),
+                        schema=schema, quote_char='"')
+    return frame.with_columns(pl.col("time").cast(time_type))
+
+
 def partition_of(dev_pid: str) -> Partition | None:
     dev, _, pid = dev_pid.partition("_")
     try:
         return int(dev), int(pid)
     except ValueError:
         return None
-
-
-def _utf8(value):
-    """Parquet strings are UTF-8: a name that is not (surrogate escapes from the
-    record log, see native/core/mechanisms/jsonw.h) is stored in names.py's text form, which
-    gives its bytes back. Other cells pass unchanged."""
-    return text_of(value) if isinstance(value, str) else value
 
 
 @dataclass
@@ -182,20 +219,21 @@ class _Part:
 class _Partition:
     parts: list[_Part] = field(default_factory=list)
     next_n: int = 0
-    ready: list[tuple] = field(default_factory=list)
+    text: list[bytes] = field(default_factory=list)  # rows not in a file yet, as text lines
+    rows: int = 0  # of them
+    since: float = 0.0  # when the oldest of them came (monotonic)
     replaced: bool = False  # what an earlier writer left of it is removed
 
 
 class ManifestWriter:
-    """Collects rows per round, emits them at round completion, writes and compacts
-    the partition files. Problems are logged, never raised: the manifest is an
-    addition and must not stop the CSVs."""
+    """Buffers rows per process partition, writes and compacts the partition
+    files. Problems are logged, never raised: the manifest is an addition and
+    must not stop the CSVs."""
 
     def __init__(self, dump_root: Path, made_by: str):
         self.dump_root = Path(dump_root)
         self.made_by = made_by
         self.host = host_name(self.dump_root)
-        self.pending: dict[tuple[str, str], list[tuple[tuple[int, int], tuple]]] = {}
         self.partitions: dict[Partition, _Partition] = {}
         self._started = False
         self.failed = 0
@@ -207,21 +245,13 @@ class ManifestWriter:
     def _pdir(self, part: Partition) -> tuple[str, ...]:
         return (*self._host_dir(), f"device={part[0]}", f"pid={part[1]}")
 
-    def add(self, round_key: tuple[str, str], sort_key: tuple[int, int], row: tuple) -> None:
-        self.pending.setdefault(round_key, []).append((sort_key, row))
-
-    def round_complete(self, round_key: tuple[str, str], total: int) -> None:
-        """Emits the round's rows not emitted yet; `total` counts its rows so
-        far, the earlier emissions included (their round_seq come first)."""
-        rows = self.pending.pop(round_key, None)
-        part = partition_of(round_key[0])
-        if not rows or part is None:
-            return
-        rows.sort(key=lambda r: r[0])
-        base = max(0, total - len(rows))
-        dest = self.partitions.setdefault(part, _Partition()).ready
-        for i, (_, row) in enumerate(rows):
-            dest.append(row[:_ROUND_SEQ] + (base + i,) + row[_ROUND_SEQ + 1:])
+    def add(self, part: Partition, text: bytes, rows: int) -> None:
+        """Rows appended to statistic.csv, as manifest text lines."""
+        state = self.partitions.setdefault(part, _Partition())
+        if not state.rows:
+            state.since = time.monotonic()
+        state.text.append(text)
+        state.rows += rows
 
     def _start(self) -> None:
         """This writer derives its host's manifest from the record logs, as the
@@ -236,21 +266,21 @@ class ManifestWriter:
                 "partitions": ["host", "device", "pid"], "types": PARTITION_TYPES}
         fsio.write_files(self.dump_root, [((DIR, META), json.dumps(meta, indent=1).encode())])
 
-    def flush(self) -> None:
-        if not any(p.ready for p in self.partitions.values()):
+    def flush(self, force: bool = False) -> None:
+        """Writes the partitions whose buffered rows are worth a file (all with
+        `force`)."""
+        now = time.monotonic()
+        due = [(part, state) for part, state in self.partitions.items() if state.rows and (
+            force or state.rows >= PART_ROWS or now - state.since >= PART_AGE_S)]
+        if not due:
             return
         try:
             if not self._started:
                 self._start()
-            for part, state in self.partitions.items():
-                if state.ready:
-                    rows, state.ready = state.ready, []
-                    try:
-                        self._write_part(part, state, rows, 0)
-                    except (OSError, fsio.UnsafePath):
-                        state.ready = rows + state.ready  # a full disk: next flush again
-                        raise
-                    self._compact(part, state)
+            for part, state in due:
+                self._write_part(part, state, text_frame(b"".join(state.text)), 0)
+                state.text, state.rows = [], 0
+                self._compact(part, state)
             self.last_error = ""
         except Exception as exc:  # the manifest must never stop the daemon or the CSVs
             self.failed += 1
@@ -262,14 +292,8 @@ class ManifestWriter:
                             manifest_dir(self.dump_root), type(exc).__name__, exc)
 
     def unwritten_rows(self) -> int:
-        """Rows of complete rounds not in a manifest file yet (a failed write)."""
-        return sum(len(p.ready) for p in self.partitions.values()) if self.last_error else 0
-
-    def _frame(self, rows: list[tuple]):
-        import polars as pl
-
-        return pl.DataFrame([tuple(_utf8(v) for v in r) for r in rows], schema=polars_schema(),
-                            orient="row")
+        """Rows not in a manifest file because a write failed."""
+        return sum(p.rows for p in self.partitions.values()) if self.last_error else 0
 
     def _replace(self, part: Partition, state: _Partition) -> None:
         if not state.replaced:
@@ -278,9 +302,8 @@ class ManifestWriter:
             shutil.rmtree(self.dump_root.joinpath(*self._pdir(part)), ignore_errors=True)
             state.replaced = True
 
-    def _write_part(self, part: Partition, state: _Partition, rows, level: int) -> _Part:
+    def _write_part(self, part: Partition, state: _Partition, df, level: int) -> _Part:
         self._replace(part, state)
-        df = rows if not isinstance(rows, list) else self._frame(rows)
         buf = io.BytesIO()
         df.write_parquet(buf, compression="zstd", statistics=True)
         p = _Part(f"part-{state.next_n:08d}-L{level}.parquet", level, df.height, state.next_n)

@@ -1,0 +1,156 @@
+"""The ingest kernel (native/ingest) for one process's record log: it turns the
+tensor, param and round records it understands into the rows of statistic.csv,
+statistic_extra.csv and the manifest, holds each round's rows until they may
+be appended in sequence order, and hands them over sorted. Records it leaves
+(any other kind, anything unusual) are read by the builder's Python path, which
+hands back what it made of them (add_row, param, round_said).
+
+Names cross as bytes: a round key is "{dev}_{pid}/{exec}" as the file system
+has it; the builder's RoundKey is its two parts as Python holds them
+(surrogateescape)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from msprobe_atb.tree.vocab import DTYPE_NAMES, FORMAT_NAMES
+
+from ._ingest import ffi, lib
+
+RoundKey = tuple[str, str]  # ("{dev}_{pid}", "{exec}")
+
+for _kind, _table in enumerate((DTYPE_NAMES, FORMAT_NAMES)):
+    for _code, _name in _table.items():
+        _raw = _name.encode()
+        lib.ing_set_name(_kind, _code, _raw, len(_raw))
+
+
+class IngestMemoryError(MemoryError):
+    """The kernel ran out of memory."""
+
+
+def key_bytes(key: RoundKey) -> bytes:
+    """A round key as the kernel holds it (UnicodeEncodeError for a name that no
+    bytes make: such a record is the Python path's to refuse)."""
+    return f"{key[0]}/{key[1]}".encode("utf-8", "surrogateescape")
+
+
+def round_key(raw: bytes) -> RoundKey:
+    dev_pid, _, exec_count = os.fsdecode(raw).partition("/")
+    return dev_pid, exec_count
+
+
+@dataclass
+class RoundInfo:
+    key: RoundKey
+    held: int           # rows the kernel holds
+    params_lost: int    # since the last look
+    max_t: int
+    tensors: bool       # tensor records were read since the last look
+    said: bool          # the last of its records since then was a round record
+
+
+@dataclass
+class Taken:
+    rows: int
+    lost: int
+    first_seq: int
+    last_seq: int
+    late: bool          # its first row sorts before rows already appended
+    stat: bytes
+    extra: bytes
+    man: bytes
+
+
+@dataclass
+class State:
+    last_seq: int
+    last_round: RoundKey | None
+    dev: int | None
+    held_rows: int
+    held_bytes: int
+    min_offset: int     # of the earliest record of a held row, -1 none
+    min_line: int
+
+
+class Ingest:
+    def __init__(self, start_ns: int):
+        self._p = ffi.gc(lib.ing_proc_new(start_ns), lib.ing_proc_free)
+        if self._p == ffi.NULL:
+            raise IngestMemoryError("cannot start the ingest kernel")
+        self._stopped = ffi.new("int32_t *")
+        self._rounds = ffi.new("const ing_round **")
+        self._keys = ffi.new("const char **")
+        self._taken = ffi.new("ing_taken *")
+        self._state = ffi.new("ing_state *")
+
+    def set_root(self, root: bytes) -> None:
+        if lib.ing_set_root(self._p, root, len(root)) < 0:
+            raise IngestMemoryError("out of memory")
+
+    def feed(self, data: bytes, start: int, offset: int, line: int) -> tuple[int, bool]:
+        """Reads data[start:] (whole lines, the log's bytes from `offset`, line
+        number `line` first): (bytes taken, stopped before a line for Python)."""
+        view = ffi.from_buffer(data)
+        taken = lib.ing_feed(self._p, view + start, len(data) - start, offset, line,
+                             self._stopped)
+        if self._stopped[0] < 0:
+            raise IngestMemoryError("the ingest kernel ran out of memory")
+        return taken, self._stopped[0] == 1
+
+    def add_row(self, key: bytes, seq: int | None, t: int, offset: int, line: int, lost: bool,
+                stat: bytes, extra: bytes, man: bytes) -> None:
+        if lib.ing_add_row(self._p, key, len(key), seq or 0, seq is not None, t, offset, line,
+                           lost, stat, len(stat), extra, len(extra), man, len(man)) < 0:
+            raise IngestMemoryError("out of memory")
+
+    def param(self, key: bytes, seq: int | None, t: int, lost: bool) -> None:
+        if lib.ing_param(self._p, key, len(key), seq or 0, seq is not None, t, lost) < 0:
+            raise IngestMemoryError("out of memory")
+
+    def round_said(self, key: bytes) -> None:
+        if lib.ing_round_said(self._p, key, len(key)) < 0:
+            raise IngestMemoryError("out of memory")
+
+    def release(self, below: int) -> None:
+        """Releases the rows whose record lies below log offset `below`."""
+        lib.ing_release(self._p, below)
+
+    def rounds(self) -> list[RoundInfo]:
+        """The rounds holding rows or touched since the last call."""
+        n = lib.ing_rounds(self._p, self._rounds, self._keys)
+        if n < 0:
+            raise IngestMemoryError("out of memory")
+        out = []
+        if n:
+            entries = self._rounds[0]
+            total = entries[n - 1].key_at + entries[n - 1].key_n
+            keys = ffi.buffer(self._keys[0], total)[:]
+            for i in range(n):
+                e = entries[i]
+                out.append(RoundInfo(round_key(keys[e.key_at:e.key_at + e.key_n]), e.held,
+                                     e.params_lost, e.max_t, bool(e.tensors), e.said == 1))
+        return out
+
+    def held(self, key: bytes) -> int:
+        return lib.ing_held(self._p, key, len(key))
+
+    def take(self, key: bytes, base: int, after_seq: int) -> Taken | None:
+        """The round's released rows, sorted (manifest round_seq from `base`)."""
+        n = lib.ing_take(self._p, key, len(key), base, after_seq, self._taken)
+        if n < 0:
+            raise IngestMemoryError("out of memory")
+        if n == 0:
+            return None
+        t = self._taken
+        return Taken(t.rows, t.lost, t.first_seq, t.last_seq, bool(t.late),
+                     ffi.buffer(t.stat, t.stat_n)[:], ffi.buffer(t.extra, t.extra_n)[:],
+                     ffi.buffer(t.man, t.man_n)[:])
+
+    def state(self) -> State:
+        s = self._state
+        lib.ing_get_state(self._p, s)
+        last = round_key(ffi.buffer(s.last_round, s.last_round_n)[:]) if s.last_round_n else None
+        return State(s.last_seq, last, s.dev if s.dev >= 0 else None, s.held_rows,
+                     s.held_bytes, s.min_offset, s.min_line)

@@ -1,0 +1,470 @@
+/* The strict record-line parser (jsonline.h). */
+#include "jsonline.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#define MAX_DEPTH 64
+
+struct cursor {
+    const char *p, *end;
+};
+
+static void skip_ws(struct cursor *c)
+{
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\r' || *c->p == '\n'))
+        c->p++;
+}
+
+/* Length of a valid UTF-8 sequence (no surrogates, no overlong forms) at p,
+ * 0 if invalid: Python's strict decoder. */
+static size_t utf8_len(const unsigned char *p, const unsigned char *end)
+{
+    unsigned c = p[0];
+    size_t len;
+    unsigned min;
+    if (c < 0xc2 || c > 0xf4)
+        return 0;
+    if (c <= 0xdf) {
+        len = 2;
+        min = 0x80;
+    } else if (c <= 0xef) {
+        len = 3;
+        min = 0x800;
+    } else {
+        len = 4;
+        min = 0x10000;
+    }
+    if ((size_t)(end - p) < len)
+        return 0;
+    unsigned cp = c & (0x7f >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (p[i] & 0x3f);
+    }
+    return cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ? 0 : len;
+}
+
+static int hex4(const char *p, unsigned *out)
+{
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        char ch = p[i];
+        unsigned d = ch >= '0' && ch <= '9'   ? (unsigned)(ch - '0')
+                     : ch >= 'a' && ch <= 'f' ? (unsigned)(ch - 'a' + 10)
+                     : ch >= 'A' && ch <= 'F' ? (unsigned)(ch - 'A' + 10)
+                                              : 16u;
+        if (d > 15)
+            return 0;
+        v = v * 16 + d;
+    }
+    *out = v;
+    return 1;
+}
+
+static int string(struct cursor *c, struct jv *v)
+{
+    const char *start = ++c->p; /* past the opening quote */
+    int escaped = 0;
+    while (c->p < c->end) {
+        unsigned char ch = (unsigned char)*c->p;
+        if (ch == '"') {
+            v->type = JV_STR;
+            v->p = start;
+            v->n = (uint32_t)(c->p - start);
+            v->escaped = (uint8_t)escaped;
+            c->p++;
+            return 1;
+        }
+        if (ch < 0x20)
+            return 0; /* Python's json refuses control characters in strings */
+        if (ch == '\\') {
+            escaped = 1;
+            if (c->end - c->p < 2)
+                return 0;
+            char e = c->p[1];
+            if (e == 'u') {
+                unsigned u;
+                if (c->end - c->p < 6 || !hex4(c->p + 2, &u))
+                    return 0;
+                c->p += 6;
+            } else if (strchr("\"\\/bfnrt", e) && e) {
+                c->p += 2;
+            } else {
+                return 0;
+            }
+            continue;
+        }
+        if (ch >= 0x80) {
+            size_t l = utf8_len((const unsigned char *)c->p, (const unsigned char *)c->end);
+            if (!l)
+                return 0;
+            c->p += l;
+            continue;
+        }
+        c->p++;
+    }
+    return 0;
+}
+
+/* A JSON number; JV_INT when it has no fraction or exponent and fits in
+ * int64 (more digits: left to Python, which keeps any integer). */
+static int number(struct cursor *c, struct jv *v)
+{
+    const char *s = c->p;
+    const char *p = s;
+    if (p < c->end && *p == '-')
+        p++;
+    if (p >= c->end)
+        return 0;
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < c->end && *p >= '0' && *p <= '9')
+            p++;
+    } else {
+        return 0;
+    }
+    int is_float = 0;
+    if (p < c->end && *p == '.') {
+        is_float = 1;
+        p++;
+        if (p >= c->end || *p < '0' || *p > '9')
+            return 0;
+        while (p < c->end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    if (p < c->end && (*p == 'e' || *p == 'E')) {
+        is_float = 1;
+        p++;
+        if (p < c->end && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= c->end || *p < '0' || *p > '9')
+            return 0;
+        while (p < c->end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    v->p = s;
+    v->n = (uint32_t)(p - s);
+    c->p = p;
+    if (is_float) {
+        v->type = JV_FLOAT;
+        return 1;
+    }
+    const char *d = s + (*s == '-');
+    if (p - d > 19)
+        return 0;
+    uint64_t x = 0;
+    for (; d < p; d++)
+        x = x * 10 + (uint64_t)(*d - '0'); /* 19 digits fit in 64 bits unsigned */
+    const uint64_t limit = (uint64_t)INT64_MAX + (*s == '-');
+    if (x > limit)
+        return 0;
+    v->i = *s == '-' ? (int64_t)(0 - x) : (int64_t)x;
+    v->type = JV_INT;
+    return 1;
+}
+
+static int literal(struct cursor *c, const char *word, uint8_t type, struct jv *v)
+{
+    size_t n = strlen(word);
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, word, n) != 0)
+        return 0;
+    v->type = type;
+    v->p = c->p;
+    v->n = (uint32_t)n;
+    c->p += n;
+    return 1;
+}
+
+static int value(struct cursor *c, struct jv *v, int depth);
+
+/* Skips an array or object (any content); v spans it. */
+static int container(struct cursor *c, struct jv *v, int depth)
+{
+    if (depth >= MAX_DEPTH)
+        return 0;
+    const char *start = c->p;
+    char close = *c->p == '[' ? ']' : '}';
+    c->p++;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == close) {
+        c->p++;
+    } else {
+        for (;;) {
+            struct jv item = {0};
+            if (close == '}') {
+                skip_ws(c);
+                if (c->p >= c->end || *c->p != '"' || !string(c, &item))
+                    return 0;
+                skip_ws(c);
+                if (c->p >= c->end || *c->p != ':')
+                    return 0;
+                c->p++;
+            }
+            if (!value(c, &item, depth + 1))
+                return 0;
+            skip_ws(c);
+            if (c->p < c->end && *c->p == ',') {
+                c->p++;
+                continue;
+            }
+            if (c->p < c->end && *c->p == close) {
+                c->p++;
+                break;
+            }
+            return 0;
+        }
+    }
+    v->type = close == ']' ? JV_ARRAY : JV_OBJECT;
+    v->p = start;
+    v->n = (uint32_t)(c->p - start);
+    return 1;
+}
+
+static int value(struct cursor *c, struct jv *v, int depth)
+{
+    skip_ws(c);
+    if (c->p >= c->end)
+        return 0;
+    switch (*c->p) {
+    case '"': return string(c, v);
+    case '{': case '[': return container(c, v, depth);
+    case 't': return literal(c, "true", JV_TRUE, v);
+    case 'f': return literal(c, "false", JV_FALSE, v);
+    case 'n': return literal(c, "null", JV_NULL, v);
+    default: return number(c, v); /* NaN, Infinity: left to Python */
+    }
+}
+
+int jl_is(const struct jv *v, const char *s)
+{
+    size_t n = strlen(s);
+    return v->type == JV_STR && !v->escaped && v->n == n && memcmp(v->p, s, n) == 0;
+}
+
+/* The record's keys the kernel reads, and where their views go. */
+#define KEY_LIST(X)                                                                              \
+    X(k) X(t) X(seq) X(path) X(format) X(dtype) X(dims) X(size) X(task) X(file) X(hash)          \
+    X(alias) X(note) X(round) X(stats)
+#define KEY_NAME(f) #f,
+#define KEY_OFFSET(f) offsetof(struct rec_view, f),
+static const char *const KEY_NAMES[] = {KEY_LIST(KEY_NAME)};
+static const size_t KEY_OFFSETS[] = {KEY_LIST(KEY_OFFSET)};
+#define N_KEYS (sizeof KEY_NAMES / sizeof KEY_NAMES[0])
+static const char *const STAT_KEYS[ST_N] = {"count", "max", "min", "mean", "norm",
+                                            "nan", "pinf", "ninf", "zero"};
+
+/* A known key's slot: a plain (unescaped) key equal to a name. A key with
+ * escapes could spell a known one: left to Python. */
+static int find_key(const struct jv *key, const char *const *names, size_t n_names,
+                    size_t *index)
+{
+    for (size_t i = 0; i < n_names; i++) {
+        size_t len = strlen(names[i]);
+        if (key->n == len && memcmp(key->p, names[i], len) == 0) {
+            *index = i;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A stats value's array: [a, b] of scalars, kept in pair (complex64's
+ * [re, im]); any other array is left to Python. */
+static int pair(struct cursor *c, struct jv *v, struct jv *el, int depth)
+{
+    const char *start = c->p;
+    c->p++;
+    for (int i = 0; i < 2; i++) {
+        if (!value(c, &el[i], depth + 1) || el[i].type == JV_ARRAY || el[i].type == JV_OBJECT)
+            return 0;
+        skip_ws(c);
+        if (c->p >= c->end || *c->p != (i ? ']' : ','))
+            return 0;
+        c->p++;
+    }
+    v->type = JV_ARRAY;
+    v->p = start;
+    v->n = (uint32_t)(c->p - start);
+    v->el = el;
+    v->n_el = 2;
+    return 1;
+}
+
+static int stats_object(struct cursor *c, struct rec_view *r)
+{
+    const char *start = c->p;
+    c->p++;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+    } else {
+        for (;;) {
+            struct jv key = {0};
+            skip_ws(c);
+            if (c->p >= c->end || *c->p != '"' || !string(c, &key) || key.escaped)
+                return 0;
+            skip_ws(c);
+            if (c->p >= c->end || *c->p != ':')
+                return 0;
+            c->p++;
+            skip_ws(c);
+            size_t i;
+            if (find_key(&key, STAT_KEYS, ST_N, &i)) {
+                if (r->st[i].type != JV_MISSING)
+                    return 0; /* duplicate: Python keeps the last one */
+                if (c->p < c->end && *c->p == '[') {
+                    if (!pair(c, &r->st[i], r->pair[i], 1))
+                        return 0;
+                } else if (!value(c, &r->st[i], 1)) {
+                    return 0;
+                }
+            } else {
+                struct jv skip = {0};
+                if (!value(c, &skip, 1))
+                    return 0;
+            }
+            skip_ws(c);
+            if (c->p < c->end && *c->p == ',') {
+                c->p++;
+                continue;
+            }
+            if (c->p < c->end && *c->p == '}') {
+                c->p++;
+                break;
+            }
+            return 0;
+        }
+    }
+    r->stats.type = JV_OBJECT;
+    r->stats.p = start;
+    r->stats.n = (uint32_t)(c->p - start);
+    return 1;
+}
+
+int jl_parse(const char *line, size_t n, struct rec_view *r)
+{
+    memset(r, 0, sizeof *r);
+    struct cursor c = {line, line + n};
+    skip_ws(&c);
+    if (c.p >= c.end || *c.p != '{')
+        return 0;
+    c.p++;
+    skip_ws(&c);
+    if (c.p < c.end && *c.p == '}') {
+        c.p++;
+    } else {
+        for (;;) {
+            struct jv key = {0};
+            skip_ws(&c);
+            if (c.p >= c.end || *c.p != '"' || !string(&c, &key) || key.escaped)
+                return 0;
+            skip_ws(&c);
+            if (c.p >= c.end || *c.p != ':')
+                return 0;
+            c.p++;
+            skip_ws(&c);
+            size_t i;
+            if (find_key(&key, KEY_NAMES, N_KEYS, &i)) {
+                struct jv *slot = (struct jv *)(void *)((char *)r + KEY_OFFSETS[i]);
+                if (slot->type != JV_MISSING)
+                    return 0; /* duplicate key */
+                if (slot == &r->stats && c.p < c.end && *c.p == '{') {
+                    if (!stats_object(&c, r))
+                        return 0;
+                } else if (!value(&c, slot, 0)) {
+                    return 0;
+                }
+            } else {
+                struct jv skip = {0};
+                if (!value(&c, &skip, 0))
+                    return 0;
+            }
+            skip_ws(&c);
+            if (c.p < c.end && *c.p == ',') {
+                c.p++;
+                continue;
+            }
+            if (c.p < c.end && *c.p == '}') {
+                c.p++;
+                break;
+            }
+            return 0;
+        }
+    }
+    skip_ws(&c);
+    return c.p == c.end;
+}
+
+/* UTF-8 of a code point below 0x110000 (no surrogates here). */
+static size_t put_utf8(unsigned cp, char *out)
+{
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xc0 | cp >> 6);
+        out[1] = (char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xe0 | cp >> 12);
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        out[2] = (char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    out[0] = (char)(0xf0 | cp >> 18);
+    out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    out[3] = (char)(0x80 | (cp & 0x3f));
+    return 4;
+}
+
+long jl_bytes(const struct jv *v, char *out)
+{
+    if (!v->escaped) {
+        memcpy(out, v->p, v->n);
+        return (long)v->n;
+    }
+    const char *p = v->p, *end = v->p + v->n;
+    char *o = out;
+    while (p < end) {
+        if (*p != '\\') {
+            *o++ = *p++;
+            continue;
+        }
+        char e = p[1];
+        p += 2;
+        switch (e) {
+        case 'b': *o++ = '\b'; continue;
+        case 'f': *o++ = '\f'; continue;
+        case 'n': *o++ = '\n'; continue;
+        case 'r': *o++ = '\r'; continue;
+        case 't': *o++ = '\t'; continue;
+        case 'u': break;
+        default: *o++ = e; continue; /* " \ / */
+        }
+        unsigned u;
+        hex4(p, &u); /* checked by the parser */
+        p += 4;
+        if (u >= 0xd800 && u <= 0xdbff && end - p >= 6 && p[0] == '\\' && p[1] == 'u') {
+            unsigned lo;
+            if (hex4(p + 2, &lo) && lo >= 0xdc00 && lo <= 0xdfff) {
+                p += 6;
+                o += put_utf8(0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00), o);
+                continue;
+            }
+        }
+        if (u >= 0xdc80 && u <= 0xdcff) {
+            *o++ = (char)(u - 0xdc00); /* surrogateescape: the raw byte */
+            continue;
+        }
+        if (u >= 0xd800 && u <= 0xdfff)
+            return -1;
+        o += put_utf8(u, o);
+    }
+    return (long)(o - out);
+}

@@ -1,0 +1,60 @@
+/* The rows a tensor record becomes: its statistic.csv line, its
+ * statistic_extra.csv line and the tail of its manifest line, exactly as
+ * the Python path formats them (msprobe_atb/tree/csvfmt.py and
+ * manifest.py: the reference, held to this by the differential tests).
+ * One owner: rows.c. */
+#ifndef ING_ROWS_H
+#define ING_ROWS_H
+
+#include <stdint.h>
+
+#include "bytes.h"
+#include "jsonline.h"
+
+/* msProbe's names of ATB's dtype (kind 0) and format (kind 1) codes, given
+ * by the Python side (tree/vocab.py) once. */
+int rows_set_name(int kind, int64_t code, const char *name, int64_t n);
+
+struct row_ctx {
+    const char *root; /* the Tensor Path root (the attach record's output), no trailing '/' */
+    size_t root_n;
+    int64_t start_ns;
+};
+
+/* A parsed path "{dev}_{pid}/{exec}/..." of a record: its round key is the
+ * first key_n bytes of `path` (dev_n of them the "{dev}_{pid}"). */
+struct path_key {
+    const char *path;
+    size_t n, key_n, dev_n;
+};
+
+/* What a tensor record gave. */
+struct tensor_row {
+    struct path_key at;
+    int64_t seq, t; /* seq 0 and t 0 when absent (the Python path's sort key and last_t) */
+    int has_seq;
+    int lost;       /* file "lost" */
+};
+
+/* Appends the record's three lines to stat, extra and man (the manifest line
+ * from its `seq` column on, with its newline). Returns 1, or 0 when the
+ * Python path must format the record (nothing appended then). `scratch`
+ * holds the decoded strings, which `row->at` points into. */
+int rows_tensor(const struct rec_view *r, const struct row_ctx *ctx, struct bytes *scratch,
+                struct bytes *stat, struct bytes *extra, struct bytes *man,
+                struct tensor_row *row);
+
+/* The round key of a param record's path (into scratch), its seq and t, and
+ * whether its file is "lost". 1; 0 when its path names no round (the Python
+ * path ignores it too); -1 when the Python path must read it. */
+int rows_param(const struct rec_view *r, struct bytes *scratch, struct tensor_row *row);
+
+/* The round a round record names ("{dev}_{pid}/{exec}": exactly one '/'),
+ * into scratch. 1; 0 when it names none; -1 for the Python path. */
+int rows_round(const struct rec_view *r, struct bytes *scratch, struct path_key *key);
+
+/* The manifest's `round` column of a round key: its {exec} as a number, or
+ * -1 when that is not all digits. */
+int64_t rows_round_number(const char *key, size_t key_n);
+
+#endif
