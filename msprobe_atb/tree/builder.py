@@ -23,6 +23,7 @@ import datetime as _dt
 import json
 import logging
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -46,8 +47,15 @@ from msprobe_atb.tree.info import (
     model_json,
     parse_json_object,
 )
-from msprobe_atb.tree.ingest import Ingest, IngestMemoryError, RoundInfo, Taken, key_bytes
-from msprobe_atb.tree.manifest import ManifestWriter, manifest_tail, partition_of, record_row
+from msprobe_atb.tree.ingest import (
+    Ingest,
+    IngestMemoryError,
+    RoundInfo,
+    Taken,
+    key_bytes,
+    manifest_cells,
+)
+from msprobe_atb.tree.manifest import COLUMN_NAMES, ManifestWriter, record_row
 from msprobe_atb.tree.records import ProcKey
 
 log = logging.getLogger("msprobe_atb")
@@ -137,6 +145,7 @@ class Proc:
     written: dict[tuple[str, ...], bytes] = field(default_factory=dict)  # info files on disk
     info_budget: InfoBudget = field(default_factory=InfoBudget)
     held_said: bool = False  # rows were let out of order for memory (logged once)
+    manifest_since: float | None = None  # when its oldest manifest row not in a file came
 
 
 # Names that are not UTF-8 come from the record log as surrogate escapes
@@ -159,18 +168,21 @@ def _seq(rec: dict) -> int | None:
 _CSV_RECORD = re.compile(rb'(?:[^"\n]|"[^"]*")*\n')
 
 
-def _merged(stat: bytes, extra: bytes, taken: Taken) -> tuple[bytes, bytes]:
-    """A round's files with rows that arrived after rows of a higher seq were
-    appended (`taken`), put in sequence order: the rows of both, sorted by
-    the Sequence column of statistic_extra.csv (stable: the earlier rows first
-    among equals, a row without one as seq 0, as the records sort)."""
-    def seq(extra_row: bytes) -> int:
-        cell = extra_row.split(b",", 1)[0]
-        return int(cell) if cell.lstrip(b"-").isdigit() else 0
+def _seq_of(extra_row: bytes) -> int:
+    """The Sequence of a statistic_extra.csv row (0 without one, as the records sort)."""
+    cell = extra_row.split(b",", 1)[0]
+    return int(cell) if cell.lstrip(b"-").isdigit() else 0
 
+
+def _merged(stat: bytes, extra: bytes, new_stat: bytes, new_extra: bytes) -> tuple[bytes, bytes]:
+    """A round's files (stat, extra) with rows that arrived after rows of a
+    higher seq were appended (new_stat, new_extra), put in sequence order: the
+    rows of both, sorted by the Sequence column of statistic_extra.csv (stable:
+    the earlier rows first among equals, a row without one as seq 0, as the
+    records sort)."""
     pairs = list(zip(_CSV_RECORD.findall(stat)[1:], _CSV_RECORD.findall(extra)[1:]))
-    pairs += zip(_CSV_RECORD.findall(taken.stat), _CSV_RECORD.findall(taken.extra))
-    pairs.sort(key=lambda pair: seq(pair[1]))
+    pairs += zip(_CSV_RECORD.findall(new_stat), _CSV_RECORD.findall(new_extra))
+    pairs.sort(key=lambda pair: _seq_of(pair[1]))
     return (_bytes(HEADER + "\n") + b"".join(p[0] for p in pairs),
             _bytes(EXTRA_HEADER + "\n") + b"".join(p[1] for p in pairs))
 
@@ -290,7 +302,7 @@ class TreeBuilder:
         root = self._output_root(p)
         stat = _bytes(statistic_row(rec, tp, root))
         extra = _bytes(extra_row(rec, tp, root))
-        man = manifest_tail(record_row(rec, tp, p.key.start_ns))
+        man = manifest_cells(dict(zip(COLUMN_NAMES, record_row(rec, tp, p.key.start_ns))))
         if rec.get("file") == "stub" and str(rec.get("note", "")).startswith("hard link refused"):
             self._problem("link-refused", f"pid {p.key.pid}: {path}: {rec['note']} (the file "
                           "system of the dump refuses hard links; msProbe's tools cannot read "
@@ -487,6 +499,11 @@ class TreeBuilder:
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             self._problem("reload", f"cannot read back {'/'.join(base + (MARKER,))} ({exc}); "
                           "its counts restart from 0 until `msprobe-atb rebuild`")
+        # the seq of its last row: a row that sorts before it is merged into place
+        tail = fsio.read_tail(self.dump_root, base + ("statistic_extra.csv",), 64 << 10)
+        last = _CSV_RECORD.findall(tail or b"")
+        if len(last) > 1 or (last and not tail.startswith(b"Sequence")):
+            rnd.last_seq = _seq_of(last[-1])
 
     # ---- output ----
     def _write(self, *files: tuple[tuple[str, ...], bytes], append: bool = False) -> bool:
@@ -581,8 +598,7 @@ class TreeBuilder:
         late = rnd.on_disk and any(t.late for t in taken)
         if late:
             merged = _merged(fsio.read_file(self.dump_root, stat_rel) or b"",
-                             fsio.read_file(self.dump_root, extra_rel) or b"",
-                             Taken(0, 0, 0, 0, True, stat, extra, b""))
+                             fsio.read_file(self.dump_root, extra_rel) or b"", stat, extra)
             ok = self._write((stat_rel, merged[0]), (extra_rel, merged[1]))
         elif rnd.on_disk:
             # statistic_extra.csv first: msProbe's tools read statistic.csv alone
@@ -600,13 +616,10 @@ class TreeBuilder:
             self.late_rows += rows
             log.info("%s: %d row(s) arrived after rows of a higher seq; merged into place",
                      "/".join(base), rows)
-        part = partition_of(rnd.key[0])
         for t in taken:
             rnd.count += t.rows
             rnd.lost += t.lost
             rnd.last_seq = max(rnd.last_seq, t.last_seq)
-            if part is not None and t.man:
-                self.manifest.add(part, t.man, t.rows)
         rnd.pending = []
         rnd.on_disk = True
         rnd.synced = rnd.synced and not rows
@@ -679,10 +692,29 @@ class TreeBuilder:
             if p.info_dirty:
                 self._flush_info(p)
         for rnd in list(self.rounds.values()):
-            self._flush_round(rnd)
-        self.manifest.flush(force=idle)
+            try:
+                self._flush_round(rnd)
+            except Exception as exc:  # one round must not stop the others or the daemon
+                self._problem("round", f"cannot build round {'/'.join(rnd.key)}: "
+                              f"{type(exc).__name__}: {exc} (`msprobe-atb rebuild` retries)")
+        self._flush_manifest(idle)
         self.incidents.flush()
         self.said_done = 0
+
+    def _flush_manifest(self, idle: bool) -> None:
+        """The manifest rows of the rows appended: a part of each process's when
+        the manifest says they are worth one, or nothing new comes (`idle`)."""
+        now = time.monotonic()
+        for p in self.procs.values():
+            rows = p.ingest.manifest_rows()
+            if not rows:
+                p.manifest_since = None
+                continue
+            if p.manifest_since is None:
+                p.manifest_since = now
+            if idle or self.manifest.due(rows, now - p.manifest_since):
+                self.manifest.write(p.ingest.manifest_frame())
+                p.manifest_since = None
 
     def finish(self) -> None:
         """The last flush of a builder: the manifest's rows all in its files."""

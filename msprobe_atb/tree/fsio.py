@@ -223,6 +223,28 @@ def remove_file(dump_root: Path, rel: Sequence[str]) -> None:
         os.close(fd)
 
 
+def read_tail(dump_root: Path, rel: Sequence[str], n: int) -> bytes | None:
+    """The last n bytes (or fewer) of a regular file, None if it cannot be read."""
+    *dirs, name = rel
+    try:
+        fd = open_dir(dump_root, dirs, create=False)
+    except (OSError, UnsafePath):
+        return None
+    try:
+        f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                    dir_fd=fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    with os.fdopen(f, "rb") as fh:
+        st = os.fstat(f)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        fh.seek(max(0, st.st_size - n))
+        return fh.read(n)
+
+
 def read_file(dump_root: Path, rel: Sequence[str]) -> bytes | None:
     *dirs, name = rel
     try:

@@ -7,13 +7,17 @@ hands back what it made of them (add_row, param, round_said).
 
 Names cross as bytes: a round key is "{dev}_{pid}/{exec}" as the file system
 has it; the builder's RoundKey is its two parts as Python holds them
-(surrogateescape)."""
+(surrogateescape). The manifest rows of the rows taken come back in columns
+(manifest_frame), their strings in names.py's text form."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 
+import numpy as np
+
+from msprobe_atb.tree.names import text_of
 from msprobe_atb.tree.vocab import DTYPE_NAMES, FORMAT_NAMES
 
 from ._ingest import ffi, lib
@@ -28,6 +32,41 @@ for _kind, _table in enumerate((DTYPE_NAMES, FORMAT_NAMES)):
 
 class IngestMemoryError(MemoryError):
     """The kernel ran out of memory."""
+
+
+# The manifest columns the kernel carries (ingest.h ING_MI_*, ING_MD_*, ING_MS_*).
+INT_COLUMNS = ("seq", "count", "nan", "pinf", "ninf", "zero", "bytes", "time")
+DOUBLE_COLUMNS = ("max", "min", "mean", "norm")
+STRING_COLUMNS = ("op_id", "op_name", "op_type", "stage", "io", "index", "dtype", "format",
+                  "shape", "path", "hash", "alias", "status", "note")
+_HEAD = ffi.sizeof("ing_man_head")
+
+
+def manifest_cells(row: dict) -> bytes:
+    """A manifest row (column name -> value, tree/manifest.py record_row's) as the
+    kernel keeps its cells: an ing_man_head, then each string column's length and
+    text form. `path` without its "data/". The integer columns are 64-bit: a
+    record's larger number is null there (statistic.csv has it)."""
+    head = ffi.new("ing_man_head *")
+    valid = 0
+    for k, name in enumerate(INT_COLUMNS):
+        if row[name] is not None and -2**63 <= row[name] < 2**63:
+            head.i[k] = row[name]
+            valid |= 1 << k
+    for k, name in enumerate(DOUBLE_COLUMNS):
+        if row[name] is not None:
+            head.d[k] = row[name]
+            valid |= 1 << (8 + k)
+    strings = []
+    for k, name in enumerate(STRING_COLUMNS):
+        value = row[name]
+        if name == "path" and value is not None:
+            value = value.removeprefix("data/")
+        raw = text_of(value).encode() if value is not None else b""
+        valid |= (value is not None) << (12 + k)
+        strings.append(len(raw).to_bytes(4, "little") + raw)
+    head.valid = valid
+    return ffi.buffer(head, _HEAD)[:] + b"".join(strings)
 
 
 def key_bytes(key: RoundKey) -> bytes:
@@ -60,7 +99,6 @@ class Taken:
     late: bool          # its first row sorts before rows already appended
     stat: bytes
     extra: bytes
-    man: bytes
 
 
 @dataclass
@@ -84,6 +122,8 @@ class Ingest:
         self._keys = ffi.new("const char **")
         self._taken = ffi.new("ing_taken *")
         self._state = ffi.new("ing_state *")
+        self._manifest = ffi.new("ing_manifest *")
+        self.start_ns = start_ns
 
     def set_root(self, root: bytes) -> None:
         if lib.ing_set_root(self._p, root, len(root)) < 0:
@@ -101,6 +141,8 @@ class Ingest:
 
     def add_row(self, key: bytes, seq: int | None, t: int, offset: int, line: int, lost: bool,
                 stat: bytes, extra: bytes, man: bytes) -> None:
+        """A tensor record the Python path read: its two lines and its manifest
+        cells (manifest_cells)."""
         if lib.ing_add_row(self._p, key, len(key), seq or 0, seq is not None, t, offset, line,
                            lost, stat, len(stat), extra, len(extra), man, len(man)) < 0:
             raise IngestMemoryError("out of memory")
@@ -145,8 +187,64 @@ class Ingest:
             return None
         t = self._taken
         return Taken(t.rows, t.lost, t.first_seq, t.last_seq, bool(t.late),
-                     ffi.buffer(t.stat, t.stat_n)[:], ffi.buffer(t.extra, t.extra_n)[:],
-                     ffi.buffer(t.man, t.man_n)[:])
+                     ffi.buffer(t.stat, t.stat_n)[:], ffi.buffer(t.extra, t.extra_n)[:])
+
+    def manifest_rows(self) -> int:
+        """Rows taken whose manifest rows wait in the kernel."""
+        return lib.ing_manifest_rows(self._p)
+
+    def manifest_frame(self):
+        """The manifest rows taken since the last call, as a polars frame in
+        tree/manifest.py's COLUMNS, with the round key of each in `_key`."""
+        import polars as pl
+
+        from msprobe_atb.tree.manifest import COLUMN_NAMES, polars_schema
+
+        m = self._manifest
+        if lib.ing_manifest_take(self._p, m) < 0:
+            raise IngestMemoryError("out of memory")
+        n = m.n
+
+        def column(ptr, dtype) -> np.ndarray:
+            return np.frombuffer(ffi.buffer(ptr, n * np.dtype(dtype).itemsize), dtype).copy()
+
+        valid = column(m.valid, np.uint32)
+        if m.dict_nul:  # a name with a NUL of its own: cut at the offsets
+            at = np.frombuffer(ffi.buffer(m.dict_at, (m.n_dict + 1) * 8), np.int64)
+            raw = ffi.buffer(m.dict, m.dict_n)[:]
+            values = pl.Series([raw[a:b - 1].decode() for a, b in zip(at[:-1], at[1:])],
+                               dtype=pl.Utf8)
+        else:
+            text = ffi.buffer(m.dict, m.dict_n)[:-1].decode() if m.n_dict else ""
+            values = pl.Series([text], dtype=pl.Utf8).str.split("\x00").explode() \
+                if m.n_dict else pl.Series([], dtype=pl.Utf8)
+        values = values.append(pl.Series([None], dtype=pl.Utf8))  # index n_dict: null
+
+        def strings(k: int) -> pl.Series:
+            codes = column(m.codes[k], np.uint32)
+            codes[codes == 0xFFFFFFFF] = m.n_dict
+            return values.gather(codes)
+
+        cols: dict = {"round": column(m.round, np.int64),
+                      "round_seq": column(m.round_seq, np.int64)}
+        for k, name in enumerate(INT_COLUMNS):
+            cols[name] = pl.Series(name, column(m.i[k], np.int64)).set(
+                pl.Series((valid >> k) & 1 == 0), None)
+        for k, name in enumerate(DOUBLE_COLUMNS):
+            cols[name] = pl.Series(name, column(m.d[k], np.float64)).set(
+                pl.Series((valid >> (8 + k)) & 1 == 0), None)
+        for k, name in enumerate(STRING_COLUMNS):
+            cols[name] = strings(k)
+        key = strings(len(STRING_COLUMNS))
+        keyed = pl.Series(column(m.keyed, np.uint8) == 1)
+        frame = pl.DataFrame({**cols, "_key": key, "_keyed": keyed}).with_columns(
+            pl.when(pl.col("_keyed")).then(pl.concat_str(
+                [pl.lit("data/"), pl.col("_key"), pl.lit("/"), pl.col("path")]))
+            .otherwise(pl.concat_str([pl.lit("data/"), pl.col("path")])).alias("path"),
+            pl.lit(self.start_ns, pl.Int64).alias("start_ns"),
+            pl.lit(0.0, pl.Float64).alias("stat_step"))
+        schema = polars_schema()
+        return frame.select([pl.col(c).cast(schema[c]) for c in COLUMN_NAMES] + ["_key"])
 
     def state(self) -> State:
         s = self._state

@@ -8,10 +8,9 @@ Layout (hive-style, so DuckDB, polars, Spark and Trino read it as one dataset):
 A row is written when it is appended to its round's statistic.csv (rows go in in
 sequence order, so `round_seq`, the position within the round, is its line
 there); a round reopened by a later request adds its new rows after the
-earlier ones. The tree builder hands the rows over as text lines (the ingest
-kernel writes them, manifest_tail is their form for the records it leaves to
-Python), buffered per process until a part is worth a file. The partition columns
-live in the directory names only. `seq` is the process's
+earlier ones. The ingest kernel keeps a process's rows in columns until the tree
+builder takes them as a frame worth a file (tree/ingest.py). The partition
+columns live in the directory names only. `seq` is the process's
 SaveTensor sequence (null in a manifest that `index` made from a dump without
 one). `stat_step` is the rounding step of the statistics: 0 (full precision)
 from the records, 1e-6 for msProbe's 6-decimal CSVs. `bytes` is the tensor's
@@ -19,8 +18,8 @@ data size (a stub's data is in its alias' file). Cells that statistic.csv
 also has are spelt as there (`index` "0" or "0_query", `shape` "4x64", dtype and
 format names), so the two read alike.
 
-File count: a process's buffered rows become a file once there are PART_ROWS of
-them, or they are PART_AGE_S old, or the builder finishes; whenever FANIN files
+File count: a process's rows become a file once there are PART_ROWS of them, or
+they are PART_AGE_S old, or the builder is idle or finishes; whenever FANIN files
 of one level pile up they are merged into one file of the next level (named after
 the first of them, so the names sort as the rows were emitted, i.e. in execution
 order), until a file holds BIG_ROWS rows. A service running 100,000 rounds
@@ -42,14 +41,12 @@ import logging
 import math
 import os
 import socket
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from msprobe_atb.tree import fsio
 from msprobe_atb.tree.csvfmt import TensorPath
-from msprobe_atb.tree.names import text_of
 from msprobe_atb.tree.records import record_float
 from msprobe_atb.tree.vocab import dtype_name, format_name
 
@@ -58,7 +55,7 @@ log = logging.getLogger("msprobe_atb")
 DIR = "manifest"
 META = "_manifest.json"
 VERSION = 1
-FANIN = 8
+FANIN = 16
 BIG_ROWS = 1_000_000
 PART_ROWS = 65_536
 PART_AGE_S = 2.0
@@ -161,44 +158,6 @@ def record_row(rec: dict, tp: TensorPath, start_ns: int) -> tuple:
     )
 
 
-def _text_cell(value: str) -> str:
-    """A string cell of a manifest text line: the text form, quoted when it holds
-    a comma, a quote or a line break, or is empty (an empty field is null)."""
-    text = text_of(value)
-    if not text or any(c in text for c in ',"\r\n'):
-        return '"' + text.replace('"', '""') + '"'
-    return text
-
-
-def manifest_tail(row: tuple) -> bytes:
-    """A record_row as the ingest kernel writes manifest lines (native/ingest/
-    rows.c), from its `seq` column on, with the comma before it: the kernel puts
-    `round` and `round_seq` in front when the row is appended."""
-    cells = []
-    for (_, kind), value in zip(COLUMNS[2:], row[2:]):
-        if value is None:
-            cells.append("")
-        elif kind == "Utf8":
-            cells.append(_text_cell(value))
-        elif kind == "Float64":
-            cells.append(repr(float(value)))
-        else:
-            cells.append(str(value))
-    return ("," + ",".join(cells) + "\n").encode()
-
-
-def text_frame(data: bytes):
-    """The manifest rows of text lines (manifest_tail's, with round and round_seq)."""
-    import polars as pl
-
-    schema = polars_schema()
-    time_type = schema["time"]
-    schema["time"] = pl.Int64
-    frame = pl.read_csv(io.BytesIO(data), has_header=False, new_columns=list(COLUMN_NAMES),
-                        schema=schema, quote_char='"')
-    return frame.with_columns(pl.col("time").cast(time_type))
-
-
 def partition_of(dev_pid: str) -> Partition | None:
     dev, _, pid = dev_pid.partition("_")
     try:
@@ -219,9 +178,7 @@ class _Part:
 class _Partition:
     parts: list[_Part] = field(default_factory=list)
     next_n: int = 0
-    text: list[bytes] = field(default_factory=list)  # rows not in a file yet, as text lines
-    rows: int = 0  # of them
-    since: float = 0.0  # when the oldest of them came (monotonic)
+    failed: list = field(default_factory=list)  # frames a failed write left to write
     replaced: bool = False  # what an earlier writer left of it is removed
 
 
@@ -245,14 +202,6 @@ class ManifestWriter:
     def _pdir(self, part: Partition) -> tuple[str, ...]:
         return (*self._host_dir(), f"device={part[0]}", f"pid={part[1]}")
 
-    def add(self, part: Partition, text: bytes, rows: int) -> None:
-        """Rows appended to statistic.csv, as manifest text lines."""
-        state = self.partitions.setdefault(part, _Partition())
-        if not state.rows:
-            state.since = time.monotonic()
-        state.text.append(text)
-        state.rows += rows
-
     def _start(self) -> None:
         """This writer derives its host's manifest from the record logs, as the
         CSVs are, one process partition at a time: a partition is replaced when
@@ -266,20 +215,31 @@ class ManifestWriter:
                 "partitions": ["host", "device", "pid"], "types": PARTITION_TYPES}
         fsio.write_files(self.dump_root, [((DIR, META), json.dumps(meta, indent=1).encode())])
 
-    def flush(self, force: bool = False) -> None:
-        """Writes the partitions whose buffered rows are worth a file (all with
-        `force`)."""
-        now = time.monotonic()
-        due = [(part, state) for part, state in self.partitions.items() if state.rows and (
-            force or state.rows >= PART_ROWS or now - state.since >= PART_AGE_S)]
-        if not due:
-            return
+    @staticmethod
+    def due(rows: int, age_s: float) -> bool:
+        """A process's rows are worth a file: PART_ROWS of them, or PART_AGE_S old."""
+        return rows >= PART_ROWS or age_s >= PART_AGE_S
+
+    def write(self, frame) -> None:
+        """Writes a frame of rows (COLUMNS and `_key`, the round key) as a new
+        file of each process partition they belong to; rows of a round key
+        that names no partition have none. What a failed write (a full disk)
+        left is tried again first."""
+        import polars as pl
+
         try:
             if not self._started:
                 self._start()
-            for part, state in due:
-                self._write_part(part, state, text_frame(b"".join(state.text)), 0)
-                state.text, state.rows = [], 0
+            frame = frame.with_columns(pl.col("_key").str.split("/").list.first())
+            for (dev_pid,), rows in frame.partition_by("_key", as_dict=True).items():
+                part = partition_of(str(dev_pid))
+                if part is not None:
+                    state = self.partitions.setdefault(part, _Partition())
+                    state.failed.append(rows.drop("_key"))
+            for part, state in self.partitions.items():
+                while state.failed:
+                    self._write_part(part, state, state.failed[0], 0)
+                    state.failed.pop(0)
                 self._compact(part, state)
             self.last_error = ""
         except Exception as exc:  # the manifest must never stop the daemon or the CSVs
@@ -293,7 +253,8 @@ class ManifestWriter:
 
     def unwritten_rows(self) -> int:
         """Rows not in a manifest file because a write failed."""
-        return sum(p.rows for p in self.partitions.values()) if self.last_error else 0
+        return sum(f.height for p in self.partitions.values() for f in p.failed) \
+            if self.last_error else 0
 
     def _replace(self, part: Partition, state: _Partition) -> None:
         if not state.replaced:

@@ -28,20 +28,37 @@ void bytes_free(struct bytes *b)
     b->oom = 0;
 }
 
+/* "00" .. "99": two digits a division */
+static const char PAIRS[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+char *digits_u64(uint64_t v, char *end)
+{
+    while (v >= 100) {
+        unsigned pair = (unsigned)(v % 100) * 2;
+        v /= 100;
+        end -= 2;
+        end[0] = PAIRS[pair];
+        end[1] = PAIRS[pair + 1];
+    }
+    if (v >= 10) {
+        end -= 2;
+        end[0] = PAIRS[v * 2];
+        end[1] = PAIRS[v * 2 + 1];
+    } else {
+        *--end = (char)('0' + v);
+    }
+    return end;
+}
+
 void bytes_i64(struct bytes *b, int64_t v)
 {
     char tmp[24];
-    int n = 0;
     /* through the unsigned magnitude: INT64_MIN has no positive counterpart */
-    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
+    char *start = digits_u64(v < 0 ? 0 - (uint64_t)v : (uint64_t)v, tmp + sizeof tmp);
     if (v < 0)
-        tmp[n++] = '-';
-    if (!bytes_reserve(b, (size_t)n))
-        return;
-    while (n)
-        b->p[b->len++] = tmp[--n];
+        *--start = '-';
+    bytes_put(b, start, (size_t)(tmp + sizeof tmp - start));
 }

@@ -37,6 +37,9 @@ static inline void bytes_putc(struct bytes *b, char c)
         b->p[b->len++] = c;
 }
 
+/* The decimal digits of v, right-aligned to end at `end`; returns where they start. */
+char *digits_u64(uint64_t v, char *end);
+
 /* Decimal of a signed 64-bit integer. */
 void bytes_i64(struct bytes *b, int64_t v);
 

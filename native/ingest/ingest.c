@@ -8,11 +8,12 @@
 
 #include "bytes.h"
 #include "jsonline.h"
+#include "manbatch.h"
 #include "rows.h"
 
 struct row {
     int64_t seq, t, offset, line;
-    size_t at;            /* its lines in the round's arena: stat, extra, man back to back */
+    size_t at;            /* in the round's arena: its two lines, then its manifest cells */
     uint32_t stat_n, extra_n, man_n;
     uint8_t lost, released;
 };
@@ -40,7 +41,9 @@ struct ing_proc {
     /* ing_rounds' answer, ing_take's */
     ing_round *info;
     size_t cap_info;
-    struct bytes keys, take_stat, take_extra, take_man;
+    struct bytes keys, take_stat, take_extra, key_text;
+    /* the manifest rows taken, and the batch handed to Python last */
+    struct man_batch batch, handed;
     struct row *sorted;
     size_t cap_sorted;
 };
@@ -77,11 +80,14 @@ void ing_proc_free(ing_proc *p)
         round_free(p->rounds[i]);
     free(p->rounds);
     struct bytes *all[] = {&p->root, &p->scratch, &p->stat, &p->extra, &p->man,
-                           &p->last_round, &p->keys, &p->take_stat, &p->take_extra, &p->take_man};
+                           &p->last_round, &p->keys, &p->take_stat, &p->take_extra,
+                           &p->key_text};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         bytes_free(all[i]);
     free(p->info);
     free(p->sorted);
+    mb_free(&p->batch);
+    mb_free(&p->handed);
     free(p);
 }
 
@@ -253,7 +259,7 @@ static int blank(const char *s, size_t n)
 static int take_record(ing_proc *p, const struct rec_view *v, int64_t offset, int64_t line)
 {
     struct tensor_row row;
-    if (jl_is(&v->k, "tensor")) {
+    if (JL_IS(&v->k, "tensor")) {
         struct row_ctx ctx = {p->root.p ? p->root.p : "", p->root.len, p->start_ns};
         p->stat.len = p->extra.len = p->man.len = 0;
         if (!rows_tensor(v, &ctx, &p->scratch, &p->stat, &p->extra, &p->man, &row))
@@ -262,14 +268,14 @@ static int take_record(ing_proc *p, const struct rec_view *v, int64_t offset, in
                            offset, line, row.lost, p->stat.p, (int64_t)p->stat.len, p->extra.p,
                            (int64_t)p->extra.len, p->man.p, (int64_t)p->man.len) == 0 ? 1 : -1;
     }
-    if (jl_is(&v->k, "param")) {
+    if (JL_IS(&v->k, "param")) {
         int got = rows_param(v, &p->scratch, &row);
         if (got <= 0)
             return got == 0; /* names no round: nothing to note */
         return ing_param(p, row.at.path, (int64_t)row.at.key_n, row.seq, row.has_seq, row.t,
                          row.lost) == 0 ? 1 : -1;
     }
-    if (jl_is(&v->k, "round")) {
+    if (JL_IS(&v->k, "round")) {
         struct path_key key;
         int got = rows_round(v, &p->scratch, &key);
         if (got <= 0)
@@ -377,20 +383,20 @@ int64_t ing_take(ing_proc *p, const char *key, int64_t key_n, int64_t base, int6
         if (r->rows[i].released)
             p->sorted[n++] = r->rows[i];
     qsort(p->sorted, n, sizeof *p->sorted, by_seq);
-    p->take_stat.len = p->take_extra.len = p->take_man.len = 0;
+    p->take_stat.len = p->take_extra.len = p->key_text.len = 0;
     const int64_t number = rows_round_number(r->key, r->key_n);
+    rows_text_form(&p->key_text, r->key, r->key_n); /* the manifest's strings are text */
     for (size_t i = 0; i < n; i++) {
         const struct row *row = &p->sorted[i];
         const char *lines = r->arena.p + row->at;
         bytes_put(&p->take_stat, lines, row->stat_n);
         bytes_put(&p->take_extra, lines + row->stat_n, row->extra_n);
-        bytes_i64(&p->take_man, number);
-        bytes_putc(&p->take_man, ',');
-        bytes_i64(&p->take_man, base + (int64_t)i);
-        bytes_put(&p->take_man, lines + row->stat_n + row->extra_n, row->man_n);
+        if (mb_add(&p->batch, number, base + (int64_t)i, lines + row->stat_n + row->extra_n,
+                   row->man_n, p->key_text.p, p->key_text.len) < 0)
+            return -1;
         out->lost += row->lost;
     }
-    if (p->take_stat.oom || p->take_extra.oom || p->take_man.oom)
+    if (p->take_stat.oom || p->take_extra.oom)
         return -1;
     /* the rows held on keep their lines, moved to the front of the arena */
     size_t to = 0;
@@ -421,9 +427,23 @@ int64_t ing_take(ing_proc *p, const char *key, int64_t key_n, int64_t base, int6
     out->stat_n = (int64_t)p->take_stat.len;
     out->extra = p->take_extra.p;
     out->extra_n = (int64_t)p->take_extra.len;
-    out->man = p->take_man.p;
-    out->man_n = (int64_t)p->take_man.len;
     return (int64_t)n;
+}
+
+int64_t ing_manifest_rows(ing_proc *p)
+{
+    return (int64_t)p->batch.n;
+}
+
+int ing_manifest_take(ing_proc *p, ing_manifest *out)
+{
+    /* the batch handed over last was read by now: it takes the new rows */
+    mb_clear(&p->handed);
+    struct man_batch full = p->batch;
+    p->batch = p->handed;
+    p->handed = full;
+    mb_view(&p->handed, out);
+    return 0;
 }
 
 void ing_get_state(ing_proc *p, ing_state *out)

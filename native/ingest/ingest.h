@@ -43,7 +43,7 @@ typedef struct {
 } ing_state;
 
 /* A round's released rows, sorted by (seq, log offset): valid until the next
- * ing_take on the process. */
+ * ing_take on the process. Their manifest cells go to the process's batch. */
 typedef struct {
     int64_t rows, lost;
     int64_t first_seq, last_seq;
@@ -52,9 +52,45 @@ typedef struct {
     int64_t stat_n;
     const char *extra;
     int64_t extra_n;
-    const char *man;        /* manifest lines (their `round` and `round_seq` columns included) */
-    int64_t man_n;
 } ing_taken;
+
+/* A row's manifest cells (msprobe_atb/tree/manifest.py COLUMNS) as the kernel
+ * keeps them: this head, then each string column in ING_MS order as its
+ * length (uint32) and its bytes in names.py's text form (the path column:
+ * the tensor path as the record has it, without "data/"). `round`,
+ * `round_seq`, `start_ns` and `stat_step` are not in it. */
+enum { ING_MI_SEQ, ING_MI_COUNT, ING_MI_NAN, ING_MI_PINF, ING_MI_NINF, ING_MI_ZERO, ING_MI_BYTES,
+       ING_MI_TIME, ING_MI_N };
+enum { ING_MD_MAX, ING_MD_MIN, ING_MD_MEAN, ING_MD_NORM, ING_MD_N };
+enum { ING_MS_OP_ID, ING_MS_OP_NAME, ING_MS_OP_TYPE, ING_MS_STAGE, ING_MS_IO, ING_MS_INDEX,
+       ING_MS_DTYPE, ING_MS_FORMAT, ING_MS_SHAPE, ING_MS_PATH, ING_MS_HASH, ING_MS_ALIAS,
+       ING_MS_STATUS, ING_MS_NOTE, ING_MS_N };
+typedef struct {
+    int64_t i[8];           /* ING_MI_* */
+    double d[4];            /* ING_MD_* */
+    uint32_t valid;         /* not null: bit k i[k], bit 8 + k d[k], bit 12 + k string k */
+    uint32_t reserved;
+} ing_man_head;
+
+/* The manifest rows taken so far (ing_take moves them here in sequence order):
+ * columns of n rows, valid until the next ing_manifest call on the process. */
+typedef struct {
+    int64_t n;
+    const int64_t *round;
+    const int64_t *round_seq;
+    const int64_t *i[8];    /* ING_MI_* */
+    const double *d[4];     /* ING_MD_* */
+    const uint32_t *valid;  /* the rows' ing_man_head valid bits */
+    const uint32_t *codes[15]; /* ING_MS_* strings, then the round key: the dictionary's
+                                  index, UINT32_MAX for null */
+    const uint8_t *keyed;   /* the row's path begins with its round key and a '/' (the path
+                               string is the rest) */
+    const char *dict;       /* the distinct strings, each followed by a NUL */
+    int64_t dict_n;
+    int64_t n_dict;
+    const int64_t *dict_at; /* string k is dict[dict_at[k] .. dict_at[k + 1] - 1) */
+    int32_t dict_nul;       /* a string holds a NUL of its own: split by dict_at */
+} ing_manifest;
 
 /* msProbe's names of ATB's dtype (kind 0) and format (kind 1) codes; 0 or -1. */
 int ing_set_name(int kind, int64_t code, const char *name, int64_t n);
@@ -70,9 +106,9 @@ int ing_set_root(ing_proc *p, const char *root, int64_t n);
 int64_t ing_feed(ing_proc *p, const char *buf, int64_t len, int64_t offset, int64_t line,
                  int32_t *stopped);
 
-/* What the Python path made of a line it read: a tensor record's three lines
- * (`man` from its seq column on); a param record; a round record. 0, or -1
- * when memory ran out. */
+/* What the Python path made of a line it read: a tensor record's two lines
+ * and its manifest cells (an ing_man_head and its strings); a param record;
+ * a round record. 0, or -1 when memory ran out. */
 int ing_add_row(ing_proc *p, const char *key, int64_t key_n, int64_t seq, int32_t has_seq,
                 int64_t t, int64_t offset, int64_t line, int32_t lost, const char *stat,
                 int64_t stat_n, const char *extra, int64_t extra_n, const char *man,
@@ -92,10 +128,16 @@ int64_t ing_rounds(ing_proc *p, const ing_round **rounds, const char **keys);
 /* Rows the round holds (0 for a round it does not know). */
 int64_t ing_held(ing_proc *p, const char *key, int64_t key_n);
 
-/* Takes the released rows of a round; their manifest lines get round_seq
- * base, base + 1, ... Returns the rows taken (0: none), -1 when memory ran out. */
+/* Takes the released rows of a round; their manifest rows (round_seq base,
+ * base + 1, ...) join the process's batch. Returns the rows taken (0: none),
+ * -1 when memory ran out. */
 int64_t ing_take(ing_proc *p, const char *key, int64_t key_n, int64_t base, int64_t after_seq,
                  ing_taken *out);
+
+/* Rows in the process's manifest batch. */
+int64_t ing_manifest_rows(ing_proc *p);
+/* Hands the batch over (and starts a new one). 0, or -1 when memory ran out. */
+int ing_manifest_take(ing_proc *p, ing_manifest *out);
 
 void ing_get_state(ing_proc *p, ing_state *out);
 

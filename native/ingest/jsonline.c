@@ -63,11 +63,21 @@ static int hex4(const char *p, unsigned *out)
     return 1;
 }
 
+/* Bytes a string's scan must stop at: the quote, a backslash, control
+ * characters and the start of a multi-byte sequence. */
+static const unsigned char STOP[256] = {
+    [0 ... 0x1f] = 1, ['"'] = 1, ['\\'] = 1, [0x80 ... 0xff] = 1,
+};
+
 static int string(struct cursor *c, struct jv *v)
 {
     const char *start = ++c->p; /* past the opening quote */
     int escaped = 0;
     while (c->p < c->end) {
+        while (c->p < c->end && !STOP[(unsigned char)*c->p])
+            c->p++;
+        if (c->p >= c->end)
+            break;
         unsigned char ch = (unsigned char)*c->p;
         if (ch == '"') {
             v->type = JV_STR;
@@ -238,9 +248,8 @@ static int value(struct cursor *c, struct jv *v, int depth)
     }
 }
 
-int jl_is(const struct jv *v, const char *s)
+int jl_is_n(const struct jv *v, const char *s, size_t n)
 {
-    size_t n = strlen(s);
     return v->type == JV_STR && !v->escaped && v->n == n && memcmp(v->p, s, n) == 0;
 }
 
@@ -257,13 +266,15 @@ static const char *const STAT_KEYS[ST_N] = {"count", "max", "min", "mean", "norm
                                             "nan", "pinf", "ninf", "zero"};
 
 /* A known key's slot: a plain (unescaped) key equal to a name. A key with
- * escapes could spell a known one: left to Python. */
+ * escapes could spell a known one: left to Python. The search starts after
+ * the last key found (`*index`): the shim writes them in this order. */
 static int find_key(const struct jv *key, const char *const *names, size_t n_names,
                     size_t *index)
 {
-    for (size_t i = 0; i < n_names; i++) {
-        size_t len = strlen(names[i]);
-        if (key->n == len && memcmp(key->p, names[i], len) == 0) {
+    for (size_t k = 0; k < n_names; k++) {
+        size_t i = (*index + 1 + k) % n_names;
+        const char *name = names[i];
+        if (name[0] == key->p[0] && strncmp(name, key->p, key->n) == 0 && !name[key->n]) {
             *index = i;
             return 1;
         }
@@ -295,6 +306,7 @@ static int pair(struct cursor *c, struct jv *v, struct jv *el, int depth)
 
 static int stats_object(struct cursor *c, struct rec_view *r)
 {
+    size_t i = ST_N - 1; /* find_key's hint: none found yet */
     const char *start = c->p;
     c->p++;
     skip_ws(c);
@@ -311,8 +323,7 @@ static int stats_object(struct cursor *c, struct rec_view *r)
                 return 0;
             c->p++;
             skip_ws(c);
-            size_t i;
-            if (find_key(&key, STAT_KEYS, ST_N, &i)) {
+            if (key.n && find_key(&key, STAT_KEYS, ST_N, &i)) {
                 if (r->st[i].type != JV_MISSING)
                     return 0; /* duplicate: Python keeps the last one */
                 if (c->p < c->end && *c->p == '[') {
@@ -348,6 +359,7 @@ int jl_parse(const char *line, size_t n, struct rec_view *r)
 {
     memset(r, 0, sizeof *r);
     struct cursor c = {line, line + n};
+    size_t i = N_KEYS - 1; /* find_key's hint: none found yet */
     skip_ws(&c);
     if (c.p >= c.end || *c.p != '{')
         return 0;
@@ -366,8 +378,7 @@ int jl_parse(const char *line, size_t n, struct rec_view *r)
                 return 0;
             c.p++;
             skip_ws(&c);
-            size_t i;
-            if (find_key(&key, KEY_NAMES, N_KEYS, &i)) {
+            if (key.n && find_key(&key, KEY_NAMES, N_KEYS, &i)) {
                 struct jv *slot = (struct jv *)(void *)((char *)r + KEY_OFFSETS[i]);
                 if (slot->type != JV_MISSING)
                     return 0; /* duplicate key */

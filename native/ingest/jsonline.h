@@ -48,7 +48,8 @@ int jl_parse(const char *line, size_t n, struct rec_view *r);
  * must judge (a lone surrogate that is no such byte). */
 long jl_bytes(const struct jv *v, char *out);
 
-/* Equal to the NUL-terminated ASCII literal s (a plain string view). */
-int jl_is(const struct jv *v, const char *s);
+/* Equal to the string literal `lit` (a plain string view). */
+#define JL_IS(v, lit) jl_is_n((v), (lit), sizeof(lit) - 1)
+int jl_is_n(const struct jv *v, const char *s, size_t n);
 
 #endif

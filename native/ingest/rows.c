@@ -1,5 +1,5 @@
-/* A tensor record's statistic.csv, statistic_extra.csv and manifest lines
- * (rows.h), formatted as the Python path formats them. Where this code
+/* A tensor record's statistic.csv and statistic_extra.csv lines and its
+ * manifest cells (rows.h), formatted as the Python path formats them. Where this code
  * meets a value the Python path would turn into text by rules it does not
  * carry (a float() of an arbitrary string, a name starting like a formula
  * that is no number in Python's eyes, complex statistics, ...), it declines
@@ -123,13 +123,15 @@ static int formula_start(char c)
 }
 
 /* Bytes that make a cell other than its plain text: quoting, escapes. */
+static const unsigned char SPECIAL[256] = {
+    [0 ... 0x1f] = 1, [','] = 1, ['"'] = 1, ['\\'] = 1, [0x80 ... 0xff] = 1,
+};
+
 static int plain(const char *s, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == ',' || c == '"' || c == '\\' || c < 0x20 || c >= 0x80)
+    for (size_t i = 0; i < n; i++)
+        if (SPECIAL[(unsigned char)s[i]])
             return 0;
-    }
     return 1;
 }
 
@@ -241,11 +243,11 @@ static int hex_double(const char *p, size_t n, double *out)
 /* Non-finite values the shim writes as strings. */
 static int nonfinite(const struct jv *v, double *out)
 {
-    if (jl_is(v, "nan") || jl_is(v, "-nan"))
+    if (JL_IS(v, "nan") || JL_IS(v, "-nan"))
         *out = NAN;
-    else if (jl_is(v, "inf") || jl_is(v, "+inf"))
+    else if (JL_IS(v, "inf") || JL_IS(v, "+inf"))
         *out = INFINITY;
-    else if (jl_is(v, "-inf"))
+    else if (JL_IS(v, "-inf"))
         *out = -INFINITY;
     else
         return 0;
@@ -263,7 +265,7 @@ static int stat_value(const struct jv *v, int64_t *i, double *d)
     case JV_INT: *i = v->i; return NUM_INT;
     case JV_FLOAT: return literal_double(v, d) ? NUM_DOUBLE : -1;
     case JV_STR:
-        if (!v->escaped && (nonfinite(v, d) || hex_double(v->p, v->n, d)))
+        if (!v->escaped && (hex_double(v->p, v->n, d) || nonfinite(v, d)))
             return NUM_DOUBLE;
         return -1;
     default: return -1; /* booleans, complex pairs, objects */
@@ -283,13 +285,12 @@ static void number_text(int kind, int64_t i, double d, char *out, size_t *n)
 }
 
 /* A statistic read once for both files: its CSV text (csvfmt.number) and,
- * for the manifest's double column, the repr of its value as a double. */
+ * for the manifest's double column, its value as a double (manifest._float). */
 struct stat_num {
     int kind;
     char text[ING_REPR_MAX];
     size_t n;
-    char as_double[ING_REPR_MAX];
-    size_t as_double_n;
+    double value;
 };
 
 static int read_stat(const struct jv *v, struct stat_num *out)
@@ -300,12 +301,7 @@ static int read_stat(const struct jv *v, struct stat_num *out)
     if (out->kind == NUM_NONE || out->kind < 0)
         return out->kind >= 0;
     number_text(out->kind, i, d, out->text, &out->n);
-    if (out->kind == NUM_INT) {
-        out->as_double_n = ing_repr((double)i, out->as_double);
-    } else {
-        memcpy(out->as_double, out->text, out->n);
-        out->as_double_n = out->n;
-    }
+    out->value = out->kind == NUM_INT ? (double)i : d;
     return 1;
 }
 
@@ -313,7 +309,7 @@ static int read_stat(const struct jv *v, struct stat_num *out)
 static int stat_text_cell(struct bytes *b, const struct stat_num *num, int present, int first)
 {
     if (!present || num->kind == NUM_NONE)
-        return cell_str(b, NA, first);
+        return cell(b, NA, 3, first);
     return cell(b, num->text, num->n, first);
 }
 
@@ -325,23 +321,7 @@ static int stat_cell(struct bytes *b, const struct jv *v, int present, int first
     return stat_text_cell(b, &num, present, first);
 }
 
-/* A manifest double cell: empty for null. */
-static void man_double(struct bytes *b, const struct stat_num *num, int present)
-{
-    bytes_putc(b, ',');
-    if (present && num->kind != NUM_NONE)
-        bytes_put(b, num->as_double, num->as_double_n);
-}
-
-/* manifest._count: ints only, else null. */
-static void man_count(struct bytes *b, const struct jv *v)
-{
-    bytes_putc(b, ',');
-    if (v->type == JV_INT)
-        bytes_i64(b, v->i);
-}
-
-/* ---- the manifest's strings: names.text_of, then quoted for polars ---- */
+/* ---- the manifest's cells: ingest.h's ing_man_head and its strings ---- */
 
 /* Length of a valid UTF-8 sequence at p (Python's strict decoder), 0 if none. */
 static size_t utf8_len(const unsigned char *p, const unsigned char *end)
@@ -374,22 +354,13 @@ static size_t utf8_len(const unsigned char *p, const unsigned char *end)
     return cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ? 0 : len;
 }
 
-/* A string cell of the manifest line: its text form (a byte that is not
- * part of UTF-8, and a backslash, as \xNN), quoted when it holds a comma,
- * a quote or a line break, or is empty (an empty field is null). */
-static void man_text(struct bytes *b, const char *s, size_t n)
+void rows_text_form(struct bytes *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
-    bytes_putc(b, ',');
-    if (n && plain(s, n)) {
-        bytes_put(b, s, n); /* ASCII without a comma, quote or backslash: itself */
+    if (plain(s, n) || !bytes_reserve(b, 4 * n)) {
+        bytes_put(b, s, n); /* ASCII without a backslash: itself */
         return;
     }
-    int quote = n == 0;
-    for (size_t i = 0; i < n && !quote; i++)
-        quote = s[i] == ',' || s[i] == '"' || s[i] == '\r' || s[i] == '\n';
-    if (quote)
-        bytes_putc(b, '"');
     const unsigned char *p = (const unsigned char *)s, *end = p + n;
     while (p < end) {
         size_t l = *p == '\\' ? 0 : utf8_len(p, end);
@@ -397,20 +368,37 @@ static void man_text(struct bytes *b, const char *s, size_t n)
             char esc[4] = {'\\', 'x', hex[*p >> 4], hex[*p & 15]};
             bytes_put(b, esc, 4);
             p++;
-            continue;
+        } else {
+            bytes_put(b, p, l);
+            p += l;
         }
-        if (quote && *p == '"')
-            bytes_putc(b, '"');
-        bytes_put(b, p, l);
-        p += l;
     }
-    if (quote)
-        bytes_putc(b, '"');
 }
 
-static void man_null(struct bytes *b)
+/* The next string cell (a string column in ING_MS order): its length and its
+ * text form; absent (null) when s is NULL. */
+static void man_str(struct bytes *b, ing_man_head *head, int column, const char *s, size_t n)
 {
-    bytes_putc(b, ',');
+    size_t at = b->len;
+    uint32_t len = 0;
+    bytes_put(b, &len, sizeof len);
+    if (!s)
+        return;
+    head->valid |= 1u << (12 + column);
+    rows_text_form(b, s, n);
+    if (b->oom)
+        return;
+    len = (uint32_t)(b->len - at - sizeof len);
+    memcpy(b->p + at, &len, sizeof len);
+}
+
+/* manifest._count: an int, else null. */
+static void man_count(ing_man_head *head, int column, const struct jv *v)
+{
+    if (v->type == JV_INT) {
+        head->i[column] = v->i;
+        head->valid |= 1u << column;
+    }
 }
 
 /* ---- paths ---- */
@@ -693,7 +681,7 @@ static int format_tensor(const struct rec_view *r, const struct row_ctx *ctx,
                           : (struct span){w, names_n};
     }
     /* max, min, mean, norm: read once for statistic.csv and the manifest */
-    struct stat_num nums[ST_NORM + 1];
+    struct stat_num nums[ST_NORM + 1] = {0};
     for (int k = ST_MAX; stats_obj && k <= ST_NORM; k++)
         if (!read_stat(&r->st[k], &nums[k]))
             return 0;
@@ -705,10 +693,10 @@ static int format_tensor(const struct rec_view *r, const struct row_ctx *ctx,
              cell_str(stat, format, 0) && cell(stat, w + shape_at, shape_n, 0);
     for (int k = ST_MAX; ok && k <= ST_NORM; k++)
         ok = stat_text_cell(stat, &nums[k], stats_obj && stats_task, 0);
-    ok = ok && (no_path ? cell_str(stat, NA, 0) : cell(stat, w + tpath_at, tpath_n, 0));
+    ok = ok && (no_path ? cell(stat, NA, 3, 0) : cell(stat, w + tpath_at, tpath_n, 0));
     bytes_putc(stat, '\n');
     /* statistic_extra.csv */
-    ok = ok && (r->seq.type == JV_MISSING ? cell_str(extra, NA, 1)
+    ok = ok && (r->seq.type == JV_MISSING ? cell(extra, NA, 3, 1)
                                           : stat_cell(extra, &r->seq, 1, 1)) &&
          cell(extra, w + ids_at, ids_n, 0) && cell(extra, w, names_n, 0) &&
          cell(extra, tp->io.p, tp->io.n, 0) && cell(extra, tp->index.p, tp->index.n, 0);
@@ -716,58 +704,40 @@ static int format_tensor(const struct rec_view *r, const struct row_ctx *ctx,
     for (size_t k = 0; ok && k < sizeof counts / sizeof counts[0]; k++)
         ok = stat_cell(extra, &r->st[counts[k]], stats_obj, 0);
     ok = ok &&
-         (r->file.type == JV_MISSING ? cell_str(extra, NA, 0)
+         (r->file.type == JV_MISSING ? cell(extra, NA, 3, 0)
                                      : cell(extra, x->file, x->file_n, 0)) &&
          cell(extra, x->note, x->note_n, 0) && cell(extra, tp->stage.p, tp->stage.n, 0) &&
          cell(extra, w + shares_at, shares_n, 0);
     bytes_putc(extra, '\n');
     if (!ok)
         return 0;
-    /* the manifest line from `seq` on (record_row) */
-    bytes_putc(man, ','); /* after round_seq, which the take writes */
-    if (r->seq.type == JV_INT)
-        bytes_i64(man, r->seq.i);
-    bytes_putc(man, ',');
-    bytes_i64(man, ctx->start_ns);
-    man_text(man, w + ids_at, ids_n);
-    man_text(man, w, names_n);
-    man_text(man, last_name.p, last_name.n);
+    /* the manifest's cells (record_row): the head, then the strings in order */
+    ing_man_head head;
+    memset(&head, 0, sizeof head);
+    size_t head_at = man->len;
+    bytes_put(man, &head, sizeof head);
+    man_count(&head, ING_MI_SEQ, &r->seq);
+    static const struct jv none = {0};
+    man_count(&head, ING_MI_COUNT, stats_obj ? &r->st[ST_COUNT] : &none);
+    for (int k = ST_NAN; k <= ST_ZERO; k++)
+        man_count(&head, ING_MI_NAN + (k - ST_NAN), stats_obj ? &r->st[k] : &none);
+    man_count(&head, ING_MI_BYTES, &r->size);
+    man_count(&head, ING_MI_TIME, &r->t);
+    for (int k = ST_MAX; stats_obj && k <= ST_NORM; k++) {
+        if (nums[k].kind != NUM_NONE) {
+            head.d[k - ST_MAX] = nums[k].value;
+            head.valid |= 1u << (ING_MI_N + (k - ST_MAX));
+        }
+    }
     /* record_row's stage: the component above the file, also right below the round */
     struct span above = tp->parts[tp->n_parts - 2];
-    if (span_is(above, "before") || span_is(above, "after"))
-        man_text(man, above.p, above.n);
-    else
-        man_null(man);
-    man_text(man, tp->io.p, tp->io.n);
-    man_text(man, tp->index.p, tp->index.n);
-    man_text(man, dtype, strlen(dtype));
-    man_text(man, format, strlen(format));
-    man_text(man, w + shape_at, shape_n);
-    man_count(man, stats_obj ? &r->st[ST_COUNT] : &(struct jv){0});
-    for (int k = ST_MAX; k <= ST_NORM; k++)
-        man_double(man, &nums[k], stats_obj);
-    for (int k = ST_NAN; k <= ST_ZERO; k++)
-        man_count(man, stats_obj ? &r->st[k] : &(struct jv){0});
-    bytes_put(man, ",0.0", 4); /* stat_step: full precision */
+    int staged = span_is(above, "before") || span_is(above, "after");
     size_t status_n;
     const char *status = status_of(x->file, x->file_n, &status_n);
-    if (same(status, status_n, "none")) {
-        man_null(man);
-    } else {
-        bytes_put(work, "data/", 5);
-        bytes_put(work, x->path, x->path_n);
-        if (work->oom)
-            return 0;
-        man_text(man, work->p + work->len - x->path_n - 5, x->path_n + 5);
-    }
-    man_count(man, &r->size);
-    if (r->hash.type == JV_STR)
-        man_text(man, x->hash, x->hash_n);
-    else
-        man_null(man);
-    int alias_ok = 0;
+    /* os.path.normpath(os.path.join("data", dirname(rel), alias)), kept under data/ */
+    const char *alias = NULL;
+    size_t alias_n = 0;
     if (x->alias_n && x->alias[0] != '/') { /* an absolute alias leaves data/ */
-        /* os.path.normpath(os.path.join("data", dirname(rel), alias)) under data/ */
         const char *slash = memrchr(x->path, '/', x->path_n);
         size_t dir_n = slash ? (size_t)(slash - x->path) : 0;
         size_t at = work->len;
@@ -779,19 +749,27 @@ static int format_tensor(const struct rec_view *r, const struct row_ctx *ctx,
         size_t jn = work->len - at;
         char *norm = work->p + work->len;
         size_t nn = normpath(work->p + at, jn, norm);
-        alias_ok = nn >= 5 && memcmp(norm, "data/", 5) == 0;
-        if (alias_ok)
-            man_text(man, norm, nn);
+        if (nn >= 5 && memcmp(norm, "data/", 5) == 0) {
+            alias = norm;
+            alias_n = nn;
+        }
     }
-    if (!alias_ok)
-        man_null(man);
-    man_text(man, status, status_n);
-    if (x->note_n)
-        man_text(man, x->note, x->note_n);
-    else
-        man_null(man);
-    man_count(man, &r->t);
-    bytes_putc(man, '\n');
+    man_str(man, &head, ING_MS_OP_ID, w + ids_at, ids_n);
+    man_str(man, &head, ING_MS_OP_NAME, w, names_n);
+    man_str(man, &head, ING_MS_OP_TYPE, last_name.p, last_name.n);
+    man_str(man, &head, ING_MS_STAGE, staged ? above.p : NULL, above.n);
+    man_str(man, &head, ING_MS_IO, tp->io.p, tp->io.n);
+    man_str(man, &head, ING_MS_INDEX, tp->index.p, tp->index.n);
+    man_str(man, &head, ING_MS_DTYPE, dtype, strlen(dtype));
+    man_str(man, &head, ING_MS_FORMAT, format, strlen(format));
+    man_str(man, &head, ING_MS_SHAPE, w + shape_at, shape_n);
+    man_str(man, &head, ING_MS_PATH, same(status, status_n, "none") ? NULL : x->path, x->path_n);
+    man_str(man, &head, ING_MS_HASH, r->hash.type == JV_STR ? x->hash : NULL, x->hash_n);
+    man_str(man, &head, ING_MS_ALIAS, alias, alias_n);
+    man_str(man, &head, ING_MS_STATUS, status, status_n);
+    man_str(man, &head, ING_MS_NOTE, x->note_n ? x->note : NULL, x->note_n);
+    if (!man->oom)
+        memcpy(man->p + head_at, &head, sizeof head);
     return !stat->oom && !extra->oom && !man->oom && !work->oom;
 }
 
@@ -877,7 +855,7 @@ int rows_param(const struct rec_view *r, struct bytes *scratch, struct tensor_ro
     row->seq = r->seq.type == JV_INT ? r->seq.i : -1;
     row->has_seq = r->seq.type == JV_INT;
     row->t = r->t.type == JV_INT ? r->t.i : 0;
-    row->lost = jl_is(&r->file, "lost");
+    row->lost = JL_IS(&r->file, "lost");
     return 1;
 }
 

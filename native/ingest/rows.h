@@ -1,14 +1,14 @@
 /* The rows a tensor record becomes: its statistic.csv line, its
- * statistic_extra.csv line and the tail of its manifest line, exactly as
- * the Python path formats them (msprobe_atb/tree/csvfmt.py and
- * manifest.py: the reference, held to this by the differential tests).
- * One owner: rows.c. */
+ * statistic_extra.csv line and its manifest cells, exactly as the Python path
+ * makes them (msprobe_atb/tree/csvfmt.py and manifest.py: the reference, held
+ * to this by the differential tests). One owner: rows.c. */
 #ifndef ING_ROWS_H
 #define ING_ROWS_H
 
 #include <stdint.h>
 
 #include "bytes.h"
+#include "ingest.h"
 #include "jsonline.h"
 
 /* msProbe's names of ATB's dtype (kind 0) and format (kind 1) codes, given
@@ -36,10 +36,10 @@ struct tensor_row {
     int lost;       /* file "lost" */
 };
 
-/* Appends the record's three lines to stat, extra and man (the manifest line
- * from its `seq` column on, with its newline). Returns 1, or 0 when the
- * Python path must format the record (nothing appended then). `scratch`
- * holds the decoded strings, which `row->at` points into. */
+/* Appends the record's two lines to stat and extra, and its manifest cells
+ * to man (an ing_man_head and its strings). Returns 1, or 0 when the Python
+ * path must make them (nothing appended then). `scratch` holds the decoded
+ * strings, which `row->at` points into. */
 int rows_tensor(const struct rec_view *r, const struct row_ctx *ctx, struct bytes *scratch,
                 struct bytes *stat, struct bytes *extra, struct bytes *man,
                 struct tensor_row *row);
@@ -52,6 +52,10 @@ int rows_param(const struct rec_view *r, struct bytes *scratch, struct tensor_ro
 /* The round a round record names ("{dev}_{pid}/{exec}": exactly one '/'),
  * into scratch. 1; 0 when it names none; -1 for the Python path. */
 int rows_round(const struct rec_view *r, struct bytes *scratch, struct path_key *key);
+
+/* Appends the text form of s (msprobe_atb/tree/names.py: a byte that is not
+ * part of UTF-8, and a backslash, as \xNN), what the manifest holds. */
+void rows_text_form(struct bytes *b, const char *s, size_t n);
 
 /* The manifest's `round` column of a round key: its {exec} as a number, or
  * -1 when that is not all digits. */

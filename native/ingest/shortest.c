@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "ing_pow5.h" /* ING_POW5_INV_SPLIT[342][2], ING_POW5_SPLIT[326][2], low word first */
 
 #define MANTISSA_BITS 52
@@ -199,18 +200,16 @@ size_t ing_repr(double v, char *out)
     uint64_t digits;
     int32_t e10;
     shortest(mantissa, exponent, &digits, &e10);
-    char d[20];
-    int nd = 0;
-    for (uint64_t x = digits; x; x /= 10)
-        d[nd++] = (char)('0' + x % 10);
-    /* d holds the digits last first */
+    char buf[20];
+    const char *d = digits_u64(digits, buf + sizeof buf);
+    const int nd = (int)(buf + sizeof buf - d);
     const int32_t decpt = nd + e10; /* v = 0.d1d2... x 10^decpt */
     if (decpt > 16 || decpt <= -4) {
-        out[n++] = d[nd - 1];
+        out[n++] = d[0];
         if (nd > 1) {
             out[n++] = '.';
-            for (int i = nd - 2; i >= 0; i--)
-                out[n++] = d[i];
+            memcpy(out + n, d + 1, (size_t)nd - 1);
+            n += (size_t)nd - 1;
         }
         int32_t e = decpt - 1;
         out[n++] = 'e';
@@ -224,22 +223,23 @@ size_t ing_repr(double v, char *out)
     } else if (decpt <= 0) {
         out[n++] = '0';
         out[n++] = '.';
-        for (int32_t i = 0; i < -decpt; i++)
-            out[n++] = '0';
-        for (int i = nd - 1; i >= 0; i--)
-            out[n++] = d[i];
+        memset(out + n, '0', (size_t)-decpt);
+        n += (size_t)-decpt;
+        memcpy(out + n, d, (size_t)nd);
+        n += (size_t)nd;
+    } else if (decpt < nd) {
+        memcpy(out + n, d, (size_t)decpt);
+        n += (size_t)decpt;
+        out[n++] = '.';
+        memcpy(out + n, d + decpt, (size_t)(nd - decpt));
+        n += (size_t)(nd - decpt);
     } else {
-        for (int i = nd - 1, at = 0; i >= 0; i--, at++) {
-            if (at == decpt)
-                out[n++] = '.';
-            out[n++] = d[i];
-        }
-        if (decpt >= nd) {
-            for (int32_t i = nd; i < decpt; i++)
-                out[n++] = '0';
-            out[n++] = '.';
-            out[n++] = '0';
-        }
+        memcpy(out + n, d, (size_t)nd);
+        n += (size_t)nd;
+        memset(out + n, '0', (size_t)(decpt - nd));
+        n += (size_t)(decpt - nd);
+        out[n++] = '.';
+        out[n++] = '0';
     }
     return n;
 }

@@ -1,7 +1,9 @@
 """The ingest kernel (native/ingest) against the Python path, its reference: for
-every tensor record the kernel takes, its statistic.csv, statistic_extra.csv and
-manifest lines are byte for byte the Python path's; the records it leaves are
-read by the Python path. Hypothesis makes the records, odd ones included."""
+every tensor record the kernel takes, its statistic.csv and statistic_extra.csv
+lines are byte for byte the Python path's and its manifest row is the Python
+path's row; the records it leaves are read by the Python path, whose manifest
+cells cross the kernel (manifest_cells) unchanged. Hypothesis makes the records,
+odd ones included."""
 
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from msprobe_atb.tree.csvfmt import extra_row, parse_tensor_path, statistic_row
-from msprobe_atb.tree.ingest import Ingest
-from msprobe_atb.tree.manifest import manifest_tail, polars_schema, record_row, text_frame
+from msprobe_atb.tree.ingest import Ingest, key_bytes, manifest_cells
+from msprobe_atb.tree.manifest import COLUMN_NAMES, record_row
+from msprobe_atb.tree.names import text_of
 
 ROOT = "/data/out"
 START_NS = 1_765_000_000_000_000_000
@@ -84,34 +87,75 @@ def tensor_records(draw) -> dict:
     return rec
 
 
-def python_rows(rec: dict) -> tuple[bytes, bytes, bytes] | None:
-    """The reference: the Python path's three lines, None for a record it skips."""
+def same(a, b) -> bool:
+    """Equal, NaN equal to NaN."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def reference_row(rec: dict, tp) -> dict:
+    """The Python path's manifest row, strings in the text form, position 0."""
+    row = dict(zip(COLUMN_NAMES, record_row(rec, tp, START_NS)))
+    row = {k: text_of(v) if isinstance(v, str) else v for k, v in row.items()}
+    row = {k: None if isinstance(v, int) and not -2**63 <= v < 2**63 else v
+           for k, v in row.items()}  # the manifest's integers are 64-bit
+    row["round_seq"] = 0
+    if row["time"] is not None:
+        row["time"] = pl.Series([row["time"]]).cast(pl.Datetime("ns", "UTC"))[0]
+    return row
+
+
+def python_rows(rec: dict) -> tuple[bytes, bytes, dict] | None:
+    """The reference: the Python path's two lines and manifest row, None for a
+    record it skips."""
     tp = parse_tensor_path(rec["path"])
     if tp is None:
         return None
     try:
         return (statistic_row(rec, tp, ROOT).encode("utf-8", "surrogateescape"),
                 extra_row(rec, tp, ROOT).encode("utf-8", "surrogateescape"),
-                manifest_tail(record_row(rec, tp, START_NS)))
+                reference_row(rec, tp))
     except (UnicodeEncodeError, ValueError, OverflowError):
         return None
 
 
-def kernel_rows(line: bytes) -> tuple[bytes, bytes, bytes] | None:
-    """The kernel's lines for one record line, None when it leaves the line."""
-    ing = Ingest(START_NS)
-    ing.set_root(ROOT.encode())
-    taken, stopped = ing.feed(line, 0, 0, 0)
-    if stopped:
-        return None
-    assert taken == len(line)
+def taken(ing: Ingest) -> tuple[bytes, bytes, dict]:
+    """The one row a kernel holds, taken: its two lines and its manifest row."""
     ing.release(1 << 62)
     infos = ing.rounds()
     assert len(infos) == 1
-    dev_pid, exec_count = infos[0].key
-    got = ing.take(f"{dev_pid}/{exec_count}".encode("utf-8", "surrogateescape"), 0, -1)
-    man = got.man.split(b",", 2)[2]  # the kernel puts round and round_seq in front
-    return got.stat, got.extra, b"," + man
+    got = ing.take(key_bytes(infos[0].key), 0, -1)
+    frame = ing.manifest_frame()
+    assert got.rows == frame.height == 1
+    return got.stat, got.extra, frame.drop("_key").row(0, named=True)
+
+
+def kernel_rows(line: bytes) -> tuple[bytes, bytes, dict] | None:
+    """The kernel's lines and row for one record line, None when it leaves it."""
+    ing = Ingest(START_NS)
+    ing.set_root(ROOT.encode())
+    n, stopped = ing.feed(line, 0, 0, 0)
+    if stopped:
+        return None
+    assert n == len(line)
+    return taken(ing)
+
+
+def through_kernel(rec: dict) -> tuple[bytes, bytes, dict]:
+    """The Python path's lines and cells of a record, handed to the kernel as the
+    tree builder hands them, and taken back."""
+    stat, extra, row = python_rows(rec)
+    ing = Ingest(START_NS)
+    tp = parse_tensor_path(rec["path"])
+    ing.add_row(key_bytes(tp.round_key), None, 0, 0, 0, False, stat, extra,
+                manifest_cells(dict(zip(COLUMN_NAMES, record_row(rec, tp, START_NS)))))
+    return taken(ing)
+
+
+def assert_same(got: tuple, want: tuple, line: bytes) -> None:
+    assert got[:2] == want[:2], line
+    assert all(same(got[2][k], want[2][k]) for k in COLUMN_NAMES), (got[2], want[2], line)
 
 
 @settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -120,10 +164,15 @@ def test_kernel_lines_are_the_python_paths(rec, ascii_only, spaced):
     line = json.dumps(rec, ensure_ascii=ascii_only,
                       separators=(", ", ": ") if spaced else (",", ":")).encode(
         "utf-8", "surrogatepass") + b"\n"
+    want = python_rows(rec)
+    if want is not None:
+        # the rows the Python path makes cross the kernel unchanged
+        assert_same(through_kernel(rec), want, line)
     got = kernel_rows(line)
     if got is None:
         return  # left to the Python path, which is the reference
-    assert got == python_rows(rec), line
+    assert want is not None, line
+    assert_same(got, want, line)
 
 
 def shim_record(seq: int, path: str, **fields) -> bytes:
@@ -181,19 +230,5 @@ def test_doubles_are_printed_as_python_repr_prints_them():
     ing.release(1 << 62)
     rows = ing.take(b"0_4711/0", 0, -1).stat.decode().splitlines()
     assert [row.split(",")[10:12] for row in rows] == [[repr(v), repr(v)] for v in values]
-
-
-def test_manifest_text_reads_as_the_rows():
-    """The manifest's text lines, read by polars, are the frame the rows make."""
-    recs = [json.loads(shim_record(i, f"0_4711/{i}/2_L\udcfe{i}/after/outtensor0.bin"))
-            for i in range(3)]
-    recs[1]["stats"]["max"] = "-inf"
-    recs[2]["note"] = 'a "quoted", note\n'
-    rows = [record_row(r, parse_tensor_path(r["path"]), START_NS) for r in recs]
-    lines = b"".join(f"{r[0]},{i}".encode() + manifest_tail(r) for i, r in enumerate(rows))
-    from msprobe_atb.tree.names import text_of
-
-    want = pl.DataFrame([tuple(text_of(v) if isinstance(v, str) else v
-                               for v in (*r[:1], i, *r[2:])) for i, r in enumerate(rows)],
-                        schema=polars_schema(), orient="row")
-    assert text_frame(lines).equals(want)
+    frame = ing.manifest_frame()
+    assert frame.get_column("max").to_list() == frame.get_column("min").to_list() == values

@@ -133,8 +133,8 @@ def test_file_count_stays_bounded_over_many_rounds(out_dir, shims, two_nodes_env
     steps = [round_step(r) for r in range(rounds)] + [a.exit]
     live_build(dump_root, a, steps)  # a flush (and a file of its rows) per step
     files = list((dump_root / "manifest").rglob("*.parquet"))
-    # 300 flushes = 4·64 + 5·8 + 4 in base FANIN: one file per non-zero digit's worth
-    assert FANIN == 8 and len(files) == 4 + 5 + 4
+    # 300 flushes = 1·256 + 2·16 + 12 in base FANIN: one file per non-zero digit's worth
+    assert FANIN == 16 and len(files) == 1 + 2 + 12
     live = manifest_rows(dump_root)
     assert live.height == 2 * rounds
     assert live.get_column("round").unique().len() == rounds
