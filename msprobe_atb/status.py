@@ -362,7 +362,8 @@ def _bar(done: int, total: int, width: int = 24) -> str:
 
 def render_watch(st: dict[str, Any], prev: dict[int, tuple[float, int]], now: float) -> str:
     """The live view: the state in one line, then per process a progress bar of
-    tensors written against selected, the bytes, and the write rate since the last frame."""
+    tensors written against selected, the bytes, and the write rate since the last
+    frame; the records the derived files lack, if any."""
     lines = [f"{st['dump_root']}  {time.strftime('%H:%M:%S')}",
              "state: " + state_text(st), ""]
     for p in st["processes"]:
@@ -380,6 +381,9 @@ def render_watch(st: dict[str, Any], prev: dict[int, tuple[float, int]], now: fl
                         if p["drops"] or p["errors"] or p["lost_at_death"] else ""))
     if not st["processes"]:
         lines.append("no process attached yet")
+    behind = st["derived"]["behind"]
+    if behind:
+        lines.append(f"derived files: {behind_text(behind)}")
     lines += ["", "everything selected so far has been written" if st["all_written"]
               else "still writing: some selected tensors are queued or in flight"]
     return "\n".join(lines)

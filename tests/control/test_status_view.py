@@ -16,6 +16,7 @@ import time
 from test_daemon import LAYER2, block_of, cli
 from testkit import REPO, save_config, wait_until
 
+from msprobe_atb import status
 from msprobe_atb.tree import lag, progress
 from msprobe_atb.tree.progress import Progress
 
@@ -144,6 +145,9 @@ def test_status_and_wait_say_how_far_behind_the_derived_files_are(out_dir, shims
     assert (behind["records"], behind["estimated"], behind["oldest_t_ns"]) == (600, False, first)
     assert 3600 <= behind["oldest_s_ago"] < 3700 and derived["built_records"] == 1
     assert [(x["pid"], x["records"]) for x in behind["logs"]] == [(shim.pid, 600)]
+    watched = status.render_watch(status.collect(shim.dump_root), {}, time.monotonic())
+    assert re.search(f"\nderived files: statistic.csv 600 records behind, {AN_HOUR_AGO}\n",
+                     watched), watched
     w = subprocess.run([sys.executable, "-m", "msprobe_atb", "wait", str(out_dir), "--timeout",
                         "3"], capture_output=True, text=True, cwd=REPO, env=daemon_env)
     assert w.returncode == 3, w.stdout + w.stderr
