@@ -30,7 +30,7 @@ DeviceResult RunDevice(const std::vector<Model> &models, const DeviceOptions &op
     aclrtSetDevice(device);
     ModelRunner prefill(models[0], opt.withState), decode(models[1], opt.withState);
     DeviceResult res;
-    Sleep(opt.pause, stop);
+    Sleep(opt.idleBefore, stop);
     const Clock::time_point start = Clock::now();
     auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
     // Paced per node (a layer's ~50 tensors), on the records the probe writes
@@ -53,7 +53,7 @@ DeviceResult RunDevice(const std::vector<Model> &models, const DeviceOptions &op
         }
     }
     res.seconds = elapsed();
-    Sleep(opt.pause, stop);
+    Sleep(opt.idleAfter, stop);
     return res;
 }
 

@@ -17,7 +17,8 @@ struct DeviceOptions {
     double seconds = 10;   // 0: until a stop signal
     int decodeSteps = 16;  // decode steps after each prefill
     double rate = 0;       // records per second (Counts: saved + params); 0: as fast as it can
-    double pause = 0;      // seconds idle before the first op and after the last round
+    double idleBefore = 0; // seconds idle before the first op
+    double idleAfter = 0;  // and after the last round
     bool withState = false;
 };
 

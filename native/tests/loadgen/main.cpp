@@ -51,8 +51,10 @@ const char USAGE[] =
     "  --tiny              every tensor one element: the probe's record path alone\n"
     "  --weights           also save the weight matrices and KV caches (ATB does;\n"
     "                      gigabytes a layer at these shapes)\n"
-    "  --pause S           idle S seconds before the first op and after the last round,\n"
-    "                      so a process's RSS can be read before and after its burst (0)\n";
+    "  --idle-before S     idle S seconds before the first op (0)\n"
+    "  --idle-after S      idle S seconds after the last round, before exit (0): with\n"
+    "                      --idle-before, a process's RSS can be read before and after\n"
+    "                      its burst; SIGTERM ends either at once\n";
 
 [[noreturn]] void Usage(const char *why)
 {
@@ -102,8 +104,10 @@ Options Parse(int argc, char **argv)
             o.tree.prefillTokens = (int64_t)number(1);
         else if (a == "--rate")
             o.device.rate = number(0);
-        else if (a == "--pause")
-            o.device.pause = number(0);
+        else if (a == "--idle-before")
+            o.device.idleBefore = number(0);
+        else if (a == "--idle-after")
+            o.device.idleAfter = number(0);
         else if (a == "--tiny")
             o.tree.tiny = true;
         else if (a == "--weights")
