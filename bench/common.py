@@ -67,6 +67,15 @@ def median_time(fn: Callable[[], float], repeat: int) -> float:
     return statistics.median(fn() for _ in range(repeat))
 
 
+def rss_kib(pid: int) -> int:
+    """The process's resident set (VmRSS) in KiB; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+    except OSError:
+        return 0
+
+
 def stop_daemon(output: Path) -> None:
     subprocess.run([sys.executable, "-m", "msprobe_atb", "daemon", "--stop", "--output",
                     str(output)], check=False, stdout=subprocess.DEVNULL,
