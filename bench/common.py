@@ -76,7 +76,9 @@ def rss_kib(pid: int) -> int:
         return 0
 
 
-def stop_daemon(output: Path) -> None:
+def stop_daemon(output: Path, wait_s: float | None = None) -> None:
+    """`daemon --stop`; it waits `wait_s` for the daemon to finish (its default: 3 s)."""
+    env = dict(os.environ, MSPROBE_ATB_STOP_WAIT_S=f"{wait_s:g}") if wait_s is not None else None
     subprocess.run([sys.executable, "-m", "msprobe_atb", "daemon", "--stop", "--output",
                     str(output)], check=False, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
+                   stderr=subprocess.DEVNULL, env=env)

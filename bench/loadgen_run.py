@@ -23,10 +23,21 @@ from msprobe_atb.control.block import dump_root_of
 from msprobe_atb.control.liveness import is_daemon
 
 LOADGEN = REPO / "build" / "probe" / "bin" / f"loadgen_abi{ABI}"
-# The producers' exit: the shim's exit drain (MSPROBE_ATB_EXIT_DRAIN_S, 30 s),
-# its wait for the control plane (MSPROBE_ATB_EXIT_BUILD_MS, 2 s), a margin.
-EXIT_S = 40.0
-DAEMON_TERM_S = 5.0  # a daemon asked to stop, then sent SIGTERM, gets this long each
+# The producers' exit when they stop with nothing queued: the round they are in,
+# the shim's wait for the control plane (MSPROBE_ATB_EXIT_BUILD_MS, 2 s), a margin.
+EXIT_S = 10.0
+DAEMON_STOP_S = 1.0  # `daemon --stop` waits this long, then SIGTERM and SIGKILL this long each
+DAEMON_TERM_S = 3.0
+# A run's dir holds tens of thousands of files (an op_param.json per op and
+# round): removing it takes seconds, so it is done in the background, while
+# the next run goes on; removed() waits for them all.
+_removing: list[threading.Thread] = []
+
+
+def removed() -> None:
+    """Returns once every finished run's dir is gone."""
+    while _removing:
+        _removing.pop().join()
 
 
 @dataclass(frozen=True)
@@ -120,20 +131,26 @@ class LoadRun:
         self._stderr = open(self.tmp / "stderr", "wb")
         self.proc = subprocess.Popen(
             [str(LOADGEN), *self.args], env=probe_env(self.out, cfg),
-            stdout=subprocess.PIPE, stderr=self._stderr, text=True,
+            stdout=subprocess.DEVNULL, stderr=self._stderr,
             start_new_session=True,
             preexec_fn=self.pinning.pin_producers if self.pinning else None)
         return self
 
     def __exit__(self, *exc) -> None:
+        """Producers still running have done their part (their figures are taken):
+        killed, without the exit drain of what they still hold, which could
+        take minutes; then the daemon."""
         try:
-            if self.proc and self.proc.poll() is None:
-                self.stop()
-                self.finish(EXIT_S)
+            if self.running():
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
             self._take_down_daemon()
         finally:
             self._stderr.close()
-            shutil.rmtree(self.tmp, ignore_errors=True)
+            t = threading.Thread(target=shutil.rmtree, args=(self.tmp,),
+                                 kwargs={"ignore_errors": True}, daemon=True)
+            t.start()
+            _removing.append(t)
 
     def sample(self) -> dump_progress.Sample | None:
         s = dump_progress.sample(self.root)
@@ -161,28 +178,26 @@ class LoadRun:
         if self.running():
             os.killpg(self.proc.pid, signal.SIGTERM)
 
-    def finish(self, timeout: float) -> str:
-        """The load generator's output once it has exited; killed after `timeout`."""
+    def finish(self, timeout: float) -> bool:
+        """Waits up to `timeout` for the load generator to exit; True if it did.
+        A load generator that failed raises, with the end of its stderr."""
         try:
-            out, _ = self.proc.communicate(timeout=timeout)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            out, _ = self.proc.communicate()
-        return out
+            return False
+        if self.proc.returncode != 0:
+            tail = (self.tmp / "stderr").read_text(errors="replace").splitlines()[-3:]
+            raise RuntimeError(f"{LOADGEN.name} exited with {self.proc.returncode}: "
+                               + " / ".join(tail))
+        return True
 
     def start_wait(self, timeout: float) -> Waiter:
         return Waiter(self.out, timeout)
 
-    def stderr_tail(self, lines: int = 3) -> list[str]:
-        try:
-            return (self.tmp / "stderr").read_text(errors="replace").splitlines()[-lines:]
-        except OSError:
-            return []
-
     def _take_down_daemon(self) -> None:
         """`daemon --stop`, then SIGTERM, then SIGKILL: a daemon far behind would
         otherwise build for minutes after the bench."""
-        stop_daemon(self.out)
+        stop_daemon(self.out, DAEMON_STOP_S)
         pid = self.daemon_pid
         for sig in (signal.SIGTERM, signal.SIGKILL):
             if not pid or not is_daemon(pid):

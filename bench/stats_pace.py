@@ -14,8 +14,10 @@ and the age of its oldest record, daemon and host RSS, lost (drops + errors).
 Runs, each in a fresh dir (tiny tensors but in (d): the producers must outrun
 the control plane, so they offer the shim's record path alone):
   (a) max rate: the producers unthrottled for MAX_SECONDS; the sustained built
-      rate is the median per-second rate after a warm-up while the daemon had a
-      backlog, and the time until everything is built (if within DRAIN_SECONDS).
+      rate over the seconds after a warm-up in which the daemon had a backlog
+      (built.json moves in steps, one per write of the tree, so not a median of
+      per-second rates, which are 0 or bursts), and the time until everything
+      is built (if within DRAIN_SECONDS of the stop).
   (b) paced at 80% of max((a), the 200k/s target): the oldest record not built
       over the run, and when `msprobe-atb wait` returns against the last record.
   (c) the long run, paced at 80% of (a) (or --rate): what this machine sustains,
@@ -34,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ from dataclasses import dataclass, field
 from bench import dump_progress
 from bench.common import rss_kib
 from bench.dump_progress import Sample
-from bench.loadgen_run import EXIT_S, LoadRun, Pinning
+from bench.loadgen_run import EXIT_S, LoadRun, Pinning, removed
 
 TARGET_RATE = 200_000     # records/s built on one core, from 8 producers
 TARGET_LAG_S = 1.0        # at 80% of that: lag <= 1 s of records; wait <= 1 s after the last
@@ -125,7 +126,7 @@ def _drive(run: LoadRun, trace: Trace, seconds: float, every: int,
             trace.samples.append(s)
             n = len(trace.samples)
             if n > 1 and (n - 1) % max(1, every) == 0:
-                yield _line(trace, trace.samples[-2], s)
+                yield _line(trace, trace.samples[max(0, n - 1 - every)], s)
             if done(s):
                 return
         tick += 1.0
@@ -136,23 +137,28 @@ def _drained(run: LoadRun) -> Callable[[Sample], bool]:
     return lambda s: not run.running() and s.lag == 0
 
 
+def _slope(pairs: list[tuple[Sample, Sample]], attr: str) -> float:
+    """The rate over those intervals together (built.json moves in steps, one
+    per write of the tree: a second's rate is often 0 or a burst)."""
+    dt = sum(b.t - a.t for a, b in pairs)
+    return sum(getattr(b, attr) - getattr(a, attr) for a, b in pairs) / dt if dt else 0.0
+
+
 def _sustained(trace: Trace, warmup: float) -> tuple[float, bool]:
-    """The median built rate over the intervals after the warm-up, and whether
-    the daemon had a backlog (records over 1 s old) in most of them; if not,
-    the producers were the limit and the rate is what they offered."""
+    """The built rate over the intervals after the warm-up in which the daemon
+    had a backlog (records over 1 s old), and whether that was most of them;
+    if not, the producers were the limit and the rate over all is theirs."""
     late = [(a, b) for a, b in trace.intervals() if a.t - trace.t0 >= warmup]
     busy = [(a, b) for a, b in late if a.age_s > TARGET_LAG_S]
     behind = len(busy) * 2 >= len(late) > 0
-    rates = [_rate(a, b, "total_built") for a, b in (busy if behind else late)]
-    return (statistics.median(rates) if rates else 0.0), behind
+    return _slope(busy if behind else late, "total_built"), behind
 
 
 def _made(trace: Trace, warmup: float) -> float:
-    """The median made rate while the producers ran, after the warm-up."""
+    """The made rate while the producers ran, after the warm-up."""
     end = trace.stopped or float("inf")
-    rates = [_rate(a, b, "total_produced") for a, b in trace.intervals()
-             if a.t - trace.t0 >= warmup and b.t <= end]
-    return statistics.median(rates) if rates else 0.0
+    return _slope([(a, b) for a, b in trace.intervals()
+                   if a.t - trace.t0 >= warmup and b.t <= end], "total_produced")
 
 
 def _met(ok: bool) -> str:
@@ -176,15 +182,13 @@ def _max_rate(settings: Settings, pin: Pinning | None, task: str, seconds: float
         run.stop()
         trace.mark_stopped()
         yield from _drive(run, trace, settings.drain_seconds, settings.every, _drained(run))
-        total = next((x for x in run.finish(EXIT_S).splitlines() if x.startswith("total ")),
-                     "the load generator printed no total")
         drained = _drained(run)(trace.samples[-1])
     last = trace.samples[-1]
     warmup = min(settings.warmup, seconds / 3)
     rate, busy = _sustained(trace, warmup)
     made = _made(trace, warmup)
-    out.append(f"{label}: built {rate:,.0f} records/s (the median per-second rate after"
-               f" {warmup:.0f} s{' with a backlog' if busy else ''}); the producers made"
+    out.append(f"{label}: built {rate:,.0f} records/s (after {warmup:.0f} s"
+               f"{', while the daemon had a backlog' if busy else ''}); the producers made"
                f" {made:,.0f}/s ({made / settings.procs:,.0f} a process); {_pinned(run)}")
     ran = trace.stopped - trace.t0
     if drained:
@@ -199,7 +203,7 @@ def _max_rate(settings: Settings, pin: Pinning | None, task: str, seconds: float
     if not busy:
         out.append("  the derived files mostly kept up (records under 1 s old): the producers"
                    " were the limit, the control plane can do at least that")
-    out.append(f"  lost {last.lost}; {total}")
+    out.append(f"  lost {last.lost}")
     return rate, busy
 
 
@@ -347,6 +351,7 @@ def run(settings: Settings | None = None) -> Iterator[str]:
         yield from _burst(settings, pin, figures)
     finally:
         os.sched_setaffinity(0, mine)
+        removed()
     yield "---- figures ----"
     yield from figures
 
