@@ -2,22 +2,25 @@
 
 The load generator (native/tests/loadgen, bench/loadgen_run.py) calls the real
 shim through the real adapter hooks, in ATB's protocol, for a Llama-70B-shaped
-prefill and decode model (80 layer graphs of 13 ops, ~50 tensors a layer), on
-PROCS forked "devices" into one output dir, `task: statistics`, `save_child:
+prefill and decode model (80 layer graphs of 13 ops, ~50 tensors a layer), on 8
+(--procs) forked "devices" into one output dir, `task: statistics`, `save_child:
 true`, exec_range all. The control-plane daemon the shims start is pinned to a
 core of its own, the producers to the others (machines with 2+ cores). Once a
 second the bench reads the control block and .probe/built.json: records made
-(the slots' `records`), records built into statistic.csv, statistic_extra.csv,
-the manifest and the round markers (built.json `records`), the lag (made - built)
-and the age of its oldest record, daemon and host RSS, lost (drops + errors).
+(the slots' `records`: lines appended to the record logs), records built (built.json
+`records`: lines the daemon has read and written into statistic.csv,
+statistic_extra.csv and info/; the manifest and the round markers take a round's
+rows when it is complete), the lag (made - built) and the age of its oldest
+record, daemon and host RSS, lost (drops + errors), the shims' own queues.
 
-Runs, each in a fresh dir (tiny tensors but in (d): the producers must outrun
-the control plane, so they offer the shim's record path alone):
-  (a) max rate: the producers unthrottled for MAX_SECONDS; the sustained built
-      rate over the seconds after a warm-up in which the daemon had a backlog
-      (built.json moves in steps, one per write of the tree, so not a median of
-      per-second rates, which are 0 or bursts), and the time until everything
-      is built (if within DRAIN_SECONDS of the stop).
+Runs, each in a fresh dir, with one-element tensors (--tiny) but in (d): the
+producers must outrun the control plane, so they offer the shim's record path
+alone (with real shapes the statistics of each tensor hold them back):
+  (a) max rate: the producers unthrottled for --max-seconds; the built rate over
+      the seconds after a warm-up in which the daemon had a backlog (built.json
+      moves in steps, one per write of the tree, so not a median of per-second
+      rates, which are 0 or bursts), and the time until everything is built
+      (if within Settings.drain_seconds of the stop).
   (b) paced at 80% of max((a), the 200k/s target): the oldest record not built
       over the run, and when `msprobe-atb wait` returns against the last record.
   (c) the long run, paced at 80% of (a) (or --rate): what this machine sustains,
@@ -116,8 +119,9 @@ def _line(trace: Trace, a: Sample, b: Sample) -> str:
 
 def _drive(run: LoadRun, trace: Trace, seconds: float, every: int,
            done: Callable[[Sample], bool] = lambda s: False) -> Iterator[str]:
-    """Samples once a second for `seconds` or until done(sample), printing every
-    `every`-th interval."""
+    """Samples once a second for `seconds` or until done(sample), printing the
+    rates over the last `every` seconds every `every` seconds."""
+    every = max(1, every)
     end = time.monotonic() + seconds
     tick = time.monotonic()
     while time.monotonic() < end:
@@ -125,7 +129,7 @@ def _drive(run: LoadRun, trace: Trace, seconds: float, every: int,
         if s:
             trace.samples.append(s)
             n = len(trace.samples)
-            if n > 1 and (n - 1) % max(1, every) == 0:
+            if n > 1 and (n - 1) % every == 0:
                 yield _line(trace, trace.samples[max(0, n - 1 - every)], s)
             if done(s):
                 return
