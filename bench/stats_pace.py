@@ -274,15 +274,17 @@ def _rss_figures(trace: Trace) -> list[str]:
         lines.append(f"    {b / 1024:.1f} MiB at {at_hi.total_built:,}: {b / a - 1:+.1%}"
                      f" (target within {TARGET_RSS:.0%}: {_met(abs(b / a - 1) <= TARGET_RSS)})")
         return lines
-    lines.append(f"    {hi:,} not reached in this run: {b / 1024:.1f} MiB at"
-                 f" {end.total_built:,} built")
-    if end.total_built > at_lo.total_built:
-        est = a + (b - a) / (end.total_built - at_lo.total_built) * (hi - at_lo.total_built)
-        lines.append(f"    EXTRAPOLATED (linear through those two points) to {hi:,}:"
-                     f" {est / 1024:,.0f} MiB, {est / a - 1:+.0%} (target within {TARGET_RSS:.0%}:"
-                     f" {_met(abs(est / a - 1) <= TARGET_RSS)}, extrapolated; a --long-seconds"
-                     f" long enough for {hi:,} measures it)")
-    return lines
+    if end.total_built == at_lo.total_built:
+        lines.append(f"    {hi:,} not reached, and no later sample of the daemon: no"
+                     " extrapolation")
+        return lines
+    est = a + (b - a) / (end.total_built - at_lo.total_built) * (hi - at_lo.total_built)
+    verdict = _met(abs(est / a - 1) <= TARGET_RSS)
+    return lines + [
+        f"    {hi:,} not reached in this run: {b / 1024:.1f} MiB at {end.total_built:,} built",
+        f"    EXTRAPOLATED (linear through those two points) to {hi:,}: {est / 1024:,.0f} MiB,"
+        f" {est / a - 1:+.0%} (target within {TARGET_RSS:.0%}: {verdict}, extrapolated; a"
+        f" --long-seconds long enough for {hi:,} measures it)"]
 
 
 def _burst(settings: Settings, pin: Pinning | None, out: list[str]) -> Iterator[str]:
