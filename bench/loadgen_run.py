@@ -147,8 +147,9 @@ class LoadRun:
             self._take_down_daemon()
         finally:
             self._stderr.close()
+            # not a daemon thread: the interpreter waits for it at exit
             t = threading.Thread(target=shutil.rmtree, args=(self.tmp,),
-                                 kwargs={"ignore_errors": True}, daemon=True)
+                                 kwargs={"ignore_errors": True})
             t.start()
             _removing.append(t)
 
