@@ -154,7 +154,12 @@ class LoadRun:
             _removing.append(t)
 
     def sample(self) -> dump_progress.Sample | None:
+        """A look at the dump (None until a process attached); raises if the load
+        generator has ended without making one."""
         s = dump_progress.sample(self.root)
+        if s is None and not self.running():
+            self.finish(0)  # raises if it failed
+            raise RuntimeError(f"{LOADGEN.name} {' '.join(self.args)} ended without a dump")
         if s and s.daemon_pid:
             self.daemon_pid = s.daemon_pid
             if self.pinning:

@@ -58,7 +58,7 @@ const char USAGE[] =
 
 [[noreturn]] void Usage(const char *why)
 {
-    fprintf(stderr, "loadgen: %s\n%s", why, USAGE);
+    fprintf(stderr, "%sloadgen: %s\n", USAGE, why); // the reason last, where a tail shows it
     exit(2);
 }
 
