@@ -14,10 +14,12 @@ using Clock = std::chrono::steady_clock;
 // In steps, so that a stop signal ends a pause within 50 ms.
 void Sleep(double seconds, const volatile sig_atomic_t &stop)
 {
+    using std::chrono::duration_cast;
     const Clock::time_point end =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+        Clock::now() + duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    const Clock::duration step = std::chrono::milliseconds(50);
     for (Clock::time_point now = Clock::now(); now < end && !stop; now = Clock::now())
-        std::this_thread::sleep_for(std::min<Clock::duration>(end - now, std::chrono::milliseconds(50)));
+        std::this_thread::sleep_for(std::min<Clock::duration>(end - now, step));
 }
 
 } // namespace

@@ -41,10 +41,12 @@ const LeafKind PAGED_ATTENTION{
     {"attnOut"}, R"({"headNum":64,"kvHeadNum":8,"maskType":0,"qkScale":0.08838834764831845})"};
 const LeafKind SELF_ATTENTION{
     "SelfAttentionOperation", {"query", "key", "value", "attentionMask", "seqLen"}, {"attnOut"},
-    R"({"calcType":3,"headNum":64,"kernelType":1,"kvHeadNum":8,"maskType":1,"qkScale":0.08838834764831845})"};
+    R"({"calcType":3,"headNum":64,"kernelType":1,"kvHeadNum":8,"maskType":1,)"
+    R"("qkScale":0.08838834764831845})"};
 const LeafKind ADD{"ElewiseOperation", {"x", "y"}, {"output"}, R"({"elewiseType":8})"};
 const LeafKind SWIGLU{"ActivationOperation", {"x"}, {"output"}, R"({"activationType":7,"dim":-1})"};
-const LeafKind GATHER{"GatherOperation", {"x", "indices"}, {"output"}, R"({"axis":0,"batchDims":0})"};
+const LeafKind GATHER{"GatherOperation", {"x", "indices"}, {"output"},
+                     R"({"axis":0,"batchDims":0})"};
 
 OpNode Leaf(const LeafKind &kind, std::vector<int> in, std::vector<int> out)
 {
