@@ -278,13 +278,16 @@ def _rss_figures(trace: Trace) -> list[str]:
         lines.append(f"    {hi:,} not reached, and no later sample of the daemon: no"
                      " extrapolation")
         return lines
-    est = a + (b - a) / (end.total_built - at_lo.total_built) * (hi - at_lo.total_built)
-    verdict = _met(abs(est / a - 1) <= TARGET_RSS)
+    # a fall between the two points is noise (or memory given back): no growth
+    growth = max(0, b - a) / (end.total_built - at_lo.total_built)
+    est = a + growth * (hi - at_lo.total_built)
+    verdict = _met(est / a - 1 <= TARGET_RSS)
     return lines + [
-        f"    {hi:,} not reached in this run: {b / 1024:.1f} MiB at {end.total_built:,} built",
-        f"    EXTRAPOLATED (linear through those two points) to {hi:,}: {est / 1024:,.0f} MiB,"
-        f" {est / a - 1:+.0%} (target within {TARGET_RSS:.0%}: {verdict}, extrapolated; a"
-        f" --long-seconds long enough for {hi:,} measures it)"]
+        f"    {hi:,} not reached in this run: {b / 1024:.1f} MiB at {end.total_built:,} built"
+        f" ({b / a - 1:+.1%})",
+        f"    EXTRAPOLATED (linear through those two points, a fall taken as flat) to {hi:,}:"
+        f" {est / 1024:,.0f} MiB, {est / a - 1:+.0%} (target within {TARGET_RSS:.0%}: {verdict},"
+        f" extrapolated; a --long-seconds long enough for {hi:,} measures it)"]
 
 
 def _burst(settings: Settings, pin: Pinning | None, out: list[str]) -> Iterator[str]:
