@@ -16,6 +16,7 @@ BENCHMARKS = (
     "bench.compare_speed",
     "bench.recorder_cost",
     "bench.daemon_memory",
+    "bench.stats_pace",
     "bench.startup",
     "bench.replay_speed",
     "bench.torch_dumper",

@@ -67,7 +67,18 @@ def median_time(fn: Callable[[], float], repeat: int) -> float:
     return statistics.median(fn() for _ in range(repeat))
 
 
-def stop_daemon(output: Path) -> None:
+def rss_kib(pid: int) -> int:
+    """The process's resident set (VmRSS) in KiB; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+    except OSError:
+        return 0
+
+
+def stop_daemon(output: Path, wait_s: float | None = None) -> None:
+    """`daemon --stop`; it waits `wait_s` for the daemon to finish (its default: 3 s)."""
+    env = dict(os.environ, MSPROBE_ATB_STOP_WAIT_S=f"{wait_s:g}") if wait_s is not None else None
     subprocess.run([sys.executable, "-m", "msprobe_atb", "daemon", "--stop", "--output",
                     str(output)], check=False, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
+                   stderr=subprocess.DEVNULL, env=env)

@@ -17,7 +17,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bench.common import ATBSIM, probe_env, stop_daemon, write_config
+from bench.common import ATBSIM, probe_env, rss_kib, stop_daemon, write_config
 from msprobe_atb.control.block import ControlBlock, dump_root_of
 from msprobe_atb.tree import progress
 from msprobe_atb.tree.records import list_logs
@@ -26,11 +26,6 @@ ARGS = ["serve", "--devices", "1", "--port", "0", "--layers", "2", "--hidden", "
         "--vocab", "64", "--decode-steps", "2"]
 AT = (100, 2000)
 BATCH = 10
-
-
-def _rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
 
 def _built(root: Path) -> bool:
@@ -67,7 +62,7 @@ def run():
             rounds = sum(len(list(d.iterdir())) for d in (root / "data").iterdir())
             if rounds >= AT[len(rss)]:
                 with ControlBlock(root) as block:
-                    rss[AT[len(rss)]] = (rounds, _rss_kib(block.daemon_pid))
+                    rss[AT[len(rss)]] = (rounds, rss_kib(block.daemon_pid))
         (n0, a), (n1, b) = (rss[n] for n in AT)
         yield f"{time.monotonic() - start:.0f} s for {n1} rounds (about 500 rows each)"
         for n, (got, kib) in rss.items():

@@ -13,6 +13,7 @@ from typing import Any
 from msprobe_atb.argtypes import seconds
 from msprobe_atb.config.schema import CHECK_MODES, POLICIES, STATE_NAMES, TASK_NAMES
 from msprobe_atb.recorder import status as recorder_status
+from msprobe_atb.tree.lag import appended_of, behind_text, measure, per_log_lines, records_built
 from msprobe_atb.tree.models import model_kind, span_label
 from msprobe_atb.tree.progress import unwritten_text
 
@@ -141,14 +142,17 @@ def round_counts(dump_root: Path) -> tuple[int, int]:
     return rounds, complete
 
 
-def _derived_view(dump_root: Path) -> dict[str, Any]:
+def _derived_view(dump_root: Path, appended: dict[str, int]) -> dict[str, Any]:
     """How far statistic.csv, the markers and the manifest hold the record logs
-    (`.probe/built.json`): record logs with records not handled yet, and what a
-    full disk kept out of the files."""
+    (`.probe/built.json`): record logs with records not handled yet, how many records
+    and how old (tree/lag.py; `appended`: lines per log, from the slots), the records
+    built so far, and what a full disk kept out of the files."""
     from msprobe_atb.tree import progress
 
     built = progress.read(dump_root)
     return {"unbuilt_logs": len(progress.unbuilt(dump_root, built)),
+            "behind": measure(dump_root, built, appended).view(),
+            "built_records": records_built(built),
             "unwritten": built.unwritten if built else None}
 
 
@@ -179,7 +183,8 @@ def collect(dump_root: Path) -> dict[str, Any]:
             "recorder": recorder_status.block_view(block, cfg),
         }
         now_ns = time.time_ns()
-        for s in block.procs():
+        slots = block.procs()
+        for s in slots:
             lost = s.drops + s.errors
             alive = not s.exited and is_alive(s.pid, s.start_ns)
             # Killed before its exit drain: what it still held will never be written.
@@ -210,7 +215,7 @@ def collect(dump_root: Path) -> dict[str, Any]:
             })
     rounds, complete = round_counts(dump_root)
     out["rounds"] = {"total": rounds, "complete": complete}
-    out["derived"] = _derived_view(dump_root)
+    out["derived"] = _derived_view(dump_root, appended_of(slots))
     out["all_written"] = all(p["all_written"] for p in out["processes"])
     return out
 
@@ -323,13 +328,7 @@ def render(st: dict[str, Any]) -> str:
                  "complete (ROUND_COMPLETE.json)"
                  + (f"; {open_rounds} still open: a round is marked once its process has "
                     "moved to another round, gone to sleep or exited" if open_rounds else ""))
-    derived = st.get("derived") or {}
-    if derived.get("unwritten"):
-        lines.append("NOT WRITTEN: " + unwritten_text(derived["unwritten"]))
-    elif derived.get("unbuilt_logs") and not d["alive"]:
-        lines.append(f"derived files: {derived['unbuilt_logs']} record log(s) hold records "
-                     "that statistic.csv and the round markers do not (no control plane is "
-                     "running): `msprobe-atb wait` or `msprobe-atb rebuild` builds them")
+    lines += _derived_lines(st.get("derived") or {}, d["alive"])
     if st["all_written"]:
         lines.append("everything selected so far has been written"
                      + (" (some tensors were lost, see above)"
@@ -340,6 +339,22 @@ def render(st: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _derived_lines(derived: dict[str, Any], daemon_alive: bool) -> list[str]:
+    """What the derived files lack: what a full disk kept out, and the records not
+    built yet, how many and how old (per record log where several are behind)."""
+    lines = []
+    if derived.get("unwritten"):
+        lines.append("NOT WRITTEN: " + unwritten_text(derived["unwritten"]))
+    behind = derived.get("behind")
+    if behind:
+        lines.append(f"derived files: {behind_text(behind)}"
+                     + (" (the control plane builds them; `msprobe-atb wait` waits for them)"
+                        if daemon_alive else ", and no control plane is running: `msprobe-atb "
+                        "wait` or `msprobe-atb rebuild` builds them"))
+        lines += ["  " + line for line in per_log_lines(behind)]
+    return lines
+
+
 def _bar(done: int, total: int, width: int = 24) -> str:
     filled = width if total <= 0 else min(width, round(width * done / total))
     return "[" + "#" * filled + "-" * (width - filled) + "]"
@@ -347,7 +362,8 @@ def _bar(done: int, total: int, width: int = 24) -> str:
 
 def render_watch(st: dict[str, Any], prev: dict[int, tuple[float, int]], now: float) -> str:
     """The live view: the state in one line, then per process a progress bar of
-    tensors written against selected, the bytes, and the write rate since the last frame."""
+    tensors written against selected, the bytes, and the write rate since the last
+    frame; the records the derived files lack, if any."""
     lines = [f"{st['dump_root']}  {time.strftime('%H:%M:%S')}",
              "state: " + state_text(st), ""]
     for p in st["processes"]:
@@ -365,6 +381,9 @@ def render_watch(st: dict[str, Any], prev: dict[int, tuple[float, int]], now: fl
                         if p["drops"] or p["errors"] or p["lost_at_death"] else ""))
     if not st["processes"]:
         lines.append("no process attached yet")
+    behind = st["derived"]["behind"]
+    if behind:
+        lines.append(f"derived files: {behind_text(behind)}")
     lines += ["", "everything selected so far has been written" if st["all_written"]
               else "still writing: some selected tensors are queued or in flight"]
     return "\n".join(lines)

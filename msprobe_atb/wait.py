@@ -22,6 +22,7 @@ from typing import Any
 
 from msprobe_atb.argtypes import seconds_or_zero
 from msprobe_atb.tree.cli import output_dir_arg
+from msprobe_atb.tree.lag import behind_text, duration_text
 
 EXIT_OK, EXIT_LOST, EXIT_NO_DUMP, EXIT_TIMEOUT, EXIT_REFUSED = 0, 1, 2, 3, 4
 POLL_S = 0.05
@@ -60,6 +61,70 @@ class State:
     def params_lost(self) -> int:
         """op_param.json files not written (no tensors: not in `lost`)."""
         return sum(p["params_lost"] for p in self.status["processes"])
+
+    @property
+    def behind(self) -> dict[str, Any] | None:
+        """While building: the records not in the derived files yet (tree/lag.py)."""
+        return self.status["derived"]["behind"] if self.building else None
+
+
+class BuildRate:
+    """How fast the control plane builds records (built.json's count) and the
+    processes append them (their slots'), between one look and the next."""
+
+    def __init__(self) -> None:
+        self._last: tuple[float, int | None, int] | None = None
+
+    def start(self, status: dict[str, Any], now: float) -> None:
+        """The first look, the baseline of the first rate (nothing once there is one)."""
+        if self._last is None:
+            self.look(status, now)
+
+    def look(self, status: dict[str, Any],
+             now: float) -> tuple[float, float | None, float] | None:
+        """(seconds since the last look, records built a second, None where built.json
+        did not count them both times, records appended a second); None at the first
+        look, and where fewer are built than before (a new control plane starts over)."""
+        built = status["derived"]["built_records"]
+        appended = sum(p["records"] for p in status["processes"])
+        last, self._last = self._last, (now, built, appended)
+        if last is None or now <= last[0]:
+            return None
+        dt, built_before = now - last[0], last[1]
+        append = max(0, appended - last[2]) / dt
+        if built is None or built_before is None:
+            return dt, None, append
+        if built < built_before:
+            return None
+        return dt, (built - built_before) / dt, append
+
+
+def _per_s(x: float) -> str:
+    return f"{x:,.0f}/s" if x >= 10 else f"{x:.1f}/s"
+
+
+def building_text(behind: dict[str, Any], rates: tuple[float, float | None, float] | None) -> str:
+    """The records behind and, from BuildRate.look, the building rate and the time
+    left: "statistic.csv 61,901 records behind, the oldest 12 s ago; building
+    9,800/s, about 6 s left"."""
+    text = behind_text(behind)
+    if rates is None:
+        return text
+    dt, build, append = rates
+    if build is None:
+        return (text + "; the building rate is not known (built.json does not count the "
+                "records built): no estimate of the time left")
+    appending = f" while {_per_s(append)} are appended" if append else ""
+    if build <= 0:
+        return (f"{text}; nothing built in the last {dt:.0f} s{appending}: no estimate of "
+                "the time left")
+    if build <= append:
+        return (f"{text}; building {_per_s(build)}{appending}: the backlog is not shrinking, "
+                "no estimate of the time left")
+    if not behind["records"]:  # bytes only: no count to divide
+        return f"{text}; building {_per_s(build)}{appending}"
+    return (f"{text}; building {_per_s(build)}{appending}, about "
+            f"{duration_text(behind['records'] / (build - append))} left")
 
 
 def check(dump_root: Path) -> State:
@@ -183,8 +248,10 @@ def wait_for(dump_root: Path, timeout: float | None, say=None,
     start = time.monotonic()
     next_report = start + 1.0
     rebuilt = False
+    rate = BuildRate()
     while True:
         state = check(dump_root)
+        rate.start(state.status, time.monotonic())
         if until_exit:
             state = _until_exit(state)
         if refusal_ends and state.refused:
@@ -207,7 +274,9 @@ def wait_for(dump_root: Path, timeout: float | None, say=None,
         if timeout is not None and now - start >= timeout:
             return EXIT_TIMEOUT, state
         if say and now >= next_report:
-            say(f"waiting for {state.waiting_for} ({now - start:.0f} s)")
+            rates = rate.look(state.status, now)
+            say(f"waiting for {state.waiting_for} ({now - start:.0f} s)"
+                + (f": {building_text(state.behind, rates)}" if state.behind else ""))
             next_report = now + REPORT_EVERY_S
         time.sleep(POLL_S)
 
@@ -257,7 +326,8 @@ def run(args: argparse.Namespace) -> int:
     code, state = done
     if code == EXIT_TIMEOUT:
         print(f"msprobe-atb wait: timed out after {args.timeout:g} s, still waiting for "
-              f"{state.waiting_for}", file=sys.stderr)
+              f"{state.waiting_for}" + (f" ({behind_text(state.behind)})" if state.behind
+                                        else ""), file=sys.stderr)
         return code
     if code == EXIT_REFUSED:
         print(f"msprobe-atb wait: refused: {state.refused}", file=sys.stderr)

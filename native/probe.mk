@@ -67,6 +67,23 @@ $(PROBE_HOOK_LOOP): native/tests/hook_loop.cpp $(PROBE_DECL) $(ATBSIM_LIBS_abi1)
 		-Wl,-rpath,$(BUILD)/atbsim/cxx_abi_1/lib -latb -lascendcl -o $@
 probe: $(PROBE_HOOK_LOOP)
 
+# `make bench`'s load generator (bench/stats_pace.py, tests/probe/test_loadgen.py):
+# a Llama-70B-shaped model's hook calls on N forked devices, linked against the
+# stand-in runtime (libatb.so, libatb_speed.so, libascendcl.so), whose hook
+# defaults the probe interposes with LD_PRELOAD. One build per ABI.
+LOADGEN_SRC := $(wildcard native/tests/loadgen/*.cpp)
+LOADGEN_HDR := $(wildcard native/tests/loadgen/*.h)
+define LOADGEN_RULE
+$(PROBE_B)/bin/loadgen_abi$(1): $(LOADGEN_SRC) $(LOADGEN_HDR) $(PROBE_DECL) $$(ATBSIM_LIBS_abi$(1))
+	@mkdir -p $$(@D)
+	$(CXX) $$(ATBSIM_CXXFLAGS_abi$(1)) -Inative/adapter $(LOADGEN_SRC) \
+		-L$(BUILD)/atbsim/cxx_abi_$(1)/lib -Wl,-rpath,$(BUILD)/atbsim/cxx_abi_$(1)/lib \
+		-Wl,-z,relro,-z,now $(ATBSIM_LDLIBS) -o $$@
+BENCH_TARGETS += $(PROBE_B)/bin/loadgen_abi$(1)
+NATIVE_TEST_TARGETS += $(PROBE_B)/bin/loadgen_abi$(1)
+endef
+$(foreach a,0 1,$(eval $(call LOADGEN_RULE,$(a))))
+
 # `make bench`'s statistics throughput (bench/stats_throughput.py): the
 # release objects of the statistics, as the writers run them.
 PROBE_STATS_BENCH := $(PROBE_B)/bin/stats_bench

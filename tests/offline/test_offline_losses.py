@@ -4,11 +4,15 @@ does, by the shim's record layout and without a JSON parse per record."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 from offline_helpers import run_cli
 
 from msprobe_atb.offline.stats.losses import tally_logs
+from msprobe_atb.tree import progress
+from msprobe_atb.tree.progress import Progress
+from msprobe_atb.tree.records import records_dir
 
 
 def _tensor(seq: int, path: str, file: str, task: str = "statistics") -> bytes:
@@ -59,3 +63,33 @@ def test_lost_params_are_said_and_fail_no_compare(synth_pair, tmp_path):
                       str(tmp_path / "c.csv"))
     assert rc == 0, out
     assert "2 op_param.json files were not written" in out and "NOT A PASS" not in out, out
+
+
+def test_stats_and_report_say_how_far_behind_the_derived_files_are(stats_dump, tmp_path):
+    """A dump whose built.json holds all but its log's last 20 records, and no control
+    plane: `stats` and `report` say how many records and how old the oldest is."""
+    dump = tmp_path / "behind"
+    shutil.copytree(stats_dump, dump)
+    root = dump / "atb_dump_data"
+    built = progress.read(root)
+    name = sorted(built.offsets)[0]
+    lines = (records_dir(root) / name).read_bytes().splitlines(keepends=True)
+    keep = len(lines) - 20
+    progress.write(root, Progress(0, built.config_sha256, {**built.offsets, name: sum(
+        map(len, lines[:keep]))}, [], None, {**built.records, name: keep}))
+    first_t = json.loads(lines[keep])["t"]
+    rc, out = run_cli("stats", str(dump), "--json")
+    s = json.loads(out)
+    assert (s["derived_lag"]["records"], s["derived_lag"]["oldest_t_ns"]) == (20, first_t)
+    assert not s["derived_lag"]["estimated"]
+    assert re.fullmatch(r"statistic.csv 20 records behind, the oldest .+ ago, and no control "
+                        r"plane is running \(`msprobe-atb wait` or `msprobe-atb rebuild` adds "
+                        r"them\)", s["derived_behind"]), s["derived_behind"]
+    rc, out = run_cli("stats", str(dump))
+    assert "  INCOMPLETE: statistic.csv 20 records behind, the oldest " in out, out
+    rc, out = run_cli("report", str(dump), "-o", str(tmp_path / "r.html"), "--json")
+    info = json.loads(out)
+    assert info["derived_lag"]["records"] == 20 and info["derived_behind"].startswith(
+        "statistic.csv 20 records behind, the oldest ")
+    assert "INCOMPLETE: statistic.csv 20 records behind, the oldest " in (
+        tmp_path / "r.html").read_text()

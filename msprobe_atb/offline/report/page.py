@@ -411,5 +411,6 @@ def build_report(dump: Dump, comparison: CompareResult | None = None,
     info = {"sections": [sid for sid, _, _ in page.sections], "plots": page.plots,
             "tensors": s["tensors"], "first_nonfinite": s["first_nonfinite"][:1],
             "first_divergence": fd, "refused": refused, "lost": s["lost"],
-            "params_lost": s["params_lost"], "derived_behind": s["derived_behind"]}
+            "params_lost": s["params_lost"], "derived_behind": s["derived_behind"],
+            "derived_lag": s["derived_lag"]}
     return doc, info

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from msprobe_atb.control.liveness import is_alive, is_daemon
-from msprobe_atb.tree import progress
+from msprobe_atb.tree import lag, progress
 from msprobe_atb.tree.records import CHUNK, RECORD_START, list_logs
 
 from ..read.layout import DumpLayout
@@ -56,6 +56,7 @@ class Losses:
     params_lost: int = 0  # per the round markers: op_param.json files not written
     behind: str = ""  # why the derived files do not hold every record ("" if they do)
     logs: LogTally | None = None  # the record logs' counts, when `behind`
+    lag: dict | None = None  # the records not built yet, how many and how old (tree/lag.py)
 
 
 def _round_of(path: str) -> tuple[str, str] | None:
@@ -141,24 +142,24 @@ def _marker_counts(layout: DumpLayout) -> tuple[int, int, int]:
     return lost, without_row, params
 
 
-def _behind(dump_root: Path) -> tuple[str, bool]:
+def _behind(dump_root: Path) -> tuple[str, bool, dict | None]:
     """(why the derived files do not hold every record, or ""; whether to count the
-    logs: not while a live control plane is merely a flush behind)."""
+    logs: not while a live control plane is merely a flush behind; the records not
+    built yet, lag.Lag.view)."""
     if not list_logs(dump_root):
-        return "", False  # no record logs: msProbe's dump, or one copied without .probe
+        return "", False, None  # no record logs: msProbe's dump, or one copied without .probe
     built = progress.read(dump_root)
+    behind = lag.measure(dump_root, built, lag.appended_in_block(dump_root)).view()
     if built and built.unwritten:
-        return progress.unwritten_text(built.unwritten), True
-    unbuilt = progress.unbuilt(dump_root, built)
-    if not unbuilt:
-        return "", False
+        return (progress.unwritten_text(built.unwritten)
+                + (f"; and {lag.behind_text(behind)}" if behind else "")), True, behind
+    if not behind:
+        return "", False, None
     if built and built.daemon_pid and is_daemon(built.daemon_pid):
-        return (f"the control plane (pid {built.daemon_pid}) is still adding the records of "
-                f"{len(unbuilt)} record log(s) to statistic.csv and the round markers "
-                "(`msprobe-atb wait` waits for it)"), False
-    return (f"{len(unbuilt)} record log(s) hold records not yet in statistic.csv and the "
-            "round markers, and no control plane is running (`msprobe-atb wait` or "
-            "`msprobe-atb rebuild` adds them)"), True
+        return (f"{lag.behind_text(behind)}: the control plane (pid {built.daemon_pid}) is "
+                "still adding them (`msprobe-atb wait` waits for it)"), False, behind
+    return (f"{lag.behind_text(behind)}, and no control plane is running (`msprobe-atb "
+            "wait` or `msprobe-atb rebuild` adds them)"), True, behind
 
 
 def dump_losses(layout: DumpLayout) -> Losses:
@@ -166,9 +167,9 @@ def dump_losses(layout: DumpLayout) -> Losses:
     if layout.root is None:
         return Losses()
     lost, without_row, params = _marker_counts(layout)
-    behind, count = _behind(layout.root)
+    behind, count, lag_view = _behind(layout.root)
     return Losses(lost, without_row, params, behind,
-                  tally_logs(layout.root) if count else None)
+                  tally_logs(layout.root) if count else None, lag_view)
 
 
 def losses_summary(layout) -> dict:
@@ -181,6 +182,7 @@ def losses_summary(layout) -> dict:
         "lost_without_row": losses.without_row,
         "params_lost": logs.params_lost if logs else losses.params_lost,
         "derived_behind": losses.behind,
+        "derived_lag": losses.lag,
         "record_logs": {"tensors": logs.tensors, "lost": logs.lost,
                         "params_lost": logs.params_lost, "rounds": len(logs.rounds),
                         "unclosed": logs.unclosed, "running": logs.running,

@@ -1,0 +1,399 @@
+"""Control plane under a 70B service's load: records/s built, lag, wait, daemon and host RSS.
+
+The load generator (native/tests/loadgen, bench/loadgen_run.py) calls the real
+shim through the real adapter hooks, in ATB's protocol, for a Llama-70B-shaped
+prefill and decode model (80 layer graphs of 13 ops, ~50 tensors a layer), on 8
+(--procs) forked "devices" into one output dir, `task: statistics`, `save_child:
+true`, exec_range all. The control-plane daemon the shims start is pinned to a
+core of its own, the producers to the others (machines with 2+ cores). Once a
+second the bench reads the control block and .probe/built.json: records made
+(the slots' `records`: lines appended to the record logs), records built (built.json
+`records`: lines the daemon has read and written into statistic.csv,
+statistic_extra.csv and info/; the manifest and the round markers take a round's
+rows when it is complete), the lag (made - built) and the age of its oldest
+record, daemon and host RSS, lost (drops + errors), the shims' own queues.
+
+Runs, each in a fresh dir, with one-element tensors (--tiny) but in (d): the
+producers must outrun the control plane, so they offer the shim's record path
+alone (with real shapes the statistics of each tensor hold them back):
+  (a) max rate: the producers unthrottled for --max-seconds; the built rate over
+      the seconds after a warm-up in which the daemon had a backlog (built.json
+      moves in steps, one per write of the tree, so not a median of per-second
+      rates, which are 0 or bursts), and the time until everything is built
+      (if within Settings.drain_seconds of the stop).
+  (b) paced at 80% of max((a), the 200k/s target): the oldest record not built
+      over the run, and when `msprobe-atb wait` returns against the last record.
+  (c) the long run, paced at 80% of (a) (or --rate): what this machine sustains,
+      read off the same figures as (b), and the daemon's RSS at 100k and at 10M
+      records built (extrapolated, and said so, when 10M is not reached).
+  task all: (a) with `.bin` files, shorter.
+  (d) one producer with the real 70B shapes: its RSS before its burst (before
+      its first op) and 3 s after its queue drained.
+Everything ends in bounded time: every wait has a timeout, and whatever a run
+started (the daemon too) is stopped, then killed.
+
+`python -m bench.stats_pace --help` sizes the runs (e.g. --long-seconds 1500
+to reach 10M records at ~7k/s)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
+
+from bench import dump_progress
+from bench.common import rss_kib
+from bench.dump_progress import Sample
+from bench.loadgen_run import EXIT_S, LoadRun, Pinning, removed
+
+TARGET_RATE = 200_000     # records/s built on one core, from 8 producers
+TARGET_LAG_S = 1.0        # at 80% of that: lag <= 1 s of records; wait <= 1 s after the last
+TARGET_RSS = 0.10         # daemon RSS after 10M records within 10% of after 100k
+RSS_AT = (100_000, 10_000_000)
+SETTLE_S = 3.0            # (d): after the producer's queue drained
+
+
+@dataclass
+class Settings:
+    procs: int = 8
+    max_seconds: float = 25.0     # (a): producing time
+    paced_seconds: float = 10.0   # (b): producing time
+    long_seconds: float = 30.0    # (c): producing time at most ...
+    records: int = RSS_AT[1]      # ... or until this many records are built
+    rate: float = 0.0             # (c): records/s offered, all producers; 0: 80% of (a)
+    all_seconds: float = 10.0     # task all
+    burst_seconds: float = 6.0    # (d)
+    drain_seconds: float = 6.0    # (a): after the producers stop, for the files to catch up
+    wait_timeout: float = 10.0    # msprobe-atb wait --timeout
+    warmup: float = 5.0
+    queue_mb: int = 1             # tiny tensors: the smallest copy queue (see _config)
+    every: int = 5                # a progress line every N samples
+
+
+def _config(task: str, settings: Settings, tiny: bool = True) -> dict:
+    """Tiny tensors cost the copy queue's byte budget next to nothing, so with
+    the default 1 GiB the hooks would run far ahead of the writer threads and
+    a stopped producer would drain for minutes: a small budget makes the hooks
+    wait for their writers (policy block), as large tensors do."""
+    cfg = {"task": task, "dump_enable": True, "save_child": True, "exec_range": "all"}
+    if tiny:
+        cfg["queue_budget_mb"] = settings.queue_mb
+    return cfg
+
+
+@dataclass
+class Trace:
+    """A run's samples, one a second, and when its producers were stopped."""
+    label: str
+    samples: list[Sample] = field(default_factory=list)
+    stopped: float | None = None  # time.monotonic() of the stop
+    stopped_wall: float = 0.0     # time.time() of the stop
+
+    @property
+    def t0(self) -> float:
+        return self.samples[0].t if self.samples else 0.0
+
+    def mark_stopped(self) -> None:
+        self.stopped, self.stopped_wall = time.monotonic(), time.time()
+
+    def intervals(self) -> Iterator[tuple[Sample, Sample]]:
+        return zip(self.samples, self.samples[1:])
+
+
+def _rate(a: Sample, b: Sample, attr: str) -> float:
+    return (getattr(b, attr) - getattr(a, attr)) / max(b.t - a.t, 1e-9)
+
+
+def _line(trace: Trace, a: Sample, b: Sample) -> str:
+    dt = max(b.t - a.t, 1e-9)
+    per = [(b.produced[k] - a.produced.get(k, 0)) / dt for k in b.produced]
+    hosts = max(b.host_rss_kib.values(), default=0)
+    return (f"{trace.label} {b.t - trace.t0:4.0f} s: made {_rate(a, b, 'total_produced'):9,.0f}/s"
+            f" ({min(per, default=0):,.0f}..{max(per, default=0):,.0f} a process),"
+            f" built {_rate(a, b, 'total_built'):8,.0f}/s, lag {b.lag:,} records"
+            f" ({b.age_s:.1f} s old), shims' queues {b.queued:,}, daemon"
+            f" {b.daemon_rss_kib / 1024:.0f} MiB, host {hosts / 1024:.0f} MiB max, lost {b.lost}")
+
+
+def _drive(run: LoadRun, trace: Trace, seconds: float, every: int,
+           done: Callable[[Sample], bool] = lambda s: False) -> Iterator[str]:
+    """Samples once a second for `seconds` or until done(sample), printing the
+    rates over the last `every` seconds every `every` seconds."""
+    every = max(1, every)
+    end = time.monotonic() + seconds
+    tick = time.monotonic()
+    while time.monotonic() < end:
+        s = run.sample()
+        if s:
+            trace.samples.append(s)
+            n = len(trace.samples)
+            if n > 1 and (n - 1) % every == 0:
+                yield _line(trace, trace.samples[max(0, n - 1 - every)], s)
+            if done(s):
+                return
+        tick += 1.0
+        time.sleep(max(0.0, tick - time.monotonic()))
+
+
+def _drained(run: LoadRun) -> Callable[[Sample], bool]:
+    return lambda s: not run.running() and s.lag == 0
+
+
+def _slope(pairs: list[tuple[Sample, Sample]], attr: str) -> float:
+    """The rate over those intervals together (built.json moves in steps, one
+    per write of the tree: a second's rate is often 0 or a burst)."""
+    dt = sum(b.t - a.t for a, b in pairs)
+    return sum(getattr(b, attr) - getattr(a, attr) for a, b in pairs) / dt if dt else 0.0
+
+
+def _sustained(trace: Trace, warmup: float) -> tuple[float, bool]:
+    """The built rate over the intervals after the warm-up in which the daemon
+    had a backlog (records over 1 s old), and whether that was most of them;
+    if not, the producers were the limit and the rate over all is theirs."""
+    late = [(a, b) for a, b in trace.intervals() if a.t - trace.t0 >= warmup]
+    busy = [(a, b) for a, b in late if a.age_s > TARGET_LAG_S]
+    behind = len(busy) * 2 >= len(late) > 0
+    return _slope(busy if behind else late, "total_built"), behind
+
+
+def _made(trace: Trace, warmup: float) -> float:
+    """The made rate while the producers ran, after the warm-up."""
+    end = trace.stopped or float("inf")
+    return _slope([(a, b) for a, b in trace.intervals()
+                   if a.t - trace.t0 >= warmup and b.t <= end], "total_produced")
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def _pinned(run: LoadRun) -> str:
+    return (f"daemon pid {run.daemon_pid}, {run.daemon_threads} threads pinned" if run.pinning
+            else f"daemon pid {run.daemon_pid}")
+
+
+def _max_rate(settings: Settings, pin: Pinning | None, task: str, seconds: float,
+              label: str, out: list[str]) -> Generator[str, None, tuple[float, bool]]:
+    """(a) and task all: unthrottled producers for `seconds`; appends the
+    figures to `out` and returns the sustained built rate and whether the
+    daemon was the limit (_sustained)."""
+    trace = Trace(label)
+    args = ["--procs", str(settings.procs), "--seconds", "0", "--tiny"]
+    with LoadRun(_config(task, settings), args, pin) as run:
+        yield from _drive(run, trace, seconds, settings.every)
+        run.stop()
+        trace.mark_stopped()
+        yield from _drive(run, trace, settings.drain_seconds, settings.every, _drained(run))
+        drained = _drained(run)(trace.samples[-1])
+    last = trace.samples[-1]
+    warmup = min(settings.warmup, seconds / 3)
+    rate, busy = _sustained(trace, warmup)
+    made = _made(trace, warmup)
+    out.append(f"{label}: built {rate:,.0f} records/s (after {warmup:.0f} s"
+               f"{', while the daemon had a backlog' if busy else ''}); the producers made"
+               f" {made:,.0f}/s ({made / settings.procs:,.0f} a process); {_pinned(run)}")
+    ran = trace.stopped - trace.t0
+    if drained:
+        out.append(f"  fully built: {last.total_produced:,} records in {last.t - trace.t0:.1f} s"
+                   f" = {last.total_produced / (last.t - trace.t0):,.0f}/s (producing"
+                   f" {ran:.0f} s)")
+    else:
+        more = f"; at {rate:,.0f}/s about {last.lag / rate:,.0f} s more" if rate else ""
+        out.append(f"  not fully built {last.t - trace.stopped:.0f} s after the producers"
+                   f" stopped (producing {ran:.0f} s): {last.lag:,} of {last.total_produced:,}"
+                   f" records behind{more}")
+    if not busy:
+        out.append("  the derived files mostly kept up (records under 1 s old): the producers"
+                   " were the limit, the control plane can do at least that")
+    out.append(f"  lost {last.lost}")
+    return rate, busy
+
+
+def _paced(settings: Settings, pin: Pinning | None, offered: float, seconds: float,
+           label: str, why: str, out: list[str],
+           done: Callable[[Sample], bool] = lambda s: False) -> Generator[str, None, Trace]:
+    """(b) and (c): producers paced to `offered` records/s in all for `seconds`
+    or until done(sample); the lag over the run and when `msprobe-atb wait`
+    returns once they stopped. Returns the trace."""
+    trace = Trace(label)
+    per = offered / settings.procs
+    args = ["--procs", str(settings.procs), "--seconds", "0", "--tiny", "--rate", f"{per:.1f}"]
+    with LoadRun(_config("statistics", settings), args, pin) as run:
+        yield from _drive(run, trace, seconds, settings.every, done)
+        run.stop()
+        trace.mark_stopped()
+        waiter = run.start_wait(settings.wait_timeout)
+        try:
+            yield from _drive(run, trace, settings.wait_timeout + 2, settings.every,
+                              lambda s: waiter.done())
+        finally:
+            waiter.close()
+        run.finish(EXIT_S)
+        last_ns = dump_progress.last_record_ns(run.root)
+    made = _made(trace, min(settings.warmup, seconds / 3))
+    worst = max(trace.samples, key=lambda s: s.age_s)
+    out.append(f"{label}: offered {offered:,.0f} records/s ({why}); the producers made"
+               f" {made:,.0f}/s ({made / settings.procs:,.0f} a process)"
+               f"{'' if made >= 0.95 * offered else ': they could not offer more'};"
+               f" {_pinned(run)}")
+    out.append(f"  largest lag: records {worst.age_s:.1f} s old, {worst.lag:,} records"
+               f" ({worst.lag / max(made, 1):.1f} s of what the producers made) (target <="
+               f" {TARGET_LAG_S:g} s: {_met(worst.age_s <= TARGET_LAG_S)})")
+    rc = waiter.proc.returncode
+    if not waiter.returned_ns or rc == 3:
+        out.append(f"  msprobe-atb wait: did not return within {settings.wait_timeout:g} s"
+                   f" (timed out); {trace.samples[-1].lag:,} records still behind"
+                   f" (target <= {TARGET_LAG_S:g} s after the last record: NOT met)")
+    else:
+        after = (waiter.returned_ns - last_ns) / 1e9
+        out.append(f"  msprobe-atb wait returned (exit {rc}) {after:.2f} s after the last record"
+                   f" (target <= {TARGET_LAG_S:g} s: {_met(after <= TARGET_LAG_S)}),"
+                   f" {waiter.returned_ns / 1e9 - trace.stopped_wall:.1f} s after the producers"
+                   f" were stopped; lost {trace.samples[-1].lost}")
+    return trace
+
+
+def _rss_figures(trace: Trace) -> list[str]:
+    """(c): daemon RSS at RSS_AT[0] and RSS_AT[1] records built; short of
+    RSS_AT[0], from half of what was built to the end (said so)."""
+    lo, hi = RSS_AT
+    seen = [s for s in trace.samples if s.daemon_rss_kib]
+    if not seen:
+        return ["  daemon RSS: no sample of the daemon"]
+    last = seen[-1]
+    start = lo if last.total_built >= lo else last.total_built // 2
+    at_lo = next(s for s in seen if s.total_built >= start)
+    at_hi = next((s for s in seen if s.total_built >= hi), None)
+    end = at_hi or last
+    a, b = at_lo.daemon_rss_kib, end.daemon_rss_kib
+    lines = [f"  daemon RSS: {a / 1024:.1f} MiB at {at_lo.total_built:,} records built"
+             + ("" if start == lo else f" ({lo:,} not reached: from half of what was built)")]
+    if at_hi:
+        lines.append(f"    {b / 1024:.1f} MiB at {at_hi.total_built:,}: {b / a - 1:+.1%}"
+                     f" (target within {TARGET_RSS:.0%}: {_met(abs(b / a - 1) <= TARGET_RSS)})")
+        return lines
+    if end.total_built == at_lo.total_built:
+        lines.append(f"    {hi:,} not reached, and no later sample of the daemon: no"
+                     " extrapolation")
+        return lines
+    # a fall between the two points is noise (or memory given back): no growth
+    growth = max(0, b - a) / (end.total_built - at_lo.total_built)
+    est = a + growth * (hi - at_lo.total_built)
+    verdict = _met(est / a - 1 <= TARGET_RSS)
+    return lines + [
+        f"    {hi:,} not reached in this run: {b / 1024:.1f} MiB at {end.total_built:,} built"
+        f" ({b / a - 1:+.1%})",
+        f"    EXTRAPOLATED (linear through those two points, a fall taken as flat) to {hi:,}:"
+        f" {est / 1024:,.0f} MiB, {est / a - 1:+.0%} (target within {TARGET_RSS:.0%}: {verdict},"
+        f" extrapolated; a --long-seconds long enough for {hi:,} measures it)"]
+
+
+def _burst(settings: Settings, pin: Pinning | None, out: list[str]) -> Iterator[str]:
+    """(d): one producer with the real 70B shapes: RSS before its burst (idle,
+    before its first op) and SETTLE_S after its queue drained."""
+    trace = Trace("(d)")
+    idle = 2.0
+    args = ["--procs", "1", "--seconds", f"{settings.burst_seconds:g}", "--idle-before",
+            f"{idle:g}", "--idle-after", "120"]
+    with LoadRun(_config("statistics", settings, tiny=False), args, pin) as run:
+        time.sleep(idle / 2)
+        pids = run.producer_pids()
+        before = {p: rss_kib(p) for p in pids}
+
+        def quiet(s: Sample) -> bool:  # the burst over (no new record) and drained
+            prev = trace.samples[-2] if len(trace.samples) > 1 else None
+            return (s.t - trace.t0 >= idle + settings.burst_seconds and s.queued == 0
+                    and prev is not None and prev.total_produced == s.total_produced)
+
+        yield from _drive(run, trace, idle + settings.burst_seconds + 60, settings.every, quiet)
+        time.sleep(SETTLE_S)
+        after = {p: rss_kib(p) for p in pids}
+        run.stop()
+    made = trace.samples[-1].total_produced if trace.samples else 0
+    for p in pids:
+        out.append(f"(d) host RSS, one producer with the real 70B shapes ({made:,} records in"
+                   f" its {settings.burst_seconds:g} s burst, {made / settings.burst_seconds:,.0f}"
+                   f"/s): {before[p] / 1024:.0f} MiB before the burst, {after[p] / 1024:.0f} MiB"
+                   f" {SETTLE_S:g} s after its queue drained ({(after[p] - before[p]) / 1024:+.0f}"
+                   " MiB; issue 28 §1 sets no target)")
+
+
+def _machine(pin: Pinning | None) -> list[str]:
+    with open("/proc/loadavg") as f:
+        load = f.read().split()[0]
+    usable = len(os.sched_getaffinity(0))
+    return [f"machine: {os.cpu_count()} CPUs ({usable} usable here), load average {load} at the"
+            " start; shared with other work, so every figure is noisy",
+            f"pinning: {pin.describe()}" if pin else
+            "pinning: none (one usable CPU: the daemon shares it with the producers)"]
+
+
+def run(settings: Settings | None = None) -> Iterator[str]:
+    settings = settings or Settings()
+    pin = Pinning.for_machine()
+    mine = os.sched_getaffinity(0)
+    figures = _machine(pin)
+    yield from figures
+    try:
+        if pin:
+            pin.pin_producers()
+        a, busy = yield from _max_rate(settings, pin, "statistics", settings.max_seconds,
+                                       "(a)", figures)
+        verdict = (_met(a >= TARGET_RATE) if busy or a >= TARGET_RATE
+                   else "not shown: the producers were the limit")
+        figures.append(f"  beside its target: {'' if busy else 'at least '}{a:,.0f} records/s"
+                       f" on one core (target >= {TARGET_RATE:,}/s: {verdict})")
+        why = ("80% of (a)" if a >= TARGET_RATE else
+               f"80% of the {TARGET_RATE:,}/s target, as (a) is below it")
+        yield from _paced(settings, pin, 0.8 * max(a, TARGET_RATE), settings.paced_seconds,
+                          "(b)", why, figures)
+        offered = settings.rate or 0.8 * a
+        if offered:
+            trace = yield from _paced(
+                settings, pin, offered, settings.long_seconds, "(c)",
+                "--rate" if settings.rate else "80% of (a): what this machine sustains",
+                figures, lambda s: s.total_built >= settings.records)
+            figures.extend(_rss_figures(trace))
+        yield from _max_rate(settings, pin, "all", settings.all_seconds, "task all", figures)
+        yield from _burst(settings, pin, figures)
+    finally:
+        os.sched_setaffinity(0, mine)
+        removed()
+    yield "---- figures ----"
+    yield from figures
+
+
+# The settings a user may size from the command line, with their help.
+OPTIONS = (
+    ("procs", "producer processes"),
+    ("max_seconds", "(a): producing time"),
+    ("paced_seconds", "(b): producing time"),
+    ("long_seconds", "(c): producing time at most"),
+    ("records", "(c): stop once this many records are built"),
+    ("rate", "(c): records/s to offer, all producers; 0: 80%% of (a)"),
+    ("all_seconds", "task all: producing time"),
+    ("every", "a progress line every N seconds"),
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.stats_pace",
+                                description=__doc__.splitlines()[0])
+    d = Settings()
+    for name, what in OPTIONS:
+        default = getattr(d, name)
+        p.add_argument("--" + name.replace("_", "-"), type=type(default), default=default,
+                       help=f"{what} ({default:,})")
+    a = p.parse_args(argv)
+    settings = Settings(**{name: getattr(a, name) for name, _ in OPTIONS})
+    start = time.perf_counter()
+    for line in run(settings):
+        print(line, flush=True)
+    print(f"({time.perf_counter() - start:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
