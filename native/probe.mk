@@ -67,6 +67,15 @@ $(PROBE_HOOK_LOOP): native/tests/hook_loop.cpp $(PROBE_DECL) $(ATBSIM_LIBS_abi1)
 		-Wl,-rpath,$(BUILD)/atbsim/cxx_abi_1/lib -latb -lascendcl -o $@
 probe: $(PROBE_HOOK_LOOP)
 
+# `make bench`'s record path (bench/record_cost.py): tiny tensors saved under
+# `task: statistics`, linked against the stand-in libatb.so like the hook loop.
+PROBE_RECORD_BENCH := $(PROBE_B)/bin/record_bench
+$(PROBE_RECORD_BENCH): native/tests/record_bench.cpp $(PROBE_DECL) $(ATBSIM_LIBS_abi1)
+	@mkdir -p $(@D)
+	$(CXX) $(ATBSIM_CXXFLAGS_abi1) -O2 $(PROBE_INC) $< -L$(BUILD)/atbsim/cxx_abi_1/lib \
+		-Wl,-rpath,$(BUILD)/atbsim/cxx_abi_1/lib -latb -lascendcl -o $@
+probe: $(PROBE_RECORD_BENCH)
+
 # `make bench`'s statistics throughput (bench/stats_throughput.py): the
 # release objects of the statistics, as the writers run them.
 PROBE_STATS_BENCH := $(PROBE_B)/bin/stats_bench
