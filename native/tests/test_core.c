@@ -390,6 +390,67 @@ static void test_stats(void)
     CHECK(msp_stats_compute(999, f, 4, &s, note, sizeof note) == -1);
 }
 
+/* The text jb_f64 gives v, unquoted, in out. */
+static const char *f64_text(double v, char out[64])
+{
+    struct jbuf b;
+    jb_init(&b, 0);
+    jb_f64(&b, v);
+    snprintf(out, 64, "%.*s", (int)(b.len - 2), b.p + 1);
+    jb_free(&b);
+    return out;
+}
+
+static uint64_t xorshift(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* Every finite double is written exactly: strtod reads back the same bits,
+ * and the text is glibc's %a (float.hex's form less its trailing zeros). */
+static void test_json_f64(void)
+{
+    char t[64], a[64];
+    int exact = 1, as_a = 1;
+    uint64_t seed = 0x9e3779b97f4a7c15u;
+    static const uint64_t special[] = {
+        0, UINT64_C(1) << 63,                  /* +-0.0 */
+        1, UINT64_C(0x000fffffffffffff),        /* the smallest and largest subnormals */
+        UINT64_C(0x8000000000000001), UINT64_C(0x0010000000000000), /* smallest normal */
+        UINT64_C(0x7fefffffffffffff), UINT64_C(0xffefffffffffffff), /* +-DBL_MAX */
+        UINT64_C(0x3ff0000000000000), UINT64_C(0x4008000000000000)};
+    for (int i = 0; i < 200000; i++) {
+        uint64_t bits = i < (int)(sizeof special / sizeof *special) ? special[i] : xorshift(&seed);
+        if (i % 3 == 0) /* a third subnormal or zero-exponent patterns */
+            bits &= UINT64_C(0x800fffffffffffff);
+        double v;
+        memcpy(&v, &bits, sizeof v);
+        if (!isfinite(v))
+            continue;
+        f64_text(v, t);
+        double back = strtod(t, NULL);
+        uint64_t got;
+        memcpy(&got, &back, sizeof got);
+        if (got != bits && exact) {
+            exact = 0;
+            printf("FAIL hex float %016llx -> %s -> %016llx\n", (unsigned long long)bits, t,
+                   (unsigned long long)got);
+        }
+        snprintf(a, sizeof a, "%a", v);
+        if (strcmp(a, t) != 0 && as_a) {
+            as_a = 0;
+            printf("FAIL hex float %016llx: %s, %%a %s\n", (unsigned long long)bits, t, a);
+        }
+    }
+    CHECK(exact && as_a);
+    CHECK(!strcmp(f64_text(3.0, t), "0x1.8p+1") && !strcmp(f64_text(-0.0, t), "-0x0p+0"));
+    CHECK(!strcmp(f64_text(0.0, t), "0x0p+0") && !strcmp(f64_text(5e-324, t), "0x0.0000000000001p-1022"));
+    CHECK(!strcmp(f64_text(1.0, t), "0x1p+0") && !strcmp(f64_text(0.1, t), "0x1.999999999999ap-4"));
+}
+
 static void test_json(void)
 {
     struct jbuf b;
@@ -404,10 +465,27 @@ static void test_json(void)
     jb_f64(&b, -3.0);
     jb_key(&b, "g");
     jb_f64(&b, 1e300);
+    jb_ki64(&b, "lo", INT64_MIN);
+    jb_ku64(&b, "hi", UINT64_MAX);
+    jb_ki64(&b, "z", 0);
+    jb_ki64(&b, "m", -7);
     jb_close(&b, '}');
     jb_raw(&b, "", 1);
-    CHECK(!strcmp(b.p, "{\"a\":\"q\\\"\\\\\\u000a\\u0001\\udcff\xc3\xa9\",\"n\":0.10000000000000001,"
-                       "\"i\":\"-inf\",\"f\":-3.0,\"g\":1.0000000000000001e+300}"));
+    CHECK(!strcmp(b.p, "{\"a\":\"q\\\"\\\\\\u000a\\u0001\\udcff\xc3\xa9\",\"n\":\"0x1.999999999999ap-4\","
+                       "\"i\":\"-inf\",\"f\":\"-0x1.8p+1\",\"g\":\"0x1.7e43c8800759cp+996\","
+                       "\"lo\":-9223372036854775808,\"hi\":18446744073709551615,\"z\":0,\"m\":-7}"));
+    jb_free(&b);
+    /* a record longer than the local room moves to the heap, and a second
+     * record after a line's end takes no comma */
+    jb_init(&b, 0);
+    char big[3000];
+    memset(big, 'x', sizeof big);
+    jb_open(&b, '{');
+    jb_kstr(&b, "s", big, sizeof big);
+    jb_raw(&b, "}\n", 2);
+    jb_open(&b, '{');
+    jb_close(&b, '}');
+    CHECK(b.p != b.local && b.len == sizeof big + 11 && !memcmp(b.p + b.len - 4, "}\n{}", 4));
     jb_free(&b);
 }
 
@@ -822,6 +900,7 @@ int main(void)
     test_stats();
     test_stats_simd();
     test_json();
+    test_json_f64();
     test_content_hash();
     test_queue();
     test_queue_warm();

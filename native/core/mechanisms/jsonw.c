@@ -3,55 +3,50 @@
 #include "jsonw.h"
 
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const char hex[] = "0123456789abcdef";
 
 void jb_init(struct jbuf *b, size_t cap_hint)
 {
     b->len = 0;
     b->oom = 0;
-    b->cap = cap_hint < 64 ? 64 : cap_hint;
-    b->p = malloc(b->cap);
-    if (!b->p) {
-        b->cap = 0;
-        b->oom = 1;
-    }
+    b->p = b->local;
+    b->cap = sizeof b->local;
+    if (cap_hint > b->cap)
+        jb_grow(b, cap_hint);
 }
 
 void jb_free(struct jbuf *b)
 {
-    free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
+    if (b->p != b->local)
+        free(b->p);
+    b->p = b->local;
+    b->len = 0;
+    b->cap = sizeof b->local;
 }
 
-static int reserve(struct jbuf *b, size_t extra)
+int jb_grow(struct jbuf *b, size_t n)
 {
     if (b->oom)
         return 0;
-    if (b->len + extra <= b->cap)
+    if (n <= b->cap - b->len)
         return 1;
     size_t cap = b->cap * 2;
-    if (cap < b->len + extra)
-        cap = b->len + extra + 64;
-    char *p = realloc(b->p, cap);
+    if (cap < b->len + n)
+        cap = b->len + n + 64;
+    char *p = b->p == b->local ? malloc(cap) : realloc(b->p, cap);
     if (!p) {
         b->oom = 1;
+        b->cap = b->len; /* jb_raw's fast path then comes here, and stops */
         return 0;
     }
+    if (b->p == b->local)
+        memcpy(p, b->local, b->len);
     b->p = p;
     b->cap = cap;
     return 1;
-}
-
-void jb_raw(struct jbuf *b, const char *s, size_t n)
-{
-    if (!reserve(b, n))
-        return;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
 }
 
 static void sep(struct jbuf *b)
@@ -59,7 +54,7 @@ static void sep(struct jbuf *b)
     if (b->len == 0)
         return;
     char last = b->p[b->len - 1];
-    if (last != '{' && last != '[' && last != ':')
+    if (last != '{' && last != '[' && last != ':' && last != '\n')
         jb_raw(b, ",", 1);
 }
 
@@ -76,8 +71,16 @@ void jb_close(struct jbuf *b, char c)
 
 void jb_key(struct jbuf *b, const char *key)
 {
-    jb_cstr(b, key);
-    jb_raw(b, ":", 1);
+    size_t n = strlen(key);
+    sep(b);
+    if (!jb_grow(b, n + 3))
+        return;
+    char *o = b->p + b->len;
+    o[0] = '"';
+    memcpy(o + 1, key, n);
+    o[n + 1] = '"';
+    o[n + 2] = ':';
+    b->len += n + 3;
 }
 
 /* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
@@ -113,10 +116,19 @@ static size_t utf8_len(const unsigned char *s, size_t n)
     return len;
 }
 
+/* prefix (4 bytes: \u00 or \udc) and c in two hex digits, into esc; its length */
+static size_t hex_escape(char esc[8], const char *prefix, unsigned char c)
+{
+    memcpy(esc, prefix, 4);
+    esc[4] = hex[c >> 4];
+    esc[5] = hex[c & 0xf];
+    return 6;
+}
+
 void jb_str(struct jbuf *b, const char *s, size_t n)
 {
     sep(b);
-    if (!reserve(b, n + 2))
+    if (!jb_grow(b, n + 2))
         return;
     jb_raw(b, "\"", 1);
     const unsigned char *u = (const unsigned char *)s;
@@ -139,8 +151,7 @@ void jb_str(struct jbuf *b, const char *s, size_t n)
             jb_raw(b, esc, 2);
             i++;
         } else if (c < 0x20) {
-            snprintf(esc, sizeof esc, "\\u%04x", c);
-            jb_raw(b, esc, 6);
+            jb_raw(b, esc, hex_escape(esc, "\\u00", c));
             i++;
         } else {
             size_t l = utf8_len(u + i, n - i);
@@ -151,8 +162,7 @@ void jb_str(struct jbuf *b, const char *s, size_t n)
                 /* Python's surrogateescape: byte XY becomes U+DCXY, which
                  * os.fsencode() turns back into the byte, so a path read
                  * from the record log opens the file ATB named */
-                snprintf(esc, sizeof esc, "\\udc%02x", c);
-                jb_raw(b, esc, 6);
+                jb_raw(b, esc, hex_escape(esc, "\\udc", c));
                 i++;
             }
         }
@@ -165,39 +175,96 @@ void jb_cstr(struct jbuf *b, const char *s)
     jb_str(b, s, strlen(s));
 }
 
-static void num(struct jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void num(struct jbuf *b, const char *fmt, ...)
+/* Decimal digits of v, written to end at `end`; returns where they start. */
+static char *udec(char *end, uint64_t v)
 {
-    char tmp[40];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
+    static const char pairs[201] = "00010203040506070809101112131415161718192021222324"
+                                   "25262728293031323334353637383940414243444546474849"
+                                   "50515253545556575859606162636465666768697071727374"
+                                   "75767778798081828384858687888990919293949596979899";
+    char *o = end;
+    while (v >= 100) {
+        unsigned d = (unsigned)(v % 100) * 2;
+        v /= 100;
+        *--o = pairs[d + 1];
+        *--o = pairs[d];
+    }
+    if (v >= 10) {
+        *--o = pairs[v * 2 + 1];
+        *--o = pairs[v * 2];
+    } else {
+        *--o = (char)('0' + v);
+    }
+    return o;
+}
+
+static void num(struct jbuf *b, const char *s, const char *end)
+{
     sep(b);
-    jb_raw(b, tmp, (size_t)n);
+    jb_raw(b, s, (size_t)(end - s));
 }
 
 void jb_i64(struct jbuf *b, int64_t v)
 {
-    num(b, "%lld", (long long)v);
+    char tmp[24], *end = tmp + sizeof tmp;
+    /* the magnitude as unsigned: -INT64_MIN does not fit an int64 */
+    char *s = udec(end, v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
+    if (v < 0)
+        *--s = '-';
+    num(b, s, end);
 }
 
 void jb_u64(struct jbuf *b, uint64_t v)
 {
-    num(b, "%llu", (unsigned long long)v);
+    char tmp[24], *end = tmp + sizeof tmp;
+    num(b, udec(end, v), end);
+}
+
+/* The exact text of a finite double, as float.hex writes it less trailing
+ * zero digits (float.fromhex reads both): [-]0x<1|0>[.<hex>]p<+|-><exp>. */
+static size_t hex_float(char *o, double v)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    char *s = o;
+    if (bits >> 63)
+        *s++ = '-';
+    unsigned biased = (unsigned)(bits >> 52) & 0x7ff;
+    uint64_t frac = bits & ((UINT64_C(1) << 52) - 1);
+    /* subnormals are 0x0.<frac>p-1022, zero is 0x0p+0 */
+    int exp = biased ? (int)biased - 1023 : frac ? -1022 : 0;
+    memcpy(s, biased ? "0x1" : "0x0", 3);
+    s += 3;
+    if (frac) {
+        int digits = 13;
+        while (!(frac & 0xf)) {
+            frac >>= 4;
+            digits--;
+        }
+        *s++ = '.';
+        for (int i = digits - 1; i >= 0; i--)
+            *s++ = hex[(frac >> (4 * i)) & 0xf];
+    }
+    *s++ = 'p';
+    *s++ = exp < 0 ? '-' : '+';
+    char tmp[8], *end = tmp + sizeof tmp, *e = udec(end, (uint64_t)(exp < 0 ? -exp : exp));
+    memcpy(s, e, (size_t)(end - e));
+    return (size_t)(s - o) + (size_t)(end - e);
 }
 
 void jb_f64(struct jbuf *b, double v)
 {
-    if (isnan(v))
+    if (isnan(v)) {
         jb_cstr(b, "nan");
-    else if (isinf(v))
+    } else if (isinf(v)) {
         jb_cstr(b, v > 0 ? "inf" : "-inf");
-    else if (v > -1e15 && v < 1e15 && v == (double)(int64_t)v)
-        num(b, "%.1f", v); /* integral doubles stay JSON floats ("3.0", not "3") */
-    else
-        num(b, "%.17g", v);
+    } else {
+        char tmp[32];
+        tmp[0] = '"';
+        size_t n = hex_float(tmp + 1, v);
+        tmp[n + 1] = '"';
+        num(b, tmp, tmp + n + 2);
+    }
 }
 
 void jb_bool(struct jbuf *b, int v)

@@ -1,24 +1,48 @@
 /* A growable buffer that builds one JSON object (a record line). Out of
  * memory is sticky (`oom`) and checked once by the caller, so building
  * code stays linear. Commas are inserted automatically before a key or an
- * array element unless the previous byte opened the container. */
+ * array element unless the previous byte opened the container or ended a
+ * line (a buffer may hold several records, one a line).
+ *
+ * Numbers are formatted by hand, not by printf (the record path writes
+ * ~80k records a second per process, issue 28): integers in decimal, finite
+ * doubles exactly, as the hex-float strings Python's float.hex writes and
+ * float.fromhex reads. */
 #ifndef MSP_JSONW_H
 #define MSP_JSONW_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+/* A record fits the buffer's own room (a tensor's is ~350 bytes), so
+ * building one on the stack allocates nothing; a longer one (a graph's
+ * JSON) moves to the heap. */
+#define JB_LOCAL 1024
 
 struct jbuf {
-    char *p;
-    size_t len, cap;
+    char *p;          /* local, or a malloc'd buffer once it grew past it */
+    size_t len, cap;  /* cap: room at p; set to len once out of memory */
     int oom;
+    char local[JB_LOCAL];
 };
 
+/* Starts empty, in the local room if cap_hint fits it. A jbuf is used where
+ * it was initialised (p may point into it). */
 void jb_init(struct jbuf *b, size_t cap_hint);
 void jb_free(struct jbuf *b);
-void jb_raw(struct jbuf *b, const char *s, size_t n);
+/* Grows the buffer for n more bytes; 0 (and oom set) if it cannot. */
+int jb_grow(struct jbuf *b, size_t n);
+static inline void jb_raw(struct jbuf *b, const char *s, size_t n)
+{
+    if (n > b->cap - b->len && !jb_grow(b, n))
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+}
 void jb_open(struct jbuf *b, char c);  /* '{' or '[' (with a comma if needed) */
 void jb_close(struct jbuf *b, char c); /* '}' or ']' */
+/* key: a plain ASCII name (a literal): written as it is, quoted. */
 void jb_key(struct jbuf *b, const char *key);
 /* Any bytes: control characters become \u00XX, a byte XY of invalid UTF-8
  * becomes \udcXY (Python's surrogateescape, reversed by os.fsencode), so a
@@ -27,7 +51,9 @@ void jb_str(struct jbuf *b, const char *s, size_t n);
 void jb_cstr(struct jbuf *b, const char *s);
 void jb_i64(struct jbuf *b, int64_t v);
 void jb_u64(struct jbuf *b, uint64_t v);
-/* Finite: %.17g (round-trips). Non-finite: the strings "nan", "inf", "-inf". */
+/* Finite: the exact hex-float string, float.hex's form with its trailing
+ * zero digits dropped ("0x1.8p+1" for 3.0, "0x1p+0", "-0x0p+0" for -0.0,
+ * subnormals "0x0.<hex>p-1022"); non-finite: "nan", "inf", "-inf". */
 void jb_f64(struct jbuf *b, double v);
 void jb_bool(struct jbuf *b, int v);
 void jb_null(struct jbuf *b);

@@ -119,7 +119,9 @@ uint64_t msp_pending_json(struct jbuf *b, const char *key, const struct msp_proc
         for (size_t j = 0; j < sizeof k; j++)
             k[j] = __atomic_load_n(&p->pending[i].key[j], __ATOMIC_RELAXED);
         k[sizeof k - 1] = 0;
-        jb_ku64(b, k, COUNT(w));
+        jb_str(b, k, strlen(k)); /* a round key is ATB's bytes: escaped, unlike jb_key's */
+        jb_raw(b, ":", 1);
+        jb_u64(b, COUNT(w));
         sum += COUNT(w);
     }
     uint64_t other = LOAD(&p->pending_other);
