@@ -519,7 +519,7 @@ static void test_queue(void)
     CHECK(msp_queue_push(&q, 0, a) == MSP_PUSH_OK);
     struct msp_item *b = NULL;
     CHECK(msp_queue_reserve(&q, META, budget * 3 / 4, budget, 0, &b) == MSP_PUSH_DROPPED && !b);
-    CHECK(msp_queue_pop(&q, 0) == a);
+    CHECK(msp_queue_pop(&q, 0, 1) == a);
     void *abuf = a->data;
     msp_queue_done(&q, a);
     CHECK(q.bytes == 0 && q.rhead == 0 && q.rtail == 0);
@@ -535,7 +535,7 @@ static void test_queue(void)
     uint64_t last_off = 0;
     for (int i = 0; i < 40; i++) {
         if (live[i % 2]) {
-            CHECK(msp_queue_pop(&q, 1) == live[i % 2]);
+            CHECK(msp_queue_pop(&q, 1, 1) == live[i % 2]);
             msp_queue_done(&q, live[i % 2]);
         }
         uint64_t n = budget / 6 + (uint64_t)(i % 5) * 97;
@@ -550,7 +550,7 @@ static void test_queue(void)
     }
     CHECK(wrapped > 0 && q.maps == 1 && q.heap_items == 0 && q.rhead > q.ring_size);
     for (int i = 40; i < 42; i++) {
-        CHECK(msp_queue_pop(&q, 1) == live[i % 2]);
+        CHECK(msp_queue_pop(&q, 1, 1) == live[i % 2]);
         msp_queue_done(&q, live[i % 2]);
     }
     /* out of order: the tail waits for the oldest region */
@@ -571,7 +571,7 @@ static void test_queue(void)
     msp_queue_stats(&q, &depth, &bytes);
     CHECK(depth == 1 && bytes == big->cost);
     CHECK(msp_queue_reserve(&q, META, 100, budget, 0, &b) == MSP_PUSH_DROPPED);
-    CHECK(msp_queue_pop(&q, 1) == big);
+    CHECK(msp_queue_pop(&q, 1, 1) == big);
     msp_queue_done(&q, big);
     CHECK(q.bytes == 0);
     /* the next item maps the ring again; a new budget remaps it */
@@ -596,7 +596,7 @@ static void test_queue(void)
     msp_queue_release(&q, left);
     CHECK(q.bytes == 0);
     CHECK(msp_queue_reserve(&q, META, 100, budget, 1, &b) == MSP_PUSH_CLOSED);
-    CHECK(msp_queue_pop(&q, 0) == NULL);
+    CHECK(msp_queue_pop(&q, 0, 1) == NULL);
     msp_queue_trim_idle(&q);
     msp_queue_trim_idle(&q);
 }
@@ -627,7 +627,7 @@ static void test_queue_block(void)
     struct blocked_arg arg = {&q, NULL, -1};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, reserve_blocking, &arg) == 0);
-    CHECK(msp_queue_pop(&q, 0) == a);
+    CHECK(msp_queue_pop(&q, 0, 1) == a);
     void *abuf = a->data;
     msp_queue_done(&q, a);
     pthread_join(t, NULL);
@@ -641,12 +641,12 @@ static void test_queue_block(void)
 
 static void *pop_writer0(void *p)
 {
-    return msp_queue_pop(p, 0);
+    return msp_queue_pop(p, 0, 1);
 }
 
 static void *pop_writer1(void *p)
 {
-    return msp_queue_pop(p, 1);
+    return msp_queue_pop(p, 1, 1);
 }
 
 struct test_job {
@@ -690,7 +690,7 @@ static void test_queue_borrow(void)
     struct msp_item *b = reserved(&q, 100, budget);
     CHECK(msp_queue_push(&q, 1, b) == MSP_PUSH_OK);
     CHECK(msp_queue_borrow(&q, 1) == 0);
-    CHECK(msp_queue_pop(&q, 1) == b);
+    CHECK(msp_queue_pop(&q, 1, 1) == b);
     msp_queue_done(&q, b);
     CHECK(msp_queue_borrow(&q, 1) == 0);
     CHECK(pthread_create(&t, NULL, pop_writer1, &q) == 0); /* asks for more: idle */

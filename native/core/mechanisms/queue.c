@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util.h"
+
 /* Keeps the region arithmetic far from overflow (malloc would fail anyway). */
 #define MAX_ITEM (UINT64_C(1) << 62)
 
@@ -37,7 +39,7 @@ void msp_queue_init(struct msp_queue *q, int nlists)
     pthread_cond_init(&q->job_done, NULL);
     q->nlists = clamp_lists(nlists);
     for (int i = 0; i < MSP_MAX_WRITERS; i++)
-        pthread_cond_init(&q->work[i], NULL);
+        cond_init_mono(&q->work[i]); /* naps are timed */
 }
 
 void msp_queue_set_lists(struct msp_queue *q, int nlists)
@@ -183,6 +185,14 @@ static uint64_t ring_size_for(uint64_t budget)
     return budget / page * page;
 }
 
+/* Under mu: wakes the writers napping with items in their lists. */
+static void wake_nappers(struct msp_queue *q)
+{
+    for (int w = 0; w < q->nlists; w++)
+        if (q->head[w] && !q->sleeping[w])
+            pthread_cond_signal(&q->work[w]);
+}
+
 int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint64_t budget,
                       int block, struct msp_item **out)
 {
@@ -217,6 +227,7 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
             rc = MSP_PUSH_DROPPED;
             break;
         }
+        wake_nappers(q); /* what they hold back is the room this waits for */
         pthread_cond_wait(&q->space, &q->mu);
     }
     if (rc == MSP_PUSH_OK) {
@@ -268,7 +279,8 @@ int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it)
         q->head[w] = it;
     q->tail[w] = it;
     q->depth++;
-    pthread_cond_signal(&q->work[w]);
+    if (q->sleeping[w]) /* a napping or busy writer finds it without a wake-up */
+        pthread_cond_signal(&q->work[w]);
     pthread_mutex_unlock(&q->mu);
     return MSP_PUSH_OK;
 }
@@ -376,23 +388,41 @@ static int run_job(struct msp_queue *q, int w)
     return 1;
 }
 
-struct msp_item *msp_queue_pop(struct msp_queue *q, int w)
+/* Under mu, by writer w with nothing to do: naps (unwoken by pushes) on its
+ * first wait after work, else sleeps until woken. *napped says which. */
+static void idle_wait(struct msp_queue *q, int w, int *napped)
+{
+    if (*napped) {
+        q->sleeping[w] = 1;
+        pthread_cond_wait(&q->work[w], &q->mu);
+        q->sleeping[w] = 0;
+        return;
+    }
+    struct timespec ts = msp_mono_timespec(msp_mono_ns() + MSP_QUEUE_NAP_NS);
+    pthread_cond_timedwait(&q->work[w], &q->mu, &ts);
+    *napped = 1;
+}
+
+struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait)
 {
     pthread_mutex_lock(&q->mu);
-    q->busy[w] = 0; /* done with the previous item */
-    for (;;) {
-        if (run_job(q, w))
-            continue;
-        if ((q->head[w] && !q->lent[w]) || q->closed)
-            break;
-        if (w != 0 || !warm_step(q))
-            pthread_cond_wait(&q->work[w], &q->mu);
+    if (wait) {
+        q->busy[w] = 0; /* done with the items popped before */
+        for (int napped = 0;;) {
+            if (run_job(q, w))
+                continue;
+            if ((q->head[w] && !q->lent[w]) || q->closed)
+                break;
+            if (w != 0 || !warm_step(q))
+                idle_wait(q, w, &napped);
+        }
     }
-    struct msp_item *it = q->head[w];
+    struct msp_item *it = q->lent[w] ? NULL : q->head[w];
     if (it) {
         q->head[w] = it->next;
         if (!q->head[w])
             q->tail[w] = NULL;
+        it->next = NULL;
         q->depth--;
         q->inflight++;
         q->busy[w] = 1;
@@ -401,16 +431,27 @@ struct msp_item *msp_queue_pop(struct msp_queue *q, int w)
     return it;
 }
 
-void msp_queue_done(struct msp_queue *q, struct msp_item *it)
+void msp_queue_done(struct msp_queue *q, struct msp_item *list)
 {
-    pthread_mutex_lock(&q->mu);
-    q->inflight--;
-    if (q->depth == 0 && q->inflight == 0)
-        pthread_cond_broadcast(&q->idle);
-    void *own = put_back(q, it);
-    pthread_mutex_unlock(&q->mu);
-    free(own);
-    free(it);
+    while (list) {
+        /* up to 64 items a lock; their payloads and structs are freed after it */
+        void *own[64];
+        int n = 0;
+        pthread_mutex_lock(&q->mu);
+        for (struct msp_item *it = list; it && n < 64; it = it->next) {
+            q->inflight--;
+            own[n++] = put_back(q, it);
+        }
+        if (q->depth == 0 && q->inflight == 0)
+            pthread_cond_broadcast(&q->idle);
+        pthread_mutex_unlock(&q->mu);
+        for (int i = 0; i < n; i++) {
+            struct msp_item *next = list->next;
+            free(own[i]);
+            free(list);
+            list = next;
+        }
+    }
 }
 
 void msp_queue_release(struct msp_queue *q, struct msp_item *it)
@@ -424,7 +465,7 @@ void msp_queue_release(struct msp_queue *q, struct msp_item *it)
 
 int msp_queue_wait_idle(struct msp_queue *q, uint64_t deadline)
 {
-    struct timespec ts = {(time_t)(deadline / 1000000000ULL), (long)(deadline % 1000000000ULL)};
+    struct timespec ts = msp_mono_timespec(deadline);
     pthread_mutex_lock(&q->mu);
     int rc = 0;
     while ((q->depth || q->inflight) && rc != ETIMEDOUT)

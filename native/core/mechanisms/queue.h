@@ -41,7 +41,12 @@ struct msp_queue {
     pthread_cond_t idle;    /* depth+inflight reached 0 */
     pthread_cond_t work[MSP_MAX_WRITERS];
     struct msp_item *head[MSP_MAX_WRITERS], *tail[MSP_MAX_WRITERS];
-    unsigned char busy[MSP_MAX_WRITERS]; /* writer w is between a pop and its next pop */
+    unsigned char busy[MSP_MAX_WRITERS]; /* writer w is between a pop and its next waiting pop */
+    /* Writer w waits with no timeout: a push wakes it. A writer that finds its
+     * list empty first naps (MSP_QUEUE_NAP_NS) unwoken, so a steady stream of
+     * small items costs a wake-up a nap, not one an item, and its records go
+     * out in batches (writer.c); only a writer idle for a nap sleeps. */
+    unsigned char sleeping[MSP_MAX_WRITERS];
     unsigned char lent[MSP_MAX_WRITERS]; /* writer w is lent to a hook thread (msp_queue_borrow) */
     /* A job the borrower gave the lent writer's own thread (msp_queue_lend_job),
      * NULL when none is waiting or running. */
@@ -127,11 +132,18 @@ struct msp_queue_job {
  * before job's memory goes. */
 int msp_queue_lend_job(struct msp_queue *q, int w, struct msp_queue_job *job);
 void msp_queue_job_wait(struct msp_queue *q, int w);
-/* Next item of list w; blocks; NULL once closed and list w is empty. */
-struct msp_item *msp_queue_pop(struct msp_queue *q, int w);
-/* The writer finished a popped item: releases its budget and its ring
- * region and frees it. */
-void msp_queue_done(struct msp_queue *q, struct msp_item *it);
+/* How long a writer whose list ran empty waits for more before it sleeps;
+ * items pushed meanwhile wait for the nap's end (a hook about to block for
+ * the budget wakes it). */
+#define MSP_QUEUE_NAP_NS 1000000
+/* Next item of list w (its ->next NULL), or NULL once closed and list w is
+ * empty. wait: blocks until there is one (the writer is idle meanwhile);
+ * else NULL at once when list w is empty, and the writer stays busy (it
+ * still has work of the items it popped, see msp_queue_borrow). */
+struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait);
+/* The writer finished the popped items of `list` (chained by ->next):
+ * releases their budget and ring regions and frees them. */
+void msp_queue_done(struct msp_queue *q, struct msp_item *list);
 /* The same for a reserved item that was never queued, or one
  * msp_queue_close handed back. */
 void msp_queue_release(struct msp_queue *q, struct msp_item *it);

@@ -17,7 +17,7 @@
 #include "binfile.h"
 #include "dedup.h"
 #include "fsutil.h"
-#include "pending.h"
+#include "recbatch.h"
 #include "record.h"
 #include "slot.h"
 #include "util.h"
@@ -35,6 +35,7 @@ struct writer {
     unsigned epoch;         /* msp_tree_epoch when dirfd was opened */
     int lent;               /* a hook thread writes with this state (msp_writer_direct);
                                the writer's own thread is parked, free for a job */
+    struct msp_recbatch *batch; /* its records (recbatch.h) */
 };
 
 static struct writer g_writers[MSP_MAX_WRITERS];
@@ -64,8 +65,64 @@ static int64_t int_or(const char *s, size_t n, int64_t fallback)
     return *end ? fallback : (int64_t)v;
 }
 
-int msp_tensor_record(const struct msp_tensor_desc *d, const char *file, const char *alias,
-                      const struct msp_stats *stats, const char *note)
+/* What a record says became of its item: its `file`, and what the slot
+ * counts for it once the record is in the log (appended). */
+enum outcome { OUT_BIN, OUT_LINKED, OUT_STUB, OUT_STUB_REFUSED, OUT_NONE, OUT_LOST, OUT_PARAM,
+               OUT_PARAM_LOST };
+static const char *const outcome_file[] = {"bin", "linked", "stub", "stub", "none", "lost",
+                                           "json", "lost"};
+
+static int real_dir(const char *real, const char **base);
+
+/* A record is in the log (landed) or not (no room on a full disk, or its
+ * batch's write failed). In the log, its outcome counts. Not, its tensor
+ * stays pending (the exit record counts it in its round), and no row would
+ * ever name its file: the file is taken back and the tensor counts in errors
+ * (a lost one is counted already); a lost param counts for the exit record. */
+static void appended(const struct msp_recbatch_entry *e, int landed)
+{
+    int o = e->what;
+    if (landed) {
+        if (o <= OUT_NONE)
+            MSP_COUNT(tensors_written, 1);
+        if (o == OUT_BIN)
+            MSP_COUNT(bytes_written, e->bytes);
+        else if (o == OUT_LINKED)
+            MSP_COUNT(linked, 1);
+        else if (o == OUT_STUB_REFUSED)
+            MSP_COUNT(link_refused, 1);
+        return;
+    }
+    if (o == OUT_PARAM_LOST)
+        MSP_COUNT(params_unrecorded, 1);
+    if (o >= OUT_LOST)
+        return;
+    const char *base;
+    int dfd = o == OUT_NONE ? -1 : real_dir(e->path, &base);
+    if (dfd >= 0) {
+        unlinkat(dfd, base, 0);
+        close(dfd);
+    }
+    MSP_COUNT(errors, 1);
+}
+
+/* The writer thread's batch its records join (NULL on other threads, and a
+ * writer with no memory for one: each record is then appended at once). */
+static __thread struct msp_recbatch *t_batch;
+
+/* Appends a record: into the thread's batch, whose flush does `appended`,
+ * or at once. 1 if it is in the log, or will be with its batch. */
+static int commit(struct jbuf *b, const struct msp_recbatch_entry *e)
+{
+    int rc = msp_recbatch_commit(t_batch, b, e);
+    if (rc <= 0)
+        appended(e, rc == 0);
+    return rc >= 0;
+}
+
+/* The `tensor` record of outcome o. */
+static int tensor_record(const struct msp_tensor_desc *d, enum outcome o, const char *alias,
+                         const struct msp_stats *stats, const char *note)
 {
     struct jbuf b;
     msp_rec_begin(&b, "tensor");
@@ -76,7 +133,7 @@ int msp_tensor_record(const struct msp_tensor_desc *d, const char *file, const c
     jb_kstr(&b, "dims", d->dims, d->dimsn);
     jb_ku64(&b, "size", d->size);
     jb_kcstr(&b, "task", task_name(d->task));
-    jb_kcstr(&b, "file", file);
+    jb_kcstr(&b, "file", outcome_file[o]);
     if (d->hashed) {
         char hex[17];
         snprintf(hex, sizeof hex, "%016llx", (unsigned long long)d->hash);
@@ -91,33 +148,15 @@ int msp_tensor_record(const struct msp_tensor_desc *d, const char *file, const c
         jb_null(&b);
     if (note && note[0])
         jb_kcstr(&b, "note", note);
-    /* a tensor whose record found no room stays pending: the exit record
-     * counts it in its round (its file, if any, the caller takes back) */
-    int ok = msp_rec_commit(&b) == 0;
-    if (ok)
-        msp_pending_recorded(d->path, d->pathn);
-    return ok;
-}
-
-/* The record of a tensor whose file is written. Without it no row would ever
- * name the file (a full disk): the file is taken back and the tensor is lost,
- * counted in errors and in its round. 1 if recorded. */
-static int record_file(const struct msp_tensor_desc *d, int dfd, const char *name,
-                       const char *file, const char *alias, const struct msp_stats *stats,
-                       const char *note)
-{
-    if (msp_tensor_record(d, file, alias, stats, note))
-        return 1;
-    unlinkat(dfd, name, 0);
-    MSP_COUNT(errors, 1);
-    return 0;
+    struct msp_recbatch_entry e = {d->path, d->pathn, (int)o, d->size};
+    return commit(&b, &e);
 }
 
 void msp_tensor_lost(const struct msp_tensor_desc *d, const char *note)
 {
     msp_log_error("tensor %.*s not written: %s", (int)(d->pathn > 300 ? 300 : d->pathn), d->path,
                   note);
-    msp_tensor_record(d, "lost", NULL, NULL, note);
+    tensor_record(d, OUT_LOST, NULL, NULL, note);
 }
 
 static void desc_of(const struct msp_item *it, struct msp_tensor_desc *d)
@@ -137,26 +176,25 @@ static void desc_of(const struct msp_item *it, struct msp_tensor_desc *d)
     d->hash = 0;
 }
 
-static void param_record(uint64_t seq, const char *path, size_t pathn, const char *file,
+static void param_record(uint64_t seq, const char *path, size_t pathn, enum outcome o,
                          const char *note)
 {
     struct jbuf b;
     msp_rec_begin(&b, "param");
     jb_ku64(&b, "seq", seq);
     jb_kstr(&b, "path", path, pathn);
-    jb_kcstr(&b, "file", file);
+    jb_kcstr(&b, "file", outcome_file[o]);
     if (note)
         jb_kcstr(&b, "note", note);
-    /* a lost one whose record found no room: the slot counts it for the exit record */
-    if (msp_rec_commit(&b) != 0 && strcmp(file, "lost") == 0)
-        MSP_COUNT(params_unrecorded, 1);
+    struct msp_recbatch_entry e = {NULL, 0, (int)o, 0}; /* no tensor: nothing pending */
+    commit(&b, &e);
 }
 
 void msp_param_lost(uint64_t seq, const char *path, size_t pathn, const char *note)
 {
     msp_log_error("%.*s not written: %s", (int)(pathn > 300 ? 300 : pathn), path, note);
     MSP_COUNT(params_lost, 1);
-    param_record(seq, path, pathn, "lost", note);
+    param_record(seq, path, pathn, OUT_PARAM_LOST, note);
 }
 
 void msp_item_lost(const struct msp_item *it, const char *note)
@@ -325,11 +363,7 @@ static void write_stub(const struct msp_tensor_desc *d, const struct msp_item *i
         snprintf(both, sizeof both, "%s%s%s", why_stub, note[0] ? "; " : "", note);
         note = both;
     }
-    if (!record_file(d, dfd, name, "stub", data, stats, note))
-        return;
-    MSP_COUNT(tensors_written, 1);
-    if (why_stub)
-        MSP_COUNT(link_refused, 1);
+    tensor_record(d, why_stub ? OUT_STUB_REFUSED : OUT_STUB, data, stats, note);
 }
 
 /* The file system refuses hard links (not a transient failure of this one). */
@@ -356,10 +390,7 @@ static int write_link(const struct msp_tensor_desc *d, const struct msp_item *it
     int rc = msp_link_file_at(rdfd, base, dfd, name);
     close(rdfd);
     if (rc == 0) {
-        if (record_file(d, dfd, name, "linked", alias, stats, note)) {
-            MSP_COUNT(tensors_written, 1);
-            MSP_COUNT(linked, 1);
-        }
+        tensor_record(d, OUT_LINKED, alias, stats, note);
         return 1;
     }
     if (!link_refused(-rc))
@@ -419,10 +450,7 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
         stats = &st;
     if (!want_bin) {
         /* the record is all there is of it: written only once the record is */
-        if (msp_tensor_record(&d, "none", NULL, stats, note))
-            MSP_COUNT(tensors_written, 1);
-        else
-            MSP_COUNT(errors, 1);
+        tensor_record(&d, OUT_NONE, NULL, stats, note);
         return;
     }
     int dfd = dir_fd(w, dir);
@@ -472,12 +500,8 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
         msp_tensor_lost(&d, why);
         return;
     }
-    if (!record_file(&d, dfd, name, "bin", NULL, stats, note))
-        return;
-    if (dedup)
+    if (tensor_record(&d, OUT_BIN, NULL, stats, note) && dedup)
         msp_dedup_add(w->dedup, it->path, hash);
-    MSP_COUNT(tensors_written, 1);
-    MSP_COUNT(bytes_written, it->size);
 }
 
 static void write_param(struct writer *w, struct msp_item *it, const char *dir, const char *name)
@@ -494,7 +518,7 @@ static void write_param(struct writer *w, struct msp_item *it, const char *dir, 
         msp_item_lost(it, why);
         return;
     }
-    param_record(it->seq, it->path, strlen(it->path), "json", NULL);
+    param_record(it->seq, it->path, strlen(it->path), OUT_PARAM, NULL);
 }
 
 static void set_device(const char *path)
@@ -530,17 +554,52 @@ void msp_writer_direct(int w, struct msp_item *it)
     MSP_UNCOUNT(queue_depth, 1);
 }
 
+/* A flush of writer w's batch and the items whose records it held: out of
+ * the slot's queue gauges only now (the control plane reads an empty queue as
+ * every record in the log), and done for the queue (the exit drain waits for
+ * that before the exit record). */
+static void finish(struct writer *w, struct msp_item *done)
+{
+    if (w->batch)
+        msp_recbatch_flush(w->batch);
+    uint64_t n = 0, bytes = 0;
+    for (struct msp_item *it = done; it; it = it->next) {
+        n++;
+        bytes += it->cost;
+    }
+    MSP_UNCOUNT(queue_depth, n);
+    MSP_UNCOUNT(queue_bytes, bytes);
+    msp_queue_done(g_q, done);
+}
+
+/* Items whose records wait in the batch hold their payloads until the
+ * flush: bounded, so a run of large ones does not hold the budget. */
+#define HELD_MAX (UINT64_C(1) << 20)
+
 static void *writer_main(void *arg)
 {
     struct writer *w = arg;
-    struct msp_item *it;
-    while ((it = msp_queue_pop(g_q, w->idx))) {
-        process(w, it); /* its record is written now */
-        MSP_UNCOUNT(queue_depth, 1);
-        MSP_UNCOUNT(queue_bytes, it->cost);
-        msp_queue_done(g_q, it); /* last: the exit drain waits for it */
+    t_batch = w->batch;
+    struct msp_item *done = NULL, **tail = &done;
+    uint64_t held = 0;
+    for (;;) {
+        /* with records in its batch it does not wait: an empty list flushes them */
+        struct msp_item *it = msp_queue_pop(g_q, w->idx, done == NULL);
+        if (it) {
+            process(w, it);
+            *tail = it;
+            tail = &it->next;
+            held += it->cost;
+        }
+        if (!it || !w->batch || msp_recbatch_full(w->batch) || held >= HELD_MAX) {
+            if (!done)
+                return NULL; /* the queue is closed */
+            finish(w, done);
+            done = NULL;
+            tail = &done;
+            held = 0;
+        }
     }
-    return NULL;
 }
 
 int msp_writers_start(struct msp_queue *q, int n)
@@ -558,6 +617,10 @@ int msp_writers_start(struct msp_queue *q, int n)
         w->dir[0] = 0;
         if (!w->dedup)
             w->dedup = msp_dedup_new();
+        if (w->batch)
+            msp_recbatch_reset(w->batch); /* a forked child: the parent's records */
+        else
+            w->batch = msp_recbatch_new(appended);
         pthread_t t;
         int rc = pthread_create(&t, NULL, writer_main, w);
         if (rc != 0) {
