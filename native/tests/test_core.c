@@ -447,8 +447,9 @@ static void test_json_f64(void)
     }
     CHECK(exact && as_a);
     CHECK(!strcmp(f64_text(3.0, t), "0x1.8p+1") && !strcmp(f64_text(-0.0, t), "-0x0p+0"));
-    CHECK(!strcmp(f64_text(0.0, t), "0x0p+0") && !strcmp(f64_text(5e-324, t), "0x0.0000000000001p-1022"));
-    CHECK(!strcmp(f64_text(1.0, t), "0x1p+0") && !strcmp(f64_text(0.1, t), "0x1.999999999999ap-4"));
+    CHECK(!strcmp(f64_text(0.0, t), "0x0p+0") && !strcmp(f64_text(1.0, t), "0x1p+0"));
+    CHECK(!strcmp(f64_text(5e-324, t), "0x0.0000000000001p-1022"));
+    CHECK(!strcmp(f64_text(0.1, t), "0x1.999999999999ap-4"));
 }
 
 static void test_json(void)
@@ -471,9 +472,10 @@ static void test_json(void)
     jb_ki64(&b, "m", -7);
     jb_close(&b, '}');
     jb_raw(&b, "", 1);
-    CHECK(!strcmp(b.p, "{\"a\":\"q\\\"\\\\\\u000a\\u0001\\udcff\xc3\xa9\",\"n\":\"0x1.999999999999ap-4\","
-                       "\"i\":\"-inf\",\"f\":\"-0x1.8p+1\",\"g\":\"0x1.7e43c8800759cp+996\","
-                       "\"lo\":-9223372036854775808,\"hi\":18446744073709551615,\"z\":0,\"m\":-7}"));
+    CHECK(!strcmp(b.p, "{\"a\":\"q\\\"\\\\\\u000a\\u0001\\udcff\xc3\xa9\","
+                       "\"n\":\"0x1.999999999999ap-4\",\"i\":\"-inf\",\"f\":\"-0x1.8p+1\","
+                       "\"g\":\"0x1.7e43c8800759cp+996\",\"lo\":-9223372036854775808,"
+                       "\"hi\":18446744073709551615,\"z\":0,\"m\":-7}"));
     jb_free(&b);
     /* a record longer than the local room moves to the heap, and a second
      * record after a line's end takes no comma */

@@ -166,7 +166,7 @@ void msp_hook_report_overflow_kernel(msp_sv kernel)
     MSP_COUNT(overflow_events, 1);
     struct jbuf b;
     msp_rec_begin(&b, "overflow");
-    jb_ku64(&b, "seq", __atomic_fetch_add(&g_msp.seq, 1, __ATOMIC_RELAXED));
+    jb_ku64(&b, "seq", msp_seq_take());
     jb_kstr(&b, "kernel", kernel.p, kernel.n);
     jb_ki64(&b, "dev", msp_acl_device());
     msp_rec_commit(&b);
@@ -470,11 +470,6 @@ static void save_selected(struct msp_snap *s, msp_sv format, msp_sv dtype, msp_s
     int route = s->cfg.rec_armed ? msp_rec_route(&s->cfg, path.p, path.n) : 0;
     if (route == MSP_ROUTE_DROP)
         return;
-    uint64_t seq = __atomic_fetch_add(&g_msp.seq, 1, __ATOMIC_RELAXED);
-    struct msp_tensor_desc d = {.seq = seq, .path = path.p, .pathn = path.n,
-                                .dims = dims.p, .dimsn = dims.n, .format_s = format.p,
-                                .formatn = format.n, .dtype_s = dtype.p, .dtypen = dtype.n,
-                                .size = size, .task = s->cfg.task};
     /* Selected by the filters, so it is counted even if it cannot be written:
      * every selected tensor ends as written, dropped or failed (errors).
      * A tensor the recorder holds is counted when it is flushed. */
@@ -484,8 +479,14 @@ static void save_selected(struct msp_snap *s, msp_sv format, msp_sv dtype, msp_s
         MSP_COUNT(rec_lost, 1);
         return;
     }
-    if (route != MSP_ROUTE_HOLD)
-        msp_pending_select(path.p, path.n, 1);
+    /* pending before it takes its seq (pending.h); a held one takes a seq for
+     * its place among the held, and its own when it is flushed (recorder.h) */
+    uint64_t seq = route == MSP_ROUTE_HOLD ? msp_seq_take()
+                                           : msp_pending_select(path.p, path.n, 1);
+    struct msp_tensor_desc d = {.seq = seq, .path = path.p, .pathn = path.n,
+                                .dims = dims.p, .dimsn = dims.n, .format_s = format.p,
+                                .formatn = format.n, .dtype_s = dtype.p, .dtypen = dtype.n,
+                                .size = size, .task = s->cfg.task};
     if (bad) {
         MSP_COUNT(errors, 1);
         msp_tensor_lost(&d, bad);
@@ -527,7 +528,7 @@ void msp_hook_save_param(msp_sv param, msp_sv path)
     int route = s->cfg.rec_armed ? msp_rec_route(&s->cfg, path.p, path.n) : 0;
     if (route == MSP_ROUTE_DROP)
         return;
-    uint64_t seq = __atomic_fetch_add(&g_msp.seq, 1, __ATOMIC_RELAXED);
+    uint64_t seq = msp_seq_take();
     /* Params are not in the slot's tensor counters; a lost one is in the
      * record log (and the daemon's log) with why. */
     const char *bad = msp_path_check(path.p, path.n);

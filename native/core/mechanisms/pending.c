@@ -9,6 +9,7 @@
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 
 struct msp_rounds msp_pending_rounds = {.mu = PTHREAD_MUTEX_INITIALIZER};
+uint64_t msp_seq;
 
 size_t msp_round_key(const char *path, size_t n, char key[MSP_ROUND_KEY_LEN])
 {

@@ -7,6 +7,7 @@
 #define MSP_PENDING_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "msprobe_atb/control.h"
 #include "record.h"
@@ -21,11 +22,23 @@ void msp_pending_add(struct msp_proc *p, const char *path, size_t n);
 /* The process's rounds: which have all their records (rounds.h). */
 extern struct msp_rounds msp_pending_rounds;
 void msp_pending_done(struct msp_proc *p, const char *path, size_t n);
-/* Counts a tensor as selected (the slot's tensors_selected) and pending;
- * `live`: the host's own selection, not one the flight recorder hands over
- * (rounds.h). Appends the round record of a round the host has just left
- * complete. */
-static inline void msp_pending_select(const char *path, size_t n, int live)
+/* The process's record order, the `seq` of tensor, param and overflow
+ * records (docs/contracts.md §4); 0 again in a forked child. Atomic. */
+extern uint64_t msp_seq;
+static inline uint64_t msp_seq_take(void)
+{
+    /* a release: what the caller did before (a tensor's pending count) is
+     * seen by whoever sees a later seq taken */
+    return __atomic_fetch_add(&msp_seq, 1, __ATOMIC_ACQ_REL);
+}
+/* Counts a tensor as selected (the slot's tensors_selected) and pending,
+ * then gives it its seq, in that order (docs/contracts.md §3 pending[]):
+ * once the control plane reads every count 0, every tensor that took a seq
+ * before has its record in the log, and every record appended later has a
+ * higher seq. `live`: the host's own selection, not one the flight recorder
+ * hands over (rounds.h). Appends the round record of a round the host has
+ * just left complete. */
+static inline uint64_t msp_pending_select(const char *path, size_t n, int live)
 {
     struct msp_proc *p = msp_proc_now();
     __atomic_fetch_add(&p->tensors_selected, 1, __ATOMIC_RELAXED);
@@ -33,6 +46,7 @@ static inline void msp_pending_select(const char *path, size_t n, int live)
     char done[MSP_ROUND_KEY_LEN];
     if (msp_rounds_selected(&msp_pending_rounds, path, n, live, done))
         msp_rec_round(done);
+    return msp_seq_take();
 }
 /* A selected tensor's record is in the log: no longer pending; appends the
  * round record if that completes its round. */
