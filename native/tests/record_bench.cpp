@@ -8,7 +8,10 @@
 // constant-returns defaults run the same calls; it links against the
 // stand-in libatb.so (the defaults) and the probe interposes with LD_PRELOAD.
 //
-//   record_bench <rounds> <ops>      prints "tensors=<n>"
+//   record_bench <rounds> <ops> [<pause_us>]    prints "tensors=<n>"
+//
+// pause_us: a pause after each round, so the writers catch up and a test
+// (tests/probe/test_probe_records.py) sees the slot quiet between rounds.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -43,6 +46,7 @@ int main(int argc, char **argv)
 {
     long rounds = argc > 1 ? atol(argv[1]) : 100;
     long ops = argc > 2 ? atol(argv[2]) : 100;
+    long pause_us = argc > 3 ? atol(argv[3]) : 0;
     std::string name = "LinearOperation";
     std::string dev = "0_" + std::to_string(getpid()) + "/";
     uint64_t saved = 0;
@@ -64,6 +68,8 @@ int main(int argc, char **argv)
             Probe::IsSaveTensorAfter();
             save_stage(dir + "/after/", "outtensor", saved++);
         }
+        if (pause_us)
+            usleep((useconds_t)pause_us);
     }
     printf("tensors=%llu\n", (unsigned long long)(saved * 2));
     return 0;
