@@ -20,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -41,8 +42,9 @@ def _syscw(pid: int) -> int:
     raise RuntimeError(f"no syscw in /proc/{pid}/io")
 
 
-def _run(env: dict[str, str]) -> tuple[float, int, int]:
-    """(CPU s, write(2) calls, tensors) of one host run."""
+def _run(env: dict[str, str]) -> tuple[float, int, int, float]:
+    """(CPU s, write(2) calls, tensors, CPU s of the thread that saved them)
+    of one host run."""
     proc = subprocess.Popen([str(HOST), str(ROUNDS), str(OPS)], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     out = proc.stdout.read()
@@ -53,7 +55,9 @@ def _run(env: dict[str, str]) -> tuple[float, int, int]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise subprocess.CalledProcessError(proc.returncode, proc.args)
-    return usage.ru_utime + usage.ru_stime, writes, int(out.split("=")[1])
+    said = dict(re.findall(r"(\w+)=(\d+)", out))
+    return (usage.ru_utime + usage.ru_stime, writes, int(said["tensors"]),
+            int(said["thread_cpu_ns"]) / 1e9)
 
 
 def _publish(root: Path, config: Path) -> int:
@@ -78,7 +82,7 @@ def run() -> list[str]:
         root = out / "atb_dump_data"
         lock = _publish(root, config)
         env = {**probe_env(out, config), "MSPROBE_ATB_ATTACH_WAIT_MS": "0"}
-        runs: dict[str, list[tuple[float, int, int]]] = {"probe": [], "none": []}
+        runs: dict[str, list[tuple[float, int, int, float]]] = {"probe": [], "none": []}
         try:
             for _ in range(REPEAT):
                 for name, e in (("probe", env), ("none", atb_env())):
@@ -89,14 +93,19 @@ def run() -> list[str]:
         finally:
             os.close(lock)
     tensors = runs["probe"][0][2]
-    cpu = {name: statistics.median(c for c, _, _ in r) for name, r in runs.items()}
-    writes = statistics.median(w - n for (_, w, _), (_, n, _) in zip(runs["probe"], runs["none"]))
+    cpu = {name: statistics.median(r[0] for r in rs) for name, rs in runs.items()}
+    host = {name: statistics.median(r[3] for r in rs) for name, rs in runs.items()}
+    writes = statistics.median(p[1] - n[1] for p, n in zip(runs["probe"], runs["none"]))
     per = (cpu["probe"] - cpu["none"]) / tensors * 1e6
+    hooks = (host["probe"] - host["none"]) / tensors * 1e6
     return [
         f"host: record_bench {ROUNDS} rounds x {OPS} ops x 4 one-element tensors (fp32, fp16)"
         f" = {tensors:,} records, task statistics; medians of {REPEAT} runs in turn",
         f"CPU (user+sys, every thread): probe {cpu['probe']:.3f} s, no probe {cpu['none']:.3f} s",
         f"record path: {per:.2f} us of CPU per record over no probe (target <= {TARGET_US} us;"
         f" {1 / per if per > 0 else float('inf'):.2f} M records/s on one core)",
+        f"of which the hooks on the host's thread {hooks:.2f} us (checks, statistics, pending"
+        f" counts, the copy into the queue), the shim's threads {per - hooks:.2f} us (writers:"
+        " records, their batches, the monitor)",
         f"write(2) calls per record: {writes / tensors:.4f} ({writes:,.0f} over no probe)",
     ]

@@ -8,7 +8,8 @@
 // constant-returns defaults run the same calls; it links against the
 // stand-in libatb.so (the defaults) and the probe interposes with LD_PRELOAD.
 //
-//   record_bench <rounds> <ops> [<pause_us>]    prints "tensors=<n>"
+//   record_bench <rounds> <ops> [<pause_us>]
+//       prints "tensors=<n> thread_cpu_ns=<CPU time of the thread that saved them>"
 //
 // pause_us: a pause after each round, so the writers catch up and a test
 // (tests/probe/test_probe_records.py) sees the slot quiet between rounds.
@@ -17,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <vector>
 
@@ -71,6 +73,12 @@ int main(int argc, char **argv)
         if (pause_us)
             usleep((useconds_t)pause_us);
     }
-    printf("tensors=%llu\n", (unsigned long long)(saved * 2));
+    // the hooks' share of the probe's cost (the rest is its writer threads')
+    struct rusage self;
+    getrusage(RUSAGE_THREAD, &self);
+    uint64_t cpu_ns = ((uint64_t)self.ru_utime.tv_sec + (uint64_t)self.ru_stime.tv_sec) * 1000000000u +
+                      ((uint64_t)self.ru_utime.tv_usec + (uint64_t)self.ru_stime.tv_usec) * 1000u;
+    printf("tensors=%llu thread_cpu_ns=%llu\n", (unsigned long long)(saved * 2),
+           (unsigned long long)cpu_ns);
     return 0;
 }

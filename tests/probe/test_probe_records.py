@@ -10,6 +10,7 @@ must the whole log afterwards."""
 from __future__ import annotations
 
 import json
+import re
 import struct
 import subprocess
 from pathlib import Path
@@ -81,7 +82,7 @@ def test_batched_records_agree_with_the_slot(dump: Dump):
                 assert len(after) >= slot.tensors_selected
     out, err = proc.communicate()
     assert proc.returncode == 0, err
-    n = int(out.split("=")[1])
+    n = int(dict(re.findall(r"(\w+)=(\d+)", out))["tensors"])
     assert n == ROUNDS * OPS * 4
     records = log.read()
     assert log.offset == sum(f.stat().st_size for f in log.dir.glob("*.jsonl"))
