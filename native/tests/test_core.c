@@ -452,6 +452,39 @@ static void test_json_f64(void)
     CHECK(!strcmp(f64_text(0.1, t), "0x1.999999999999ap-4"));
 }
 
+/* Strings of random pieces, each with its own escaped form, so every
+ * alignment of a byte to escape within the 8-byte words jb_str scans is met. */
+static void test_json_strings(void)
+{
+    static const char *const piece[][2] = {
+        {"a", "a"}, {"Z", "Z"}, {"/", "/"}, {" ", " "}, {"\x7f", "\x7f"}, {"\"", "\\\""},
+        {"\\", "\\\\"}, {"\x01", "\\u0001"}, {"\x1f", "\\u001f"}, {"\xff", "\\udcff"},
+        {"\xc3\xa9", "\xc3\xa9"}};
+    uint64_t seed = 12345;
+    int ok = 1;
+    for (int t = 0; t < 3000 && ok; t++) {
+        char in[256], want[512];
+        size_t n = 0, wn = 0;
+        want[wn++] = '"';
+        for (int k = (int)(xorshift(&seed) % 40); k > 0; k--) {
+            const char *const *p = piece[xorshift(&seed) % (sizeof piece / sizeof *piece)];
+            memcpy(in + n, p[0], strlen(p[0]));
+            n += strlen(p[0]);
+            memcpy(want + wn, p[1], strlen(p[1]));
+            wn += strlen(p[1]);
+        }
+        want[wn++] = '"';
+        struct jbuf b;
+        jb_init(&b, 0);
+        jb_str(&b, in, n);
+        ok = b.len == wn && !memcmp(b.p, want, wn);
+        if (!ok)
+            printf("FAIL jb_str: %.*s, want %.*s\n", (int)b.len, b.p, (int)wn, want);
+        jb_free(&b);
+    }
+    CHECK(ok);
+}
+
 static void test_json(void)
 {
     struct jbuf b;
@@ -903,6 +936,7 @@ int main(void)
     test_stats_simd();
     test_json();
     test_json_f64();
+    test_json_strings();
     test_content_hash();
     test_queue();
     test_queue_warm();

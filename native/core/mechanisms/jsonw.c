@@ -49,38 +49,15 @@ int jb_grow(struct jbuf *b, size_t n)
     return 1;
 }
 
-static void sep(struct jbuf *b)
-{
-    if (b->len == 0)
-        return;
-    char last = b->p[b->len - 1];
-    if (last != '{' && last != '[' && last != ':' && last != '\n')
-        jb_raw(b, ",", 1);
-}
-
 void jb_open(struct jbuf *b, char c)
 {
-    sep(b);
+    jb_sep(b);
     jb_raw(b, &c, 1);
 }
 
 void jb_close(struct jbuf *b, char c)
 {
     jb_raw(b, &c, 1);
-}
-
-void jb_key(struct jbuf *b, const char *key)
-{
-    size_t n = strlen(key);
-    sep(b);
-    if (!jb_grow(b, n + 3))
-        return;
-    char *o = b->p + b->len;
-    o[0] = '"';
-    memcpy(o + 1, key, n);
-    o[n + 1] = '"';
-    o[n + 2] = ':';
-    b->len += n + 3;
 }
 
 /* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
@@ -125,19 +102,55 @@ static size_t hex_escape(char esc[8], const char *prefix, unsigned char c)
     return 6;
 }
 
+/* Bytes a JSON string holds as they are: printable ASCII but '"' and '\\'. */
+static int plain(unsigned char c)
+{
+    return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
+#define BYTES(x) (UINT64_C(0x0101010101010101) * (x))
+/* Whether 8 bytes are all plain, at once (a record's paths and names are):
+ * a byte with its high bit set, below 0x20, or equal to '"' or '\\' sets the
+ * high bit of its lane in one of the terms (the bit tricks of "determine if a
+ * word has a byte less than n", exact for "any"). */
+static int plain8(uint64_t x)
+{
+    uint64_t q = x ^ BYTES('"'), bs = x ^ BYTES('\\');
+    uint64_t any = x | ((x - BYTES(0x20)) & ~x) | ((q - BYTES(1)) & ~q) | ((bs - BYTES(1)) & ~bs);
+    return !(any & BYTES(0x80));
+}
+
+/* The end of the run of plain bytes from i. */
+static size_t plain_run(const unsigned char *u, size_t i, size_t n)
+{
+    uint64_t x;
+    while (n - i >= 8 && (memcpy(&x, u + i, 8), plain8(x)))
+        i += 8;
+    while (i < n && plain(u[i]))
+        i++;
+    return i;
+}
+
 void jb_str(struct jbuf *b, const char *s, size_t n)
 {
-    sep(b);
-    if (!jb_grow(b, n + 2))
+    jb_sep(b);
+    if (n + 2 > b->cap - b->len && !jb_grow(b, n + 2))
         return;
-    jb_raw(b, "\"", 1);
     const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0;
+    size_t i = plain_run(u, 0, n);
+    if (i == n) { /* nothing to escape (a record's strings nearly always) */
+        char *o = b->p + b->len;
+        o[0] = '"';
+        memcpy(o + 1, s, n);
+        o[n + 1] = '"';
+        b->len += n + 2;
+        return;
+    }
+    jb_raw(b, "\"", 1);
+    jb_raw(b, s, i);
     while (i < n) {
         /* copy the longest run that needs no escaping in one go */
-        size_t j = i;
-        while (j < n && u[j] >= 0x20 && u[j] < 0x80 && u[j] != '"' && u[j] != '\\')
-            j++;
+        size_t j = plain_run(u, i, n);
         if (j > i)
             jb_raw(b, s + i, j - i);
         i = j;
@@ -170,54 +183,74 @@ void jb_str(struct jbuf *b, const char *s, size_t n)
     jb_raw(b, "\"", 1);
 }
 
-void jb_cstr(struct jbuf *b, const char *s)
+/* How many decimal digits v has. */
+static unsigned ndigits(uint64_t v)
 {
-    jb_str(b, s, strlen(s));
+    unsigned n = 1;
+    for (;;) {
+        if (v < 10)
+            return n;
+        if (v < 100)
+            return n + 1;
+        if (v < 1000)
+            return n + 2;
+        if (v < 10000)
+            return n + 3;
+        v /= 10000;
+        n += 4;
+    }
 }
 
-/* Decimal digits of v, written to end at `end`; returns where they start. */
-static char *udec(char *end, uint64_t v)
+/* The decimal digits of v at o, two at a time from the last; their count. */
+static size_t udec(char *o, uint64_t v)
 {
     static const char pairs[201] = "00010203040506070809101112131415161718192021222324"
                                    "25262728293031323334353637383940414243444546474849"
                                    "50515253545556575859606162636465666768697071727374"
                                    "75767778798081828384858687888990919293949596979899";
-    char *o = end;
+    size_t n = ndigits(v);
+    char *e = o + n;
     while (v >= 100) {
         unsigned d = (unsigned)(v % 100) * 2;
         v /= 100;
-        *--o = pairs[d + 1];
-        *--o = pairs[d];
+        *--e = pairs[d + 1];
+        *--e = pairs[d];
     }
     if (v >= 10) {
-        *--o = pairs[v * 2 + 1];
-        *--o = pairs[v * 2];
+        *--e = pairs[v * 2 + 1];
+        *--e = pairs[v * 2];
     } else {
-        *--o = (char)('0' + v);
+        *--e = (char)('0' + v);
     }
-    return o;
+    return n;
 }
 
-static void num(struct jbuf *b, const char *s, const char *end)
+/* A value's place: the comma before it, and room for up to n bytes written
+ * in place (numbers are, with no copy); NULL if out of memory. */
+static char *value_at(struct jbuf *b, size_t n)
 {
-    sep(b);
-    jb_raw(b, s, (size_t)(end - s));
+    jb_sep(b);
+    if (n > b->cap - b->len && !jb_grow(b, n))
+        return NULL;
+    return b->p + b->len;
 }
 
 void jb_i64(struct jbuf *b, int64_t v)
 {
-    char tmp[24], *end = tmp + sizeof tmp;
-    /* the magnitude as unsigned: -INT64_MIN does not fit an int64 */
-    char *s = udec(end, v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
+    char *o = value_at(b, 21);
+    if (!o)
+        return;
     if (v < 0)
-        *--s = '-';
-    num(b, s, end);
+        *o = '-';
+    /* the magnitude as unsigned: -INT64_MIN does not fit an int64 */
+    b->len += (v < 0) + udec(o + (v < 0), v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
 }
 
 void jb_u64(struct jbuf *b, uint64_t v)
 {
-    char tmp[24], *end = tmp + sizeof tmp;
-    num(b, udec(end, v), end);
+    char *o = value_at(b, 20);
+    if (o)
+        b->len += udec(o, v);
 }
 
 /* The exact text of a finite double, as float.hex writes it less trailing
@@ -236,20 +269,15 @@ static size_t hex_float(char *o, double v)
     memcpy(s, biased ? "0x1" : "0x0", 3);
     s += 3;
     if (frac) {
-        int digits = 13;
-        while (!(frac & 0xf)) {
-            frac >>= 4;
-            digits--;
-        }
+        int digits = 13 - __builtin_ctzll(frac) / 4; /* trailing zero digits dropped */
         *s++ = '.';
-        for (int i = digits - 1; i >= 0; i--)
-            *s++ = hex[(frac >> (4 * i)) & 0xf];
+        for (uint64_t m = frac << 12; digits--; m <<= 4) /* the first digit on top */
+            *s++ = hex[m >> 60];
     }
     *s++ = 'p';
     *s++ = exp < 0 ? '-' : '+';
-    char tmp[8], *end = tmp + sizeof tmp, *e = udec(end, (uint64_t)(exp < 0 ? -exp : exp));
-    memcpy(s, e, (size_t)(end - e));
-    return (size_t)(s - o) + (size_t)(end - e);
+    s += udec(s, (uint64_t)(exp < 0 ? -exp : exp));
+    return (size_t)(s - o);
 }
 
 void jb_f64(struct jbuf *b, double v)
@@ -259,17 +287,19 @@ void jb_f64(struct jbuf *b, double v)
     } else if (isinf(v)) {
         jb_cstr(b, v > 0 ? "inf" : "-inf");
     } else {
-        char tmp[32];
-        tmp[0] = '"';
-        size_t n = hex_float(tmp + 1, v);
-        tmp[n + 1] = '"';
-        num(b, tmp, tmp + n + 2);
+        char *o = value_at(b, 32); /* "-0x1.<13>p-1022" and its quotes: 25 */
+        if (!o)
+            return;
+        o[0] = '"';
+        size_t n = hex_float(o + 1, v);
+        o[n + 1] = '"';
+        b->len += n + 2;
     }
 }
 
 void jb_bool(struct jbuf *b, int v)
 {
-    sep(b);
+    jb_sep(b);
     if (v)
         jb_raw(b, "true", 4);
     else
@@ -278,30 +308,6 @@ void jb_bool(struct jbuf *b, int v)
 
 void jb_null(struct jbuf *b)
 {
-    sep(b);
+    jb_sep(b);
     jb_raw(b, "null", 4);
-}
-
-void jb_kstr(struct jbuf *b, const char *key, const char *s, size_t n)
-{
-    jb_key(b, key);
-    jb_str(b, s, n);
-}
-
-void jb_kcstr(struct jbuf *b, const char *key, const char *s)
-{
-    jb_key(b, key);
-    jb_cstr(b, s);
-}
-
-void jb_ki64(struct jbuf *b, const char *key, int64_t v)
-{
-    jb_key(b, key);
-    jb_i64(b, v);
-}
-
-void jb_ku64(struct jbuf *b, const char *key, uint64_t v)
-{
-    jb_key(b, key);
-    jb_u64(b, v);
 }

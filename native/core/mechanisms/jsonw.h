@@ -40,15 +40,41 @@ static inline void jb_raw(struct jbuf *b, const char *s, size_t n)
     memcpy(b->p + b->len, s, n);
     b->len += n;
 }
+/* The comma before a value, unless the previous byte opened a container,
+ * ended a key or a line. */
+static inline void jb_sep(struct jbuf *b)
+{
+    if (!b->len)
+        return;
+    char last = b->p[b->len - 1];
+    if (last != '{' && last != '[' && last != ':' && last != '\n')
+        jb_raw(b, ",", 1);
+}
 void jb_open(struct jbuf *b, char c);  /* '{' or '[' (with a comma if needed) */
 void jb_close(struct jbuf *b, char c); /* '}' or ']' */
-/* key: a plain ASCII name (a literal): written as it is, quoted. */
-void jb_key(struct jbuf *b, const char *key);
+/* key: a plain ASCII name (a literal, whose length the compiler knows):
+ * written as it is, quoted. */
+static inline void jb_key(struct jbuf *b, const char *key)
+{
+    size_t n = strlen(key);
+    jb_sep(b);
+    if (n + 3 > b->cap - b->len && !jb_grow(b, n + 3))
+        return;
+    char *o = b->p + b->len;
+    o[0] = '"';
+    memcpy(o + 1, key, n);
+    o[n + 1] = '"';
+    o[n + 2] = ':';
+    b->len += n + 3;
+}
 /* Any bytes: control characters become \u00XX, a byte XY of invalid UTF-8
  * becomes \udcXY (Python's surrogateescape, reversed by os.fsencode), so a
  * record line is always valid JSON and a path in it names the real file. */
 void jb_str(struct jbuf *b, const char *s, size_t n);
-void jb_cstr(struct jbuf *b, const char *s);
+static inline void jb_cstr(struct jbuf *b, const char *s)
+{
+    jb_str(b, s, strlen(s));
+}
 void jb_i64(struct jbuf *b, int64_t v);
 void jb_u64(struct jbuf *b, uint64_t v);
 /* Finite: the exact hex-float string, float.hex's form with its trailing
@@ -59,9 +85,25 @@ void jb_bool(struct jbuf *b, int v);
 void jb_null(struct jbuf *b);
 
 /* key + value shorthands */
-void jb_kstr(struct jbuf *b, const char *key, const char *s, size_t n);
-void jb_kcstr(struct jbuf *b, const char *key, const char *s);
-void jb_ki64(struct jbuf *b, const char *key, int64_t v);
-void jb_ku64(struct jbuf *b, const char *key, uint64_t v);
+static inline void jb_kstr(struct jbuf *b, const char *key, const char *s, size_t n)
+{
+    jb_key(b, key);
+    jb_str(b, s, n);
+}
+static inline void jb_kcstr(struct jbuf *b, const char *key, const char *s)
+{
+    jb_key(b, key);
+    jb_cstr(b, s);
+}
+static inline void jb_ki64(struct jbuf *b, const char *key, int64_t v)
+{
+    jb_key(b, key);
+    jb_i64(b, v);
+}
+static inline void jb_ku64(struct jbuf *b, const char *key, uint64_t v)
+{
+    jb_key(b, key);
+    jb_u64(b, v);
+}
 
 #endif
