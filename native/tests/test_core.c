@@ -160,6 +160,25 @@ static void test_paths(void)
     memset(longc, 'x', sizeof longc);
     CHECK(msp_path_check(longc, 256) != NULL);
     CHECK(msp_path_check(longc, 255) == NULL);
+    /* a control character at any place of an 8-byte word is found; the bytes
+     * around the control range are not control characters */
+    char p[] = "0_1/0/2_Layer/before/intensor0.bin";
+    int found = 1, clean = 1;
+    for (size_t at = 0; at < sizeof p - 1; at++) {
+        static const unsigned char control[] = {0x00, 0x01, 0x1f, 0x7f};
+        static const unsigned char not[] = {0x20, 0x7e, 0x80, 0xff};
+        char was = p[at];
+        for (size_t k = 0; k < sizeof control; k++) {
+            p[at] = (char)control[k];
+            found &= msp_path_check(p, sizeof p - 1) != NULL &&
+                     !strcmp(msp_path_check(p, sizeof p - 1), "control character in path");
+            p[at] = (char)not[k];
+            clean &= msp_path_check(p, sizeof p - 1) == NULL ||
+                     strcmp(msp_path_check(p, sizeof p - 1), "control character in path") != 0;
+        }
+        p[at] = was;
+    }
+    CHECK(found && clean);
     char rel[256];
     CHECK(msp_relpath("a/b/c/x.bin", "a/b/y.bin", rel, sizeof rel) == 0 && !strcmp(rel, "../y.bin"));
     CHECK(msp_relpath("a/b/x.bin", "a/b/y.bin", rel, sizeof rel) == 0 && !strcmp(rel, "y.bin"));

@@ -16,6 +16,7 @@
 
 #include "binfile.h"
 #include "dedup.h"
+#include "dtype.h"
 #include "fsutil.h"
 #include "recbatch.h"
 #include "record.h"
@@ -53,16 +54,12 @@ static const char *task_name(uint32_t task)
     }
 }
 
-static int64_t int_or(const char *s, size_t n, int64_t fallback)
+/* A record's format or dtype: -1 where ATB's string is no enum value (a
+ * tensor lost for it). */
+static int64_t enum_or_none(const char *s, size_t n)
 {
-    if (n == 0 || n > 18)
-        return fallback;
-    char buf[24];
-    memcpy(buf, s, n);
-    buf[n] = 0;
-    char *end;
-    long long v = strtoll(buf, &end, 10);
-    return *end ? fallback : (int64_t)v;
+    int v;
+    return msp_enum_value(s, n, &v) ? v : -1;
 }
 
 /* What a record says became of its item: its `file`, and what the slot
@@ -128,8 +125,8 @@ static int tensor_record(const struct msp_tensor_desc *d, enum outcome o, const 
     msp_rec_begin(&b, "tensor");
     jb_ku64(&b, "seq", d->seq);
     jb_kstr(&b, "path", d->path, d->pathn);
-    jb_ki64(&b, "format", int_or(d->format_s, d->formatn, -1));
-    jb_ki64(&b, "dtype", int_or(d->dtype_s, d->dtypen, -1));
+    jb_ki64(&b, "format", enum_or_none(d->format_s, d->formatn));
+    jb_ki64(&b, "dtype", enum_or_none(d->dtype_s, d->dtypen));
     jb_kstr(&b, "dims", d->dims, d->dimsn);
     jb_ku64(&b, "size", d->size);
     jb_kcstr(&b, "task", task_name(d->task));
@@ -536,7 +533,10 @@ static void process(struct writer *w, struct msp_item *it)
     char dir[MSP_PATH_LEN];
     const char *slash = strrchr(it->path, '/');
     const char *name = slash ? slash + 1 : it->path;
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - it->path) : 0, it->path);
+    size_t dirn = slash ? (size_t)(slash - it->path) : 0;
+    dirn = dirn < sizeof dir ? dirn : sizeof dir - 1;
+    memcpy(dir, it->path, dirn);
+    dir[dirn] = 0;
     set_device(it->path);
     if (it->kind == MSP_ITEM_PARAM)
         write_param(w, it, dir, name);
