@@ -859,6 +859,31 @@ static void test_queue_keep(void)
     CHECK(msp_queue_close(&q, &inflight) == NULL);
 }
 
+/* The pending and rounds calls for a tensor path, as pending.h makes them. */
+static void add(struct msp_proc *p, const char *path)
+{
+    char key[MSP_ROUND_KEY_LEN];
+    msp_pending_add(p, key, msp_round_key(path, strlen(path), key));
+}
+
+static void done1(struct msp_proc *p, const char *path)
+{
+    char key[MSP_ROUND_KEY_LEN];
+    msp_pending_done(p, key, msp_round_key(path, strlen(path), key), 1);
+}
+
+static int selected(struct msp_rounds *r, const char *path, int live, char done[])
+{
+    char key[MSP_ROUND_KEY_LEN];
+    return msp_rounds_selected(r, key, msp_round_key(path, strlen(path), key), live, done);
+}
+
+static int recorded(struct msp_rounds *r, const char *path, char done[])
+{
+    char key[MSP_ROUND_KEY_LEN];
+    return msp_rounds_recorded(r, key, msp_round_key(path, strlen(path), key), 1, done);
+}
+
 static void test_pending(void)
 {
     char key[MSP_ROUND_KEY_LEN];
@@ -867,12 +892,12 @@ static void test_pending(void)
     CHECK(msp_round_key("0_7/3", 5, key) == 0); /* no file below the round */
     static struct msp_proc p;
     const char *a = "0_7/1/1_L/before/a.bin", *b = "0_7/2/1_L/before/b.bin";
-    msp_pending_add(&p, a, strlen(a));
-    msp_pending_add(&p, a, strlen(a));
-    msp_pending_add(&p, b, strlen(b));
-    msp_pending_done(&p, a, strlen(a));
-    msp_pending_done(&p, b, strlen(b));
-    msp_pending_add(&p, b, strlen(b)); /* b's entry was freed and is claimed again */
+    add(&p, a);
+    add(&p, a);
+    add(&p, b);
+    done1(&p, a);
+    done1(&p, b);
+    add(&p, b); /* b's entry was freed and is claimed again */
     struct jbuf j;
     jb_init(&j, 64);
     jb_open(&j, '{');
@@ -886,16 +911,28 @@ static void test_pending(void)
     char path[64];
     for (int i = 0; i < MSP_PENDING_ROUNDS + 3; i++) {
         snprintf(path, sizeof path, "0_7/%d/1_L/x.bin", 100 + i);
-        msp_pending_add(&p, path, strlen(path));
+        add(&p, path);
     }
     CHECK(p.pending_other == 5); /* 2 entries were already taken */
     for (int i = 0; i < MSP_PENDING_ROUNDS + 3; i++) {
         snprintf(path, sizeof path, "0_7/%d/1_L/x.bin", 100 + i);
-        msp_pending_done(&p, path, strlen(path));
+        done1(&p, path);
     }
-    msp_pending_done(&p, a, strlen(a));
-    msp_pending_done(&p, b, strlen(b));
-    msp_pending_done(&p, b, strlen(b)); /* one too many: never below zero */
+    done1(&p, a);
+    done1(&p, b);
+    done1(&p, b); /* one too many: never below zero */
+    jb_init(&j, 64);
+    jb_open(&j, '{');
+    CHECK(msp_pending_json(&j, "u", &p) == 0);
+    jb_free(&j);
+    /* a writer's run of n records at once: the round's entry, then other */
+    add(&p, a);
+    add(&p, a);
+    p.pending_other = 2;
+    size_t len = msp_round_key(a, strlen(a), key);
+    msp_pending_done(&p, key, len, 3);
+    CHECK(p.pending_other == 1);
+    msp_pending_done(&p, key, len, 5);
     jb_init(&j, 64);
     jb_open(&j, '{');
     CHECK(msp_pending_json(&j, "u", &p) == 0);
@@ -909,40 +946,50 @@ static void test_rounds(void)
     char done[MSP_ROUND_KEY_LEN];
     const char *a = "0_7/1/1_L/before/a.bin", *b = "0_7/2/1_L/before/b.bin";
     const char *c = "0_7/3/1_L/before/c.bin";
-    CHECK(!msp_rounds_selected(&r, a, strlen(a), 1, done));
-    CHECK(!msp_rounds_selected(&r, a, strlen(a), 1, done));
-    CHECK(!msp_rounds_recorded(&r, a, strlen(a), done)); /* one of round 1 left */
+    CHECK(!selected(&r, a, 1, done));
+    CHECK(!selected(&r, a, 1, done));
+    CHECK(!recorded(&r, a, done)); /* one of round 1 left */
     /* the host moves on while a round-1 tensor waits for its writer */
-    CHECK(!msp_rounds_selected(&r, b, strlen(b), 1, done));
-    CHECK(msp_rounds_recorded(&r, a, strlen(a), done) && !strcmp(done, "0_7/1"));
+    CHECK(!selected(&r, b, 1, done));
+    CHECK(recorded(&r, a, done) && !strcmp(done, "0_7/1"));
     /* every round-2 record is in before the host leaves it: said on leaving */
-    CHECK(!msp_rounds_recorded(&r, b, strlen(b), done)); /* still the host's round */
-    CHECK(msp_rounds_selected(&r, c, strlen(c), 1, done) && !strcmp(done, "0_7/2"));
+    CHECK(!recorded(&r, b, done)); /* still the host's round */
+    CHECK(selected(&r, c, 1, done) && !strcmp(done, "0_7/2"));
     /* the recorder hands over an old round: it does not move the host */
     const char *old = "0_7/0/1_L/before/o.bin";
-    CHECK(!msp_rounds_selected(&r, old, strlen(old), 0, done));
-    CHECK(msp_rounds_recorded(&r, old, strlen(old), done) && !strcmp(done, "0_7/0"));
-    CHECK(!msp_rounds_recorded(&r, c, strlen(c), done)); /* round 3 is the host's */
+    CHECK(!selected(&r, old, 0, done));
+    CHECK(recorded(&r, old, done) && !strcmp(done, "0_7/0"));
+    CHECK(!recorded(&r, c, done)); /* round 3 is the host's */
     /* a record of an unknown round, or one too many: nothing */
-    CHECK(!msp_rounds_recorded(&r, old, strlen(old), done));
-    CHECK(!msp_rounds_recorded(&r, "x", 1, done));
+    CHECK(!recorded(&r, old, done));
+    CHECK(!recorded(&r, "x", done));
     /* a full table: the rounds without an entry are never announced */
     char path[64];
     for (int i = 0; i < MSP_ROUNDS_MAX + 2; i++) {
         snprintf(path, sizeof path, "0_7/%d/1_L/x.bin", 100 + i);
-        CHECK(!msp_rounds_selected(&r, path, strlen(path), 1, done) || i == 0);
+        CHECK(!selected(&r, path, 1, done) || i == 0);
     }
     int said = 0;
     for (int i = 0; i < MSP_ROUNDS_MAX + 2; i++) {
         snprintf(path, sizeof path, "0_7/%d/1_L/x.bin", 100 + i);
-        said += msp_rounds_recorded(&r, path, strlen(path), done);
+        said += recorded(&r, path, done);
     }
     /* the rounds that found a place are announced, the two after them not */
     CHECK(said == MSP_ROUNDS_MAX);
     snprintf(path, sizeof path, "0_7/%d/1_L/x.bin", 100 + MSP_ROUNDS_MAX + 1);
-    CHECK(!msp_rounds_selected(&r, path, strlen(path), 1, done)); /* untracked: silent */
-    CHECK(!msp_rounds_recorded(&r, path, strlen(path), done));
-    CHECK(!msp_rounds_selected(&r, a, strlen(a), 1, done)); /* and left: still silent */
+    CHECK(!selected(&r, path, 1, done)); /* untracked: silent */
+    CHECK(!recorded(&r, path, done));
+    CHECK(!selected(&r, a, 1, done)); /* and left: still silent */
+    /* a writer's run of records of one round, counted out at once */
+    static struct msp_rounds r2;
+    msp_rounds_init(&r2);
+    for (int i = 0; i < 3; i++)
+        CHECK(!selected(&r2, a, 1, done));
+    CHECK(!selected(&r2, b, 1, done));
+    char key[MSP_ROUND_KEY_LEN];
+    size_t len = msp_round_key(a, strlen(a), key);
+    CHECK(!msp_rounds_recorded(&r2, key, len, 2, done));
+    CHECK(msp_rounds_recorded(&r2, key, len, 5, done) && !strcmp(done, "0_7/1"));
 }
 
 int main(void)

@@ -8,16 +8,11 @@
 #include "pending.h"
 #include "record.h"
 
-struct joined {
-    size_t end; /* where its line ends in buf */
-    struct msp_recbatch_entry e;
-};
-
 struct msp_recbatch {
     char *buf;
     size_t len, cap;
-    struct joined *j;
-    size_t n, jcap;
+    struct msp_recbatch_entry *e; /* the records that joined, in order */
+    size_t n, ecap;
     msp_recbatch_after after;
 };
 
@@ -31,15 +26,15 @@ struct msp_recbatch *msp_recbatch_new(msp_recbatch_after after)
     if (!rb)
         return NULL;
     rb->buf = malloc(START_CAP);
-    rb->j = malloc(START_RECORDS * sizeof *rb->j);
-    if (!rb->buf || !rb->j) {
+    rb->e = malloc(START_RECORDS * sizeof *rb->e);
+    if (!rb->buf || !rb->e) {
         free(rb->buf);
-        free(rb->j);
+        free(rb->e);
         free(rb);
         return NULL;
     }
     rb->cap = START_CAP;
-    rb->jcap = START_RECORDS;
+    rb->ecap = START_RECORDS;
     rb->after = after;
     return rb;
 }
@@ -60,14 +55,42 @@ static int room(struct msp_recbatch *rb, size_t n)
         rb->buf = p;
         rb->cap = cap;
     }
-    if (rb->n == rb->jcap) {
-        struct joined *j = realloc(rb->j, 2 * rb->jcap * sizeof *j);
-        if (!j)
+    if (rb->n == rb->ecap) {
+        struct msp_recbatch_entry *e = realloc(rb->e, 2 * rb->ecap * sizeof *e);
+        if (!e)
             return 0;
-        rb->j = j;
-        rb->jcap *= 2;
+        rb->e = e;
+        rb->ecap *= 2;
     }
     return 1;
+}
+
+/* A run of records of tensors of one round (the writer's items come round
+ * after round): no longer pending, counted out at once. */
+struct run {
+    char key[MSP_ROUND_KEY_LEN];
+    size_t len;
+    uint64_t n;
+};
+
+static void run_end(struct run *r)
+{
+    if (r->n)
+        msp_pending_recorded(r->key, r->len, r->n);
+    r->n = 0;
+}
+
+/* Adds the tensor of e to the run, or ends the run and starts another. */
+static void run_add(struct run *r, const struct msp_recbatch_entry *e)
+{
+    if (r->n && r->len && e->pathn > r->len && e->path[r->len] == '/' &&
+        !memcmp(e->path, r->key, r->len)) {
+        r->n++;
+        return;
+    }
+    run_end(r);
+    r->len = msp_round_key(e->path, e->pathn, r->key);
+    r->n = 1;
 }
 
 int msp_recbatch_commit(struct msp_recbatch *rb, struct jbuf *b,
@@ -81,15 +104,19 @@ int msp_recbatch_commit(struct msp_recbatch *rb, struct jbuf *b,
     }
     if (!rb) {
         int rc = msp_rec_commit(b);
-        if (rc == 0 && e->path)
-            msp_pending_recorded(e->path, e->pathn);
+        if (rc == 0 && e->path) {
+            struct run r = {.n = 0};
+            run_add(&r, e);
+            run_end(&r);
+        }
         return rc;
     }
     int joined = msp_rec_close(b) == 0;
     if (joined) {
         memcpy(rb->buf + rb->len, b->p, b->len);
         rb->len += b->len;
-        rb->j[rb->n++] = (struct joined){rb->len, *e};
+        rb->e[rb->n] = *e;
+        rb->e[rb->n++].end = rb->len;
     }
     jb_free(b);
     return joined ? 1 : -1;
@@ -105,15 +132,18 @@ void msp_recbatch_flush(struct msp_recbatch *rb)
     if (!rb->n)
         return;
     size_t done = msp_rec_append(rb->buf, rb->len), landed = 0;
-    while (landed < rb->n && rb->j[landed].end <= done)
+    while (landed < rb->n && rb->e[landed].end <= done)
         landed++;
     if (landed)
         msp_rec_landed(landed);
-    for (size_t i = 0; i < rb->n; i++) {
-        const struct msp_recbatch_entry *e = &rb->j[i].e;
-        if (i < landed && e->path)
-            msp_pending_recorded(e->path, e->pathn);
-        rb->after(e, i < landed);
-    }
+    struct run r = {.n = 0};
+    for (size_t i = 0; i < landed; i++)
+        if (rb->e[i].path)
+            run_add(&r, &rb->e[i]);
+    run_end(&r);
+    if (landed)
+        rb->after(rb->e, landed, 1);
+    if (landed < rb->n)
+        rb->after(rb->e + landed, rb->n - landed, 0);
     rb->len = rb->n = 0;
 }

@@ -26,13 +26,15 @@ struct msp_recbatch_entry {
     size_t pathn;
     int what;         /* the caller's, for `after` */
     uint64_t bytes;   /* the caller's */
+    size_t end;       /* the batch's: where the record's line ends in it */
 };
 
-/* What the caller does once a record that joined a batch was appended
- * (landed) or not (its batch's write failed): count what it describes as
+/* What the caller does once n records that joined a batch were appended
+ * (landed) or not (the batch's write failed): count what they describe as
  * written only now, so the slot never counts a tensor written whose record a
- * crash could still take with it. */
-typedef void (*msp_recbatch_after)(const struct msp_recbatch_entry *e, int landed);
+ * crash could still take with it (once a batch: the slot's counters are
+ * shared with the host's threads). */
+typedef void (*msp_recbatch_after)(const struct msp_recbatch_entry *e, size_t n, int landed);
 
 struct msp_recbatch;
 

@@ -71,36 +71,48 @@ static const char *const outcome_file[] = {"bin", "linked", "stub", "stub", "non
 
 static int real_dir(const char *real, const char **base);
 
-/* A record is in the log (landed) or not (no room on a full disk, or its
- * batch's write failed). In the log, its outcome counts. Not, its tensor
- * stays pending (the exit record counts it in its round), and no row would
- * ever name its file: the file is taken back and the tensor counts in errors
- * (a lost one is counted already); a lost param counts for the exit record. */
-static void appended(const struct msp_recbatch_entry *e, int landed)
+/* n records are in the log (landed) or not (no room on a full disk, or
+ * their batch's write failed). In the log, their outcomes count. Not, their
+ * tensors stay pending (the exit record counts them in their rounds), and no
+ * row would ever name their files: each file is taken back and its tensor
+ * counts in errors (a lost one is counted already); a lost param counts for
+ * the exit record. */
+static void appended(const struct msp_recbatch_entry *e, size_t n, int landed)
 {
-    int o = e->what;
-    if (landed) {
-        if (o <= OUT_NONE)
-            MSP_COUNT(tensors_written, 1);
-        if (o == OUT_BIN)
-            MSP_COUNT(bytes_written, e->bytes);
-        else if (o == OUT_LINKED)
-            MSP_COUNT(linked, 1);
-        else if (o == OUT_STUB_REFUSED)
-            MSP_COUNT(link_refused, 1);
-        return;
+    uint64_t written = 0, bytes = 0, linked = 0, refused = 0, errors = 0, params = 0;
+    for (size_t i = 0; i < n; i++) {
+        int o = e[i].what;
+        if (landed) {
+            written += o <= OUT_NONE;
+            bytes += o == OUT_BIN ? e[i].bytes : 0;
+            linked += o == OUT_LINKED;
+            refused += o == OUT_STUB_REFUSED;
+            continue;
+        }
+        params += o == OUT_PARAM_LOST;
+        if (o >= OUT_LOST)
+            continue;
+        const char *base;
+        int dfd = o == OUT_NONE ? -1 : real_dir(e[i].path, &base);
+        if (dfd >= 0) {
+            unlinkat(dfd, base, 0);
+            close(dfd);
+        }
+        errors++;
     }
-    if (o == OUT_PARAM_LOST)
-        MSP_COUNT(params_unrecorded, 1);
-    if (o >= OUT_LOST)
-        return;
-    const char *base;
-    int dfd = o == OUT_NONE ? -1 : real_dir(e->path, &base);
-    if (dfd >= 0) {
-        unlinkat(dfd, base, 0);
-        close(dfd);
-    }
-    MSP_COUNT(errors, 1);
+    /* counted once for all of them: the slot's words are the host's too */
+    if (written)
+        MSP_COUNT(tensors_written, written);
+    if (bytes)
+        MSP_COUNT(bytes_written, bytes);
+    if (linked)
+        MSP_COUNT(linked, linked);
+    if (refused)
+        MSP_COUNT(link_refused, refused);
+    if (errors)
+        MSP_COUNT(errors, errors);
+    if (params)
+        MSP_COUNT(params_unrecorded, params);
 }
 
 /* The writer thread's batch its records join (NULL on other threads, and a
@@ -113,7 +125,7 @@ static int commit(struct jbuf *b, const struct msp_recbatch_entry *e)
 {
     int rc = msp_recbatch_commit(t_batch, b, e);
     if (rc <= 0)
-        appended(e, rc == 0);
+        appended(e, 1, rc == 0);
     return rc >= 0;
 }
 
@@ -145,7 +157,7 @@ static int tensor_record(const struct msp_tensor_desc *d, enum outcome o, const 
         jb_null(&b);
     if (note && note[0])
         jb_kcstr(&b, "note", note);
-    struct msp_recbatch_entry e = {d->path, d->pathn, (int)o, d->size};
+    struct msp_recbatch_entry e = {.path = d->path, .pathn = d->pathn, .what = o, .bytes = d->size};
     return commit(&b, &e);
 }
 
@@ -183,7 +195,7 @@ static void param_record(uint64_t seq, const char *path, size_t pathn, enum outc
     jb_kcstr(&b, "file", outcome_file[o]);
     if (note)
         jb_kcstr(&b, "note", note);
-    struct msp_recbatch_entry e = {NULL, 0, (int)o, 0}; /* no tensor: nothing pending */
+    struct msp_recbatch_entry e = {.what = o}; /* no tensor: nothing pending */
     commit(&b, &e);
 }
 
