@@ -557,10 +557,22 @@ static struct msp_item *reserved(struct msp_queue *q, uint64_t payload, uint64_t
     return it;
 }
 
+/* The item, then its payload (aligned) in one region of the ring. */
 static int in_ring(const struct msp_queue *q, const struct msp_item *it, uint64_t payload)
 {
-    return it->in_ring && it->data >= q->ring && it->data + payload <= q->ring + q->ring_size &&
-           ((uintptr_t)it->data & 63) == 0;
+    return it->in_ring && (const unsigned char *)it >= q->ring + 64 &&
+           it->data >= (const unsigned char *)(it + 1) &&
+           it->data + payload <= q->ring + q->ring_size && ((uintptr_t)it->data & 63) == 0;
+}
+
+/* The next popped item of list w, one at a time: the rest of the run a pop
+ * took (msp_queue_pop) waits in *rest, already in flight. */
+static struct msp_item *one_of_run(struct msp_queue *q, int w, struct msp_item **rest)
+{
+    struct msp_item *it = *rest ? *rest : msp_queue_pop(q, w, 1);
+    *rest = it->next;
+    it->next = NULL;
+    return it;
 }
 
 static void test_queue(void)
@@ -584,12 +596,12 @@ static void test_queue(void)
     /* laps around the ring, FIFO as one writer releases: always in the
      * ring and never past its end, never over the budget, one mapping; a
      * region that would run past the end starts again at offset 0 */
-    struct msp_item *live[2] = {0};
+    struct msp_item *live[2] = {0}, *rest = NULL;
     int wrapped = 0;
     uint64_t last_off = 0;
     for (int i = 0; i < 40; i++) {
         if (live[i % 2]) {
-            CHECK(msp_queue_pop(&q, 1, 1) == live[i % 2]);
+            CHECK(one_of_run(&q, 1, &rest) == live[i % 2]);
             msp_queue_done(&q, live[i % 2]);
         }
         uint64_t n = budget / 6 + (uint64_t)(i % 5) * 97;
@@ -604,16 +616,17 @@ static void test_queue(void)
     }
     CHECK(wrapped > 0 && q.maps == 1 && q.heap_items == 0 && q.rhead > q.ring_size);
     for (int i = 40; i < 42; i++) {
-        CHECK(msp_queue_pop(&q, 1, 1) == live[i % 2]);
+        CHECK(one_of_run(&q, 1, &rest) == live[i % 2]);
         msp_queue_done(&q, live[i % 2]);
     }
+    CHECK(rest == NULL);
     /* out of order: the tail waits for the oldest region */
     struct msp_item *x = reserved(&q, 500, budget), *y = reserved(&q, 500, budget);
     struct msp_item *z = reserved(&q, 500, budget);
     msp_queue_release(&q, y);
     CHECK(q.rtail == 0);
     msp_queue_release(&q, x);
-    CHECK(q.rtail == (uint64_t)(z->data - q.ring) - 64);
+    CHECK(q.rtail == (uint64_t)((unsigned char *)z - q.ring) - 64); /* z's region header */
     /* larger than the whole budget: refused while anything is live... */
     CHECK(msp_queue_reserve(&q, META, 3 * budget, budget, 0, &b) == MSP_PUSH_DROPPED);
     msp_queue_release(&q, z);
@@ -669,6 +682,47 @@ static void *reserve_blocking(void *p)
     uint64_t budget = (uint64_t)sysconf(_SC_PAGESIZE);
     a->rc = msp_queue_reserve(a->q, META, budget * 3 / 4, budget, 1, &a->got);
     return NULL;
+}
+
+static int run_length(struct msp_item *run)
+{
+    int n = 0;
+    for (; run; run = run->next)
+        n++;
+    return n;
+}
+
+/* A pop takes a run of the list, in order: up to MSP_QUEUE_POP_ITEMS items
+ * and MSP_QUEUE_POP_BYTES of cost (a larger first item alone). */
+static void test_queue_runs(void)
+{
+    struct msp_queue q;
+    msp_queue_init(&q, 1);
+    const uint64_t budget = UINT64_C(8) << 20;
+    struct msp_item *first = NULL;
+    for (int i = 0; i < MSP_QUEUE_POP_ITEMS + 6; i++) {
+        struct msp_item *it = reserved(&q, 16, budget);
+        first = first ? first : it;
+        CHECK(msp_queue_push(&q, 0, it) == MSP_PUSH_OK);
+    }
+    struct msp_item *run = msp_queue_pop(&q, 0, 1);
+    CHECK(run == first && run_length(run) == MSP_QUEUE_POP_ITEMS);
+    CHECK(q.depth == 6 && q.inflight == MSP_QUEUE_POP_ITEMS);
+    msp_queue_done(&q, run);
+    run = msp_queue_pop(&q, 0, 1);
+    CHECK(run_length(run) == 6 && q.depth == 0);
+    msp_queue_done(&q, run);
+    CHECK(msp_queue_pop(&q, 0, 0) == NULL && q.inflight == 0 && q.bytes == 0);
+    const uint64_t big = MSP_QUEUE_POP_BYTES * 3 / 5;
+    for (int i = 0; i < 3; i++)
+        CHECK(msp_queue_push(&q, 0, reserved(&q, i ? big : 2 * big, budget)) == MSP_PUSH_OK);
+    for (int i = 0; i < 3; i++) {
+        run = msp_queue_pop(&q, 0, 1);
+        CHECK(run_length(run) == 1);
+        msp_queue_done(&q, run);
+    }
+    msp_queue_trim_idle(&q);
+    msp_queue_trim_idle(&q);
 }
 
 static void test_queue_block(void)
@@ -1009,6 +1063,7 @@ int main(void)
     test_queue_keep();
     test_queue_borrow();
     test_queue_block();
+    test_queue_runs();
     test_pending();
     test_rounds();
     printf("%d passed, %d failed\n", g_pass, g_fail);

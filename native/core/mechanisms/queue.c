@@ -166,16 +166,28 @@ static void unmap(struct mapping m)
         munmap(m.p, m.n);
 }
 
-/* Under mu: takes `it` out of the budget and the ring; returns its payload
- * if it is the caller's to free (not in the ring). */
-static void *put_back(struct msp_queue *q, struct msp_item *it)
+/* Under mu: takes `it` out of the budget and the ring. A ring item's memory
+ * is the ring's again (the caller touches it no more); a heap one is the
+ * caller's to free, with its payload: 1. */
+static void unreserve(struct msp_queue *q, uint64_t cost)
 {
-    q->bytes -= it->cost;
+    q->bytes -= cost;
     pthread_cond_broadcast(&q->space);
+}
+
+static int put_back(struct msp_queue *q, struct msp_item *it)
+{
+    unreserve(q, it->cost);
     if (!it->in_ring)
-        return it->data;
-    ring_free(q, (struct region *)(void *)(it->data - REGION_HDR));
-    return NULL;
+        return 1;
+    ring_free(q, (struct region *)(void *)((unsigned char *)it - REGION_HDR));
+    return 0;
+}
+
+static void free_item(struct msp_item *it)
+{
+    free(it->data);
+    free(it);
 }
 
 /* The ring's size for a budget: mmap maps whole pages. */
@@ -199,11 +211,12 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
     *out = NULL;
     if (payload > MAX_ITEM || meta > MAX_ITEM)
         return MSP_PUSH_NOMEM;
-    uint64_t len = (payload + REGION_HDR + REGION_ALIGN - 1) & ~(uint64_t)(REGION_ALIGN - 1);
+    /* in the ring the item and its strings come first, then the payload (its
+     * alignment kept): no malloc and no free an item */
+    uint64_t meta_len = (meta + REGION_ALIGN - 1) & ~(uint64_t)(REGION_ALIGN - 1);
+    uint64_t len = (REGION_HDR + meta_len + payload + REGION_ALIGN - 1) &
+                   ~(uint64_t)(REGION_ALIGN - 1);
     uint64_t ring_want = ring_size_for(budget);
-    struct msp_item *it = malloc(meta); /* small: glibc reuses its chunks */
-    if (!it)
-        return MSP_PUSH_NOMEM;
     struct mapping old = {NULL, 0};
     struct region *r = NULL;
     uint64_t cost;
@@ -218,7 +231,7 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
         if (alone) /* the ring is empty: fit it to this budget and item (once: alone never waits) */
             old = ring_resize(q, len > ring_want ? 0 : ring_want);
         int heap = q->ring == NULL;
-        cost = meta + (heap ? payload : len);
+        cost = heap ? meta + payload : len;
         if ((alone || q->bytes + cost <= budget) && (heap || (r = ring_alloc(q, len)) != NULL)) {
             rc = MSP_PUSH_OK;
             break;
@@ -237,22 +250,24 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
     }
     pthread_mutex_unlock(&q->mu);
     unmap(old);
-    if (rc != MSP_PUSH_OK) {
-        free(it);
+    if (rc != MSP_PUSH_OK)
         return rc;
+    struct msp_item *it = r ? (struct msp_item *)(void *)((unsigned char *)r + REGION_HDR)
+                            : malloc(meta);
+    unsigned char *data = !it ? NULL : r ? (unsigned char *)it + meta_len
+                                         : malloc(payload ? payload : 1);
+    if (!data) {
+        pthread_mutex_lock(&q->mu);
+        unreserve(q, cost);
+        pthread_mutex_unlock(&q->mu);
+        free(it);
+        return MSP_PUSH_NOMEM;
     }
     it->next = NULL;
     it->cost = cost;
     it->in_ring = r != NULL;
     it->stats_in_data = 0;
-    it->data = r ? (unsigned char *)r + REGION_HDR : malloc(payload ? payload : 1);
-    if (!it->data) {
-        pthread_mutex_lock(&q->mu);
-        put_back(q, it);
-        pthread_mutex_unlock(&q->mu);
-        free(it);
-        return MSP_PUSH_NOMEM;
-    }
+    it->data = data;
     *out = it;
     return MSP_PUSH_OK;
 }
@@ -417,50 +432,56 @@ struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait)
                 idle_wait(q, w, &napped);
         }
     }
-    struct msp_item *it = q->lent[w] ? NULL : q->head[w];
-    if (it) {
-        q->head[w] = it->next;
+    struct msp_item *run = q->lent[w] ? NULL : q->head[w], *last = run;
+    if (run) {
+        uint64_t n = 1, bytes = run->cost;
+        while (last->next && n < MSP_QUEUE_POP_ITEMS &&
+               bytes + last->next->cost <= MSP_QUEUE_POP_BYTES) {
+            last = last->next;
+            bytes += last->cost;
+            n++;
+        }
+        q->head[w] = last->next;
         if (!q->head[w])
             q->tail[w] = NULL;
-        it->next = NULL;
-        q->depth--;
-        q->inflight++;
+        last->next = NULL;
+        q->depth -= n;
+        q->inflight += n;
         q->busy[w] = 1;
     }
     pthread_mutex_unlock(&q->mu);
-    return it;
+    return run;
 }
 
 void msp_queue_done(struct msp_queue *q, struct msp_item *list)
 {
     while (list) {
-        /* up to 64 items a lock; their payloads and structs are freed after it */
-        void *own[64];
+        /* up to 64 items a lock; the heap ones are freed after it */
+        struct msp_item *heap[64];
         int n = 0;
         pthread_mutex_lock(&q->mu);
-        for (struct msp_item *it = list; it && n < 64; it = it->next) {
+        for (int k = 0; list && k < 64; k++) {
+            struct msp_item *it = list;
+            list = it->next; /* before a ring item's memory goes back */
             q->inflight--;
-            own[n++] = put_back(q, it);
+            if (put_back(q, it))
+                heap[n++] = it;
         }
         if (q->depth == 0 && q->inflight == 0)
             pthread_cond_broadcast(&q->idle);
         pthread_mutex_unlock(&q->mu);
-        for (int i = 0; i < n; i++) {
-            struct msp_item *next = list->next;
-            free(own[i]);
-            free(list);
-            list = next;
-        }
+        for (int i = 0; i < n; i++)
+            free_item(heap[i]);
     }
 }
 
 void msp_queue_release(struct msp_queue *q, struct msp_item *it)
 {
     pthread_mutex_lock(&q->mu);
-    void *own = put_back(q, it);
+    int heap = put_back(q, it);
     pthread_mutex_unlock(&q->mu);
-    free(own);
-    free(it);
+    if (heap)
+        free_item(it);
 }
 
 int msp_queue_wait_idle(struct msp_queue *q, uint64_t deadline)

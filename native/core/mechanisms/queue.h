@@ -136,10 +136,15 @@ void msp_queue_job_wait(struct msp_queue *q, int w);
  * items pushed meanwhile wait for the nap's end (a hook about to block for
  * the budget wakes it). */
 #define MSP_QUEUE_NAP_NS 1000000
-/* Next item of list w (its ->next NULL), or NULL once closed and list w is
- * empty. wait: blocks until there is one (the writer is idle meanwhile);
- * else NULL at once when list w is empty, and the writer stays busy (it
- * still has work of the items it popped, see msp_queue_borrow). */
+/* A pop takes the items of a list a run at a time, one lock for the run: up
+ * to this many, and no more bytes (of cost) than the first item's or this. */
+#define MSP_QUEUE_POP_ITEMS 64
+#define MSP_QUEUE_POP_BYTES (UINT64_C(1) << 20)
+/* The next items of list w, in order, chained by ->next (the last's NULL), or
+ * NULL once closed and list w is empty. wait: blocks until there is one (the
+ * writer is idle meanwhile); else NULL at once when list w is empty, and the
+ * writer stays busy (it still has work of the items it popped, see
+ * msp_queue_borrow). */
 struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait);
 /* The writer finished the popped items of `list` (chained by ->next):
  * releases their budget and ring regions and frees them. */

@@ -566,50 +566,55 @@ void msp_writer_direct(int w, struct msp_item *it)
     MSP_UNCOUNT(queue_depth, 1);
 }
 
-/* A flush of writer w's batch and the items whose records it held: out of
- * the slot's queue gauges only now (the control plane reads an empty queue as
- * every record in the log), and done for the queue (the exit drain waits for
- * that before the exit record). */
-static void finish(struct writer *w, struct msp_item *done)
+/* The items whose records wait in a writer's batch: they hold their
+ * payloads until the flush, so they are bounded (a run of large ones must
+ * not hold the budget). */
+struct held {
+    struct msp_item *head, **tail;
+    uint64_t bytes;
+};
+#define HELD_MAX MSP_QUEUE_POP_BYTES
+
+/* A flush of writer w's batch, then its held items: out of the slot's queue
+ * gauges only now (the control plane reads an empty queue as every record in
+ * the log), and done for the queue (the exit drain waits for that before the
+ * exit record). */
+static void finish(struct writer *w, struct held *h)
 {
     if (w->batch)
         msp_recbatch_flush(w->batch);
     uint64_t n = 0, bytes = 0;
-    for (struct msp_item *it = done; it; it = it->next) {
+    for (struct msp_item *it = h->head; it; it = it->next) {
         n++;
         bytes += it->cost;
     }
     MSP_UNCOUNT(queue_depth, n);
     MSP_UNCOUNT(queue_bytes, bytes);
-    msp_queue_done(g_q, done);
+    msp_queue_done(g_q, h->head);
+    *h = (struct held){NULL, &h->head, 0};
 }
-
-/* Items whose records wait in the batch hold their payloads until the
- * flush: bounded, so a run of large ones does not hold the budget. */
-#define HELD_MAX (UINT64_C(1) << 20)
 
 static void *writer_main(void *arg)
 {
     struct writer *w = arg;
     t_batch = w->batch;
-    struct msp_item *done = NULL, **tail = &done;
-    uint64_t held = 0;
+    struct held h = {NULL, &h.head, 0};
     for (;;) {
         /* with records in its batch it does not wait: an empty list flushes them */
-        struct msp_item *it = msp_queue_pop(g_q, w->idx, done == NULL);
-        if (it) {
+        struct msp_item *it = msp_queue_pop(g_q, w->idx, h.head == NULL);
+        if (!it && !h.head)
+            return NULL; /* the queue is closed */
+        if (!it)
+            finish(w, &h);
+        for (struct msp_item *next; it; it = next) {
+            next = it->next;
+            it->next = NULL;
             process(w, it);
-            *tail = it;
-            tail = &it->next;
-            held += it->cost;
-        }
-        if (!it || !w->batch || msp_recbatch_full(w->batch) || held >= HELD_MAX) {
-            if (!done)
-                return NULL; /* the queue is closed */
-            finish(w, done);
-            done = NULL;
-            tail = &done;
-            held = 0;
+            *h.tail = it;
+            h.tail = &it->next;
+            h.bytes += it->cost;
+            if (!w->batch || msp_recbatch_full(w->batch) || h.bytes >= HELD_MAX)
+                finish(w, &h);
         }
     }
 }
