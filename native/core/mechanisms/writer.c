@@ -101,18 +101,15 @@ static void appended(const struct msp_recbatch_entry *e, size_t n, int landed)
         errors++;
     }
     /* counted once for all of them: the slot's words are the host's too */
-    if (written)
-        MSP_COUNT(tensors_written, written);
-    if (bytes)
-        MSP_COUNT(bytes_written, bytes);
-    if (linked)
-        MSP_COUNT(linked, linked);
-    if (refused)
-        MSP_COUNT(link_refused, refused);
-    if (errors)
-        MSP_COUNT(errors, errors);
-    if (params)
-        MSP_COUNT(params_unrecorded, params);
+    struct msp_proc *p = msp_proc_now();
+    const struct {
+        uint64_t *word, n;
+    } add[] = {{&p->tensors_written, written}, {&p->bytes_written, bytes},
+               {&p->linked, linked},           {&p->link_refused, refused},
+               {&p->errors, errors},           {&p->params_unrecorded, params}};
+    for (size_t i = 0; i < sizeof add / sizeof *add; i++)
+        if (add[i].n)
+            __atomic_fetch_add(add[i].word, add[i].n, __ATOMIC_RELAXED);
 }
 
 /* The writer thread's batch its records join (NULL on other threads, and a
