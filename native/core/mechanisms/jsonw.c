@@ -126,6 +126,9 @@ static size_t plain_run(const unsigned char *u, size_t i, size_t n)
     uint64_t x;
     while (n - i >= 8 && (memcpy(&x, u + i, 8), plain8(x)))
         i += 8;
+    /* fewer than 8 left: the word that ends with them, read again */
+    if (i < n && n - i < 8 && n >= 8 && (memcpy(&x, u + n - 8, 8), plain8(x)))
+        return n;
     while (i < n && plain(u[i]))
         i++;
     return i;
@@ -133,19 +136,15 @@ static size_t plain_run(const unsigned char *u, size_t i, size_t n)
 
 void jb_str(struct jbuf *b, const char *s, size_t n)
 {
-    jb_sep(b);
-    if (n + 2 > b->cap - b->len && !jb_grow(b, n + 2))
-        return;
     const unsigned char *u = (const unsigned char *)s;
     size_t i = plain_run(u, 0, n);
     if (i == n) { /* nothing to escape (a record's strings nearly always) */
-        char *o = b->p + b->len;
-        o[0] = '"';
-        memcpy(o + 1, s, n);
-        o[n + 1] = '"';
-        b->len += n + 2;
+        jb_plain(b, s, n, 0);
         return;
     }
+    jb_sep(b);
+    if (n + 2 > b->cap - b->len && !jb_grow(b, n + 2))
+        return;
     jb_raw(b, "\"", 1);
     jb_raw(b, s, i);
     while (i < n) {
@@ -208,6 +207,10 @@ static size_t udec(char *o, uint64_t v)
                                    "25262728293031323334353637383940414243444546474849"
                                    "50515253545556575859606162636465666768697071727374"
                                    "75767778798081828384858687888990919293949596979899";
+    if (v < 10) { /* most of a record's numbers are */
+        *o = (char)('0' + v);
+        return 1;
+    }
     size_t n = ndigits(v);
     char *e = o + n;
     while (v >= 100) {
@@ -253,6 +256,21 @@ void jb_u64(struct jbuf *b, uint64_t v)
         b->len += udec(o, v);
 }
 
+/* The 8 hex digits of v at o, at once: each nibble spread to a byte, then
+ * '0' added, and 'a' - '0' - 10 more where it is above 9. */
+static inline void hex8(char *o, uint32_t v)
+{
+    uint64_t x = v;
+    x = ((x & 0xffff0000u) << 16) | (x & 0xffffu);
+    x = ((x & UINT64_C(0x0000ff000000ff00)) << 8) | (x & UINT64_C(0x000000ff000000ff));
+    x = ((x & UINT64_C(0x00f000f000f000f0)) << 4) | (x & UINT64_C(0x000f000f000f000f));
+    uint64_t above9 = ((x + BYTES(6)) >> 4) & BYTES(1);
+    x += BYTES('0') + above9 * ('a' - '0' - 10);
+    _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "x86-64 and aarch64 hosts");
+    x = __builtin_bswap64(x); /* the first digit first */
+    memcpy(o, &x, 8);
+}
+
 /* The exact text of a finite double, as float.hex writes it less trailing
  * zero digits (float.fromhex reads both): [-]0x<1|0>[.<hex>]p<+|-><exp>. */
 static size_t hex_float(char *o, double v)
@@ -269,10 +287,15 @@ static size_t hex_float(char *o, double v)
     memcpy(s, biased ? "0x1" : "0x0", 3);
     s += 3;
     if (frac) {
-        int digits = 13 - __builtin_ctzll(frac) / 4; /* trailing zero digits dropped */
-        *s++ = '.';
-        for (uint64_t m = frac << 12; digits--; m <<= 4) /* the first digit on top */
-            *s++ = hex[m >> 60];
+        /* the digits 8 at a time (the last 5 after the first 8: their word's
+         * first 3 again), then up to the last that is not 0; a float's,
+         * a float16's or a bfloat16's are all in the first 8 */
+        int zeros = __builtin_ctzll(frac) / 4;
+        *s = '.';
+        hex8(s + 1, (uint32_t)(frac >> 20));
+        if (zeros < 5)
+            hex8(s + 6, (uint32_t)frac);
+        s += 14 - zeros;
     }
     *s++ = 'p';
     *s++ = exp < 0 ? '-' : '+';

@@ -52,20 +52,32 @@ static inline void jb_sep(struct jbuf *b)
 }
 void jb_open(struct jbuf *b, char c);  /* '{' or '[' (with a comma if needed) */
 void jb_close(struct jbuf *b, char c); /* '}' or ']' */
+/* n plain bytes (ASCII, nothing to escape) quoted, then ':' if colon. */
+static inline void jb_plain(struct jbuf *b, const char *s, size_t n, int colon)
+{
+    size_t k = n + 2 + (colon != 0);
+    jb_sep(b);
+    if (k > b->cap - b->len && !jb_grow(b, k))
+        return;
+    char *o = b->p + b->len;
+    o[0] = '"';
+    memcpy(o + 1, s, n);
+    o[n + 1] = '"';
+    if (colon)
+        o[n + 2] = ':';
+    b->len += k;
+}
 /* key: a plain ASCII name (a literal, whose length the compiler knows):
  * written as it is, quoted. */
 static inline void jb_key(struct jbuf *b, const char *key)
 {
-    size_t n = strlen(key);
-    jb_sep(b);
-    if (n + 3 > b->cap - b->len && !jb_grow(b, n + 3))
-        return;
-    char *o = b->p + b->len;
-    o[0] = '"';
-    memcpy(o + 1, key, n);
-    o[n + 1] = '"';
-    o[n + 2] = ':';
-    b->len += n + 3;
+    jb_plain(b, key, strlen(key), 1);
+}
+/* A plain ASCII name (one of the shim's own words: a record's kind, a
+ * tensor's task or file): written as it is, quoted, with no escaping. */
+static inline void jb_name(struct jbuf *b, const char *name)
+{
+    jb_plain(b, name, strlen(name), 0);
 }
 /* Any bytes: control characters become \u00XX, a byte XY of invalid UTF-8
  * becomes \udcXY (Python's surrogateescape, reversed by os.fsencode), so a
@@ -94,6 +106,11 @@ static inline void jb_kcstr(struct jbuf *b, const char *key, const char *s)
 {
     jb_key(b, key);
     jb_cstr(b, s);
+}
+static inline void jb_kname(struct jbuf *b, const char *key, const char *name)
+{
+    jb_key(b, key);
+    jb_name(b, name);
 }
 static inline void jb_ki64(struct jbuf *b, const char *key, int64_t v)
 {

@@ -60,7 +60,7 @@ void msp_rec_begin(struct jbuf *b, const char *kind)
 {
     jb_init(b, 256);
     jb_open(b, '{');
-    jb_kcstr(b, "k", kind);
+    jb_kname(b, "k", kind);
     jb_ku64(b, "t", msp_now_ns());
 }
 

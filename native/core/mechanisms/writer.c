@@ -138,8 +138,8 @@ static int tensor_record(const struct msp_tensor_desc *d, enum outcome o, const 
     jb_ki64(&b, "dtype", enum_or_none(d->dtype_s, d->dtypen));
     jb_kstr(&b, "dims", d->dims, d->dimsn);
     jb_ku64(&b, "size", d->size);
-    jb_kcstr(&b, "task", task_name(d->task));
-    jb_kcstr(&b, "file", outcome_file[o]);
+    jb_kname(&b, "task", task_name(d->task));
+    jb_kname(&b, "file", outcome_file[o]);
     if (d->hashed) {
         char hex[17];
         snprintf(hex, sizeof hex, "%016llx", (unsigned long long)d->hash);
@@ -189,7 +189,7 @@ static void param_record(uint64_t seq, const char *path, size_t pathn, enum outc
     msp_rec_begin(&b, "param");
     jb_ku64(&b, "seq", seq);
     jb_kstr(&b, "path", path, pathn);
-    jb_kcstr(&b, "file", outcome_file[o]);
+    jb_kname(&b, "file", outcome_file[o]);
     if (note)
         jb_kcstr(&b, "note", note);
     struct msp_recbatch_entry e = {.what = o}; /* no tensor: nothing pending */
