@@ -49,7 +49,8 @@ void msp_queue_set_lists(struct msp_queue *q, int nlists)
     pthread_mutex_unlock(&q->mu);
 }
 
-/* A ring region: this header, then the payload (64-byte aligned). */
+/* A ring region: this header, the item with its strings, then the payload
+ * (each 64-byte aligned). */
 struct region {
     uint64_t len; /* header included, multiple of REGION_ALIGN */
     uint64_t busy;
@@ -166,15 +167,16 @@ static void unmap(struct mapping m)
         munmap(m.p, m.n);
 }
 
-/* Under mu: takes `it` out of the budget and the ring. A ring item's memory
- * is the ring's again (the caller touches it no more); a heap one is the
- * caller's to free, with its payload: 1. */
+/* Under mu: `cost` bytes of the budget are free again. */
 static void unreserve(struct msp_queue *q, uint64_t cost)
 {
     q->bytes -= cost;
     pthread_cond_broadcast(&q->space);
 }
 
+/* Under mu: takes `it` out of the budget and the ring. A ring item's memory
+ * is the ring's again (the caller touches it no more); a heap one is the
+ * caller's to free, with its payload: 1. */
 static int put_back(struct msp_queue *q, struct msp_item *it)
 {
     unreserve(q, it->cost);

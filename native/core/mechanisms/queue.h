@@ -17,8 +17,9 @@
 #define MSP_MAX_WRITERS 32
 enum msp_item_kind { MSP_ITEM_TENSOR, MSP_ITEM_PARAM };
 
-/* The struct then its strings (one small malloc); the payload in the
- * queue's ring (or its own malloc, see msp_queue_reserve). */
+/* The struct, then its strings, then the payload: one region of the queue's
+ * ring (or a malloc for the struct and strings and one for the payload, see
+ * msp_queue_reserve). */
 struct msp_item {
     struct msp_item *next;
     enum msp_item_kind kind;
@@ -30,7 +31,8 @@ struct msp_item {
     uint64_t cost;         /* set by the queue: bytes charged to the budget (both parts) */
     char *path, *format_s, *dtype_s, *dims;
     unsigned char *data;   /* set by the queue: the payload buffer */
-    int in_ring;           /* set by the queue: data is a ring region, else its own malloc */
+    int in_ring;           /* set by the queue: it and its data are a ring region, else
+                              each its own malloc */
     int stats_in_data;     /* the recorder kept only the statistics: data holds a struct
                               msp_stats, the payload is gone */
 };
@@ -97,12 +99,12 @@ void msp_queue_set_lists(struct msp_queue *q, int nlists);
 
 enum { MSP_PUSH_OK = 0, MSP_PUSH_DROPPED = 1, MSP_PUSH_CLOSED = 2, MSP_PUSH_NOMEM = 3 };
 /* Reserves an item within the byte budget: `meta` bytes for the struct and
- * its strings (malloc), and `payload` bytes in the ring. When the budget
+ * its strings and `payload` bytes, one region of the ring. When the budget
  * (or the ring, fragmented by out-of-order releases) has no room: `block`
  * waits; otherwise the item is refused (DROPPED). An item larger than the
- * whole budget is admitted once nothing else is reserved, with its payload
- * in its own malloc, so nothing deadlocks; so are payloads when the ring
- * cannot be mapped. On MSP_PUSH_OK *out is the item, with ->cost, ->data
+ * whole budget is admitted once nothing else is reserved, in malloc'd
+ * memory, so nothing deadlocks; so are items when the ring cannot be
+ * mapped. On MSP_PUSH_OK *out is the item, with ->cost, ->data
  * and ->in_ring set; the caller fills it and hands it to msp_queue_push
  * (or msp_queue_release). MSP_PUSH_NOMEM: out of memory. */
 int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint64_t budget,
