@@ -139,7 +139,9 @@ void jb_str(struct jbuf *b, const char *s, size_t n)
     const unsigned char *u = (const unsigned char *)s;
     size_t i = plain_run(u, 0, n);
     if (i == n) { /* nothing to escape (a record's strings nearly always) */
-        jb_plain(b, s, n, 0);
+        char *o = jb_at(b, n + 2);
+        if (o)
+            jb_end(b, jb_put_plain(o, s, n));
         return;
     }
     jb_sep(b);
@@ -228,32 +230,17 @@ static size_t udec(char *o, uint64_t v)
     return n;
 }
 
-/* A value's place: the comma before it, and room for up to n bytes written
- * in place (numbers are, with no copy); NULL if out of memory. */
-static char *value_at(struct jbuf *b, size_t n)
+char *jb_put_u64(char *o, uint64_t v)
 {
-    jb_sep(b);
-    if (n > b->cap - b->len && !jb_grow(b, n))
-        return NULL;
-    return b->p + b->len;
+    return o + udec(o, v);
 }
 
-void jb_i64(struct jbuf *b, int64_t v)
+char *jb_put_i64(char *o, int64_t v)
 {
-    char *o = value_at(b, 21);
-    if (!o)
-        return;
     if (v < 0)
-        *o = '-';
+        *o++ = '-';
     /* the magnitude as unsigned: -INT64_MIN does not fit an int64 */
-    b->len += (v < 0) + udec(o + (v < 0), v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
-}
-
-void jb_u64(struct jbuf *b, uint64_t v)
-{
-    char *o = value_at(b, 20);
-    if (o)
-        b->len += udec(o, v);
+    return o + udec(o, v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
 }
 
 /* The 8 hex digits of v at o, at once: each nibble spread to a byte, then
@@ -303,21 +290,30 @@ static size_t hex_float(char *o, double v)
     return (size_t)(s - o);
 }
 
-void jb_f64(struct jbuf *b, double v)
+char *jb_put_f64(char *o, double v)
 {
-    if (isnan(v)) {
-        jb_cstr(b, "nan");
-    } else if (isinf(v)) {
-        jb_cstr(b, v > 0 ? "inf" : "-inf");
-    } else {
-        char *o = value_at(b, 32); /* "-0x1.<13>p-1022" and its quotes: 25 */
-        if (!o)
-            return;
-        o[0] = '"';
-        size_t n = hex_float(o + 1, v);
-        o[n + 1] = '"';
-        b->len += n + 2;
+    if (isnan(v) || isinf(v)) {
+        const char *name = isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+        return jb_put_plain(o, name, strlen(name));
     }
+    o[0] = '"';
+    size_t n = hex_float(o + 1, v);
+    o[n + 1] = '"';
+    return o + n + 2;
+}
+
+void jb_kstr_n(struct jbuf *b, const char *key, size_t keyn, const char *s, size_t n)
+{
+    if (plain_run((const unsigned char *)s, 0, n) < n) { /* to escape: the general way */
+        char *o = jb_at(b, keyn + 3);
+        if (o)
+            jb_end(b, jb_put_key(o, key, keyn));
+        jb_str(b, s, n);
+        return;
+    }
+    char *o = jb_at(b, keyn + n + 5);
+    if (o)
+        jb_end(b, jb_put_plain(jb_put_key(o, key, keyn), s, n));
 }
 
 void jb_bool(struct jbuf *b, int v)

@@ -52,32 +52,63 @@ static inline void jb_sep(struct jbuf *b)
 }
 void jb_open(struct jbuf *b, char c);  /* '{' or '[' (with a comma if needed) */
 void jb_close(struct jbuf *b, char c); /* '}' or ']' */
-/* n plain bytes (ASCII, nothing to escape) quoted, then ':' if colon. */
-static inline void jb_plain(struct jbuf *b, const char *s, size_t n, int colon)
+
+/* Writing in place, a key and its value with one comma check and one room
+ * check (a record's fields are most of its cost): jb_at gives the place of
+ * the next value, with room for n bytes, or NULL if out of memory; the
+ * jb_put_* write there and return the end; jb_end closes the value. */
+static inline char *jb_at(struct jbuf *b, size_t n)
 {
-    size_t k = n + 2 + (colon != 0);
     jb_sep(b);
-    if (k > b->cap - b->len && !jb_grow(b, k))
-        return;
-    char *o = b->p + b->len;
+    if (n > b->cap - b->len && !jb_grow(b, n))
+        return NULL;
+    return b->p + b->len;
+}
+static inline void jb_end(struct jbuf *b, char *end)
+{
+    b->len = (size_t)(end - b->p);
+}
+/* n plain bytes (ASCII, nothing to escape), quoted. */
+static inline char *jb_put_plain(char *o, const char *s, size_t n)
+{
     o[0] = '"';
     memcpy(o + 1, s, n);
     o[n + 1] = '"';
-    if (colon)
-        o[n + 2] = ':';
-    b->len += k;
+    return o + n + 2;
 }
+/* A key (plain), quoted, and its colon. */
+static inline char *jb_put_key(char *o, const char *key, size_t n)
+{
+    o = jb_put_plain(o, key, n);
+    *o = ':';
+    return o + 1;
+}
+/* The bytes a number takes at most (jb_put_f64's "-0x1.<13>p-1022"). */
+#define JB_NUM_MAX 32
+char *jb_put_u64(char *o, uint64_t v);
+char *jb_put_i64(char *o, int64_t v);
+/* Finite: the exact hex-float string, float.hex's form with its trailing
+ * zero digits dropped ("0x1.8p+1" for 3.0, "0x1p+0", "-0x0p+0" for -0.0,
+ * subnormals "0x0.<hex>p-1022"); non-finite: "nan", "inf", "-inf". */
+char *jb_put_f64(char *o, double v);
+
 /* key: a plain ASCII name (a literal, whose length the compiler knows):
  * written as it is, quoted. */
 static inline void jb_key(struct jbuf *b, const char *key)
 {
-    jb_plain(b, key, strlen(key), 1);
+    size_t n = strlen(key);
+    char *o = jb_at(b, n + 3);
+    if (o)
+        jb_end(b, jb_put_key(o, key, n));
 }
 /* A plain ASCII name (one of the shim's own words: a record's kind, a
  * tensor's task or file): written as it is, quoted, with no escaping. */
 static inline void jb_name(struct jbuf *b, const char *name)
 {
-    jb_plain(b, name, strlen(name), 0);
+    size_t n = strlen(name);
+    char *o = jb_at(b, n + 2);
+    if (o)
+        jb_end(b, jb_put_plain(o, name, n));
 }
 /* Any bytes: control characters become \u00XX, a byte XY of invalid UTF-8
  * becomes \udcXY (Python's surrogateescape, reversed by os.fsencode), so a
@@ -87,40 +118,43 @@ static inline void jb_cstr(struct jbuf *b, const char *s)
 {
     jb_str(b, s, strlen(s));
 }
-void jb_i64(struct jbuf *b, int64_t v);
-void jb_u64(struct jbuf *b, uint64_t v);
-/* Finite: the exact hex-float string, float.hex's form with its trailing
- * zero digits dropped ("0x1.8p+1" for 3.0, "0x1p+0", "-0x0p+0" for -0.0,
- * subnormals "0x0.<hex>p-1022"); non-finite: "nan", "inf", "-inf". */
-void jb_f64(struct jbuf *b, double v);
+/* A number, or a key and a number, each with one comma check and one room
+ * check. */
+#define JB_NUMBER(name, kname, type, put)                                                        \
+    static inline void name(struct jbuf *b, type v)                                              \
+    {                                                                                            \
+        char *o = jb_at(b, JB_NUM_MAX);                                                          \
+        if (o)                                                                                   \
+            jb_end(b, put(o, v));                                                                \
+    }                                                                                            \
+    static inline void kname(struct jbuf *b, const char *key, type v)                            \
+    {                                                                                            \
+        size_t kn = strlen(key);                                                                 \
+        char *o = jb_at(b, kn + 3 + JB_NUM_MAX);                                                 \
+        if (o)                                                                                   \
+            jb_end(b, put(jb_put_key(o, key, kn), v));                                           \
+    }
+JB_NUMBER(jb_u64, jb_ku64, uint64_t, jb_put_u64)
+JB_NUMBER(jb_i64, jb_ki64, int64_t, jb_put_i64)
+JB_NUMBER(jb_f64, jb_kf64, double, jb_put_f64)
 void jb_bool(struct jbuf *b, int v);
 void jb_null(struct jbuf *b);
 
 /* key + value shorthands */
+void jb_kstr_n(struct jbuf *b, const char *key, size_t keyn, const char *s, size_t n);
 static inline void jb_kstr(struct jbuf *b, const char *key, const char *s, size_t n)
 {
-    jb_key(b, key);
-    jb_str(b, s, n);
+    jb_kstr_n(b, key, strlen(key), s, n);
 }
 static inline void jb_kcstr(struct jbuf *b, const char *key, const char *s)
 {
-    jb_key(b, key);
-    jb_cstr(b, s);
+    jb_kstr(b, key, s, strlen(s));
 }
 static inline void jb_kname(struct jbuf *b, const char *key, const char *name)
 {
-    jb_key(b, key);
-    jb_name(b, name);
+    size_t kn = strlen(key), n = strlen(name);
+    char *o = jb_at(b, kn + n + 5);
+    if (o)
+        jb_end(b, jb_put_plain(jb_put_key(o, key, kn), name, n));
 }
-static inline void jb_ki64(struct jbuf *b, const char *key, int64_t v)
-{
-    jb_key(b, key);
-    jb_i64(b, v);
-}
-static inline void jb_ku64(struct jbuf *b, const char *key, uint64_t v)
-{
-    jb_key(b, key);
-    jb_u64(b, v);
-}
-
 #endif

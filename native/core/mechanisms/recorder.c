@@ -478,8 +478,7 @@ static void fire(const struct msp_config *c, uint32_t kind, double value, const 
     msp_rec_begin(&b, "incident");
     jb_ku64(&b, "seq", seq);
     jb_kcstr(&b, "trigger", kind_name(kind));
-    jb_key(&b, "value");
-    jb_f64(&b, value);
+    jb_kf64(&b, "value", value);
     jb_ki64(&b, "round", round);
     jb_ki64(&b, "dev", inc.device);
     jb_kstr(&b, "path", path, n);
