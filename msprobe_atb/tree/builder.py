@@ -22,9 +22,9 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
-import re
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,21 +32,13 @@ from msprobe_atb.tree import fsio
 from msprobe_atb.tree.csvfmt import (
     EXTRA_HEADER,
     HEADER,
-    csv_line,
     extra_row,
     parse_tensor_path,
     statistic_row,
 )
 from msprobe_atb.tree.evicted import EvictedRounds
 from msprobe_atb.tree.incidents import IncidentBook
-from msprobe_atb.tree.info import (
-    GraphError,
-    InfoBudget,
-    dumps,
-    layer_json,
-    model_json,
-    parse_json_object,
-)
+from msprobe_atb.tree.info import dumps
 from msprobe_atb.tree.ingest import (
     Ingest,
     IngestMemoryError,
@@ -56,18 +48,13 @@ from msprobe_atb.tree.ingest import (
     manifest_cells,
 )
 from msprobe_atb.tree.manifest import COLUMN_NAMES, ManifestWriter, record_row
+from msprobe_atb.tree.procinfo import ProcInfo, iso_time
 from msprobe_atb.tree.records import ProcKey
+from msprobe_atb.tree.rounddir import MARKER, STAT, RoundDir, sync_pairs
 
 log = logging.getLogger("msprobe_atb")
 
 RoundKey = tuple[str, str]  # ("{dev}_{pid}", "{exec}")
-MARKER = "ROUND_COMPLETE.json"
-OVERFLOW_HEADER = "Sequence,Time,Device and PID,Op Id,Kernel Name,Report"
-# The overflow events a process's info/overflow CSV lists (the file is rewritten
-# whole and its rows are held in memory): with overflow_nums -1 a long service
-# reports without end. Later ones are counted (the control block's
-# overflow_events, in `status`) and the cut is logged.
-OVERFLOW_ROWS = 10_000
 # Rows a process may have held in the kernel before they are let out of order:
 # a round that never ends and never has a moment with nothing in flight would
 # otherwise hold all of its rows in memory.
@@ -93,11 +80,6 @@ class ProcOracle(Protocol):
     def asleep(self) -> bool: ...
 
 
-def iso_time(t_ns: int) -> str:
-    return _dt.datetime.fromtimestamp(t_ns / 1e9, _dt.timezone.utc).isoformat(
-        timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _named_round(key: object) -> RoundKey | None:
     """The round an exit record's `unrecorded` key names ("" names none)."""
     parts = [x for x in str(key).split("/") if x]
@@ -107,6 +89,7 @@ def _named_round(key: object) -> RoundKey | None:
 @dataclass
 class Round:
     key: RoundKey
+    dir: RoundDir
     count: int = 0  # rows in its files
     lost: int = 0
     unlisted: int = 0  # of `lost`: tensors without a row (no record of their own)
@@ -129,21 +112,12 @@ class Round:
 class Proc:
     key: ProcKey
     ingest: Ingest
+    info: ProcInfo
     output_root: str | None = None
-    dev_hint: int | None = None
     exited: bool = False
     fed: int = 0  # bytes of its record log fed to the builder
     lines: int = 0  # lines in them
     last_round: RoundKey | None = None  # of its record with the highest seq
-    graphs: dict[str, dict] = field(default_factory=dict)
-    layers: dict[str, tuple[int, bytes]] = field(default_factory=dict)  # name -> (dev, json)
-    models: dict[str, tuple[int, bytes]] = field(default_factory=dict)
-    model_counter: int = 0
-    overflow: list[tuple[int, list[str]]] = field(default_factory=list)  # (dev, cells)
-    overflow_cut: bool = False  # more than OVERFLOW_ROWS came
-    info_dirty: bool = True
-    written: dict[tuple[str, ...], bytes] = field(default_factory=dict)  # info files on disk
-    info_budget: InfoBudget = field(default_factory=InfoBudget)
     held_said: bool = False  # rows were let out of order for memory (logged once)
     manifest_since: float | None = None  # when its oldest manifest row not in a file came
 
@@ -162,29 +136,6 @@ def _int(value: Any, default: int = -1) -> int:
 def _seq(rec: dict) -> int | None:
     seq = rec.get("seq")
     return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
-
-
-# One CSV record: cells outside quotes hold no line break (csvfmt quotes them).
-_CSV_RECORD = re.compile(rb'(?:[^"\n]|"[^"]*")*\n')
-
-
-def _seq_of(extra_row: bytes) -> int:
-    """The Sequence of a statistic_extra.csv row (0 without one, as the records sort)."""
-    cell = extra_row.split(b",", 1)[0]
-    return int(cell) if cell.lstrip(b"-").isdigit() else 0
-
-
-def _merged(stat: bytes, extra: bytes, new_stat: bytes, new_extra: bytes) -> tuple[bytes, bytes]:
-    """A round's files (stat, extra) with rows that arrived after rows of a
-    higher seq were appended (new_stat, new_extra), put in sequence order: the
-    rows of both, sorted by the Sequence column of statistic_extra.csv (stable:
-    the earlier rows first among equals, a row without one as seq 0, as the
-    records sort)."""
-    pairs = list(zip(_CSV_RECORD.findall(stat)[1:], _CSV_RECORD.findall(extra)[1:]))
-    pairs += zip(_CSV_RECORD.findall(new_stat), _CSV_RECORD.findall(new_extra))
-    pairs.sort(key=lambda pair: _seq_of(pair[1]))
-    return (_bytes(HEADER + "\n") + b"".join(p[0] for p in pairs),
-            _bytes(EXTRA_HEADER + "\n") + b"".join(p[1] for p in pairs))
 
 
 class TreeBuilder:
@@ -220,24 +171,25 @@ class TreeBuilder:
     def proc(self, key: ProcKey) -> Proc:
         p = self.procs.get(key)
         if p is None:
-            p = self.procs[key] = Proc(key, Ingest(key.start_ns))
+            p = self.procs[key] = Proc(key, Ingest(key.start_ns), ProcInfo(key.pid))
             p.ingest.set_root(_bytes(self._output_root(p).rstrip("/")))
         return p
 
     # ---- feeding ----
-    def feed(self, key: ProcKey, data: bytes, offset: int, line: int, parse) -> None:
+    def feed(self, key: ProcKey, data: bytes, offset: int, line: int, parse) -> int:
         """Reads `data`, whole lines of the process's log from byte `offset` and
         line `line` on; the kernel takes the lines it can, `parse(line)` makes a
-        record of each other one (None: none) for the Python path."""
+        record of each other one (None: none) for the Python path. Returns the
+        lines read."""
         p = self.proc(key)
-        pos = 0
+        pos, first = 0, line
         while pos < len(data):
             try:
-                taken, stopped = p.ingest.feed(data, pos, offset + pos, line)
+                taken, lines, stopped = p.ingest.feed(data, pos, offset + pos, line)
             except IngestMemoryError as exc:
                 self._problem("memory", f"pid {key.pid}: {exc}; reading its records in Python")
-                taken, stopped = 0, True
-            line += data.count(b"\n", pos, pos + taken)
+                taken, lines, stopped = 0, 0, True
+            line += lines
             pos += taken
             if not stopped:
                 break
@@ -248,6 +200,7 @@ class TreeBuilder:
             pos, line = end + 1, line + 1
         p.fed = offset + len(data)
         p.lines = line
+        return line - first
 
     def add(self, key: ProcKey, records: list[dict]) -> None:
         """Records that are not in the log (an exit record it had no room for)."""
@@ -272,11 +225,11 @@ class TreeBuilder:
                 p.ingest.param(key_bytes(tp.round_key), _seq(rec),
                                _int(rec.get("t"), 0), rec.get("file") == "lost")
         elif kind == "graph":
-            self._add_graph(p, rec)
+            p.info.add_graph(rec, self._problem)
         elif kind == "topo":
-            self._add_topo(p, rec)
+            p.info.add_topo(rec, self._problem)
         elif kind == "overflow":
-            self._add_overflow(p, rec)
+            p.info.add_overflow(rec)
         elif kind == "attach":
             if isinstance(rec.get("output"), str) and rec["output"]:
                 p.output_root = rec["output"]
@@ -315,7 +268,7 @@ class TreeBuilder:
         """The round, read back from its marker if it was let go of."""
         rnd = self.rounds.get(key)
         if rnd is None:
-            rnd = self.rounds[key] = Round(key)
+            rnd = self.rounds[key] = Round(key, RoundDir(self.dump_root, key))
             owner = self.evicted.take(key)
             if owner is not None:
                 self._restore(rnd, owner)
@@ -385,9 +338,7 @@ class TreeBuilder:
             rnd.last_t = max(rnd.last_t, info.max_t)
         state = p.ingest.state()
         p.last_round = state.last_round
-        if p.dev_hint is None and state.dev is not None:
-            p.dev_hint = state.dev
-            p.info_dirty = True
+        p.info.learn_device(state.dev)
         return infos
 
     def _release(self, p: Proc) -> None:
@@ -419,74 +370,12 @@ class TreeBuilder:
     def held_rows(self) -> int:
         return sum(p.ingest.state().held_rows for p in self.procs.values())
 
-    def _info_doc(self, p: Proc, rec: dict, kind: str, name_key: str, what: str, build):
-        """(name, parsed JSON, the built doc) of a graph or topo record, or None when
-        it is unusable (logged). build(parsed) -> (doc, warnings)."""
-        name = rec.get(name_key)
-        if not isinstance(name, str) or not fsio.valid_component(name + ".json"):
-            self._problem(kind, f"pid {p.key.pid}: {what} with unusable name {name!r}")
-            return None
-        try:
-            parsed = parse_json_object(rec.get("json"), f"{what} {name}")
-            doc, warnings = build(parsed)
-            data = dumps(doc)
-            # kept: the document, and the parsed graph (about 4 bytes per byte of text)
-            refused = p.info_budget.admit(kind, name, len(data) + 4 * len(rec["json"]))
-            if refused:
-                raise GraphError(refused)
-        except (GraphError, RecursionError) as exc:
-            self._problem(kind, f"pid {p.key.pid}: skipped {what} {name}: {exc}")
-            return None
-        for w in warnings:
-            self._problem("graph-warning", f"pid {p.key.pid}: {w}")
-        p.info_dirty = True
-        return name, parsed, (_int(rec.get("dev")), data)
-
-    def _add_graph(self, p: Proc, rec: dict) -> None:
-        got = self._info_doc(p, rec, "graph", "name", "layer graph",
-                             lambda graph: layer_json(rec["name"], graph))
-        if got:
-            name, graph, entry = got
-            p.graphs[name] = graph
-            p.layers[name] = entry
-
-    def _add_topo(self, p: Proc, rec: dict) -> None:
-        counter = [p.model_counter]
-
-        def build(topo):
-            doc, counter[0], warnings = model_json(topo, p.graphs, p.model_counter)
-            return doc, warnings
-
-        got = self._info_doc(p, rec, "topo", "model", "model topology", build)
-        if got:
-            name, _, entry = got
-            p.models[name] = entry
-            p.model_counter = counter[0]
-
-    def _add_overflow(self, p: Proc, rec: dict) -> None:
-        if len(p.overflow) >= OVERFLOW_ROWS:
-            if not p.overflow_cut:
-                p.overflow_cut = True
-                log.warning("process %s: more than %d overflow events; its info/overflow CSV "
-                            "lists the first %d, `status` counts them all (overflow_events)",
-                            p.key.pid, OVERFLOW_ROWS, OVERFLOW_ROWS)
-            return
-        kernel = str(rec.get("kernel", ""))
-        op_id, sep, name = kernel.partition(":")
-        dev = _int(rec.get("dev"))
-        t = _int(rec.get("t"), 0)
-        p.overflow.append((dev, [str(_int(rec.get("seq"), 0)), iso_time(t) if t else "",
-                                 op_id if sep else "", name if sep else kernel, kernel]))
-        p.info_dirty = True
-
-
     def _restore(self, rnd: Round, owner: ProcKey) -> None:
         """Takes back a round it let go of: its counts from its marker; its rows
         stay in its files, and new ones are appended."""
-        base = ("data", rnd.key[0], rnd.key[1])
         rnd.procs.add(owner)
         rnd.dirty, rnd.flushed_once, rnd.on_disk = False, True, True
-        marker = fsio.read_file(self.dump_root, base + (MARKER,))
+        marker = rnd.dir.read(MARKER)
         try:
             fields = json.loads(marker or b"")
             rnd.count, rnd.lost = fields["rows"], fields["lost"]
@@ -497,13 +386,10 @@ class TreeBuilder:
                                .timestamp() * 1e3) * 1_000_000 if done else 0
             rnd.marker = marker
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            self._problem("reload", f"cannot read back {'/'.join(base + (MARKER,))} ({exc}); "
+            self._problem("reload", f"cannot read back {rnd.dir.name(MARKER)} ({exc}); "
                           "its counts restart from 0 until `msprobe-atb rebuild`")
         # the seq of its last row: a row that sorts before it is merged into place
-        tail = fsio.read_tail(self.dump_root, base + ("statistic_extra.csv",), 64 << 10)
-        last = _CSV_RECORD.findall(tail or b"")
-        if len(last) > 1 or (last and not tail.startswith(b"Sequence")):
-            rnd.last_seq = _seq_of(last[-1])
+        rnd.last_seq = rnd.dir.last_seq()
 
     # ---- output ----
     def _write(self, *files: tuple[tuple[str, ...], bytes], append: bool = False) -> bool:
@@ -524,24 +410,6 @@ class TreeBuilder:
                     self.unwritten["/".join(rel)] = exc.strerror or str(exc)
             return False
 
-    def _info_dir(self, p: Proc, dev: int) -> str:
-        if dev < 0:
-            dev = p.dev_hint if p.dev_hint is not None else -1
-        return f"{dev}_{p.key.pid}" if dev >= 0 else str(p.key.pid)
-
-    def _info_files(self, p: Proc) -> dict[tuple[str, ...], bytes]:
-        files: dict[tuple[str, ...], bytes] = {}
-        for kind, docs in (("layer", p.layers), ("model", p.models)):
-            for name, (dev, data) in docs.items():
-                files[("info", kind, self._info_dir(p, dev), f"{name}.json")] = data
-        if p.overflow:
-            # The overflow file is per process; its device is the first known one.
-            dev = next((d for d, _ in p.overflow if d >= 0), -1)
-            sub = self._info_dir(p, dev)
-            body = "".join(csv_line(cells[:2] + [sub] + cells[2:]) for _, cells in p.overflow)
-            files[("info", "overflow", f"{sub}.csv")] = _bytes(OVERFLOW_HEADER + "\n" + body)
-        return files
-
     def unwritten_summary(self) -> dict | None:
         """What the last flush could not write, for `.probe/built.json`: the number
         of files, the rows missing from statistic.csv (and from the manifest), the
@@ -555,23 +423,24 @@ class TreeBuilder:
                 "manifest_rows": manifest_rows, "names": names[:5], "reason": reason}
 
     def _flush_info(self, p: Proc) -> None:
-        want = self._info_files(p)
-        if not p.written:
+        info = p.info
+        want = info.files()
+        if not info.written:
             # A previous daemon may have written these under {pid} before the
             # device was known.
             for rel in want:
                 if rel[2] != str(p.key.pid) and len(rel) == 4:
                     fsio.remove_file(self.dump_root, (*rel[:2], str(p.key.pid), rel[3]))
-        for rel in [r for r in p.written if r not in want]:
+        for rel in [r for r in info.written if r not in want]:
             fsio.remove_file(self.dump_root, rel)  # moved: the device became known
-            del p.written[rel]
-        p.info_dirty = False
+            del info.written[rel]
+        info.dirty = False
         for rel, data in want.items():
-            if p.written.get(rel) != data:
+            if info.written.get(rel) != data:
                 if self._write((rel, data)):
-                    p.written[rel] = data
+                    info.written[rel] = data
                 else:
-                    p.info_dirty = True  # the next flush tries again
+                    info.dirty = True  # the next flush tries again
                     self.unwritten_procs.add(p.key)
 
     def _take(self, rnd: Round) -> None:
@@ -586,36 +455,46 @@ class TreeBuilder:
                 rnd.pending.append(taken)
                 rnd.dirty = True
 
+    def _round_io(self, rnd: Round, what: str, write) -> bool:
+        """Runs write() on the round's files; False, logged, on failure; a failure
+        of the file system (a full disk, not a refused name) is kept in
+        `unwritten`, with the rows the round's statistic.csv misses."""
+        try:
+            write()
+            return True
+        except (OSError, fsio.UnsafePath) as exc:
+            self._problem("write", f"cannot write {rnd.dir.name(what)}: {exc}")
+            if isinstance(exc, OSError):
+                self.unwritten[rnd.dir.name(what)] = exc.strerror or str(exc)
+                if what == STAT:
+                    self.unwritten_rows += sum(t.rows for t in rnd.pending)
+            self.unwritten_procs |= rnd.procs
+            return False
+
     def _append(self, rnd: Round) -> bool:
         """Writes the round's taken rows: a new file pair (the round's first write
         by this builder), an append, or for rows that sort before rows already
         there, the pair rewritten in order. False when they stay pending."""
-        base = ("data", rnd.key[0], rnd.key[1])
-        stat_rel, extra_rel = base + ("statistic.csv",), base + ("statistic_extra.csv",)
-        taken = rnd.pending
+        d, taken = rnd.dir, rnd.pending
         stat = b"".join(t.stat for t in taken)
         extra = b"".join(t.extra for t in taken)
         late = rnd.on_disk and any(t.late for t in taken)
         if late:
-            merged = _merged(fsio.read_file(self.dump_root, stat_rel) or b"",
-                             fsio.read_file(self.dump_root, extra_rel) or b"", stat, extra)
-            ok = self._write((stat_rel, merged[0]), (extra_rel, merged[1]))
+            def write() -> None:
+                d.merge_pair(stat, extra)
         elif rnd.on_disk:
-            # statistic_extra.csv first: msProbe's tools read statistic.csv alone
-            ok = self._write((extra_rel, extra), (stat_rel, stat), append=True)
+            def write() -> None:
+                d.append_pair(stat, extra)
         else:
-            ok = self._write((stat_rel, _bytes(HEADER + "\n") + stat),
-                             (extra_rel, _bytes(EXTRA_HEADER + "\n") + extra))
-        if not ok:
-            if "/".join(stat_rel) in self.unwritten:
-                self.unwritten_rows += sum(t.rows for t in taken)
-                self.unwritten_procs |= rnd.procs
+            def write() -> None:
+                d.write_pair(_bytes(HEADER + "\n") + stat, _bytes(EXTRA_HEADER + "\n") + extra)
+        if not self._round_io(rnd, STAT, write):
             return False
         rows = sum(t.rows for t in taken)
         if late:
             self.late_rows += rows
             log.info("%s: %d row(s) arrived after rows of a higher seq; merged into place",
-                     "/".join(base), rows)
+                     "/".join(d.rel), rows)
         for t in taken:
             rnd.count += t.rows
             rnd.lost += t.lost
@@ -634,49 +513,54 @@ class TreeBuilder:
         return (self.oracle.settled(key, p.fed)
                 and (p.last_round != rnd.key or self.oracle.asleep()))
 
-    def _flush_round(self, rnd: Round) -> None:
-        base = ("data", rnd.key[0], rnd.key[1])
+    def _marker(self, rnd: Round) -> bytes:
+        fields = {"rows": rnd.count, "lost": rnd.lost,
+                  "complete_at": iso_time(rnd.last_t) if rnd.last_t else None}
+        if rnd.unlisted:
+            fields["lost_without_row"] = rnd.unlisted
+        if rnd.params_lost:
+            fields["params_lost"] = rnd.params_lost
+        return dumps(fields)
+
+    def _flush_round(self, rnd: Round) -> bool:
+        """Appends the round's released rows; True when the round is complete
+        and its marker is to be written (after its files are synced)."""
         self._take(rnd)
         if rnd.pending or not rnd.on_disk:
             if rnd.marker is not None:
                 # reopened (a later request reuses the round number): not complete
                 # while its new rows go in
-                fsio.remove_file(self.dump_root, base + (MARKER,))
+                rnd.dir.remove_marker()
                 rnd.marker = None
             if not self._append(rnd):
-                return
+                return False
         complete = all(self._proc_done_with(k, rnd) for k in rnd.procs)
-        if complete:
-            fields = {"rows": rnd.count, "lost": rnd.lost,
-                      "complete_at": iso_time(rnd.last_t) if rnd.last_t else None}
-            if rnd.unlisted:
-                fields["lost_without_row"] = rnd.unlisted
-            if rnd.params_lost:
-                fields["params_lost"] = rnd.params_lost
-            marker = dumps(fields)
-            if marker != rnd.marker:
-                if not rnd.synced:
-                    # the marker says the files are complete: they must be on disk first
-                    try:
-                        fsio.sync_files(self.dump_root, [base + ("statistic.csv",),
-                                                         base + ("statistic_extra.csv",)])
-                        rnd.synced = True
-                    except (OSError, fsio.UnsafePath) as exc:
-                        self._problem("sync", f"cannot sync {'/'.join(base)}: {exc}")
-                if rnd.synced and self._write((base + (MARKER,), marker)):
-                    rnd.marker = marker
-                else:
-                    self.unwritten_procs |= rnd.procs
+        if not complete and (rnd.marker is not None or not rnd.flushed_once):
+            # left by a previous daemon, or the round is open again
+            rnd.dir.remove_marker()
+            rnd.marker = None
+        rnd.dirty = False
+        rnd.flushed_once = True
+        return complete and self._marker(rnd) != rnd.marker
+
+    def _commit(self, rounds: list[Round]) -> None:
+        """The markers of rounds now complete, each once its pair is on disk (the
+        syncs side by side); a round of one process is then let go of."""
+        synced = [r for r in rounds if not r.synced]
+        for rnd, failed in zip(synced, sync_pairs([r.dir for r in synced])):
+            if failed is None:
+                rnd.synced = True
+            else:
+                self._problem("sync", f"cannot sync {'/'.join(rnd.dir.rel)}: {failed}")
+        for rnd in rounds:
+            marker = self._marker(rnd)
+            if rnd.synced and self._round_io(rnd, MARKER, partial(rnd.dir.write_marker, marker)):
+                rnd.marker = marker
             if rnd.marker is not None and len(rnd.procs) == 1:
                 # done: keep memory bounded on long runs
                 if self.evicted.add(rnd.key, next(iter(rnd.procs))):
                     del self.rounds[rnd.key]
-        elif rnd.marker is not None or not rnd.flushed_once:
-            # left by a previous daemon, or the round is open again
-            fsio.remove_file(self.dump_root, base + (MARKER,))
-            rnd.marker = None
-        rnd.dirty = False
-        rnd.flushed_once = True
+                    rnd.dir.close()
 
     def flush(self, idle: bool = False) -> None:
         """Appends the rows that may go, writes what changed of info/, and the
@@ -689,14 +573,17 @@ class TreeBuilder:
             self._release(p)
             self._sync(p)
         for p in self.procs.values():
-            if p.info_dirty:
+            if p.info.dirty:
                 self._flush_info(p)
+        complete = []
         for rnd in list(self.rounds.values()):
             try:
-                self._flush_round(rnd)
+                if self._flush_round(rnd):
+                    complete.append(rnd)
             except Exception as exc:  # one round must not stop the others or the daemon
                 self._problem("round", f"cannot build round {'/'.join(rnd.key)}: "
                               f"{type(exc).__name__}: {exc} (`msprobe-atb rebuild` retries)")
+        self._commit(complete)
         self._flush_manifest(idle)
         self.incidents.flush()
         self.said_done = 0

@@ -104,8 +104,8 @@ class RecordDrain:
                 chunk = tailer.read_chunk()
                 if not chunk:
                     break
-                self.builder.feed(key, chunk, tailer.offset, tailer.lines, tailer.parse)
-                tailer.advance(chunk)
+                tailer.advance(chunk, self.builder.feed(key, chunk, tailer.offset, tailer.lines,
+                                                         tailer.parse))
                 fed += len(chunk)
             if tailer.bad_lines != self._bad_reported.get(key, 0):
                 self._bad_reported[key] = tailer.bad_lines

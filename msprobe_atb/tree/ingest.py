@@ -118,6 +118,7 @@ class Ingest:
         if self._p == ffi.NULL:
             raise IngestMemoryError("cannot start the ingest kernel")
         self._stopped = ffi.new("int32_t *")
+        self._lines = ffi.new("int64_t *")
         self._rounds = ffi.new("const ing_round **")
         self._keys = ffi.new("const char **")
         self._taken = ffi.new("ing_taken *")
@@ -129,15 +130,16 @@ class Ingest:
         if lib.ing_set_root(self._p, root, len(root)) < 0:
             raise IngestMemoryError("out of memory")
 
-    def feed(self, data: bytes, start: int, offset: int, line: int) -> tuple[int, bool]:
+    def feed(self, data: bytes, start: int, offset: int, line: int) -> tuple[int, int, bool]:
         """Reads data[start:] (whole lines, the log's bytes from `offset`, line
-        number `line` first): (bytes taken, stopped before a line for Python)."""
+        number `line` first): (bytes taken, lines taken, stopped before a line for
+        Python)."""
         view = ffi.from_buffer(data)
         taken = lib.ing_feed(self._p, view + start, len(data) - start, offset, line,
-                             self._stopped)
+                             self._lines, self._stopped)
         if self._stopped[0] < 0:
             raise IngestMemoryError("the ingest kernel ran out of memory")
-        return taken, self._stopped[0] == 1
+        return taken, self._lines[0], self._stopped[0] == 1
 
     def add_row(self, key: bytes, seq: int | None, t: int, offset: int, line: int, lost: bool,
                 stat: bytes, extra: bytes, man: bytes) -> None:

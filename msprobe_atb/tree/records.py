@@ -117,10 +117,10 @@ class LogTailer:
             return b""
         return data[:end + 1]
 
-    def advance(self, chunk: bytes) -> None:
-        """`chunk` (from read_chunk) was read."""
+    def advance(self, chunk: bytes, lines: int | None = None) -> None:
+        """`chunk` (from read_chunk, `lines` lines if counted already) was read."""
         self.offset += len(chunk)
-        self.lines += chunk.count(b"\n")
+        self.lines += chunk.count(b"\n") if lines is None else lines
 
     def parse(self, line: bytes) -> dict | None:
         """One line (without its newline) as a record; None for a blank or bad

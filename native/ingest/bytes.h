@@ -37,6 +37,33 @@ static inline void bytes_putc(struct bytes *b, char c)
         b->p[b->len++] = c;
 }
 
+/* The length of the leading run of s[0..n) that holds no byte below 0x20, no
+ * byte of 0x80 or above, and none of the (up to three) ASCII bytes a, b, c,
+ * found 8 bytes at a time. */
+static inline size_t plain_run(const char *s, size_t n, unsigned char a, unsigned char b,
+                               unsigned char c)
+{
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        /* any lane below 0x20, equal to a, b or c (a zero lane of w ^ x), or of
+         * 0x80 and above: the byte loop below finds which */
+        uint64_t xa = w ^ (ones * a), xb = w ^ (ones * b), xc = w ^ (ones * c);
+        uint64_t hit = ((w - ones * 0x20) & ~w) | ((xa - ones) & ~xa) | ((xb - ones) & ~xb) |
+                       ((xc - ones) & ~xc) | w;
+        if (hit & highs)
+            break;
+    }
+    for (; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch < 0x20 || ch >= 0x80 || ch == a || ch == b || ch == c)
+            break;
+    }
+    return i;
+}
+
 /* The decimal digits of v, right-aligned to end at `end`; returns where they start. */
 char *digits_u64(uint64_t v, char *end);
 

@@ -18,6 +18,12 @@ struct row {
     uint8_t lost, released;
 };
 
+/* A row's place in the hand-over order: (seq, log offset), stably. */
+struct order {
+    int64_t seq, offset;
+    size_t idx; /* in its round's rows */
+};
+
 struct round {
     char *key;
     size_t key_n;
@@ -44,7 +50,7 @@ struct ing_proc {
     struct bytes keys, take_stat, take_extra, key_text;
     /* the manifest rows taken, and the batch handed to Python last */
     struct man_batch batch, handed;
-    struct row *sorted;
+    struct order *sorted, *merged; /* ing_take's order of the rows it hands over */
     size_t cap_sorted;
 };
 
@@ -86,6 +92,7 @@ void ing_proc_free(ing_proc *p)
         bytes_free(all[i]);
     free(p->info);
     free(p->sorted);
+    free(p->merged);
     mb_free(&p->batch);
     mb_free(&p->handed);
     free(p);
@@ -286,9 +293,9 @@ static int take_record(ing_proc *p, const struct rec_view *v, int64_t offset, in
 }
 
 int64_t ing_feed(ing_proc *p, const char *buf, int64_t len, int64_t offset, int64_t line,
-                 int32_t *stopped)
+                 int64_t *lines, int32_t *stopped)
 {
-    int64_t at = 0;
+    int64_t at = 0, first = line;
     *stopped = 0;
     struct rec_view v;
     while (at < len) {
@@ -307,6 +314,7 @@ int64_t ing_feed(ing_proc *p, const char *buf, int64_t len, int64_t offset, int6
         at += (int64_t)n + 1;
         line++;
     }
+    *lines = line - first;
     return at;
 }
 
@@ -356,12 +364,41 @@ int64_t ing_held(ing_proc *p, const char *key, int64_t key_n)
     return r ? (int64_t)r->n_rows : 0;
 }
 
-static int by_seq(const void *a, const void *b)
+static inline int before(const struct order *x, const struct order *y)
 {
-    const struct row *x = a, *y = b;
-    if (x->seq != y->seq)
-        return x->seq < y->seq ? -1 : 1;
-    return x->offset < y->offset ? -1 : x->offset > y->offset;
+    return x->seq < y->seq || (x->seq == y->seq && x->offset < y->offset);
+}
+
+/* Sorts a[0..n) by (seq, offset): natural runs merged bottom-up, so the usual
+ * case (a few writers' runs, each already in order) takes a pass or two. */
+static void sort_order(struct order *a, struct order *tmp, size_t n)
+{
+    for (;;) {
+        size_t runs = 0, out = 0;
+        for (size_t lo = 0; lo < n;) {
+            size_t mid = lo + 1;
+            while (mid < n && !before(&a[mid], &a[mid - 1]))
+                mid++;
+            size_t hi = mid;
+            if (hi < n) {
+                hi++;
+                while (hi < n && !before(&a[hi], &a[hi - 1]))
+                    hi++;
+            }
+            size_t i = lo, j = mid; /* merge a[lo..mid) and a[mid..hi) into tmp */
+            while (i < mid && j < hi)
+                tmp[out++] = before(&a[j], &a[i]) ? a[j++] : a[i++];
+            while (i < mid)
+                tmp[out++] = a[i++];
+            while (j < hi)
+                tmp[out++] = a[j++];
+            lo = hi;
+            runs++;
+        }
+        memcpy(a, tmp, n * sizeof *a);
+        if (runs <= 1)
+            return;
+    }
 }
 
 int64_t ing_take(ing_proc *p, const char *key, int64_t key_n, int64_t base, int64_t after_seq,
@@ -372,22 +409,25 @@ int64_t ing_take(ing_proc *p, const char *key, int64_t key_n, int64_t base, int6
     if (!r || !r->released)
         return 0;
     if (p->cap_sorted < r->released) {
-        struct row *grown = realloc(p->sorted, r->released * sizeof *grown);
-        if (!grown)
+        struct order *grown = realloc(p->sorted, r->released * sizeof *grown);
+        struct order *merged = grown ? realloc(p->merged, r->released * sizeof *merged) : NULL;
+        if (grown)
+            p->sorted = grown;
+        if (!merged)
             return -1;
-        p->sorted = grown;
+        p->merged = merged;
         p->cap_sorted = r->released;
     }
     size_t n = 0, kept = 0;
     for (size_t i = 0; i < r->n_rows; i++)
         if (r->rows[i].released)
-            p->sorted[n++] = r->rows[i];
-    qsort(p->sorted, n, sizeof *p->sorted, by_seq);
+            p->sorted[n++] = (struct order){r->rows[i].seq, r->rows[i].offset, i};
+    sort_order(p->sorted, p->merged, n);
     p->take_stat.len = p->take_extra.len = p->key_text.len = 0;
     const int64_t number = rows_round_number(r->key, r->key_n);
     rows_text_form(&p->key_text, r->key, r->key_n); /* the manifest's strings are text */
     for (size_t i = 0; i < n; i++) {
-        const struct row *row = &p->sorted[i];
+        const struct row *row = &r->rows[p->sorted[i].idx];
         const char *lines = r->arena.p + row->at;
         bytes_put(&p->take_stat, lines, row->stat_n);
         bytes_put(&p->take_extra, lines + row->stat_n, row->extra_n);

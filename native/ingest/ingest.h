@@ -101,10 +101,11 @@ void ing_proc_free(ing_proc *p);
 int ing_set_root(ing_proc *p, const char *root, int64_t n);
 
 /* Reads whole lines buf[0..len), the log's bytes from `offset` on, line
- * number `line` first. Returns the bytes taken; *stopped = 1 when it stopped
- * before a line the Python path must read, -1 when memory ran out. */
+ * number `line` first. Returns the bytes taken (*lines: the lines in them);
+ * *stopped = 1 when it stopped before a line the Python path must read, -1
+ * when memory ran out. */
 int64_t ing_feed(ing_proc *p, const char *buf, int64_t len, int64_t offset, int64_t line,
-                 int32_t *stopped);
+                 int64_t *lines, int32_t *stopped);
 
 /* What the Python path made of a line it read: a tensor record's two lines
  * and its manifest cells (an ing_man_head and its strings); a param record;

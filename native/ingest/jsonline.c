@@ -63,8 +63,8 @@ static int hex4(const char *p, unsigned *out)
     return 1;
 }
 
-/* Bytes a string's scan must stop at: the quote, a backslash, control
- * characters and the start of a multi-byte sequence. */
+/* Bytes a string's scan stops at: the quote, a backslash, control characters
+ * and the start of a multi-byte sequence. */
 static const unsigned char STOP[256] = {
     [0 ... 0x1f] = 1, ['"'] = 1, ['\\'] = 1, [0x80 ... 0xff] = 1,
 };
@@ -74,6 +74,7 @@ static int string(struct cursor *c, struct jv *v)
     const char *start = ++c->p; /* past the opening quote */
     int escaped = 0;
     while (c->p < c->end) {
+        /* to the quote, a backslash, a control character or a multi-byte sequence */
         while (c->p < c->end && !STOP[(unsigned char)*c->p])
             c->p++;
         if (c->p >= c->end)
@@ -355,8 +356,83 @@ static int stats_object(struct cursor *c, struct rec_view *r)
     return 1;
 }
 
+/* ---- the shim's own layout, read without looking keys up ---- */
+
+/* The literal `lit` next; advances past it. */
+#define EXPECT(c, lit) expect((c), (lit), sizeof(lit) - 1)
+static int expect(struct cursor *c, const char *lit, size_t n)
+{
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, lit, n) != 0)
+        return 0;
+    c->p += n;
+    return 1;
+}
+
+/* A value the shim writes for a key: a number or a string, which the generic
+ * scanners read (any other value: the generic parser's). */
+static int scalar(struct cursor *c, struct jv *v)
+{
+    if (c->p >= c->end)
+        return 0;
+    return *c->p == '"' ? string(c, v) : number(c, v);
+}
+
+/* `,"key":value` for an optional key: 1 read, 0 absent, -1 malformed. */
+#define OPTIONAL(c, lit, v) optional((c), (lit), sizeof(lit) - 1, (v))
+static int optional(struct cursor *c, const char *lit, size_t n, struct jv *v)
+{
+    if (!expect(c, lit, n))
+        return 0;
+    return scalar(c, v) ? 1 : -1;
+}
+
+/* A tensor or param record exactly as native/core/mechanisms/writer.c and
+ * stats.c write it: keys in their order, no blanks. 0 for anything else. */
+static int shim_layout(const char *line, size_t n, struct rec_view *r)
+{
+    struct cursor c = {line, line + n};
+    if (!EXPECT(&c, "{\"k\":"))
+        return 0;
+    if (!string(&c, &r->k) || !EXPECT(&c, ",\"t\":") || !number(&c, &r->t) ||
+        !EXPECT(&c, ",\"seq\":") || !number(&c, &r->seq) || !EXPECT(&c, ",\"path\":") ||
+        !scalar(&c, &r->path))
+        return 0;
+    if (JL_IS(&r->k, "param")) {
+        if (!EXPECT(&c, ",\"file\":") || !scalar(&c, &r->file) ||
+            OPTIONAL(&c, ",\"note\":", &r->note) < 0)
+            return 0;
+        return EXPECT(&c, "}") && c.p == c.end;
+    }
+    if (!JL_IS(&r->k, "tensor") || !EXPECT(&c, ",\"format\":") || !number(&c, &r->format) ||
+        !EXPECT(&c, ",\"dtype\":") || !number(&c, &r->dtype) || !EXPECT(&c, ",\"dims\":") ||
+        !scalar(&c, &r->dims) || !EXPECT(&c, ",\"size\":") || !number(&c, &r->size) ||
+        !EXPECT(&c, ",\"task\":") || !scalar(&c, &r->task) || !EXPECT(&c, ",\"file\":") ||
+        !scalar(&c, &r->file) || OPTIONAL(&c, ",\"hash\":", &r->hash) < 0 ||
+        OPTIONAL(&c, ",\"alias\":", &r->alias) < 0 || !EXPECT(&c, ",\"stats\":"))
+        return 0;
+    if (EXPECT(&c, "null")) {
+        r->stats.type = JV_NULL;
+    } else {
+        static const char *const keys[ST_N] = {
+            "{\"count\":", ",\"max\":", ",\"min\":", ",\"mean\":", ",\"norm\":",
+            ",\"nan\":", ",\"pinf\":", ",\"ninf\":", ",\"zero\":"};
+        for (int k = 0; k < ST_N; k++)
+            if (!expect(&c, keys[k], strlen(keys[k])) || !scalar(&c, &r->st[k]))
+                return 0; /* complex pairs, other keys: the generic parser */
+        if (!EXPECT(&c, "}"))
+            return 0;
+        r->stats.type = JV_OBJECT;
+    }
+    if (OPTIONAL(&c, ",\"note\":", &r->note) < 0)
+        return 0;
+    return EXPECT(&c, "}") && c.p == c.end;
+}
+
 int jl_parse(const char *line, size_t n, struct rec_view *r)
 {
+    memset(r, 0, sizeof *r);
+    if (shim_layout(line, n, r))
+        return 1;
     memset(r, 0, sizeof *r);
     struct cursor c = {line, line + n};
     size_t i = N_KEYS - 1; /* find_key's hint: none found yet */

@@ -33,11 +33,20 @@ static int grow_rows(struct man_batch *b)
     return 0;
 }
 
+/* A string's slot hash, 8 bytes a step. */
 static uint64_t hash_of(const char *s, size_t n)
 {
-    uint64_t h = 0xcbf29ce484222325u ^ n;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 0x100000001b3u;
+    uint64_t h = 0x9e3779b97f4a7c15u ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdu;
+        h ^= h >> 32;
+    }
+    uint64_t tail = 0;
+    memcpy(&tail, s + i, n - i);
+    h = (h ^ tail) * 0xc4ceb9fe1a85ec53u;
     return h ^ (h >> 29);
 }
 
@@ -93,6 +102,18 @@ static uint32_t intern(struct man_batch *b, const char *s, size_t n)
     return k;
 }
 
+/* The string of column k is the one the row before had there. */
+static int same_as_last(const struct man_batch *b, int k, const char *s, size_t n)
+{
+    if (!b->n)
+        return 0;
+    uint32_t code = b->last[k];
+    if (code == UINT32_MAX)
+        return 0;
+    const char *t = b->dict.p + b->dict_at[code];
+    return (size_t)(b->dict_at[code + 1] - b->dict_at[code]) - 1 == n && memcmp(t, s, n) == 0;
+}
+
 int mb_add(struct man_batch *b, int64_t round, int64_t round_seq, const char *cells,
            size_t cells_n, const char *key, size_t key_n)
 {
@@ -122,7 +143,7 @@ int mb_add(struct man_batch *b, int64_t round, int64_t round_seq, const char *ce
         const char *s = cells + at;
         at += n;
         if (!(head.valid >> (12 + k) & 1)) {
-            b->codes[k][i] = UINT32_MAX;
+            b->codes[k][i] = b->last[k] = UINT32_MAX;
             continue;
         }
         if (k == ING_MS_PATH && n > key_n && memcmp(s, key, key_n) == 0 && s[key_n] == '/') {
@@ -130,10 +151,14 @@ int mb_add(struct man_batch *b, int64_t round, int64_t round_seq, const char *ce
             s += key_n + 1;
             n -= (uint32_t)key_n + 1;
         }
-        if ((b->codes[k][i] = intern(b, s, n)) == UINT32_MAX)
+        if ((b->codes[k][i] = same_as_last(b, k, s, n) ? b->last[k] : intern(b, s, n)) ==
+            UINT32_MAX)
             return -1;
+        b->last[k] = b->codes[k][i];
     }
-    if ((b->codes[ING_MS_N][i] = intern(b, key, key_n)) == UINT32_MAX)
+    uint32_t key_code = same_as_last(b, ING_MS_N, key, key_n) ? b->last[ING_MS_N]
+                                                              : intern(b, key, key_n);
+    if ((b->codes[ING_MS_N][i] = b->last[ING_MS_N] = key_code) == UINT32_MAX)
         return -1;
     b->n++;
     return 0;

@@ -22,6 +22,8 @@ struct man_batch {
     size_t n_dict, cap_dict;
     uint32_t *slots;    /* open addressing over the strings: index + 1, 0 free */
     size_t n_slots;
+    uint32_t last[ING_MS_N + 1]; /* each column's code of the row before: rows of an op
+                                    repeat most names (UINT32_MAX: none) */
     int dict_nul, oom;
 };
 

@@ -122,13 +122,17 @@ static int formula_start(char c)
     return c == '=' || c == '+' || c == '-' || c == '@' || c == '\t' || c == '\r';
 }
 
-/* Bytes that make a cell other than its plain text: quoting, escapes. */
+/* No byte that makes a cell other than its plain text (quoting, escapes):
+ * ASCII without a control character, a comma, a quote or a backslash (a long
+ * cell is looked at 8 bytes at a time). */
 static const unsigned char SPECIAL[256] = {
     [0 ... 0x1f] = 1, [','] = 1, ['"'] = 1, ['\\'] = 1, [0x80 ... 0xff] = 1,
 };
 
 static int plain(const char *s, size_t n)
 {
+    if (n >= 16)
+        return plain_run(s, n, ',', '"', '\\') == n;
     for (size_t i = 0; i < n; i++)
         if (SPECIAL[(unsigned char)s[i]])
             return 0;
@@ -357,7 +361,7 @@ static size_t utf8_len(const unsigned char *p, const unsigned char *end)
 void rows_text_form(struct bytes *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
-    if (plain(s, n) || !bytes_reserve(b, 4 * n)) {
+    if (plain(s, n) || !bytes_reserve(b, 4 * n)) { /* the slow loop keeps , and " */
         bytes_put(b, s, n); /* ASCII without a backslash: itself */
         return;
     }

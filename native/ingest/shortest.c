@@ -149,7 +149,15 @@ static void shortest(uint64_t ieee_mantissa, uint32_t ieee_exponent, uint64_t *d
             last_removed = 4; /* round half to even */
         out = vr + ((vr == vm && (!accept_bounds || !vm_trailing_zeros)) || last_removed >= 5);
     } else {
+        /* the digits removed decide only through the first of them: several at a time */
         int round_up = 0;
+        while (vp / 10000 > vm / 10000) {
+            round_up = vr % 10000 >= 5000;
+            vr /= 10000;
+            vp /= 10000;
+            vm /= 10000;
+            removed += 4;
+        }
         if (vp / 100 > vm / 100) {
             round_up = vr % 100 >= 50;
             vr /= 100;
