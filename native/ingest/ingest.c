@@ -41,7 +41,8 @@ struct ing_proc {
     struct round **rounds;
     size_t n_rounds, cap_rounds;
     struct round *hot; /* the round of the last record: records come in runs */
-    struct bytes scratch, stat, extra, man;
+    struct bytes scratch, stat, extra, man, work;
+    struct name_cache names;
     int64_t last_seq, dev;
     struct bytes last_round;
     /* ing_rounds' answer, ing_take's */
@@ -85,7 +86,8 @@ void ing_proc_free(ing_proc *p)
     for (size_t i = 0; i < p->n_rounds; i++)
         round_free(p->rounds[i]);
     free(p->rounds);
-    struct bytes *all[] = {&p->root, &p->scratch, &p->stat, &p->extra, &p->man,
+    rows_cache_free(&p->names);
+    struct bytes *all[] = {&p->root, &p->scratch, &p->stat, &p->extra, &p->man, &p->work,
                            &p->last_round, &p->keys, &p->take_stat, &p->take_extra,
                            &p->key_text};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -267,7 +269,8 @@ static int take_record(ing_proc *p, const struct rec_view *v, int64_t offset, in
 {
     struct tensor_row row;
     if (JL_IS(&v->k, "tensor")) {
-        struct row_ctx ctx = {p->root.p ? p->root.p : "", p->root.len, p->start_ns};
+        struct row_ctx ctx = {p->root.p ? p->root.p : "", p->root.len, p->start_ns, &p->names,
+                              &p->work};
         p->stat.len = p->extra.len = p->man.len = 0;
         if (!rows_tensor(v, &ctx, &p->scratch, &p->stat, &p->extra, &p->man, &row))
             return 0;

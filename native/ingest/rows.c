@@ -613,34 +613,247 @@ static const char *status_of(const char *file, size_t n, size_t *out_n)
     return file;
 }
 
-/* The three lines. Cells are built in order; any cell the Python path must
- * judge aborts the record (the callers roll the buffers back). */
+/* ---- the cells of a tensor's names, made once per tensor ---- */
+
+/* A cached tensor's cells, in the cache's arena from `at`: the statistic.csv
+ * cell of its "{dev}_{pid}", its cells from Op Name to Shape (each after a
+ * comma), statistic_extra.csv's from Op Id to Index and its Stage (each after
+ * a comma), and its manifest strings from op_id to shape (ingest.h layout). */
+struct name_entry {
+    uint64_t hash;
+    uint32_t key_at, key_n, at;
+    uint16_t dev_n, stat_n, extra_n, stage_n;
+    uint32_t man_n, man_valid;
+};
+
+struct names {
+    const char *dev, *stat, *extra, *stage, *man;
+    size_t dev_n, stat_n, extra_n, stage_n, man_n;
+    uint32_t man_valid;
+};
+
+/* A cache that grows past this is emptied: a dump with ever new op names. */
+#define CACHE_BYTES (16u << 20)
+
+void rows_cache_free(struct name_cache *c)
+{
+    bytes_free(&c->arena);
+    free(c->slots);
+    memset(c, 0, sizeof *c);
+}
+
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15u ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdu;
+        h ^= h >> 32;
+    }
+    uint64_t tail = 0;
+    memcpy(&tail, s + i, n - i);
+    h = (h ^ tail) * 0xc4ceb9fe1a85ec53u;
+    return h ^ (h >> 29);
+}
+
+static void entry_names(const struct name_cache *c, const struct name_entry *e,
+                        struct names *out)
+{
+    const char *p = c->arena.p + e->at;
+    out->dev = p;
+    out->dev_n = e->dev_n;
+    out->stat = p += e->dev_n;
+    out->stat_n = e->stat_n;
+    out->extra = p += e->stat_n;
+    out->extra_n = e->extra_n;
+    out->stage = p += e->extra_n;
+    out->stage_n = e->stage_n;
+    out->man = p + e->stage_n;
+    out->man_n = e->man_n;
+    out->man_valid = e->man_valid;
+}
+
+static struct name_entry *find_entry(struct name_cache *c, const char *key, size_t n,
+                                     uint64_t h)
+{
+    if (!c->n_slots)
+        return NULL;
+    for (size_t at = h & (c->n_slots - 1);; at = (at + 1) & (c->n_slots - 1)) {
+        struct name_entry *e = &c->slots[at];
+        if (!e->key_n)
+            return e; /* free: where it would go */
+        if (e->hash == h && e->key_n == n && memcmp(c->arena.p + e->key_at, key, n) == 0)
+            return e;
+    }
+}
+
+static int grow_slots(struct name_cache *c)
+{
+    size_t n_slots = c->n_slots ? 2 * c->n_slots : 1024;
+    struct name_entry *old = c->slots;
+    size_t old_n = c->n_slots;
+    c->slots = calloc(n_slots, sizeof *c->slots);
+    if (!c->slots) {
+        c->slots = old;
+        return -1;
+    }
+    c->n_slots = n_slots;
+    for (size_t i = 0; i < old_n; i++)
+        if (old[i].key_n)
+            *find_entry(c, c->arena.p + old[i].key_at, old[i].key_n, old[i].hash) = old[i];
+    free(old);
+    return 0;
+}
+
+/* Adds the cells made in `made` (laid out as `lens` says) under key; a full
+ * cache is emptied first. Returns the entry, NULL out of memory. */
+static struct name_entry *add_entry(struct name_cache *c, const char *key, size_t key_n,
+                                    uint64_t h, const struct name_entry *lens, const char *made)
+{
+    size_t cells = (size_t)lens->dev_n + lens->stat_n + lens->extra_n + lens->stage_n +
+                   lens->man_n;
+    if (c->arena.len + key_n + cells > CACHE_BYTES) {
+        c->arena.len = 0;
+        c->used = 0;
+        memset(c->slots, 0, c->n_slots * sizeof *c->slots);
+    }
+    if ((c->used + 1) * 2 > c->n_slots && grow_slots(c) < 0)
+        return NULL;
+    size_t at = c->arena.len;
+    bytes_put(&c->arena, key, key_n);
+    bytes_put(&c->arena, made, cells);
+    if (c->arena.oom)
+        return NULL;
+    struct name_entry *e = find_entry(c, key, key_n, h);
+    *e = *lens;
+    e->hash = h;
+    e->key_at = (uint32_t)at;
+    e->key_n = (uint32_t)key_n;
+    e->at = (uint32_t)(at + key_n);
+    c->used++;
+    return e;
+}
+
+/* The cells of a tensor's names, made from its path into `b` (their lengths
+ * in *lens). 0 when the Python path must judge a cell. */
+static int make_names(const struct tensor_path *tp, const char *dtype, const char *format,
+                      const char *dims, size_t dims_n, struct bytes *b, struct bytes *tmp,
+                      struct name_entry *lens)
+{
+    /* the joined names, ids and the shape, in tmp (never NULL: an empty name is
+     * a name, not a null) */
+    tmp->len = 0;
+    if (!bytes_reserve(tmp, 64))
+        return 0;
+    join_ops(tmp, tp, 1, '/');
+    size_t names_n = tmp->len;
+    join_ops(tmp, tp, 0, '_');
+    size_t ids_n = tmp->len - names_n;
+    for (size_t i = 0; i < dims_n; i++)
+        bytes_putc(tmp, dims[i] == ',' ? 'x' : dims[i]);
+    if (tmp->oom)
+        return 0;
+    const char *w = tmp->p, *ids = w + names_n, *shape = ids + ids_n;
+    size_t shape_n = tmp->len - names_n - ids_n;
+    struct span last_name = {"", 0};
+    if (tp->n_ops) {
+        const char *slash = names_n ? memrchr(w, '/', names_n) : NULL;
+        last_name = slash ? (struct span){slash + 1, names_n - (size_t)(slash + 1 - w)}
+                          : (struct span){w, names_n};
+    }
+    b->len = 0;
+    struct span dev = tp->parts[0];
+    int ok = cell(b, dev.p, dev.n, 1);
+    lens->dev_n = (uint16_t)b->len;
+    ok = ok && cell(b, w, names_n, 0) && cell(b, last_name.p, last_name.n, 0) &&
+         cell(b, ids, ids_n, 0) && cell(b, tp->io.p, tp->io.n, 0) &&
+         cell(b, tp->index.p, tp->index.n, 0) && cell_str(b, dtype, 0) &&
+         cell_str(b, format, 0) && cell(b, shape, shape_n, 0);
+    lens->stat_n = (uint16_t)(b->len - lens->dev_n);
+    size_t at = b->len;
+    ok = ok && cell(b, ids, ids_n, 0) && cell(b, w, names_n, 0) &&
+         cell(b, tp->io.p, tp->io.n, 0) && cell(b, tp->index.p, tp->index.n, 0);
+    lens->extra_n = (uint16_t)(b->len - at);
+    at = b->len;
+    ok = ok && cell(b, tp->stage.p, tp->stage.n, 0);
+    lens->stage_n = (uint16_t)(b->len - at);
+    at = b->len;
+    /* record_row's stage: the component above the file, also right below the round */
+    struct span above = tp->parts[tp->n_parts - 2];
+    int staged = span_is(above, "before") || span_is(above, "after");
+    ing_man_head head = {0};
+    man_str(b, &head, ING_MS_OP_ID, ids, ids_n);
+    man_str(b, &head, ING_MS_OP_NAME, w, names_n);
+    man_str(b, &head, ING_MS_OP_TYPE, last_name.p, last_name.n);
+    man_str(b, &head, ING_MS_STAGE, staged ? above.p : NULL, above.n);
+    man_str(b, &head, ING_MS_IO, tp->io.p, tp->io.n);
+    man_str(b, &head, ING_MS_INDEX, tp->index.p, tp->index.n);
+    man_str(b, &head, ING_MS_DTYPE, dtype, strlen(dtype));
+    man_str(b, &head, ING_MS_FORMAT, format, strlen(format));
+    man_str(b, &head, ING_MS_SHAPE, shape, shape_n);
+    lens->man_n = (uint32_t)(b->len - at);
+    lens->man_valid = head.valid;
+    /* the lengths fit their fields: a name past 64 KiB is the Python path's */
+    return ok && !b->oom && b->len < 0xffff;
+}
+
+/* The name cells of a record: from the cache, or made and cached. The path
+ * is "{dev}_{pid}/{exec}/..." (checked); its key leaves {exec} out. */
+static int names_of(const struct row_ctx *ctx, const struct rec_view *r,
+                    const struct tensor_text *x, size_t dev_n, size_t exec_end,
+                    const char *dtype, const char *format, struct names *out)
+{
+    struct bytes *key = ctx->work;
+    key->len = 0;
+    bytes_put(key, x->path, dev_n);
+    bytes_put(key, x->path + exec_end, x->path_n - exec_end);
+    bytes_putc(key, 0);
+    bytes_put(key, &r->dtype.i, sizeof r->dtype.i);
+    bytes_put(key, &r->format.i, sizeof r->format.i);
+    bytes_put(key, x->dims, x->dims_n);
+    if (key->oom)
+        return 0;
+    uint64_t h = hash_bytes(key->p, key->len);
+    struct name_entry *e = find_entry(ctx->names, key->p, key->len, h);
+    if (e && e->key_n) {
+        entry_names(ctx->names, e, out);
+        return 1;
+    }
+    struct tensor_path tp;
+    if (split_path(x->path, x->path_n, &tp) != 1)
+        return 0;
+    struct bytes made = {0}, tmp = {0};
+    struct name_entry lens = {0};
+    int ok = make_names(&tp, dtype, format, x->dims, x->dims_n, &made, &tmp, &lens);
+    e = ok ? add_entry(ctx->names, key->p, key->len, h, &lens, made.p) : NULL;
+    bytes_free(&made);
+    bytes_free(&tmp);
+    if (!e)
+        return 0;
+    entry_names(ctx->names, e, out);
+    return 1;
+}
+
+/* ---- a tensor record's rows ---- */
+
+/* The rows of a record whose name cells are known. Cells are built in order;
+ * any cell the Python path must judge aborts the record (the caller rolls the
+ * buffers back). */
 static int format_tensor(const struct rec_view *r, const struct row_ctx *ctx,
-                         const struct tensor_text *x, const struct tensor_path *tp,
-                         struct bytes *work, struct bytes *stat, struct bytes *extra,
-                         struct bytes *man)
+                         const struct tensor_text *x, const struct names *nm, struct span exec,
+                         struct bytes *stat, struct bytes *extra, struct bytes *man)
 {
     const int stats_obj = r->stats.type == JV_OBJECT;
     const int stats_task = same(x->task, x->task_n, "statistics") || same(x->task, x->task_n, "all");
     const int no_path = same(x->task, x->task_n, "statistics") || same(x->file, x->file_n, "none");
-    char tmp_dt[32], tmp_fmt[32];
-    const char *dtype = code_name(0, r->dtype.i, tmp_dt);
-    const char *format = code_name(1, r->format.i, tmp_fmt);
-    struct span dev = tp->parts[0], exec = tp->parts[1];
     /* the composite cells, in `work` (room for all of them now: the pointers
-     * into it below must not move): names, ids, shape, tensor path, shares
-     * with, the manifest's path and alias */
+     * into it below must not move): tensor path, shares with, the manifest's alias */
+    struct bytes *work = ctx->work;
     work->len = 0;
-    if (!bytes_reserve(work, 8 * (x->path_n + x->alias_n) + x->dims_n + 2 * ctx->root_n + 256))
+    if (!bytes_reserve(work, 8 * (x->path_n + x->alias_n) + 2 * ctx->root_n + 256))
         return 0;
-    join_ops(work, tp, 1, '/');
-    size_t names_n = work->len;
-    join_ops(work, tp, 0, '_');
-    size_t ids_at = names_n, ids_n = work->len - names_n;
-    size_t shape_at = work->len;
-    for (size_t i = 0; i < x->dims_n; i++)
-        bytes_putc(work, x->dims[i] == ',' ? 'x' : x->dims[i]);
-    size_t shape_n = work->len - shape_at;
     size_t tpath_at = work->len;
     if (!no_path) {
         bytes_put(work, ctx->root, ctx->root_n);
@@ -678,40 +891,32 @@ static int format_tensor(const struct rec_view *r, const struct row_ctx *ctx,
     if (work->oom)
         return 0;
     const char *w = work->p;
-    struct span last_name = {"", 0};
-    if (tp->n_ops) {
-        const char *slash = names_n ? memrchr(w, '/', names_n) : NULL;
-        last_name = slash ? (struct span){slash + 1, names_n - (size_t)(slash + 1 - w)}
-                          : (struct span){w, names_n};
-    }
     /* max, min, mean, norm: read once for statistic.csv and the manifest */
     struct stat_num nums[ST_NORM + 1] = {0};
     for (int k = ST_MAX; stats_obj && k <= ST_NORM; k++)
         if (!read_stat(&r->st[k], &nums[k]))
             return 0;
     /* statistic.csv: msProbe's 15 columns */
-    int ok = cell(stat, dev.p, dev.n, 1) && cell(stat, exec.p, exec.n, 0) &&
-             cell(stat, w, names_n, 0) && cell(stat, last_name.p, last_name.n, 0) &&
-             cell(stat, w + ids_at, ids_n, 0) && cell(stat, tp->io.p, tp->io.n, 0) &&
-             cell(stat, tp->index.p, tp->index.n, 0) && cell_str(stat, dtype, 0) &&
-             cell_str(stat, format, 0) && cell(stat, w + shape_at, shape_n, 0);
+    bytes_put(stat, nm->dev, nm->dev_n);
+    int ok = cell(stat, exec.p, exec.n, 0);
+    bytes_put(stat, nm->stat, nm->stat_n);
     for (int k = ST_MAX; ok && k <= ST_NORM; k++)
         ok = stat_text_cell(stat, &nums[k], stats_obj && stats_task, 0);
     ok = ok && (no_path ? cell(stat, NA, 3, 0) : cell(stat, w + tpath_at, tpath_n, 0));
     bytes_putc(stat, '\n');
     /* statistic_extra.csv */
     ok = ok && (r->seq.type == JV_MISSING ? cell(extra, NA, 3, 1)
-                                          : stat_cell(extra, &r->seq, 1, 1)) &&
-         cell(extra, w + ids_at, ids_n, 0) && cell(extra, w, names_n, 0) &&
-         cell(extra, tp->io.p, tp->io.n, 0) && cell(extra, tp->index.p, tp->index.n, 0);
+                                          : stat_cell(extra, &r->seq, 1, 1));
+    bytes_put(extra, nm->extra, nm->extra_n);
     static const int counts[] = {ST_COUNT, ST_NAN, ST_PINF, ST_NINF, ST_ZERO};
     for (size_t k = 0; ok && k < sizeof counts / sizeof counts[0]; k++)
         ok = stat_cell(extra, &r->st[counts[k]], stats_obj, 0);
     ok = ok &&
          (r->file.type == JV_MISSING ? cell(extra, NA, 3, 0)
                                      : cell(extra, x->file, x->file_n, 0)) &&
-         cell(extra, x->note, x->note_n, 0) && cell(extra, tp->stage.p, tp->stage.n, 0) &&
-         cell(extra, w + shares_at, shares_n, 0);
+         cell(extra, x->note, x->note_n, 0);
+    bytes_put(extra, nm->stage, nm->stage_n);
+    ok = ok && cell(extra, w + shares_at, shares_n, 0);
     bytes_putc(extra, '\n');
     if (!ok)
         return 0;
@@ -733,9 +938,6 @@ static int format_tensor(const struct rec_view *r, const struct row_ctx *ctx,
             head.valid |= 1u << (ING_MI_N + (k - ST_MAX));
         }
     }
-    /* record_row's stage: the component above the file, also right below the round */
-    struct span above = tp->parts[tp->n_parts - 2];
-    int staged = span_is(above, "before") || span_is(above, "after");
     size_t status_n;
     const char *status = status_of(x->file, x->file_n, &status_n);
     /* os.path.normpath(os.path.join("data", dirname(rel), alias)), kept under data/ */
@@ -758,15 +960,8 @@ static int format_tensor(const struct rec_view *r, const struct row_ctx *ctx,
             alias_n = nn;
         }
     }
-    man_str(man, &head, ING_MS_OP_ID, w + ids_at, ids_n);
-    man_str(man, &head, ING_MS_OP_NAME, w, names_n);
-    man_str(man, &head, ING_MS_OP_TYPE, last_name.p, last_name.n);
-    man_str(man, &head, ING_MS_STAGE, staged ? above.p : NULL, above.n);
-    man_str(man, &head, ING_MS_IO, tp->io.p, tp->io.n);
-    man_str(man, &head, ING_MS_INDEX, tp->index.p, tp->index.n);
-    man_str(man, &head, ING_MS_DTYPE, dtype, strlen(dtype));
-    man_str(man, &head, ING_MS_FORMAT, format, strlen(format));
-    man_str(man, &head, ING_MS_SHAPE, w + shape_at, shape_n);
+    bytes_put(man, nm->man, nm->man_n); /* op_id .. shape */
+    head.valid |= nm->man_valid;
     man_str(man, &head, ING_MS_PATH, same(status, status_n, "none") ? NULL : x->path, x->path_n);
     man_str(man, &head, ING_MS_HASH, r->hash.type == JV_STR ? x->hash : NULL, x->hash_n);
     man_str(man, &head, ING_MS_ALIAS, alias, alias_n);
@@ -795,33 +990,39 @@ int rows_tensor(const struct rec_view *r, const struct row_ctx *ctx, struct byte
     if (same(x.file, x.file_n, "stub") && x.note_n >= 17 &&
         memcmp(x.note, "hard link refused", 17) == 0)
         return 0;
-    struct tensor_path *tp = malloc(sizeof *tp);
-    if (!tp)
+    /* "{dev}_{pid}/{exec}/" first, with no empty component (split_path takes
+     * the rest when the names are made); an {exec} that is not ASCII
+     * (str.isdigit reads Unicode digits) or a dot is the Python path's */
+    const char *s1 = x.path_n ? memchr(x.path, '/', x.path_n) : NULL;
+    const char *s2 = s1 ? memchr(s1 + 1, '/', x.path_n - (size_t)(s1 + 1 - x.path)) : NULL;
+    if (!s1 || s1 == x.path || !s2 || s2 == s1 + 1)
         return 0;
-    int ok = split_path(x.path, x.path_n, tp) == 1;
-    /* names that are not ASCII decide the round's number (str.isdigit) and
-     * the device as the Python path reads them */
-    for (size_t i = 0; ok && i < tp->parts[1].n; i++)
-        ok = (unsigned char)tp->parts[1].p[i] < 0x80;
+    struct span exec = {s1 + 1, (size_t)(s2 - s1 - 1)};
+    if (span_is(exec, ".") || span_is(exec, ".."))
+        return 0;
+    for (size_t i = 0; i < exec.n; i++)
+        if ((unsigned char)exec.p[i] >= 0x80)
+            return 0;
+    char tmp_dt[32], tmp_fmt[32];
+    const char *dtype = code_name(0, r->dtype.i, tmp_dt);
+    const char *format = code_name(1, r->format.i, tmp_fmt);
+    struct names nm;
+    if (!names_of(ctx, r, &x, (size_t)(s1 - x.path), (size_t)(s2 - x.path), dtype, format, &nm))
+        return 0;
     size_t s0 = stat->len, e0 = extra->len, m0 = man->len;
-    struct bytes work = {0};
-    ok = ok && format_tensor(r, ctx, &x, tp, &work, stat, extra, man);
-    if (ok) {
-        row->at = (struct path_key){x.path, x.path_n, tp->parts[0].n + 1 + tp->parts[1].n,
-                                    tp->parts[0].n};
-        row->seq = r->seq.type == JV_INT ? r->seq.i : 0;
-        row->has_seq = r->seq.type == JV_INT;
-        row->t = r->t.type == JV_INT ? r->t.i : 0;
-        row->lost = same(x.file, x.file_n, "lost");
-    } else {
+    if (!format_tensor(r, ctx, &x, &nm, exec, stat, extra, man)) {
         stat->len = s0;
         extra->len = e0;
         man->len = m0;
         stat->oom = extra->oom = man->oom = 0;
+        return 0;
     }
-    bytes_free(&work);
-    free(tp);
-    return ok;
+    row->at = (struct path_key){x.path, x.path_n, (size_t)(s2 - x.path), (size_t)(s1 - x.path)};
+    row->seq = r->seq.type == JV_INT ? r->seq.i : 0;
+    row->has_seq = r->seq.type == JV_INT;
+    row->t = r->t.type == JV_INT ? r->t.i : 0;
+    row->lost = same(x.file, x.file_n, "lost");
+    return 1;
 }
 
 /* The round key of a path: its first two components (no empty one). */
@@ -847,11 +1048,8 @@ int rows_param(const struct rec_view *r, struct bytes *scratch, struct tensor_ro
     const char *path = decoded(&r->path, scratch, &n);
     if (!path)
         return -1;
-    struct tensor_path *tp = malloc(sizeof *tp);
-    if (!tp)
-        return -1;
-    int split = split_path(path, n, tp);
-    free(tp);
+    struct tensor_path tp;
+    int split = split_path(path, n, &tp);
     if (split <= 0)
         return split; /* no round: ignored, as the Python path does */
     if (!path_round(path, n, &row->at))

@@ -15,10 +15,22 @@
  * by the Python side (tree/vocab.py) once. */
 int rows_set_name(int kind, int64_t code, const char *name, int64_t n);
 
+/* The cells of a tensor record that depend only on its path without its
+ * round, its dtype, format and dims: the same for the tensor round after
+ * round, so made once (rows.c). */
+struct name_cache {
+    struct bytes arena; /* keys and cells */
+    struct name_entry *slots;
+    size_t n_slots, used;
+};
+void rows_cache_free(struct name_cache *c);
+
 struct row_ctx {
     const char *root; /* the Tensor Path root (the attach record's output), no trailing '/' */
     size_t root_n;
     int64_t start_ns;
+    struct name_cache *names;
+    struct bytes *work; /* room for the cells made per record */
 };
 
 /* A parsed path "{dev}_{pid}/{exec}/..." of a record: its round key is the
