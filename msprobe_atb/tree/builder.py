@@ -342,15 +342,18 @@ class TreeBuilder:
         return infos
 
     def _release(self, p: Proc) -> None:
-        """Lets the rows go that may be appended: every row of a process that
-        ended, and the rows read below a log size at which it had nothing in
-        flight (any later tensor has a higher seq). A process holding more than
-        HELD_BYTES lets all go (their order then rests on the late-row merge)."""
-        if p.exited or not self.oracle.alive(p.key):
+        """Lets the rows go that may be appended: every row of a process whose exit
+        record was read, and, once the log is read that far, the rows below a log
+        size at which it had nothing in flight (any later tensor has a higher seq).
+        A process holding more than HELD_BYTES lets all go (their order then rests
+        on the late-row merge)."""
+        if p.exited:
             p.ingest.release(END)
             return
+        # below that size: every record of a lower seq than any still to come, once
+        # read (a dead process gets its exit record once its log is read)
         quiet = self.oracle.quiet_at(p.key)
-        if quiet is not None:
+        if quiet is not None and p.fed >= quiet:
             p.ingest.release(quiet)
         if p.ingest.state().held_bytes > HELD_BYTES:
             if not p.held_said:

@@ -29,8 +29,9 @@ class BlockOracle:
     pending count and log did not move since the last look, with its queue
     empty, is taken as quiet too."""
 
-    def __init__(self, block=None):
+    def __init__(self, block=None, dump_root: Path | None = None):
         self.block = block
+        self.dump_root = block.dump_root if block is not None else dump_root
         self._slots: dict[ProcKey, object] = {}
         self._idle_at: dict[ProcKey, int] = {}  # queue empty: the log's size then
         self._quiet_at: dict[ProcKey, int] = {}  # nothing pending: the log's size then
@@ -74,9 +75,12 @@ class BlockOracle:
         return fed >= self._idle_at.get(key, fed + 1)
 
     def quiet_at(self, key: ProcKey) -> int | None:
-        if key not in self._slots:
-            return 1 << 62  # no slot: nothing of it in flight
-        return self._quiet_at.get(key)
+        if key in self._slots:
+            return self._quiet_at.get(key)
+        try:  # no slot: nothing of it in flight, its log is whole
+            return os.stat(records_dir(self.dump_root) / f"{key.pid}-{key.start_ns}.jsonl").st_size
+        except (OSError, TypeError):
+            return None
 
     def asleep(self) -> bool:
         return self._asleep
@@ -131,7 +135,7 @@ def rebuild(dump_root: Path, block=None) -> TreeBuilder:
     """Rebuilds every derived file from the record logs. What could not be written
     (a full disk) is in the builder's `unwritten`, built.json included; never raises
     for it."""
-    builder = TreeBuilder(dump_root, BlockOracle(block))
+    builder = TreeBuilder(dump_root, BlockOracle(block, dump_root))
     drain = RecordDrain(dump_root, builder)
     drain.poll()
     if block is not None:
