@@ -119,7 +119,6 @@ class Proc:
     lines: int = 0  # lines in them
     last_round: RoundKey | None = None  # of its record with the highest seq
     held_said: bool = False  # rows were let out of order for memory (logged once)
-    manifest_since: float | None = None  # when its oldest manifest row not in a file came
 
 
 # Names that are not UTF-8 come from the record log as surrogate escapes
@@ -159,6 +158,7 @@ class TreeBuilder:
         # flushes at once, so that their markers follow however far it is behind
         self.said_done = 0
         self.late_rows = 0  # rows merged into place after rows of a higher seq
+        self._manifest_since: float | None = None  # when the oldest row not in a file came
 
     # ---- problems are logged, a few times per kind, never raised ----
     def _problem(self, kind: str, message: str) -> None:
@@ -592,19 +592,22 @@ class TreeBuilder:
         self.said_done = 0
 
     def _flush_manifest(self, idle: bool) -> None:
-        """The manifest rows of the rows appended: a part of each process's when
-        the manifest says they are worth one, or nothing new comes (`idle`)."""
+        """The manifest rows of the rows appended, a part of each process's, when
+        the manifest says all processes' rows together are worth files, or
+        nothing new comes (`idle`): they wait in the kernel's memory, so its
+        bound holds however many processes there are."""
+        rows = sum(p.ingest.manifest_rows() for p in self.procs.values())
+        if not rows:
+            self._manifest_since = None
+            return
         now = time.monotonic()
-        for p in self.procs.values():
-            rows = p.ingest.manifest_rows()
-            if not rows:
-                p.manifest_since = None
-                continue
-            if p.manifest_since is None:
-                p.manifest_since = now
-            if idle or self.manifest.due(rows, now - p.manifest_since):
-                self.manifest.write(p.ingest.manifest_frame())
-                p.manifest_since = None
+        if self._manifest_since is None:
+            self._manifest_since = now
+        if idle or self.manifest.due(rows, now - self._manifest_since):
+            for p in self.procs.values():
+                if p.ingest.manifest_rows():
+                    self.manifest.write(p.ingest.manifest_frame())
+            self._manifest_since = None
 
     def finish(self) -> None:
         """The last flush of a builder: the manifest's rows all in its files."""

@@ -103,14 +103,21 @@ class RecordDrain:
                 self.tailers[key] = LogTailer(path)
                 self.builder.proc(key)
         fed = 0
-        for key, tailer in self.tailers.items():
-            while budget is None or fed < budget:
+        # a chunk of each log in turn: behind a backlog, every process's rows
+        # move on together (one log read to its end first would leave the
+        # others' rounds unbuilt, and their rows held, for as long)
+        reading = list(self.tailers.items())
+        while reading and (budget is None or fed < budget):
+            still = []
+            for key, tailer in reading:
                 chunk = tailer.read_chunk()
-                if not chunk:
-                    break
-                tailer.advance(chunk, self.builder.feed(key, chunk, tailer.offset, tailer.lines,
-                                                         tailer.parse))
-                fed += len(chunk)
+                if chunk:
+                    tailer.advance(chunk, self.builder.feed(key, chunk, tailer.offset,
+                                                             tailer.lines, tailer.parse))
+                    fed += len(chunk)
+                    still.append((key, tailer))
+            reading = still
+        for key, tailer in self.tailers.items():
             if tailer.bad_lines != self._bad_reported.get(key, 0):
                 self._bad_reported[key] = tailer.bad_lines
                 log.warning("%s (%d unreadable lines so far in this log)", tailer.last_bad,

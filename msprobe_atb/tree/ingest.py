@@ -12,10 +12,9 @@ has it; the builder's RoundKey is its two parts as Python holds them
 
 from __future__ import annotations
 
+import ctypes
 import os
 from dataclasses import dataclass
-
-import numpy as np
 
 from msprobe_atb.tree.names import text_of
 from msprobe_atb.tree.vocab import DTYPE_NAMES, FORMAT_NAMES
@@ -112,6 +111,25 @@ class State:
     min_line: int
 
 
+_capsule = ctypes.pythonapi.PyCapsule_New
+_capsule.restype = ctypes.py_object
+_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+
+
+class _ArrowStruct:
+    """An exported Arrow array as the PyCapsule interface hands it to polars
+    (which moves it out: its release becomes NULL)."""
+
+    def __init__(self, schema, array):
+        self._schema, self._array = schema, array
+
+    def __arrow_c_array__(self, requested_schema=None):
+        def capsule(ptr, name: bytes):
+            return _capsule(int(ffi.cast("uintptr_t", ptr)), name, None)
+
+        return capsule(self._schema, b"arrow_schema"), capsule(self._array, b"arrow_array")
+
+
 class Ingest:
     def __init__(self, start_ns: int):
         self._p = ffi.gc(lib.ing_proc_new(start_ns), lib.ing_proc_free)
@@ -123,7 +141,6 @@ class Ingest:
         self._keys = ffi.new("const char **")
         self._taken = ffi.new("ing_taken *")
         self._state = ffi.new("ing_state *")
-        self._manifest = ffi.new("ing_manifest *")
         self.start_ns = start_ns
 
     def set_root(self, root: bytes) -> None:
@@ -161,6 +178,10 @@ class Ingest:
         """Releases the rows whose record lies below log offset `below`."""
         lib.ing_release(self._p, below)
 
+    def release_seq(self, below: int) -> None:
+        """Releases the rows whose seq is below `below`."""
+        lib.ing_release_seq(self._p, below)
+
     def rounds(self) -> list[RoundInfo]:
         """The rounds holding rows or touched since the last call."""
         n = lib.ing_rounds(self._p, self._rounds, self._keys)
@@ -196,57 +217,22 @@ class Ingest:
         return lib.ing_manifest_rows(self._p)
 
     def manifest_frame(self):
-        """The manifest rows taken since the last call, as a polars frame in
-        tree/manifest.py's COLUMNS, with the round key of each in `_key`."""
+        """The manifest rows taken since the last call, as a polars frame of
+        tree/manifest.py's COLUMNS and `_key` (each row's round key), imported
+        from the kernel's Arrow columns."""
         import polars as pl
 
-        from msprobe_atb.tree.manifest import COLUMN_NAMES, polars_schema
-
-        m = self._manifest
-        if lib.ing_manifest_take(self._p, m) < 0:
+        schema = ffi.new("struct ArrowSchema *")
+        array = ffi.new("struct ArrowArray *")
+        if lib.ing_manifest_export(self._p, schema, array) < 0:
             raise IngestMemoryError("out of memory")
-        n = m.n
-
-        def column(ptr, dtype) -> np.ndarray:
-            return np.frombuffer(ffi.buffer(ptr, n * np.dtype(dtype).itemsize), dtype).copy()
-
-        valid = column(m.valid, np.uint32)
-        if m.dict_nul:  # a name with a NUL of its own: cut at the offsets
-            at = np.frombuffer(ffi.buffer(m.dict_at, (m.n_dict + 1) * 8), np.int64)
-            raw = ffi.buffer(m.dict, m.dict_n)[:]
-            values = pl.Series([raw[a:b - 1].decode() for a, b in zip(at[:-1], at[1:])],
-                               dtype=pl.Utf8)
-        else:
-            text = ffi.buffer(m.dict, m.dict_n)[:-1].decode() if m.n_dict else ""
-            values = pl.Series([text], dtype=pl.Utf8).str.split("\x00").explode() \
-                if m.n_dict else pl.Series([], dtype=pl.Utf8)
-        values = values.append(pl.Series([None], dtype=pl.Utf8))  # index n_dict: null
-
-        def strings(k: int) -> pl.Series:
-            codes = column(m.codes[k], np.uint32)
-            codes[codes == 0xFFFFFFFF] = m.n_dict
-            return values.gather(codes)
-
-        cols: dict = {"round": column(m.round, np.int64),
-                      "round_seq": column(m.round_seq, np.int64)}
-        for k, name in enumerate(INT_COLUMNS):
-            cols[name] = pl.Series(name, column(m.i[k], np.int64)).set(
-                pl.Series((valid >> k) & 1 == 0), None)
-        for k, name in enumerate(DOUBLE_COLUMNS):
-            cols[name] = pl.Series(name, column(m.d[k], np.float64)).set(
-                pl.Series((valid >> (8 + k)) & 1 == 0), None)
-        for k, name in enumerate(STRING_COLUMNS):
-            cols[name] = strings(k)
-        key = strings(len(STRING_COLUMNS))
-        keyed = pl.Series(column(m.keyed, np.uint8) == 1)
-        frame = pl.DataFrame({**cols, "_key": key, "_keyed": keyed}).with_columns(
-            pl.when(pl.col("_keyed")).then(pl.concat_str(
-                [pl.lit("data/"), pl.col("_key"), pl.lit("/"), pl.col("path")]))
-            .otherwise(pl.concat_str([pl.lit("data/"), pl.col("path")])).alias("path"),
-            pl.lit(self.start_ns, pl.Int64).alias("start_ns"),
-            pl.lit(0.0, pl.Float64).alias("stat_step"))
-        schema = polars_schema()
-        return frame.select([pl.col(c).cast(schema[c]) for c in COLUMN_NAMES] + ["_key"])
+        try:
+            return pl.Series(_ArrowStruct(schema, array)).struct.unnest()
+        finally:  # whatever polars did not take is given back
+            if array.release != ffi.NULL:
+                array.release(array)
+            if schema.release != ffi.NULL:
+                schema.release(schema)
 
     def state(self) -> State:
         s = self._state

@@ -18,8 +18,10 @@ data size (a stub's data is in its alias' file). Cells that statistic.csv
 also has are spelt as there (`index` "0" or "0_query", `shape` "4x64", dtype and
 format names), so the two read alike.
 
-File count: a process's rows become a file once there are PART_ROWS of them, or
-they are PART_AGE_S old, or the builder is idle or finishes; whenever FANIN files
+File count and memory: the rows not in a file yet wait in the ingest kernel,
+PART_ROWS of them at most for all processes together (~30 MB): then, or when
+they are PART_AGE_S old, or the builder is idle or finishes, each process's
+rows become a file (with 8 processes at full rate, ~8,000 rows); whenever FANIN files
 of one level pile up they are merged into one file of the next level (named after
 the first of them, so the names sort as the rows were emitted, i.e. in execution
 order), until a file holds BIG_ROWS rows. A service running 100,000 rounds

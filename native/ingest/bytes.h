@@ -7,6 +7,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "plain_run reads words little-endian"
+#endif
+
 struct bytes {
     char *p;
     size_t len, cap;
@@ -39,7 +43,8 @@ static inline void bytes_putc(struct bytes *b, char c)
 
 /* The length of the leading run of s[0..n) that holds no byte below 0x20, no
  * byte of 0x80 or above, and none of the (up to three) ASCII bytes a, b, c,
- * found 8 bytes at a time. */
+ * found 8 bytes at a time (words read little-endian, as x86-64 and arm64
+ * Linux store them). */
 static inline size_t plain_run(const char *s, size_t n, unsigned char a, unsigned char b,
                                unsigned char c)
 {
@@ -51,10 +56,12 @@ static inline size_t plain_run(const char *s, size_t n, unsigned char a, unsigne
         /* any lane below 0x20, equal to a, b or c (a zero lane of w ^ x), or of
          * 0x80 and above: the byte loop below finds which */
         uint64_t xa = w ^ (ones * a), xb = w ^ (ones * b), xc = w ^ (ones * c);
-        uint64_t hit = ((w - ones * 0x20) & ~w) | ((xa - ones) & ~xa) | ((xb - ones) & ~xb) |
-                       ((xc - ones) & ~xc) | w;
-        if (hit & highs)
-            break;
+        uint64_t hit = (((w - ones * 0x20) & ~w) | ((xa - ones) & ~xa) | ((xb - ones) & ~xb) |
+                        ((xc - ones) & ~xc) | w) & highs;
+        /* a borrow may mark lanes above a hit, never below one: the lowest
+         * marked lane (little-endian: the first byte) is the first hit */
+        if (hit)
+            return i + (size_t)(__builtin_ctzll(hit) >> 3);
     }
     for (; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];

@@ -49,8 +49,7 @@ struct ing_proc {
     ing_round *info;
     size_t cap_info;
     struct bytes keys, take_stat, take_extra, key_text;
-    /* the manifest rows taken, and the batch handed to Python last */
-    struct man_batch batch, handed;
+    struct man_batch batch; /* the manifest rows taken */
     struct order *sorted, *merged; /* ing_take's order of the rows it hands over */
     size_t cap_sorted;
 };
@@ -65,6 +64,7 @@ ing_proc *ing_proc_new(int64_t start_ns)
     ing_proc *p = calloc(1, sizeof *p);
     if (p) {
         p->start_ns = start_ns;
+        p->batch.start_ns = start_ns;
         p->last_seq = -1;
         p->dev = -1;
     }
@@ -96,7 +96,6 @@ void ing_proc_free(ing_proc *p)
     free(p->sorted);
     free(p->merged);
     mb_free(&p->batch);
-    mb_free(&p->handed);
     free(p);
 }
 
@@ -227,11 +226,12 @@ int ing_param(ing_proc *p, const char *key, int64_t key_n, int64_t seq, int32_t 
     return note_record(p, key, (size_t)key_n, seq, has_seq);
 }
 
-static void release_round(struct round *r, int64_t below)
+/* Releases the rows with offset below `below` or seq below `below_seq`. */
+static void release_round(struct round *r, int64_t below, int64_t below_seq)
 {
     for (size_t i = 0; i < r->n_rows; i++) {
         struct row *row = &r->rows[i];
-        if (!row->released && row->offset < below) {
+        if (!row->released && (row->offset < below || row->seq < below_seq)) {
             row->released = 1;
             r->released++;
         }
@@ -244,7 +244,7 @@ int ing_round_said(ing_proc *p, const char *key, int64_t key_n)
     if (!r)
         return -1;
     /* every record of the round selected so far is above the round record */
-    release_round(r, INT64_MAX);
+    release_round(r, INT64_MAX, INT64_MIN);
     r->touched = 1;
     r->said = 1;
     return 0;
@@ -253,7 +253,13 @@ int ing_round_said(ing_proc *p, const char *key, int64_t key_n)
 void ing_release(ing_proc *p, int64_t below)
 {
     for (size_t i = 0; i < p->n_rounds; i++)
-        release_round(p->rounds[i], below);
+        release_round(p->rounds[i], below, INT64_MIN);
+}
+
+void ing_release_seq(ing_proc *p, int64_t below_seq)
+{
+    for (size_t i = 0; i < p->n_rounds; i++)
+        release_round(p->rounds[i], INT64_MIN, below_seq);
 }
 
 static int blank(const char *s, size_t n)
@@ -478,15 +484,9 @@ int64_t ing_manifest_rows(ing_proc *p)
     return (int64_t)p->batch.n;
 }
 
-int ing_manifest_take(ing_proc *p, ing_manifest *out)
+int ing_manifest_export(ing_proc *p, struct ArrowSchema *schema, struct ArrowArray *array)
 {
-    /* the batch handed over last was read by now: it takes the new rows */
-    mb_clear(&p->handed);
-    struct man_batch full = p->batch;
-    p->batch = p->handed;
-    p->handed = full;
-    mb_view(&p->handed, out);
-    return 0;
+    return mb_export(&p->batch, schema, array);
 }
 
 void ing_get_state(ing_proc *p, ing_state *out)

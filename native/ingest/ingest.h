@@ -72,25 +72,32 @@ typedef struct {
     uint32_t reserved;
 } ing_man_head;
 
-/* The manifest rows taken so far (ing_take moves them here in sequence order):
- * columns of n rows, valid until the next ing_manifest call on the process. */
-typedef struct {
-    int64_t n;
-    const int64_t *round;
-    const int64_t *round_seq;
-    const int64_t *i[8];    /* ING_MI_* */
-    const double *d[4];     /* ING_MD_* */
-    const uint32_t *valid;  /* the rows' ing_man_head valid bits */
-    const uint32_t *codes[15]; /* ING_MS_* strings, then the round key: the dictionary's
-                                  index, UINT32_MAX for null */
-    const uint8_t *keyed;   /* the row's path begins with its round key and a '/' (the path
-                               string is the rest) */
-    const char *dict;       /* the distinct strings, each followed by a NUL */
-    int64_t dict_n;
-    int64_t n_dict;
-    const int64_t *dict_at; /* string k is dict[dict_at[k] .. dict_at[k + 1] - 1) */
-    int32_t dict_nul;       /* a string holds a NUL of its own: split by dict_at */
-} ing_manifest;
+/* Arrow's C data interface (arrow.apache.org/docs/format/CDataInterface.html),
+ * through which the manifest rows taken so far are handed over. */
+struct ArrowSchema {
+    const char *format;
+    const char *name;
+    const char *metadata;
+    int64_t flags;
+    int64_t n_children;
+    struct ArrowSchema **children;
+    struct ArrowSchema *dictionary;
+    void (*release)(struct ArrowSchema *);
+    void *private_data;
+};
+
+struct ArrowArray {
+    int64_t length;
+    int64_t null_count;
+    int64_t offset;
+    int64_t n_buffers;
+    int64_t n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
 
 /* msProbe's names of ATB's dtype (kind 0) and format (kind 1) codes; 0 or -1. */
 int ing_set_name(int kind, int64_t code, const char *name, int64_t n);
@@ -120,6 +127,8 @@ int ing_round_said(ing_proc *p, const char *key, int64_t key_n);
 
 /* Releases the rows whose record lies below log offset `below`. */
 void ing_release(ing_proc *p, int64_t below);
+/* Releases the rows whose seq is below `below_seq`. */
+void ing_release_seq(ing_proc *p, int64_t below_seq);
 
 /* The rounds it holds rows of or that were touched since the last call
  * (touches reset); *keys: their keys, back to back. Valid until the next
@@ -137,8 +146,10 @@ int64_t ing_take(ing_proc *p, const char *key, int64_t key_n, int64_t base, int6
 
 /* Rows in the process's manifest batch. */
 int64_t ing_manifest_rows(ing_proc *p);
-/* Hands the batch over (and starts a new one). 0, or -1 when memory ran out. */
-int ing_manifest_take(ing_proc *p, ing_manifest *out);
+/* Hands the batch over as an Arrow struct array of manifest.py's COLUMNS and
+ * `_key` (the row's round key), whose memory is the consumer's to release,
+ * and starts a new one. 0, or -1 when memory ran out (the rows stay). */
+int ing_manifest_export(ing_proc *p, struct ArrowSchema *schema, struct ArrowArray *array);
 
 void ing_get_state(ing_proc *p, ing_state *out);
 

@@ -1,137 +1,121 @@
-/* The manifest batch: columns and a string dictionary (manbatch.h). */
+/* The manifest batch: Arrow columns and their export (manbatch.h). */
 #include "manbatch.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* A batch keeps at most this much memory once handed over (a burst's columns
- * and dictionary are given back). */
-#define KEEP_ROWS 65536
+/* The exported columns, in manifest.py's COLUMNS order, then `_key`: each
+ * one's name, Arrow format and batch column. */
+static const struct {
+    const char *name, *format;
+    int col;
+} COLUMNS[MB_COLUMNS] = {
+    {"round", "l", MB_ROUND},
+    {"round_seq", "l", MB_ROUND_SEQ},
+    {"seq", "l", MB_INT0 + ING_MI_SEQ},
+    {"start_ns", "l", MB_START_NS},
+    {"op_id", "U", MB_STR0 + ING_MS_OP_ID},
+    {"op_name", "U", MB_STR0 + ING_MS_OP_NAME},
+    {"op_type", "U", MB_STR0 + ING_MS_OP_TYPE},
+    {"stage", "U", MB_STR0 + ING_MS_STAGE},
+    {"io", "U", MB_STR0 + ING_MS_IO},
+    {"index", "U", MB_STR0 + ING_MS_INDEX},
+    {"dtype", "U", MB_STR0 + ING_MS_DTYPE},
+    {"format", "U", MB_STR0 + ING_MS_FORMAT},
+    {"shape", "U", MB_STR0 + ING_MS_SHAPE},
+    {"count", "l", MB_INT0 + ING_MI_COUNT},
+    {"max", "g", MB_DBL0 + ING_MD_MAX},
+    {"min", "g", MB_DBL0 + ING_MD_MIN},
+    {"mean", "g", MB_DBL0 + ING_MD_MEAN},
+    {"norm", "g", MB_DBL0 + ING_MD_NORM},
+    {"nan", "l", MB_INT0 + ING_MI_NAN},
+    {"pinf", "l", MB_INT0 + ING_MI_PINF},
+    {"ninf", "l", MB_INT0 + ING_MI_NINF},
+    {"zero", "l", MB_INT0 + ING_MI_ZERO},
+    {"stat_step", "g", MB_STAT_STEP},
+    {"path", "U", MB_STR0 + ING_MS_PATH},
+    {"bytes", "l", MB_INT0 + ING_MI_BYTES},
+    {"hash", "U", MB_STR0 + ING_MS_HASH},
+    {"alias", "U", MB_STR0 + ING_MS_ALIAS},
+    {"status", "U", MB_STR0 + ING_MS_STATUS},
+    {"note", "U", MB_STR0 + ING_MS_NOTE},
+    {"time", "tsn:UTC", MB_INT0 + ING_MI_TIME},
+    {"_key", "U", MB_KEY},
+};
 
-static int grow_rows(struct man_batch *b)
+static int is_string(int col)
+{
+    return col >= MB_STR0;
+}
+
+/* ing_man_head's columns may be null: they carry a validity bitmap. */
+static int nullable(int col)
+{
+    return col >= MB_INT0 && col < MB_KEY;
+}
+
+/* Room for cap rows in every column but the strings' bytes. */
+static int grow(struct man_batch *b)
 {
     size_t cap = b->cap ? 2 * b->cap : 1024;
-#define GROW(ptr)                                                                                \
-    do {                                                                                         \
-        void *g_ = realloc((ptr), cap * sizeof *(ptr));                                          \
-        if (!g_)                                                                                 \
-            return -1;                                                                           \
-        (ptr) = g_;                                                                              \
-    } while (0)
-    GROW(b->round);
-    GROW(b->round_seq);
-    for (int k = 0; k < ING_MI_N; k++)
-        GROW(b->ints[k]);
-    for (int k = 0; k < ING_MD_N; k++)
-        GROW(b->dbl[k]);
-    GROW(b->valid);
-    for (int k = 0; k <= ING_MS_N; k++)
-        GROW(b->codes[k]);
-    GROW(b->keyed);
-#undef GROW
+    for (int c = 0; c < MB_COLUMNS; c++) {
+        struct man_column *col = &b->col[c];
+        struct bytes *fixed = is_string(c) ? &col->offsets : &col->data;
+        if (!bytes_reserve(fixed, (cap + 1) * 8 - fixed->len))
+            return -1;
+        if (nullable(c) && !bytes_reserve(&col->valid, cap / 8 - col->valid.len))
+            return -1;
+    }
     b->cap = cap;
     return 0;
 }
 
-/* A string's slot hash, 8 bytes a step. */
-static uint64_t hash_of(const char *s, size_t n)
+static void put_string(struct man_column *col, size_t row, const char *prefix,
+                       size_t prefix_n, const char *s, size_t n)
 {
-    uint64_t h = 0x9e3779b97f4a7c15u ^ n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, s + i, 8);
-        h = (h ^ w) * 0xff51afd7ed558ccdu;
-        h ^= h >> 32;
-    }
-    uint64_t tail = 0;
-    memcpy(&tail, s + i, n - i);
-    h = (h ^ tail) * 0xc4ceb9fe1a85ec53u;
-    return h ^ (h >> 29);
+    int64_t *offsets = (int64_t *)(void *)col->offsets.p;
+    if (!row)
+        offsets[0] = 0;
+    bytes_put(&col->data, prefix, prefix_n);
+    bytes_put(&col->data, s, n);
+    offsets[row + 1] = (int64_t)col->data.len;
 }
 
-static int rehash(struct man_batch *b, size_t n_slots)
+static void put_valid(struct man_column *col, size_t row, unsigned valid)
 {
-    uint32_t *slots = calloc(n_slots, sizeof *slots);
-    if (!slots)
-        return -1;
-    for (size_t k = 0; k < b->n_dict; k++) {
-        const char *s = b->dict.p + b->dict_at[k];
-        size_t n = (size_t)(b->dict_at[k + 1] - b->dict_at[k]) - 1;
-        size_t at = hash_of(s, n) & (n_slots - 1);
-        while (slots[at])
-            at = (at + 1) & (n_slots - 1);
-        slots[at] = (uint32_t)k + 1;
-    }
-    free(b->slots);
-    b->slots = slots;
-    b->n_slots = n_slots;
-    return 0;
+    unsigned char *bits = (unsigned char *)col->valid.p;
+    if (!(row & 7))
+        bits[row >> 3] = 0;
+    bits[row >> 3] |= (unsigned char)((valid & 1) << (row & 7));
 }
 
-/* The dictionary index of a string, added if new; UINT32_MAX out of memory. */
-static uint32_t intern(struct man_batch *b, const char *s, size_t n)
+static void put_i64(struct man_column *col, size_t row, int64_t v)
 {
-    if ((b->n_dict + 1) * 2 > b->n_slots && rehash(b, b->n_slots ? 2 * b->n_slots : 1024) < 0)
-        return UINT32_MAX;
-    size_t at = hash_of(s, n) & (b->n_slots - 1);
-    for (; b->slots[at]; at = (at + 1) & (b->n_slots - 1)) {
-        uint32_t k = b->slots[at] - 1;
-        const char *t = b->dict.p + b->dict_at[k];
-        if ((size_t)(b->dict_at[k + 1] - b->dict_at[k]) - 1 == n && memcmp(t, s, n) == 0)
-            return k;
-    }
-    if (b->n_dict + 2 > b->cap_dict) {
-        size_t cap = b->cap_dict ? 2 * b->cap_dict : 1024;
-        int64_t *grown = realloc(b->dict_at, cap * sizeof *grown);
-        if (!grown)
-            return UINT32_MAX;
-        b->dict_at = grown;
-        b->cap_dict = cap;
-    }
-    if (!b->n_dict)
-        b->dict_at[0] = 0;
-    bytes_put(&b->dict, s, n);
-    bytes_putc(&b->dict, 0);
-    if (b->dict.oom)
-        return UINT32_MAX;
-    b->dict_nul |= memchr(s, 0, n) != NULL;
-    uint32_t k = (uint32_t)b->n_dict++;
-    b->dict_at[b->n_dict] = (int64_t)b->dict.len;
-    b->slots[at] = k + 1;
-    return k;
-}
-
-/* The string of column k is the one the row before had there. */
-static int same_as_last(const struct man_batch *b, int k, const char *s, size_t n)
-{
-    if (!b->n)
-        return 0;
-    uint32_t code = b->last[k];
-    if (code == UINT32_MAX)
-        return 0;
-    const char *t = b->dict.p + b->dict_at[code];
-    return (size_t)(b->dict_at[code + 1] - b->dict_at[code]) - 1 == n && memcmp(t, s, n) == 0;
+    ((int64_t *)(void *)col->data.p)[row] = v;
 }
 
 int mb_add(struct man_batch *b, int64_t round, int64_t round_seq, const char *cells,
            size_t cells_n, const char *key, size_t key_n)
 {
-    if (b->n == b->cap && grow_rows(b) < 0)
-        return -1;
     ing_man_head head;
-    if (cells_n < sizeof head)
+    if (cells_n < sizeof head || (b->n == b->cap && grow(b) < 0))
         return -1;
     memcpy(&head, cells, sizeof head);
-    size_t i = b->n, at = sizeof head;
-    b->round[i] = round;
-    b->round_seq[i] = round_seq;
-    for (int k = 0; k < ING_MI_N; k++)
-        b->ints[k][i] = head.i[k];
-    for (int k = 0; k < ING_MD_N; k++)
-        b->dbl[k][i] = head.d[k];
-    b->valid[i] = head.valid;
-    b->keyed[i] = 0;
+    const size_t i = b->n;
+    struct man_column *col = b->col;
+    put_i64(&col[MB_ROUND], i, round);
+    put_i64(&col[MB_ROUND_SEQ], i, round_seq);
+    put_i64(&col[MB_START_NS], i, b->start_ns);
+    ((double *)(void *)col[MB_STAT_STEP].data.p)[i] = 0.0;
+    for (int k = 0; k < ING_MI_N; k++) {
+        put_i64(&col[MB_INT0 + k], i, head.i[k]);
+        put_valid(&col[MB_INT0 + k], i, head.valid >> k);
+    }
+    for (int k = 0; k < ING_MD_N; k++) {
+        ((double *)(void *)col[MB_DBL0 + k].data.p)[i] = head.d[k];
+        put_valid(&col[MB_DBL0 + k], i, head.valid >> (8 + k));
+    }
+    size_t at = sizeof head;
     for (int k = 0; k < ING_MS_N; k++) {
         uint32_t n;
         if (cells_n - at < sizeof n)
@@ -140,78 +124,149 @@ int mb_add(struct man_batch *b, int64_t round, int64_t round_seq, const char *ce
         at += sizeof n;
         if (cells_n - at < n)
             return -1;
-        const char *s = cells + at;
+        unsigned valid = head.valid >> (12 + k) & 1;
+        /* the manifest's path is under data/ */
+        put_string(&col[MB_STR0 + k], i, "data/", k == ING_MS_PATH && valid ? 5 : 0,
+                   cells + at, n);
+        put_valid(&col[MB_STR0 + k], i, valid);
         at += n;
-        if (!(head.valid >> (12 + k) & 1)) {
-            b->codes[k][i] = b->last[k] = UINT32_MAX;
-            continue;
-        }
-        if (k == ING_MS_PATH && n > key_n && memcmp(s, key, key_n) == 0 && s[key_n] == '/') {
-            b->keyed[i] = 1; /* the rest of the path repeats round after round */
-            s += key_n + 1;
-            n -= (uint32_t)key_n + 1;
-        }
-        if ((b->codes[k][i] = same_as_last(b, k, s, n) ? b->last[k] : intern(b, s, n)) ==
-            UINT32_MAX)
-            return -1;
-        b->last[k] = b->codes[k][i];
     }
-    uint32_t key_code = same_as_last(b, ING_MS_N, key, key_n) ? b->last[ING_MS_N]
-                                                              : intern(b, key, key_n);
-    if ((b->codes[ING_MS_N][i] = b->last[ING_MS_N] = key_code) == UINT32_MAX)
-        return -1;
+    put_string(&col[MB_KEY], i, "", 0, key, key_n);
+    for (int k = MB_STR0; k < MB_COLUMNS; k++)
+        if (col[k].data.oom)
+            return -1;
     b->n++;
     return 0;
 }
 
-void mb_view(struct man_batch *b, ing_manifest *out)
+/* ---- export: Arrow's C data interface ---- */
+
+/* An exported column owns its buffers; the struct array owns its children. */
+struct owned_column {
+    struct man_column col;
+    const void *buffers[3];
+};
+
+struct owned_struct {
+    struct ArrowArray *children[MB_COLUMNS];
+    struct ArrowArray child[MB_COLUMNS];
+    const void *buffers[1];
+};
+
+struct owned_schema {
+    struct ArrowSchema *children[MB_COLUMNS];
+    struct ArrowSchema child[MB_COLUMNS];
+};
+
+static void release_column(struct ArrowArray *a)
 {
-    memset(out, 0, sizeof *out);
-    out->n = (int64_t)b->n;
-    out->round = b->round;
-    out->round_seq = b->round_seq;
-    for (int k = 0; k < ING_MI_N; k++)
-        out->i[k] = b->ints[k];
-    for (int k = 0; k < ING_MD_N; k++)
-        out->d[k] = b->dbl[k];
-    out->valid = b->valid;
-    for (int k = 0; k <= ING_MS_N; k++)
-        out->codes[k] = b->codes[k];
-    out->keyed = b->keyed;
-    out->dict = b->dict.p ? b->dict.p : "";
-    out->dict_n = (int64_t)b->dict.len;
-    out->n_dict = (int64_t)b->n_dict;
-    out->dict_at = b->dict_at;
-    out->dict_nul = b->dict_nul;
+    struct owned_column *o = a->private_data;
+    bytes_free(&o->col.data);
+    bytes_free(&o->col.offsets);
+    bytes_free(&o->col.valid);
+    free(o);
+    a->release = NULL;
+}
+
+static void release_struct(struct ArrowArray *a)
+{
+    struct owned_struct *o = a->private_data;
+    for (int c = 0; c < MB_COLUMNS; c++)
+        if (o->child[c].release) /* not moved out by the consumer */
+            o->child[c].release(&o->child[c]);
+    free(o);
+    a->release = NULL;
+}
+
+static void release_child_schema(struct ArrowSchema *s)
+{
+    s->release = NULL; /* its strings are static */
+}
+
+static void release_schema(struct ArrowSchema *s)
+{
+    struct owned_schema *o = s->private_data;
+    for (int c = 0; c < MB_COLUMNS; c++)
+        if (o->child[c].release)
+            o->child[c].release(&o->child[c]);
+    free(o);
+    s->release = NULL;
+}
+
+int mb_export(struct man_batch *b, struct ArrowSchema *schema, struct ArrowArray *array)
+{
+    struct owned_schema *os = calloc(1, sizeof *os);
+    struct owned_struct *oa = calloc(1, sizeof *oa);
+    struct owned_column *oc[MB_COLUMNS] = {0};
+    int ok = os && oa;
+    for (int c = 0; ok && c < MB_COLUMNS; c++)
+        ok = (oc[c] = calloc(1, sizeof *oc[c])) != NULL;
+    if (!ok) {
+        for (int c = 0; c < MB_COLUMNS; c++)
+            free(oc[c]);
+        free(os);
+        free(oa);
+        return -1;
+    }
+    /* an empty batch's buffers: one offset (0), no values */
+    static const int64_t none[1] = {0};
+    for (int c = 0; c < MB_COLUMNS; c++) {
+        const int from = COLUMNS[c].col;
+        struct owned_column *o = oc[c];
+        o->col = b->col[from];
+        memset(&b->col[from], 0, sizeof b->col[from]);
+        o->buffers[0] = nullable(from) && b->n ? o->col.valid.p : NULL;
+        if (is_string(from)) {
+            o->buffers[1] = b->n ? (const void *)o->col.offsets.p : none;
+            o->buffers[2] = o->col.data.p ? o->col.data.p : (const void *)none;
+        } else {
+            o->buffers[1] = b->n ? (const void *)o->col.data.p : none;
+        }
+        oa->child[c] = (struct ArrowArray){
+            .length = (int64_t)b->n,
+            .null_count = nullable(from) ? -1 : 0,
+            .n_buffers = is_string(from) ? 3 : 2,
+            .buffers = o->buffers,
+            .release = release_column,
+            .private_data = o,
+        };
+        oa->children[c] = &oa->child[c];
+        os->child[c] = (struct ArrowSchema){
+            .format = COLUMNS[c].format,
+            .name = COLUMNS[c].name,
+            .flags = nullable(from) ? 2 : 0, /* ARROW_FLAG_NULLABLE */
+            .release = release_child_schema,
+        };
+        os->children[c] = &os->child[c];
+    }
+    oa->buffers[0] = NULL;
+    *array = (struct ArrowArray){
+        .length = (int64_t)b->n,
+        .n_buffers = 1,
+        .n_children = MB_COLUMNS,
+        .buffers = oa->buffers,
+        .children = oa->children,
+        .release = release_struct,
+        .private_data = oa,
+    };
+    *schema = (struct ArrowSchema){
+        .format = "+s",
+        .name = "",
+        .n_children = MB_COLUMNS,
+        .children = os->children,
+        .release = release_schema,
+        .private_data = os,
+    };
+    b->n = b->cap = 0;
+    return 0;
 }
 
 void mb_free(struct man_batch *b)
 {
-    free(b->round);
-    free(b->round_seq);
-    for (int k = 0; k < ING_MI_N; k++)
-        free(b->ints[k]);
-    for (int k = 0; k < ING_MD_N; k++)
-        free(b->dbl[k]);
-    free(b->valid);
-    for (int k = 0; k <= ING_MS_N; k++)
-        free(b->codes[k]);
-    free(b->keyed);
-    bytes_free(&b->dict);
-    free(b->dict_at);
-    free(b->slots);
-    memset(b, 0, sizeof *b);
-}
-
-void mb_clear(struct man_batch *b)
-{
-    if (b->cap > KEEP_ROWS) {
-        mb_free(b);
-        return;
+    for (int c = 0; c < MB_COLUMNS; c++) {
+        bytes_free(&b->col[c].data);
+        bytes_free(&b->col[c].offsets);
+        bytes_free(&b->col[c].valid);
     }
-    b->n = b->n_dict = 0;
-    b->dict.len = 0;
-    b->dict_nul = 0;
-    if (b->slots)
-        memset(b->slots, 0, b->n_slots * sizeof *b->slots);
+    b->n = b->cap = 0;
 }

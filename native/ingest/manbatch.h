@@ -1,6 +1,7 @@
-/* A process's manifest rows, taken in sequence order, in columns, with one
- * dictionary of their strings per batch (ingest.h's ing_manifest): polars
- * builds a frame from them without parsing text. One owner: manbatch.c. */
+/* A process's manifest rows, taken in sequence order, kept in Arrow's columnar
+ * layout and handed to Python through Arrow's C data interface as one struct
+ * array (ingest.h ing_manifest_export): polars imports its columns without a
+ * Python object per value. One owner: manbatch.c. */
 #ifndef ING_MANBATCH_H
 #define ING_MANBATCH_H
 
@@ -10,21 +11,22 @@
 #include "bytes.h"
 #include "ingest.h"
 
+/* The columns as a row fills them: its round, round_seq, the process's
+ * start_ns, the statistics' rounding step, ing_man_head's ints, doubles and
+ * strings, the round key. The export orders them as manifest.py's COLUMNS. */
+enum { MB_ROUND, MB_ROUND_SEQ, MB_START_NS, MB_STAT_STEP, MB_INT0, MB_DBL0 = MB_INT0 + ING_MI_N,
+       MB_STR0 = MB_DBL0 + ING_MD_N, MB_KEY = MB_STR0 + ING_MS_N, MB_COLUMNS };
+
+struct man_column {
+    struct bytes data;    /* a string column's bytes, or 8-byte values (by row: len unused) */
+    struct bytes offsets; /* a string column's int64 offsets, n + 1 (by row: len unused) */
+    struct bytes valid;   /* validity bitmap, one bit a row (columns that may be null) */
+};
+
 struct man_batch {
     size_t n, cap;
-    int64_t *round, *round_seq, *ints[ING_MI_N];
-    double *dbl[ING_MD_N];
-    uint32_t *valid;
-    uint32_t *codes[ING_MS_N + 1];
-    uint8_t *keyed;
-    struct bytes dict;  /* the distinct strings, each followed by a NUL */
-    int64_t *dict_at;
-    size_t n_dict, cap_dict;
-    uint32_t *slots;    /* open addressing over the strings: index + 1, 0 free */
-    size_t n_slots;
-    uint32_t last[ING_MS_N + 1]; /* each column's code of the row before: rows of an op
-                                    repeat most names (UINT32_MAX: none) */
-    int dict_nul, oom;
+    int64_t start_ns;
+    struct man_column col[MB_COLUMNS];
 };
 
 /* Adds a row: its round, round_seq, its cells (`cells`: an ing_man_head and
@@ -32,10 +34,10 @@ struct man_batch {
  * memory, or cells that are not such a layout). */
 int mb_add(struct man_batch *b, int64_t round, int64_t round_seq, const char *cells,
            size_t cells_n, const char *key, size_t key_n);
-/* The batch's columns, for Python; valid until mb_clear. */
-void mb_view(struct man_batch *b, ing_manifest *out);
-/* Empties the batch (its memory kept for the next one, up to a bound). */
-void mb_clear(struct man_batch *b);
+/* Moves the batch's rows into an Arrow struct array and its schema (the
+ * consumer releases them); the batch starts empty. 0, or -1 out of memory
+ * (the batch then keeps its rows). */
+int mb_export(struct man_batch *b, struct ArrowSchema *schema, struct ArrowArray *array);
 void mb_free(struct man_batch *b);
 
 #endif

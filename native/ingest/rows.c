@@ -309,12 +309,17 @@ static int read_stat(const struct jv *v, struct stat_num *out)
     return 1;
 }
 
-/* A CSV cell of a statistic (csvfmt._stat): N/A when absent. */
+/* A CSV cell of a statistic (csvfmt._stat): N/A when absent. A number's text
+ * is a plain cell (a leading '-' makes it no formula: it is a number). */
 static int stat_text_cell(struct bytes *b, const struct stat_num *num, int present, int first)
 {
+    if (!first)
+        bytes_putc(b, ',');
     if (!present || num->kind == NUM_NONE)
-        return cell(b, NA, 3, first);
-    return cell(b, num->text, num->n, first);
+        bytes_put(b, NA, 3);
+    else
+        bytes_put(b, num->text, num->n);
+    return 1;
 }
 
 static int stat_cell(struct bytes *b, const struct jv *v, int present, int first)

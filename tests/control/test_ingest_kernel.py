@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from msprobe_atb.tree.csvfmt import extra_row, parse_tensor_path, statistic_row
 from msprobe_atb.tree.ingest import Ingest, key_bytes, manifest_cells
-from msprobe_atb.tree.manifest import COLUMN_NAMES, record_row
+from msprobe_atb.tree.manifest import COLUMN_NAMES, polars_schema, record_row
 from msprobe_atb.tree.names import text_of
 
 ROOT = "/data/out"
@@ -232,3 +232,22 @@ def test_doubles_are_printed_as_python_repr_prints_them():
     assert [row.split(",")[10:12] for row in rows] == [[repr(v), repr(v)] for v in values]
     frame = ing.manifest_frame()
     assert frame.get_column("max").to_list() == frame.get_column("min").to_list() == values
+
+
+def test_manifest_batches_come_as_the_manifests_columns():
+    """The kernel's Arrow export is manifest.py's schema, column for column, then
+    `_key`; a batch is handed over once (the next is empty), and nulls stay nulls."""
+    ing = Ingest(START_NS)
+    ing.set_root(ROOT.encode())
+    data = b"".join(shim_record(i, f"0_4711/{i % 2}/2_L/after/outtensor{i}.bin", stats=None)
+                    for i in range(1, 7))
+    ing.feed(data, 0, 0, 0)
+    ing.release(1 << 62)
+    for key in (b"0_4711/0", b"0_4711/1"):
+        ing.take(key, 0, -1)
+    frame = ing.manifest_frame()
+    assert frame.schema == pl.Schema({**polars_schema(), "_key": pl.Utf8})
+    assert frame.height == 6 and frame.get_column("max").null_count() == 6
+    assert frame.get_column("_key").to_list() == ["0_4711/0"] * 3 + ["0_4711/1"] * 3
+    assert frame.get_column("start_ns").to_list() == [START_NS] * 6
+    assert ing.manifest_frame().height == 0
