@@ -55,9 +55,9 @@ from msprobe_atb.tree.rounddir import MARKER, STAT, RoundDir, sync_pairs
 log = logging.getLogger("msprobe_atb")
 
 RoundKey = tuple[str, str]  # ("{dev}_{pid}", "{exec}")
-# Rows a process may have held in the kernel before they are let out of order:
-# a round that never ends and never has a moment with nothing in flight would
-# otherwise hold all of its rows in memory.
+# Rows all processes together may hold in the kernel before the biggest holders'
+# are let out of order: a round that never ends and never has a moment with
+# nothing in flight would otherwise hold all of its rows in memory.
 HELD_BYTES = 64 << 20
 END = 1 << 62  # a log offset past every record
 
@@ -344,9 +344,7 @@ class TreeBuilder:
     def _release(self, p: Proc) -> None:
         """Lets the rows go that may be appended: every row of a process whose exit
         record was read, and, once the log is read that far, the rows below a log
-        size at which it had nothing in flight (any later tensor has a higher seq).
-        A process holding more than HELD_BYTES lets all go (their order then rests
-        on the late-row merge)."""
+        size at which it had nothing in flight (any later tensor has a higher seq)."""
         if p.exited:
             p.ingest.release(END)
             return
@@ -355,13 +353,24 @@ class TreeBuilder:
         quiet = self.oracle.quiet_at(p.key)
         if quiet is not None and p.fed >= quiet:
             p.ingest.release(quiet)
-        if p.ingest.state().held_bytes > HELD_BYTES:
+
+    def _release_for_memory(self) -> None:
+        """Over HELD_BYTES held by all processes, the biggest holders let all their
+        rows go (their order then rests on the late-row merge)."""
+        held = sorted(((p.ingest.state().held_bytes, p.key) for p in self.procs.values()),
+                      reverse=True)
+        total = sum(n for n, _ in held)
+        for n, key in held:
+            if total <= HELD_BYTES:
+                return
+            p = self.procs[key]
             if not p.held_said:
                 p.held_said = True
-                log.warning("pid %d: over %d MiB of statistic.csv rows held waiting for the "
-                            "end of their round; appending them now (a row that arrives "
-                            "later is merged into place)", p.key.pid, HELD_BYTES >> 20)
+                log.warning("pid %d: its rows and other processes' take over %d MiB waiting "
+                            "for the end of their rounds; appending its rows now (a row that "
+                            "arrives later is merged into place)", key.pid, HELD_BYTES >> 20)
             p.ingest.release(END)
+            total -= n
 
     def built(self, key: ProcKey) -> tuple[int, int]:
         """(bytes, lines) of the process's log whose records are in the derived
@@ -372,6 +381,10 @@ class TreeBuilder:
 
     def held_rows(self) -> int:
         return sum(p.ingest.state().held_rows for p in self.procs.values())
+
+    def held_bytes(self) -> int:
+        """Memory the rows not yet written take in the kernel."""
+        return sum(p.ingest.state().held_bytes for p in self.procs.values())
 
     def _restore(self, rnd: Round, owner: ProcKey) -> None:
         """Takes back a round it let go of: its counts from its marker; its rows
@@ -574,6 +587,8 @@ class TreeBuilder:
         self.unwritten_procs = set()
         for p in self.procs.values():
             self._release(p)
+        self._release_for_memory()
+        for p in self.procs.values():
             self._sync(p)
         for p in self.procs.values():
             if p.info.dirty:

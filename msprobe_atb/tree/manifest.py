@@ -61,6 +61,7 @@ FANIN = 16
 BIG_ROWS = 1_000_000
 PART_ROWS = 65_536
 PART_AGE_S = 2.0
+MERGE_ROW_GROUP = 65_536  # rows a merge holds at once (its output's row groups)
 HOST_ENV = "MSPROBE_ATB_HOST"
 
 # The record's `file` -> the manifest's status (unknown values are kept as they are).
@@ -286,7 +287,8 @@ class ManifestWriter:
                     sum(p.rows for p in group), first.first)
         lazy = pl.scan_parquet([base / p.name for p in group])
         fsio.write_streamed(self.dump_root, (*self._pdir(part), new.name),
-                            lambda f: lazy.sink_parquet(f, compression="zstd", statistics=True))
+                            lambda f: lazy.sink_parquet(f, compression="zstd", statistics=True,
+                                                        row_group_size=MERGE_ROW_GROUP))
         return new
 
     def _compact(self, part: Partition, state: _Partition) -> None:

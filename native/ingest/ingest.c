@@ -501,11 +501,10 @@ void ing_get_state(ing_proc *p, ing_state *out)
         const struct round *r = p->rounds[i];
         out->held_rows += (int64_t)r->n_rows;
         out->held_bytes += (int64_t)(r->arena.cap + r->cap_rows * sizeof *r->rows);
-        for (size_t k = 0; k < r->n_rows; k++) {
-            if (out->min_offset < 0 || r->rows[k].offset < out->min_offset) {
-                out->min_offset = r->rows[k].offset;
-                out->min_line = r->rows[k].line;
-            }
+        /* a round's rows are in log order (fed in order, kept in order by a take) */
+        if (r->n_rows && (out->min_offset < 0 || r->rows[0].offset < out->min_offset)) {
+            out->min_offset = r->rows[0].offset;
+            out->min_line = r->rows[0].line;
         }
     }
 }
