@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import statistics
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ TARGET_RATE = 200_000     # records/s built on one core, from 8 producers
 TARGET_LAG_S = 1.0        # at 80% of that: lag <= 1 s of records; wait <= 1 s after the last
 TARGET_RSS = 0.10         # daemon RSS after 10M records within 10% of after 100k
 RSS_AT = (100_000, 10_000_000)
+RSS_SAMPLES = 10          # (c): samples (one a second) whose median is the RSS at a point
 SETTLE_S = 3.0            # (d): after the producer's queue drained
 
 
@@ -319,35 +321,43 @@ def _paced(settings: Settings, pin: Pinning | None, offered: float, seconds: flo
 
 
 def _rss_figures(trace: Trace) -> list[str]:
-    """(c): daemon RSS at RSS_AT[0] and RSS_AT[1] records built; short of
-    RSS_AT[0], from half of what was built to the end (said so)."""
+    """(c): daemon RSS after RSS_AT[0] and after RSS_AT[1] records built, each
+    the median of RSS_SAMPLES samples (the daemon's memory moves by tens of MB
+    with each write of the tree and each manifest merge: one sample is noise):
+    the first ones from RSS_AT[0] on, the last ones up to RSS_AT[1] (or the end
+    of the run, then extrapolated and said so). Short of RSS_AT[0], from half
+    of what was built."""
     lo, hi = RSS_AT
     seen = [s for s in trace.samples if s.daemon_rss_kib]
     if not seen:
         return ["  daemon RSS: no sample of the daemon"]
-    last = seen[-1]
-    start = lo if last.total_built >= lo else last.total_built // 2
-    at_lo = next(s for s in seen if s.total_built >= start)
-    at_hi = next((s for s in seen if s.total_built >= hi), None)
-    end = at_hi or last
-    a, b = at_lo.daemon_rss_kib, end.daemon_rss_kib
-    lines = [f"  daemon RSS: {a / 1024:.1f} MiB at {at_lo.total_built:,} records built"
-             + ("" if start == lo else f" ({lo:,} not reached: from half of what was built)")]
-    if at_hi:
-        lines.append(f"    {b / 1024:.1f} MiB at {at_hi.total_built:,}: {b / a - 1:+.1%}"
-                     f" (target within {TARGET_RSS:.0%}: {_met(abs(b / a - 1) <= TARGET_RSS)})")
+    start = lo if seen[-1].total_built >= lo else seen[-1].total_built // 2
+    early = [s for s in seen if s.total_built >= start][:RSS_SAMPLES]
+    late = [s for s in seen if s.total_built <= hi][-RSS_SAMPLES:]
+    reached = seen[-1].total_built >= hi
+    a = statistics.median(s.daemon_rss_kib for s in early)
+    b = statistics.median(s.daemon_rss_kib for s in late)
+    at_a = (early[0].total_built, early[-1].total_built)
+    at_b = (late[0].total_built, late[-1].total_built)
+    lines = [f"  daemon RSS: {a / 1024:.1f} MiB after {lo:,} records built (median of"
+             f" {len(early)} samples, {at_a[0]:,}-{at_a[1]:,} built)"
+             + ("" if start == lo else f"; {lo:,} not reached: from half of what was built")]
+    if reached:
+        lines.append(f"    {b / 1024:.1f} MiB at {hi:,} (median of {len(late)} samples,"
+                     f" {at_b[0]:,}-{at_b[1]:,} built): {b / a - 1:+.1%} (target within"
+                     f" {TARGET_RSS:.0%}: {_met(abs(b / a - 1) <= TARGET_RSS)})")
         return lines
-    if end.total_built == at_lo.total_built:
-        lines.append(f"    {hi:,} not reached, and no later sample of the daemon: no"
+    if at_b[1] <= at_a[1]:
+        lines.append(f"    {hi:,} not reached, and no later samples of the daemon: no"
                      " extrapolation")
         return lines
     # a fall between the two points is noise (or memory given back): no growth
-    growth = max(0, b - a) / (end.total_built - at_lo.total_built)
-    est = a + growth * (hi - at_lo.total_built)
+    growth = max(0.0, b - a) / (at_b[1] - at_a[1])
+    est = a + growth * (hi - at_a[1])
     verdict = _met(est / a - 1 <= TARGET_RSS)
     return lines + [
-        f"    {hi:,} not reached in this run: {b / 1024:.1f} MiB at {end.total_built:,} built"
-        f" ({b / a - 1:+.1%})",
+        f"    {hi:,} not reached in this run: {b / 1024:.1f} MiB at the end (median of"
+        f" {len(late)} samples, {at_b[0]:,}-{at_b[1]:,} built; {b / a - 1:+.1%})",
         f"    EXTRAPOLATED (linear through those two points, a fall taken as flat) to {hi:,}:"
         f" {est / 1024:,.0f} MiB, {est / a - 1:+.0%} (target within {TARGET_RSS:.0%}: {verdict},"
         f" extrapolated; a --long-seconds long enough for {hi:,} measures it)"]
