@@ -218,7 +218,7 @@ class Ingest:
 
     def manifest_frame(self):
         """The manifest rows taken since the last call, as a polars frame of
-        tree/manifest.py's COLUMNS and `_key` (each row's round key), imported
+        tree/manifest.py's COLUMNS and `_part` (each row's "{dev}_{pid}"), imported
         from the kernel's Arrow columns."""
         import polars as pl
 

@@ -224,21 +224,26 @@ class ManifestWriter:
         return rows >= PART_ROWS or age_s >= PART_AGE_S
 
     def write(self, frame) -> None:
-        """Writes a frame of rows (COLUMNS and `_key`, the round key) as a new
-        file of each process partition they belong to; rows of a round key
-        that names no partition have none. What a failed write (a full disk)
+        """Writes a frame of rows (COLUMNS and `_part`, "{dev}_{pid}") as a new
+        file of each process partition they belong to; rows of a `_part` that
+        names no partition have none. What a failed write (a full disk)
         left is tried again first."""
         import polars as pl
 
         try:
             if not self._started:
                 self._start()
-            frame = frame.with_columns(pl.col("_key").str.split("/").list.first())
-            for (dev_pid,), rows in frame.partition_by("_key", as_dict=True).items():
+            parts = frame.get_column("_part")
+            # a process's rows are of one partition but for odd paths ("-1_4711")
+            if parts.len() and (parts == parts[0]).all():
+                groups = {(parts[0],): frame}
+            else:
+                groups = frame.partition_by("_part", as_dict=True)
+            for (dev_pid,), rows in groups.items():
                 part = partition_of(str(dev_pid))
                 if part is not None:
                     state = self.partitions.setdefault(part, _Partition())
-                    state.failed.append(rows.drop("_key"))
+                    state.failed.append(rows.drop("_part"))
             for part, state in self.partitions.items():
                 while state.failed:
                     self._write_part(part, state, state.failed[0], 0)

@@ -435,13 +435,15 @@ int64_t ing_take(ing_proc *p, const char *key, int64_t key_n, int64_t base, int6
     p->take_stat.len = p->take_extra.len = p->key_text.len = 0;
     const int64_t number = rows_round_number(r->key, r->key_n);
     rows_text_form(&p->key_text, r->key, r->key_n); /* the manifest's strings are text */
+    const char *slash = p->key_text.len ? memchr(p->key_text.p, '/', p->key_text.len) : NULL;
+    const size_t part_n = slash ? (size_t)(slash - p->key_text.p) : p->key_text.len;
     for (size_t i = 0; i < n; i++) {
         const struct row *row = &r->rows[p->sorted[i].idx];
         const char *lines = r->arena.p + row->at;
         bytes_put(&p->take_stat, lines, row->stat_n);
         bytes_put(&p->take_extra, lines + row->stat_n, row->extra_n);
         if (mb_add(&p->batch, number, base + (int64_t)i, lines + row->stat_n + row->extra_n,
-                   row->man_n, p->key_text.p, p->key_text.len) < 0)
+                   row->man_n, p->key_text.p, part_n) < 0)
             return -1;
         out->lost += row->lost;
     }

@@ -147,7 +147,7 @@ int64_t ing_take(ing_proc *p, const char *key, int64_t key_n, int64_t base, int6
 /* Rows in the process's manifest batch. */
 int64_t ing_manifest_rows(ing_proc *p);
 /* Hands the batch over as an Arrow struct array of manifest.py's COLUMNS and
- * `_key` (the row's round key), whose memory is the consumer's to release,
+ * `_part` (the row's partition, "{dev}_{pid}"), whose memory is the consumer's to release,
  * and starts a new one. 0, or -1 when memory ran out (the rows stay). */
 int ing_manifest_export(ing_proc *p, struct ArrowSchema *schema, struct ArrowArray *array);
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The exported columns, in manifest.py's COLUMNS order, then `_key`: each
+/* The exported columns, in manifest.py's COLUMNS order, then `_part`: each
  * one's name, Arrow format and batch column. */
 static const struct {
     const char *name, *format;
@@ -40,7 +40,7 @@ static const struct {
     {"status", "U", MB_STR0 + ING_MS_STATUS},
     {"note", "U", MB_STR0 + ING_MS_NOTE},
     {"time", "tsn:UTC", MB_INT0 + ING_MI_TIME},
-    {"_key", "U", MB_KEY},
+    {"_part", "U", MB_PART},
 };
 
 static int is_string(int col)
@@ -51,7 +51,7 @@ static int is_string(int col)
 /* ing_man_head's columns may be null: they carry a validity bitmap. */
 static int nullable(int col)
 {
-    return col >= MB_INT0 && col < MB_KEY;
+    return col >= MB_INT0 && col < MB_PART;
 }
 
 /* Room for cap rows in every column but the strings' bytes. */
@@ -95,7 +95,7 @@ static void put_i64(struct man_column *col, size_t row, int64_t v)
 }
 
 int mb_add(struct man_batch *b, int64_t round, int64_t round_seq, const char *cells,
-           size_t cells_n, const char *key, size_t key_n)
+           size_t cells_n, const char *part, size_t part_n)
 {
     ing_man_head head;
     if (cells_n < sizeof head || (b->n == b->cap && grow(b) < 0))
@@ -131,7 +131,7 @@ int mb_add(struct man_batch *b, int64_t round, int64_t round_seq, const char *ce
         put_valid(&col[MB_STR0 + k], i, valid);
         at += n;
     }
-    put_string(&col[MB_KEY], i, "", 0, key, key_n);
+    put_string(&col[MB_PART], i, "", 0, part, part_n);
     for (int k = MB_STR0; k < MB_COLUMNS; k++)
         if (col[k].data.oom)
             return -1;

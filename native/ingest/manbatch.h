@@ -13,9 +13,10 @@
 
 /* The columns as a row fills them: its round, round_seq, the process's
  * start_ns, the statistics' rounding step, ing_man_head's ints, doubles and
- * strings, the round key. The export orders them as manifest.py's COLUMNS. */
+ * strings, its manifest partition ("{dev}_{pid}", its round key's first
+ * part). The export orders them as manifest.py's COLUMNS, then `_part`. */
 enum { MB_ROUND, MB_ROUND_SEQ, MB_START_NS, MB_STAT_STEP, MB_INT0, MB_DBL0 = MB_INT0 + ING_MI_N,
-       MB_STR0 = MB_DBL0 + ING_MD_N, MB_KEY = MB_STR0 + ING_MS_N, MB_COLUMNS };
+       MB_STR0 = MB_DBL0 + ING_MD_N, MB_PART = MB_STR0 + ING_MS_N, MB_COLUMNS };
 
 struct man_column {
     struct bytes data;    /* a string column's bytes, or 8-byte values (by row: len unused) */
@@ -30,10 +31,10 @@ struct man_batch {
 };
 
 /* Adds a row: its round, round_seq, its cells (`cells`: an ing_man_head and
- * its strings, as ingest.h lays them out) and its round key. 0, or -1 (out of
+ * its strings, as ingest.h lays them out) and its partition. 0, or -1 (out of
  * memory, or cells that are not such a layout). */
 int mb_add(struct man_batch *b, int64_t round, int64_t round_seq, const char *cells,
-           size_t cells_n, const char *key, size_t key_n);
+           size_t cells_n, const char *part, size_t part_n);
 /* Moves the batch's rows into an Arrow struct array and its schema (the
  * consumer releases them); the batch starts empty. 0, or -1 out of memory
  * (the batch then keeps its rows). */

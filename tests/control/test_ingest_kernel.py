@@ -128,7 +128,7 @@ def taken(ing: Ingest) -> tuple[bytes, bytes, dict]:
     got = ing.take(key_bytes(infos[0].key), 0, -1)
     frame = ing.manifest_frame()
     assert got.rows == frame.height == 1
-    return got.stat, got.extra, frame.drop("_key").row(0, named=True)
+    return got.stat, got.extra, frame.drop("_part").row(0, named=True)
 
 
 def kernel_rows(line: bytes) -> tuple[bytes, bytes, dict] | None:
@@ -236,7 +236,7 @@ def test_doubles_are_printed_as_python_repr_prints_them():
 
 def test_manifest_batches_come_as_the_manifests_columns():
     """The kernel's Arrow export is manifest.py's schema, column for column, then
-    `_key`; a batch is handed over once (the next is empty), and nulls stay nulls."""
+    `_part`; a batch is handed over once (the next is empty), and nulls stay nulls."""
     ing = Ingest(START_NS)
     ing.set_root(ROOT.encode())
     data = b"".join(shim_record(i, f"0_4711/{i % 2}/2_L/after/outtensor{i}.bin", stats=None)
@@ -246,8 +246,9 @@ def test_manifest_batches_come_as_the_manifests_columns():
     for key in (b"0_4711/0", b"0_4711/1"):
         ing.take(key, 0, -1)
     frame = ing.manifest_frame()
-    assert frame.schema == pl.Schema({**polars_schema(), "_key": pl.Utf8})
+    assert frame.schema == pl.Schema({**polars_schema(), "_part": pl.Utf8})
     assert frame.height == 6 and frame.get_column("max").null_count() == 6
-    assert frame.get_column("_key").to_list() == ["0_4711/0"] * 3 + ["0_4711/1"] * 3
+    assert frame.get_column("_part").to_list() == ["0_4711"] * 6
+    assert frame.get_column("round").to_list() == [0] * 3 + [1] * 3
     assert frame.get_column("start_ns").to_list() == [START_NS] * 6
     assert ing.manifest_frame().height == 0
