@@ -12,6 +12,7 @@ BENCHMARKS = (
     "bench.write_throughput",
     "bench.ring_reuse",
     "bench.stats_throughput",
+    "bench.record_cost",
     "bench.offline_scale",
     "bench.compare_speed",
     "bench.recorder_cost",

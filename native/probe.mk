@@ -57,15 +57,16 @@ $(PROBE_B)/bin/probe_host_abi%: native/tests/probe_host.cpp $(PROBE_DECL) native
 		native/tests/probe_host.cpp $(PROBE_B)/obj/host_control_$*.o \
 		-L$(BUILD)/lib -l:libatb_probe_abi$*.so -Wl,-rpath,$(BUILD)/lib -o $@
 
-# `make bench`'s hook loop (bench/hook_overhead.py): linked against the
+# `make bench`'s hosts that call the hooks as ATB does, linked against the
 # stand-in libatb.so, whose constant-returns hook defaults the probe
-# interposes with LD_PRELOAD.
-PROBE_HOOK_LOOP := $(PROBE_B)/bin/hook_loop
-$(PROBE_HOOK_LOOP): native/tests/hook_loop.cpp $(PROBE_DECL) $(ATBSIM_LIBS_abi1)
+# interposes with LD_PRELOAD: the hook loop (bench/hook_overhead.py) and the
+# record path's tiny tensors under `task: statistics` (bench/record_cost.py).
+PROBE_BENCH_HOSTS := $(PROBE_B)/bin/hook_loop $(PROBE_B)/bin/record_bench
+$(PROBE_BENCH_HOSTS): $(PROBE_B)/bin/%: native/tests/%.cpp $(PROBE_DECL) $(ATBSIM_LIBS_abi1)
 	@mkdir -p $(@D)
 	$(CXX) $(ATBSIM_CXXFLAGS_abi1) -O2 $(PROBE_INC) $< -L$(BUILD)/atbsim/cxx_abi_1/lib \
 		-Wl,-rpath,$(BUILD)/atbsim/cxx_abi_1/lib -latb -lascendcl -o $@
-probe: $(PROBE_HOOK_LOOP)
+probe: $(PROBE_BENCH_HOSTS)
 
 # `make bench`'s load generator (bench/stats_pace.py, tests/probe/test_loadgen.py):
 # a Llama-70B-shaped model's hook calls on N forked devices, linked against the

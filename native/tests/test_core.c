@@ -160,6 +160,25 @@ static void test_paths(void)
     memset(longc, 'x', sizeof longc);
     CHECK(msp_path_check(longc, 256) != NULL);
     CHECK(msp_path_check(longc, 255) == NULL);
+    /* a control character at any place of an 8-byte word is found; the bytes
+     * around the control range are not control characters */
+    char p[] = "0_1/0/2_Layer/before/intensor0.bin";
+    int found = 1, clean = 1;
+    for (size_t at = 0; at < sizeof p - 1; at++) {
+        static const unsigned char control[] = {0x00, 0x01, 0x1f, 0x7f};
+        static const unsigned char not[] = {0x20, 0x7e, 0x80, 0xff};
+        char was = p[at];
+        for (size_t k = 0; k < sizeof control; k++) {
+            p[at] = (char)control[k];
+            found &= msp_path_check(p, sizeof p - 1) != NULL &&
+                     !strcmp(msp_path_check(p, sizeof p - 1), "control character in path");
+            p[at] = (char)not[k];
+            clean &= msp_path_check(p, sizeof p - 1) == NULL ||
+                     strcmp(msp_path_check(p, sizeof p - 1), "control character in path") != 0;
+        }
+        p[at] = was;
+    }
+    CHECK(found && clean);
     char rel[256];
     CHECK(msp_relpath("a/b/c/x.bin", "a/b/y.bin", rel, sizeof rel) == 0 && !strcmp(rel, "../y.bin"));
     CHECK(msp_relpath("a/b/x.bin", "a/b/y.bin", rel, sizeof rel) == 0 && !strcmp(rel, "y.bin"));
@@ -390,6 +409,101 @@ static void test_stats(void)
     CHECK(msp_stats_compute(999, f, 4, &s, note, sizeof note) == -1);
 }
 
+/* The text jb_f64 gives v, unquoted, in out. */
+static const char *f64_text(double v, char out[64])
+{
+    struct jbuf b;
+    jb_init(&b, 0);
+    jb_f64(&b, v);
+    snprintf(out, 64, "%.*s", (int)(b.len - 2), b.p + 1);
+    jb_free(&b);
+    return out;
+}
+
+static uint64_t xorshift(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* Every finite double is written exactly: strtod reads back the same bits,
+ * and the text is glibc's %a (float.hex's form less its trailing zeros). */
+static void test_json_f64(void)
+{
+    char t[64], a[64];
+    int exact = 1, as_a = 1;
+    uint64_t seed = 0x9e3779b97f4a7c15u;
+    static const uint64_t special[] = {
+        0, UINT64_C(1) << 63,                  /* +-0.0 */
+        1, UINT64_C(0x000fffffffffffff),        /* the smallest and largest subnormals */
+        UINT64_C(0x8000000000000001), UINT64_C(0x0010000000000000), /* smallest normal */
+        UINT64_C(0x7fefffffffffffff), UINT64_C(0xffefffffffffffff), /* +-DBL_MAX */
+        UINT64_C(0x3ff0000000000000), UINT64_C(0x4008000000000000)};
+    for (int i = 0; i < 200000; i++) {
+        uint64_t bits = i < (int)(sizeof special / sizeof *special) ? special[i] : xorshift(&seed);
+        if (i % 3 == 0) /* a third subnormal or zero-exponent patterns */
+            bits &= UINT64_C(0x800fffffffffffff);
+        double v;
+        memcpy(&v, &bits, sizeof v);
+        if (!isfinite(v))
+            continue;
+        f64_text(v, t);
+        double back = strtod(t, NULL);
+        uint64_t got;
+        memcpy(&got, &back, sizeof got);
+        if (got != bits && exact) {
+            exact = 0;
+            printf("FAIL hex float %016llx -> %s -> %016llx\n", (unsigned long long)bits, t,
+                   (unsigned long long)got);
+        }
+        snprintf(a, sizeof a, "%a", v);
+        if (strcmp(a, t) != 0 && as_a) {
+            as_a = 0;
+            printf("FAIL hex float %016llx: %s, %%a %s\n", (unsigned long long)bits, t, a);
+        }
+    }
+    CHECK(exact && as_a);
+    CHECK(!strcmp(f64_text(3.0, t), "0x1.8p+1") && !strcmp(f64_text(-0.0, t), "-0x0p+0"));
+    CHECK(!strcmp(f64_text(0.0, t), "0x0p+0") && !strcmp(f64_text(1.0, t), "0x1p+0"));
+    CHECK(!strcmp(f64_text(5e-324, t), "0x0.0000000000001p-1022"));
+    CHECK(!strcmp(f64_text(0.1, t), "0x1.999999999999ap-4"));
+}
+
+/* Strings of random pieces, each with its own escaped form, so every
+ * alignment of a byte to escape within the 8-byte words jb_str scans is met. */
+static void test_json_strings(void)
+{
+    static const char *const piece[][2] = {
+        {"a", "a"}, {"Z", "Z"}, {"/", "/"}, {" ", " "}, {"\x7f", "\x7f"}, {"\"", "\\\""},
+        {"\\", "\\\\"}, {"\x01", "\\u0001"}, {"\x1f", "\\u001f"}, {"\xff", "\\udcff"},
+        {"\xc3\xa9", "\xc3\xa9"}};
+    uint64_t seed = 12345;
+    int ok = 1;
+    for (int t = 0; t < 3000 && ok; t++) {
+        char in[256], want[512];
+        size_t n = 0, wn = 0;
+        want[wn++] = '"';
+        for (int k = (int)(xorshift(&seed) % 40); k > 0; k--) {
+            const char *const *p = piece[xorshift(&seed) % (sizeof piece / sizeof *piece)];
+            memcpy(in + n, p[0], strlen(p[0]));
+            n += strlen(p[0]);
+            memcpy(want + wn, p[1], strlen(p[1]));
+            wn += strlen(p[1]);
+        }
+        want[wn++] = '"';
+        struct jbuf b;
+        jb_init(&b, 0);
+        jb_str(&b, in, n);
+        ok = b.len == wn && !memcmp(b.p, want, wn);
+        if (!ok)
+            printf("FAIL jb_str: %.*s, want %.*s\n", (int)b.len, b.p, (int)wn, want);
+        jb_free(&b);
+    }
+    CHECK(ok);
+}
+
 static void test_json(void)
 {
     struct jbuf b;
@@ -404,10 +518,28 @@ static void test_json(void)
     jb_f64(&b, -3.0);
     jb_key(&b, "g");
     jb_f64(&b, 1e300);
+    jb_ki64(&b, "lo", INT64_MIN);
+    jb_ku64(&b, "hi", UINT64_MAX);
+    jb_ki64(&b, "z", 0);
+    jb_ki64(&b, "m", -7);
     jb_close(&b, '}');
     jb_raw(&b, "", 1);
-    CHECK(!strcmp(b.p, "{\"a\":\"q\\\"\\\\\\u000a\\u0001\\udcff\xc3\xa9\",\"n\":0.10000000000000001,"
-                       "\"i\":\"-inf\",\"f\":-3.0,\"g\":1.0000000000000001e+300}"));
+    CHECK(!strcmp(b.p, "{\"a\":\"q\\\"\\\\\\u000a\\u0001\\udcff\xc3\xa9\","
+                       "\"n\":\"0x1.999999999999ap-4\",\"i\":\"-inf\",\"f\":\"-0x1.8p+1\","
+                       "\"g\":\"0x1.7e43c8800759cp+996\",\"lo\":-9223372036854775808,"
+                       "\"hi\":18446744073709551615,\"z\":0,\"m\":-7}"));
+    jb_free(&b);
+    /* a record longer than the local room moves to the heap, and a second
+     * record after a line's end takes no comma */
+    jb_init(&b, 0);
+    char big[3000];
+    memset(big, 'x', sizeof big);
+    jb_open(&b, '{');
+    jb_kstr(&b, "s", big, sizeof big);
+    jb_raw(&b, "}\n", 2);
+    jb_open(&b, '{');
+    jb_close(&b, '}');
+    CHECK(b.p != b.local && b.len == sizeof big + 11 && !memcmp(b.p + b.len - 4, "}\n{}", 4));
     jb_free(&b);
 }
 
@@ -425,10 +557,22 @@ static struct msp_item *reserved(struct msp_queue *q, uint64_t payload, uint64_t
     return it;
 }
 
+/* The item, then its payload (aligned) in one region of the ring. */
 static int in_ring(const struct msp_queue *q, const struct msp_item *it, uint64_t payload)
 {
-    return it->in_ring && it->data >= q->ring && it->data + payload <= q->ring + q->ring_size &&
-           ((uintptr_t)it->data & 63) == 0;
+    return it->in_ring && (const unsigned char *)it >= q->ring + 64 &&
+           it->data >= (const unsigned char *)(it + 1) &&
+           it->data + payload <= q->ring + q->ring_size && ((uintptr_t)it->data & 63) == 0;
+}
+
+/* The next popped item of list w, one at a time: the rest of the run a pop
+ * took (msp_queue_pop) waits in *rest, already in flight. */
+static struct msp_item *one_of_run(struct msp_queue *q, int w, struct msp_item **rest)
+{
+    struct msp_item *it = *rest ? *rest : msp_queue_pop(q, w, 1);
+    *rest = it->next;
+    it->next = NULL;
+    return it;
 }
 
 static void test_queue(void)
@@ -441,7 +585,7 @@ static void test_queue(void)
     CHECK(msp_queue_push(&q, 0, a) == MSP_PUSH_OK);
     struct msp_item *b = NULL;
     CHECK(msp_queue_reserve(&q, META, budget * 3 / 4, budget, 0, &b) == MSP_PUSH_DROPPED && !b);
-    CHECK(msp_queue_pop(&q, 0) == a);
+    CHECK(msp_queue_pop(&q, 0, 1) == a);
     void *abuf = a->data;
     msp_queue_done(&q, a);
     CHECK(q.bytes == 0 && q.rhead == 0 && q.rtail == 0);
@@ -452,12 +596,12 @@ static void test_queue(void)
     /* laps around the ring, FIFO as one writer releases: always in the
      * ring and never past its end, never over the budget, one mapping; a
      * region that would run past the end starts again at offset 0 */
-    struct msp_item *live[2] = {0};
+    struct msp_item *live[2] = {0}, *rest = NULL;
     int wrapped = 0;
     uint64_t last_off = 0;
     for (int i = 0; i < 40; i++) {
         if (live[i % 2]) {
-            CHECK(msp_queue_pop(&q, 1) == live[i % 2]);
+            CHECK(one_of_run(&q, 1, &rest) == live[i % 2]);
             msp_queue_done(&q, live[i % 2]);
         }
         uint64_t n = budget / 6 + (uint64_t)(i % 5) * 97;
@@ -472,16 +616,17 @@ static void test_queue(void)
     }
     CHECK(wrapped > 0 && q.maps == 1 && q.heap_items == 0 && q.rhead > q.ring_size);
     for (int i = 40; i < 42; i++) {
-        CHECK(msp_queue_pop(&q, 1) == live[i % 2]);
+        CHECK(one_of_run(&q, 1, &rest) == live[i % 2]);
         msp_queue_done(&q, live[i % 2]);
     }
+    CHECK(rest == NULL);
     /* out of order: the tail waits for the oldest region */
     struct msp_item *x = reserved(&q, 500, budget), *y = reserved(&q, 500, budget);
     struct msp_item *z = reserved(&q, 500, budget);
     msp_queue_release(&q, y);
     CHECK(q.rtail == 0);
     msp_queue_release(&q, x);
-    CHECK(q.rtail == (uint64_t)(z->data - q.ring) - 64);
+    CHECK(q.rtail == (uint64_t)((unsigned char *)z - q.ring) - 64); /* z's region header */
     /* larger than the whole budget: refused while anything is live... */
     CHECK(msp_queue_reserve(&q, META, 3 * budget, budget, 0, &b) == MSP_PUSH_DROPPED);
     msp_queue_release(&q, z);
@@ -493,7 +638,7 @@ static void test_queue(void)
     msp_queue_stats(&q, &depth, &bytes);
     CHECK(depth == 1 && bytes == big->cost);
     CHECK(msp_queue_reserve(&q, META, 100, budget, 0, &b) == MSP_PUSH_DROPPED);
-    CHECK(msp_queue_pop(&q, 1) == big);
+    CHECK(msp_queue_pop(&q, 1, 1) == big);
     msp_queue_done(&q, big);
     CHECK(q.bytes == 0);
     /* the next item maps the ring again; a new budget remaps it */
@@ -518,7 +663,7 @@ static void test_queue(void)
     msp_queue_release(&q, left);
     CHECK(q.bytes == 0);
     CHECK(msp_queue_reserve(&q, META, 100, budget, 1, &b) == MSP_PUSH_CLOSED);
-    CHECK(msp_queue_pop(&q, 0) == NULL);
+    CHECK(msp_queue_pop(&q, 0, 1) == NULL);
     msp_queue_trim_idle(&q);
     msp_queue_trim_idle(&q);
 }
@@ -539,6 +684,47 @@ static void *reserve_blocking(void *p)
     return NULL;
 }
 
+static int run_length(struct msp_item *run)
+{
+    int n = 0;
+    for (; run; run = run->next)
+        n++;
+    return n;
+}
+
+/* A pop takes a run of the list, in order: up to MSP_QUEUE_POP_ITEMS items
+ * and MSP_QUEUE_POP_BYTES of cost (a larger first item alone). */
+static void test_queue_runs(void)
+{
+    struct msp_queue q;
+    msp_queue_init(&q, 1);
+    const uint64_t budget = UINT64_C(8) << 20;
+    struct msp_item *first = NULL;
+    for (int i = 0; i < MSP_QUEUE_POP_ITEMS + 6; i++) {
+        struct msp_item *it = reserved(&q, 16, budget);
+        first = first ? first : it;
+        CHECK(msp_queue_push(&q, 0, it) == MSP_PUSH_OK);
+    }
+    struct msp_item *run = msp_queue_pop(&q, 0, 1);
+    CHECK(run == first && run_length(run) == MSP_QUEUE_POP_ITEMS);
+    CHECK(q.depth == 6 && q.inflight == MSP_QUEUE_POP_ITEMS);
+    msp_queue_done(&q, run);
+    run = msp_queue_pop(&q, 0, 1);
+    CHECK(run_length(run) == 6 && q.depth == 0);
+    msp_queue_done(&q, run);
+    CHECK(msp_queue_pop(&q, 0, 0) == NULL && q.inflight == 0 && q.bytes == 0);
+    const uint64_t big = MSP_QUEUE_POP_BYTES * 3 / 5;
+    for (int i = 0; i < 3; i++)
+        CHECK(msp_queue_push(&q, 0, reserved(&q, i ? big : 2 * big, budget)) == MSP_PUSH_OK);
+    for (int i = 0; i < 3; i++) {
+        run = msp_queue_pop(&q, 0, 1);
+        CHECK(run_length(run) == 1);
+        msp_queue_done(&q, run);
+    }
+    msp_queue_trim_idle(&q);
+    msp_queue_trim_idle(&q);
+}
+
 static void test_queue_block(void)
 {
     struct msp_queue q;
@@ -549,7 +735,7 @@ static void test_queue_block(void)
     struct blocked_arg arg = {&q, NULL, -1};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, reserve_blocking, &arg) == 0);
-    CHECK(msp_queue_pop(&q, 0) == a);
+    CHECK(msp_queue_pop(&q, 0, 1) == a);
     void *abuf = a->data;
     msp_queue_done(&q, a);
     pthread_join(t, NULL);
@@ -563,12 +749,12 @@ static void test_queue_block(void)
 
 static void *pop_writer0(void *p)
 {
-    return msp_queue_pop(p, 0);
+    return msp_queue_pop(p, 0, 1);
 }
 
 static void *pop_writer1(void *p)
 {
-    return msp_queue_pop(p, 1);
+    return msp_queue_pop(p, 1, 1);
 }
 
 struct test_job {
@@ -612,7 +798,7 @@ static void test_queue_borrow(void)
     struct msp_item *b = reserved(&q, 100, budget);
     CHECK(msp_queue_push(&q, 1, b) == MSP_PUSH_OK);
     CHECK(msp_queue_borrow(&q, 1) == 0);
-    CHECK(msp_queue_pop(&q, 1) == b);
+    CHECK(msp_queue_pop(&q, 1, 1) == b);
     msp_queue_done(&q, b);
     CHECK(msp_queue_borrow(&q, 1) == 0);
     CHECK(pthread_create(&t, NULL, pop_writer1, &q) == 0); /* asks for more: idle */
@@ -727,6 +913,31 @@ static void test_queue_keep(void)
     CHECK(msp_queue_close(&q, &inflight) == NULL);
 }
 
+/* The pending and rounds calls for a tensor path, as pending.h makes them. */
+static void add(struct msp_proc *p, const char *path)
+{
+    char key[MSP_ROUND_KEY_LEN];
+    msp_pending_add(p, key, msp_round_key(path, strlen(path), key));
+}
+
+static void done1(struct msp_proc *p, const char *path)
+{
+    char key[MSP_ROUND_KEY_LEN];
+    msp_pending_done(p, key, msp_round_key(path, strlen(path), key), 1);
+}
+
+static int selected(struct msp_rounds *r, const char *path, int live, char done[])
+{
+    char key[MSP_ROUND_KEY_LEN];
+    return msp_rounds_selected(r, key, msp_round_key(path, strlen(path), key), live, done);
+}
+
+static int recorded(struct msp_rounds *r, const char *path, char done[])
+{
+    char key[MSP_ROUND_KEY_LEN];
+    return msp_rounds_recorded(r, key, msp_round_key(path, strlen(path), key), 1, done);
+}
+
 static void test_pending(void)
 {
     char key[MSP_ROUND_KEY_LEN];
@@ -735,12 +946,12 @@ static void test_pending(void)
     CHECK(msp_round_key("0_7/3", 5, key) == 0); /* no file below the round */
     static struct msp_proc p;
     const char *a = "0_7/1/1_L/before/a.bin", *b = "0_7/2/1_L/before/b.bin";
-    msp_pending_add(&p, a, strlen(a));
-    msp_pending_add(&p, a, strlen(a));
-    msp_pending_add(&p, b, strlen(b));
-    msp_pending_done(&p, a, strlen(a));
-    msp_pending_done(&p, b, strlen(b));
-    msp_pending_add(&p, b, strlen(b)); /* b's entry was freed and is claimed again */
+    add(&p, a);
+    add(&p, a);
+    add(&p, b);
+    done1(&p, a);
+    done1(&p, b);
+    add(&p, b); /* b's entry was freed and is claimed again */
     struct jbuf j;
     jb_init(&j, 64);
     jb_open(&j, '{');
@@ -754,16 +965,28 @@ static void test_pending(void)
     char path[64];
     for (int i = 0; i < MSP_PENDING_ROUNDS + 3; i++) {
         snprintf(path, sizeof path, "0_7/%d/1_L/x.bin", 100 + i);
-        msp_pending_add(&p, path, strlen(path));
+        add(&p, path);
     }
     CHECK(p.pending_other == 5); /* 2 entries were already taken */
     for (int i = 0; i < MSP_PENDING_ROUNDS + 3; i++) {
         snprintf(path, sizeof path, "0_7/%d/1_L/x.bin", 100 + i);
-        msp_pending_done(&p, path, strlen(path));
+        done1(&p, path);
     }
-    msp_pending_done(&p, a, strlen(a));
-    msp_pending_done(&p, b, strlen(b));
-    msp_pending_done(&p, b, strlen(b)); /* one too many: never below zero */
+    done1(&p, a);
+    done1(&p, b);
+    done1(&p, b); /* one too many: never below zero */
+    jb_init(&j, 64);
+    jb_open(&j, '{');
+    CHECK(msp_pending_json(&j, "u", &p) == 0);
+    jb_free(&j);
+    /* a writer's run of n records at once: the round's entry, then other */
+    add(&p, a);
+    add(&p, a);
+    p.pending_other = 2;
+    size_t len = msp_round_key(a, strlen(a), key);
+    msp_pending_done(&p, key, len, 3);
+    CHECK(p.pending_other == 1);
+    msp_pending_done(&p, key, len, 5);
     jb_init(&j, 64);
     jb_open(&j, '{');
     CHECK(msp_pending_json(&j, "u", &p) == 0);
@@ -777,40 +1000,50 @@ static void test_rounds(void)
     char done[MSP_ROUND_KEY_LEN];
     const char *a = "0_7/1/1_L/before/a.bin", *b = "0_7/2/1_L/before/b.bin";
     const char *c = "0_7/3/1_L/before/c.bin";
-    CHECK(!msp_rounds_selected(&r, a, strlen(a), 1, done));
-    CHECK(!msp_rounds_selected(&r, a, strlen(a), 1, done));
-    CHECK(!msp_rounds_recorded(&r, a, strlen(a), done)); /* one of round 1 left */
+    CHECK(!selected(&r, a, 1, done));
+    CHECK(!selected(&r, a, 1, done));
+    CHECK(!recorded(&r, a, done)); /* one of round 1 left */
     /* the host moves on while a round-1 tensor waits for its writer */
-    CHECK(!msp_rounds_selected(&r, b, strlen(b), 1, done));
-    CHECK(msp_rounds_recorded(&r, a, strlen(a), done) && !strcmp(done, "0_7/1"));
+    CHECK(!selected(&r, b, 1, done));
+    CHECK(recorded(&r, a, done) && !strcmp(done, "0_7/1"));
     /* every round-2 record is in before the host leaves it: said on leaving */
-    CHECK(!msp_rounds_recorded(&r, b, strlen(b), done)); /* still the host's round */
-    CHECK(msp_rounds_selected(&r, c, strlen(c), 1, done) && !strcmp(done, "0_7/2"));
+    CHECK(!recorded(&r, b, done)); /* still the host's round */
+    CHECK(selected(&r, c, 1, done) && !strcmp(done, "0_7/2"));
     /* the recorder hands over an old round: it does not move the host */
     const char *old = "0_7/0/1_L/before/o.bin";
-    CHECK(!msp_rounds_selected(&r, old, strlen(old), 0, done));
-    CHECK(msp_rounds_recorded(&r, old, strlen(old), done) && !strcmp(done, "0_7/0"));
-    CHECK(!msp_rounds_recorded(&r, c, strlen(c), done)); /* round 3 is the host's */
+    CHECK(!selected(&r, old, 0, done));
+    CHECK(recorded(&r, old, done) && !strcmp(done, "0_7/0"));
+    CHECK(!recorded(&r, c, done)); /* round 3 is the host's */
     /* a record of an unknown round, or one too many: nothing */
-    CHECK(!msp_rounds_recorded(&r, old, strlen(old), done));
-    CHECK(!msp_rounds_recorded(&r, "x", 1, done));
+    CHECK(!recorded(&r, old, done));
+    CHECK(!recorded(&r, "x", done));
     /* a full table: the rounds without an entry are never announced */
     char path[64];
     for (int i = 0; i < MSP_ROUNDS_MAX + 2; i++) {
         snprintf(path, sizeof path, "0_7/%d/1_L/x.bin", 100 + i);
-        CHECK(!msp_rounds_selected(&r, path, strlen(path), 1, done) || i == 0);
+        CHECK(!selected(&r, path, 1, done) || i == 0);
     }
     int said = 0;
     for (int i = 0; i < MSP_ROUNDS_MAX + 2; i++) {
         snprintf(path, sizeof path, "0_7/%d/1_L/x.bin", 100 + i);
-        said += msp_rounds_recorded(&r, path, strlen(path), done);
+        said += recorded(&r, path, done);
     }
     /* the rounds that found a place are announced, the two after them not */
     CHECK(said == MSP_ROUNDS_MAX);
     snprintf(path, sizeof path, "0_7/%d/1_L/x.bin", 100 + MSP_ROUNDS_MAX + 1);
-    CHECK(!msp_rounds_selected(&r, path, strlen(path), 1, done)); /* untracked: silent */
-    CHECK(!msp_rounds_recorded(&r, path, strlen(path), done));
-    CHECK(!msp_rounds_selected(&r, a, strlen(a), 1, done)); /* and left: still silent */
+    CHECK(!selected(&r, path, 1, done)); /* untracked: silent */
+    CHECK(!recorded(&r, path, done));
+    CHECK(!selected(&r, a, 1, done)); /* and left: still silent */
+    /* a writer's run of records of one round, counted out at once */
+    static struct msp_rounds r2;
+    msp_rounds_init(&r2);
+    for (int i = 0; i < 3; i++)
+        CHECK(!selected(&r2, a, 1, done));
+    CHECK(!selected(&r2, b, 1, done));
+    char key[MSP_ROUND_KEY_LEN];
+    size_t len = msp_round_key(a, strlen(a), key);
+    CHECK(!msp_rounds_recorded(&r2, key, len, 2, done));
+    CHECK(msp_rounds_recorded(&r2, key, len, 5, done) && !strcmp(done, "0_7/1"));
 }
 
 int main(void)
@@ -822,12 +1055,15 @@ int main(void)
     test_stats();
     test_stats_simd();
     test_json();
+    test_json_f64();
+    test_json_strings();
     test_content_hash();
     test_queue();
     test_queue_warm();
     test_queue_keep();
     test_queue_borrow();
     test_queue_block();
+    test_queue_runs();
     test_pending();
     test_rounds();
     printf("%d passed, %d failed\n", g_pass, g_fail);

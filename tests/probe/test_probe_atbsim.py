@@ -26,6 +26,8 @@ from probe_helpers import (
 )
 from testkit import REPO, atbsim_bin, fnv1a64, shim_lib
 
+from msprobe_atb.tree.records import record_float
+
 pytestmark = pytest.mark.usefixtures("need_atbsim")
 
 MODEL = ("--layers", "2", "--decode-steps", "2", "--prompt-len", "6")
@@ -130,7 +132,7 @@ def test_statistics_agree_with_numpy(dump, abi, dtype):
         for key, want in (("max", np.nan if all_nan else np.nanmax(a)),
                           ("min", np.nan if all_nan else np.nanmin(a)),
                           ("mean", a.mean()), ("norm", np.sqrt((a * a).sum()))):
-            got = float(st[key])  # "nan", "inf", "-inf" parse too
+            got = record_float(st[key])  # hex floats; "nan", "inf", "-inf" too
             if np.isfinite(want):
                 assert got == pytest.approx(want, rel=1e-9, abs=1e-300), (key, r["path"])
             else:

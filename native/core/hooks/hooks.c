@@ -25,7 +25,6 @@
 #include "util.h"
 #include "writer.h"
 
-#define MAX_NUM_STR 16   /* format / dtype: a decimal enum value */
 #define MAX_DIMS_STR 1024
 
 /* The snapshot for an awake answerer or hook: NULL if asleep again since
@@ -166,7 +165,7 @@ void msp_hook_report_overflow_kernel(msp_sv kernel)
     MSP_COUNT(overflow_events, 1);
     struct jbuf b;
     msp_rec_begin(&b, "overflow");
-    jb_ku64(&b, "seq", __atomic_fetch_add(&g_msp.seq, 1, __ATOMIC_RELAXED));
+    jb_ku64(&b, "seq", msp_seq_take());
     jb_kstr(&b, "kernel", kernel.p, kernel.n);
     jb_ki64(&b, "dev", msp_acl_device());
     msp_rec_commit(&b);
@@ -220,28 +219,6 @@ void msp_hook_report_topo(msp_sv model, msp_sv json)
 
 /* ---- SaveTensor / SaveParam ---- */
 
-/* A decimal enum value (format, dtype) that fits an int: a longer one would
- * wrap in atoi, and the stats would then be computed for another dtype
- * than the record names. */
-static int enum_value(msp_sv s, int *out)
-{
-    size_t i = s.n && s.p[0] == '-' ? 1 : 0;
-    if (i == s.n || s.n > MAX_NUM_STR)
-        return 0;
-    int64_t v = 0;
-    for (; i < s.n; i++) {
-        if (s.p[i] < '0' || s.p[i] > '9')
-            return 0;
-        v = v * 10 + (s.p[i] - '0'); /* at most 16 digits: no int64 overflow */
-    }
-    if (s.p[0] == '-')
-        v = -v;
-    if (v < INT32_MIN || v > INT32_MAX)
-        return 0;
-    *out = (int)v;
-    return 1;
-}
-
 /* Element count of ATB's dims string ("" is a scalar: 1). -1 if malformed
  * or overflowing. */
 static int64_t dims_numel(msp_sv d)
@@ -272,9 +249,11 @@ static int64_t dims_numel(msp_sv d)
     return (int64_t)numel;
 }
 
-/* NULL if the arguments describe a tensor we can write, else why not. */
+/* NULL if the arguments describe a tensor we can write (its dtype's enum
+ * value in *dtype_code), else why not. */
 static const char *check_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const void *host,
-                                uint64_t size, msp_sv path, char *why, size_t cap)
+                                uint64_t size, msp_sv path, int *dtype_code, char *why,
+                                size_t cap)
 {
     const char *bad = msp_path_check(path.p, path.n);
     if (!bad)
@@ -283,8 +262,9 @@ static const char *check_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const 
         snprintf(why, cap, "refused path: %s", bad);
         return why;
     }
-    int fmt_code, dtype_code;
-    if (!enum_value(format, &fmt_code) || !enum_value(dtype, &dtype_code))
+    int fmt_code;
+    if (!msp_enum_value(format.p, format.n, &fmt_code) ||
+        !msp_enum_value(dtype.p, dtype.n, dtype_code))
         return "format and dtype must be decimal enum values within the int range";
     int64_t numel = dims_numel(dims);
     if (numel < 0)
@@ -293,7 +273,7 @@ static const char *check_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const 
         snprintf(why, cap, "null data pointer with size %llu", (unsigned long long)size);
         return why;
     }
-    unsigned bits = msp_dtype_bits(dtype_code);
+    unsigned bits = msp_dtype_bits(*dtype_code);
     if (bits) {
         /* numel (< 2^62) times up to 128 bits can pass 2^64: such a tensor
          * cannot exist, whatever size ATB says it has */
@@ -363,7 +343,8 @@ static void fill_item(struct msp_item *it, const struct msp_snap *s, enum msp_it
     it->format_s = put(&cur, format);
     it->dtype_s = put(&cur, dtype);
     it->dims = put(&cur, dims);
-    it->dtype = atoi(it->dtype_s);
+    it->dtype = 0; /* a param has none; a tensor's passed check_tensor */
+    msp_enum_value(dtype.p, dtype.n, &it->dtype);
 }
 
 /* A tensor this large is written by the hook thread itself when its writer
@@ -446,14 +427,6 @@ static void enqueue(const struct msp_snap *s, int route, enum msp_item_kind kind
     msp_item_queue(it, 0);
 }
 
-/* The dtype enum of a string check_tensor accepted. */
-static int dtype_of(msp_sv dtype)
-{
-    int v = 0;
-    enum_value(dtype, &v);
-    return v;
-}
-
 /* The snapshot to save under, or NULL: ATB gates the calls with our
  * predicates, so anything that arrives after the first wake is taken. */
 static struct msp_snap *save_snapshot(void)
@@ -470,22 +443,25 @@ static void save_selected(struct msp_snap *s, msp_sv format, msp_sv dtype, msp_s
     int route = s->cfg.rec_armed ? msp_rec_route(&s->cfg, path.p, path.n) : 0;
     if (route == MSP_ROUTE_DROP)
         return;
-    uint64_t seq = __atomic_fetch_add(&g_msp.seq, 1, __ATOMIC_RELAXED);
-    struct msp_tensor_desc d = {.seq = seq, .path = path.p, .pathn = path.n,
-                                .dims = dims.p, .dimsn = dims.n, .format_s = format.p,
-                                .formatn = format.n, .dtype_s = dtype.p, .dtypen = dtype.n,
-                                .size = size, .task = s->cfg.task};
     /* Selected by the filters, so it is counted even if it cannot be written:
      * every selected tensor ends as written, dropped or failed (errors).
      * A tensor the recorder holds is counted when it is flushed. */
     char why[256];
-    const char *bad = check_tensor(format, dtype, dims, host, size, path, why, sizeof why);
+    int dtype_code = 0;
+    const char *bad = check_tensor(format, dtype, dims, host, size, path, &dtype_code, why,
+                                   sizeof why);
     if (bad && route == MSP_ROUTE_HOLD) {
         MSP_COUNT(rec_lost, 1);
         return;
     }
-    if (route != MSP_ROUTE_HOLD)
-        msp_pending_select(path.p, path.n, 1);
+    /* pending before it takes its seq (pending.h); a held one takes a seq for
+     * its place among the held, and its own when it is flushed (recorder.h) */
+    uint64_t seq = route == MSP_ROUTE_HOLD ? msp_seq_take()
+                                           : msp_pending_select(path.p, path.n, 1);
+    struct msp_tensor_desc d = {.seq = seq, .path = path.p, .pathn = path.n,
+                                .dims = dims.p, .dimsn = dims.n, .format_s = format.p,
+                                .formatn = format.n, .dtype_s = dtype.p, .dtypen = dtype.n,
+                                .size = size, .task = s->cfg.task};
     if (bad) {
         MSP_COUNT(errors, 1);
         msp_tensor_lost(&d, bad);
@@ -499,7 +475,7 @@ static void save_selected(struct msp_snap *s, msp_sv format, msp_sv dtype, msp_s
     const struct msp_stats *stats = NULL;
     char note[192];
     if (!route && (s->cfg.task & (MSP_TASK_TENSOR | MSP_TASK_OVERFLOW)) == 0 &&
-        msp_stats_compute(dtype_of(dtype), host, size, &st, note, sizeof note) == 0)
+        msp_stats_compute(dtype_code, host, size, &st, note, sizeof note) == 0)
         stats = &st;
     if (!route && !stats && write_direct(s, seq, format, dtype, dims, host, size, path))
         return;
@@ -527,7 +503,7 @@ void msp_hook_save_param(msp_sv param, msp_sv path)
     int route = s->cfg.rec_armed ? msp_rec_route(&s->cfg, path.p, path.n) : 0;
     if (route == MSP_ROUTE_DROP)
         return;
-    uint64_t seq = __atomic_fetch_add(&g_msp.seq, 1, __ATOMIC_RELAXED);
+    uint64_t seq = msp_seq_take();
     /* Params are not in the slot's tensor counters; a lost one is in the
      * record log (and the daemon's log) with why. */
     const char *bad = msp_path_check(path.p, path.n);

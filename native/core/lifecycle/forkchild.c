@@ -33,7 +33,7 @@ void msp_fork_child(void)
     g_msp.active = 0;
     g_msp.awake_seen = 0;
     g_msp.closing = 0;
-    g_msp.seq = 0;
+    msp_seq = 0;
     g_msp.overflow_events = 0;
     msp_slot.index = -1;
     msp_slot.proc = &msp_slot.dummy;

@@ -79,13 +79,7 @@ static void *monitor_main(void *arg)
     (void)arg;
     pthread_mutex_lock(&g_mon_mu);
     while (!__atomic_load_n(&g_msp.closing, __ATOMIC_ACQUIRE)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += PERIOD_NS;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = msp_mono_timespec(msp_mono_ns() + PERIOD_NS);
         pthread_cond_timedwait(&g_mon_cv, &g_mon_mu, &ts);
         if (__atomic_load_n(&g_msp.closing, __ATOMIC_ACQUIRE))
             break;

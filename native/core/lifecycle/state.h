@@ -53,7 +53,6 @@ struct msp_state {
 
     struct msp_queue q;
     int closing;               /* atomic: exit drain started */
-    uint64_t seq;              /* atomic: per-process SaveTensor/SaveParam order */
     uint64_t overflow_events;  /* atomic */
 };
 

@@ -45,3 +45,22 @@ unsigned msp_dtype_bits(int dtype)
     const struct dt *d = find(dtype);
     return d ? d->bits : 0;
 }
+
+int msp_enum_value(const char *s, size_t n, int *out)
+{
+    size_t i = n && s[0] == '-' ? 1 : 0;
+    if (i == n || n > 16)
+        return 0;
+    int64_t v = 0;
+    for (; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+        v = v * 10 + (s[i] - '0'); /* at most 16 digits: no int64 overflow */
+    }
+    if (s[0] == '-')
+        v = -v;
+    if (v < INT32_MIN || v > INT32_MAX)
+        return 0;
+    *out = (int)v;
+    return 1;
+}

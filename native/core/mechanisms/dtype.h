@@ -3,6 +3,7 @@
 #ifndef MSP_DTYPE_H
 #define MSP_DTYPE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum {
@@ -20,5 +21,10 @@ enum {
 const char *msp_dtype_name(int dtype);
 /* Bits per element; 0 when unknown or not a fixed width (string, fp6). */
 unsigned msp_dtype_bits(int dtype);
+/* ATB's decimal string of an enum value (format, dtype): 1 and *out if it is
+ * [-]digits, at most 16 characters, within the int range (a longer one would
+ * wrap in atoi, and the stats would then be computed for another dtype than
+ * the record names); else 0. */
+int msp_enum_value(const char *s, size_t n, int *out);
 
 #endif

@@ -17,6 +17,24 @@
 #include "msprobe_atb/content_hash.h"
 #include "msprobe_atb/control.h"
 
+#define BYTES(x) (UINT64_C(0x0101010101010101) * (x))
+/* A byte below 0x20 or DEL in s, 8 bytes at a time (the hooks check every
+ * path): such a byte sets the high bit of its lane in one of the terms ("a
+ * word has a byte less than n / equal to n", exact for "any"). */
+static int has_control(const char *s, size_t n)
+{
+    uint64_t any = 0, x;
+    size_t i = 0;
+    for (; n - i >= 8; i += 8) {
+        memcpy(&x, s + i, 8);
+        uint64_t del = x ^ BYTES(0x7f);
+        any |= ((x - BYTES(0x20)) & ~x) | ((del - BYTES(1)) & ~del);
+    }
+    for (; i < n; i++)
+        any |= ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? 0x80 : 0;
+    return (any & BYTES(0x80)) != 0;
+}
+
 const char *msp_path_check(const char *rel, size_t len)
 {
     if (len == 0)
@@ -25,24 +43,21 @@ const char *msp_path_check(const char *rel, size_t len)
         return "path too long";
     if (rel[0] == '/')
         return "absolute path";
-    size_t start = 0;
-    for (size_t i = 0; i <= len; i++) {
-        if (i < len && rel[i] != '/') {
-            unsigned char c = (unsigned char)rel[i];
-            if (c < 0x20 || c == 0x7f)
-                return "control character in path";
-            continue;
-        }
-        size_t n = i - start;
+    if (has_control(rel, len))
+        return "control character in path";
+    for (const char *c = rel, *end = rel + len;;) {
+        const char *slash = memchr(c, '/', (size_t)(end - c));
+        size_t n = (size_t)((slash ? slash : end) - c);
         if (n == 0)
             return "empty path component";
         if (n > MSP_NAME_MAX)
             return "path component longer than 255 bytes";
-        if ((n == 1 && rel[start] == '.') || (n == 2 && rel[start] == '.' && rel[start + 1] == '.'))
+        if ((n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
             return "'.' or '..' path component";
-        start = i + 1;
+        if (!slash)
+            return NULL;
+        c = slash + 1;
     }
-    return NULL;
 }
 
 /* The control plane writes these into every round directory
@@ -52,24 +67,21 @@ static const char *const DERIVED[] = {"statistic.csv", "statistic_extra.csv",
 
 const char *msp_path_reserved(const char *rel, size_t len)
 {
-    size_t start = 0, comp = 0;
-    for (size_t i = 0; i <= len; i++) {
-        if (i < len && rel[i] != '/')
-            continue;
-        if (comp++ == 2) {
-            const char *c = rel + start;
-            size_t n = i - start;
-            if (n && c[0] == '.')
-                return "a round-level name starting with '.' (the control plane's "
-                       "temporary files)";
-            for (size_t k = 0; k < sizeof DERIVED / sizeof DERIVED[0]; k++)
-                if (n == strlen(DERIVED[k]) && memcmp(c, DERIVED[k], n) == 0)
-                    return "a round-level name reserved for a derived file "
-                           "(statistic.csv, statistic_extra.csv, ROUND_COMPLETE.json)";
+    const char *c = rel, *end = rel + len;
+    for (int comp = 0; comp < 2; comp++) {
+        c = memchr(c, '/', (size_t)(end - c));
+        if (!c)
             return NULL;
-        }
-        start = i + 1;
+        c++;
     }
+    const char *slash = memchr(c, '/', (size_t)(end - c));
+    size_t n = (size_t)((slash ? slash : end) - c);
+    if (n && c[0] == '.')
+        return "a round-level name starting with '.' (the control plane's temporary files)";
+    for (size_t k = 0; k < sizeof DERIVED / sizeof DERIVED[0]; k++)
+        if (n == strlen(DERIVED[k]) && memcmp(c, DERIVED[k], n) == 0)
+            return "a round-level name reserved for a derived file "
+                   "(statistic.csv, statistic_extra.csv, ROUND_COMPLETE.json)";
     return NULL;
 }
 

@@ -7,6 +7,7 @@
 #define MSP_PENDING_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "msprobe_atb/control.h"
 #include "record.h"
@@ -17,30 +18,48 @@
  * joined by '/', as the control plane's parse_tensor_path reads them. 0 if
  * the path has fewer than three components or the key does not fit. */
 size_t msp_round_key(const char *path, size_t n, char key[MSP_ROUND_KEY_LEN]);
-void msp_pending_add(struct msp_proc *p, const char *path, size_t n);
+/* Counts n tensors of round `key` (len 0: of no round) in, or out of, the
+ * slot's pending[] (pending_other where the table has no entry for it). */
+void msp_pending_add(struct msp_proc *p, const char *key, size_t len);
+void msp_pending_done(struct msp_proc *p, const char *key, size_t len, uint64_t n);
 /* The process's rounds: which have all their records (rounds.h). */
 extern struct msp_rounds msp_pending_rounds;
-void msp_pending_done(struct msp_proc *p, const char *path, size_t n);
-/* Counts a tensor as selected (the slot's tensors_selected) and pending;
- * `live`: the host's own selection, not one the flight recorder hands over
- * (rounds.h). Appends the round record of a round the host has just left
- * complete. */
-static inline void msp_pending_select(const char *path, size_t n, int live)
+/* The process's record order, the `seq` of tensor, param and overflow
+ * records (docs/contracts.md §4); 0 again in a forked child. Atomic. */
+extern uint64_t msp_seq;
+static inline uint64_t msp_seq_take(void)
+{
+    /* a release: what the caller did before (a tensor's pending count) is
+     * seen by whoever sees a later seq taken */
+    return __atomic_fetch_add(&msp_seq, 1, __ATOMIC_ACQ_REL);
+}
+/* Counts a tensor as selected (the slot's tensors_selected) and pending,
+ * then gives it its seq, in that order (docs/contracts.md §3 pending[]):
+ * once the control plane reads every count 0, every tensor that took a seq
+ * before has its record in the log, and every record appended later has a
+ * higher seq. `live`: the host's own selection, not one the flight recorder
+ * hands over (rounds.h). Appends the round record of a round the host has
+ * just left complete. */
+static inline uint64_t msp_pending_select(const char *path, size_t n, int live)
 {
     struct msp_proc *p = msp_proc_now();
     __atomic_fetch_add(&p->tensors_selected, 1, __ATOMIC_RELAXED);
-    msp_pending_add(p, path, n); /* until its record is in the log */
+    char key[MSP_ROUND_KEY_LEN];
+    size_t len = msp_round_key(path, n, key);
+    msp_pending_add(p, key, len); /* until its record is in the log */
     char done[MSP_ROUND_KEY_LEN];
-    if (msp_rounds_selected(&msp_pending_rounds, path, n, live, done))
+    if (msp_rounds_selected(&msp_pending_rounds, key, len, live, done))
         msp_rec_round(done);
+    return msp_seq_take();
 }
-/* A selected tensor's record is in the log: no longer pending; appends the
- * round record if that completes its round. */
-static inline void msp_pending_recorded(const char *path, size_t n)
+/* n tensors of round `key` (msp_round_key; len 0: of no round) have their
+ * records in the log: no longer pending; appends the round record if that
+ * completes the round. */
+static inline void msp_pending_recorded(const char *key, size_t len, uint64_t n)
 {
-    msp_pending_done(msp_proc_now(), path, n);
+    msp_pending_done(msp_proc_now(), key, len, n);
     char done[MSP_ROUND_KEY_LEN];
-    if (msp_rounds_recorded(&msp_pending_rounds, path, n, done))
+    if (msp_rounds_recorded(&msp_pending_rounds, key, len, n, done))
         msp_rec_round(done);
 }
 

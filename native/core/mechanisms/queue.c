@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util.h"
+
 /* Keeps the region arithmetic far from overflow (malloc would fail anyway). */
 #define MAX_ITEM (UINT64_C(1) << 62)
 
@@ -37,7 +39,7 @@ void msp_queue_init(struct msp_queue *q, int nlists)
     pthread_cond_init(&q->job_done, NULL);
     q->nlists = clamp_lists(nlists);
     for (int i = 0; i < MSP_MAX_WRITERS; i++)
-        pthread_cond_init(&q->work[i], NULL);
+        cond_init_mono(&q->work[i]); /* naps are timed */
 }
 
 void msp_queue_set_lists(struct msp_queue *q, int nlists)
@@ -47,7 +49,8 @@ void msp_queue_set_lists(struct msp_queue *q, int nlists)
     pthread_mutex_unlock(&q->mu);
 }
 
-/* A ring region: this header, then the payload (64-byte aligned). */
+/* A ring region: this header, the item with its strings, then the payload
+ * (each 64-byte aligned). */
 struct region {
     uint64_t len; /* header included, multiple of REGION_ALIGN */
     uint64_t busy;
@@ -164,16 +167,29 @@ static void unmap(struct mapping m)
         munmap(m.p, m.n);
 }
 
-/* Under mu: takes `it` out of the budget and the ring; returns its payload
- * if it is the caller's to free (not in the ring). */
-static void *put_back(struct msp_queue *q, struct msp_item *it)
+/* Under mu: `cost` bytes of the budget are free again. */
+static void unreserve(struct msp_queue *q, uint64_t cost)
 {
-    q->bytes -= it->cost;
+    q->bytes -= cost;
     pthread_cond_broadcast(&q->space);
+}
+
+/* Under mu: takes `it` out of the budget and the ring. A ring item's memory
+ * is the ring's again (the caller touches it no more); a heap one is the
+ * caller's to free, with its payload: 1. */
+static int put_back(struct msp_queue *q, struct msp_item *it)
+{
+    unreserve(q, it->cost);
     if (!it->in_ring)
-        return it->data;
-    ring_free(q, (struct region *)(void *)(it->data - REGION_HDR));
-    return NULL;
+        return 1;
+    ring_free(q, (struct region *)(void *)((unsigned char *)it - REGION_HDR));
+    return 0;
+}
+
+static void free_item(struct msp_item *it)
+{
+    free(it->data);
+    free(it);
 }
 
 /* The ring's size for a budget: mmap maps whole pages. */
@@ -183,17 +199,26 @@ static uint64_t ring_size_for(uint64_t budget)
     return budget / page * page;
 }
 
+/* Under mu: wakes the writers napping with items in their lists. */
+static void wake_nappers(struct msp_queue *q)
+{
+    for (int w = 0; w < q->nlists; w++)
+        if (q->head[w] && !q->sleeping[w])
+            pthread_cond_signal(&q->work[w]);
+}
+
 int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint64_t budget,
                       int block, struct msp_item **out)
 {
     *out = NULL;
     if (payload > MAX_ITEM || meta > MAX_ITEM)
         return MSP_PUSH_NOMEM;
-    uint64_t len = (payload + REGION_HDR + REGION_ALIGN - 1) & ~(uint64_t)(REGION_ALIGN - 1);
+    /* in the ring the item and its strings come first, then the payload (its
+     * alignment kept): no malloc and no free an item */
+    uint64_t meta_len = (meta + REGION_ALIGN - 1) & ~(uint64_t)(REGION_ALIGN - 1);
+    uint64_t len = (REGION_HDR + meta_len + payload + REGION_ALIGN - 1) &
+                   ~(uint64_t)(REGION_ALIGN - 1);
     uint64_t ring_want = ring_size_for(budget);
-    struct msp_item *it = malloc(meta); /* small: glibc reuses its chunks */
-    if (!it)
-        return MSP_PUSH_NOMEM;
     struct mapping old = {NULL, 0};
     struct region *r = NULL;
     uint64_t cost;
@@ -208,7 +233,7 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
         if (alone) /* the ring is empty: fit it to this budget and item (once: alone never waits) */
             old = ring_resize(q, len > ring_want ? 0 : ring_want);
         int heap = q->ring == NULL;
-        cost = meta + (heap ? payload : len);
+        cost = heap ? meta + payload : len;
         if ((alone || q->bytes + cost <= budget) && (heap || (r = ring_alloc(q, len)) != NULL)) {
             rc = MSP_PUSH_OK;
             break;
@@ -217,6 +242,7 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
             rc = MSP_PUSH_DROPPED;
             break;
         }
+        wake_nappers(q); /* what they hold back is the room this waits for */
         pthread_cond_wait(&q->space, &q->mu);
     }
     if (rc == MSP_PUSH_OK) {
@@ -226,22 +252,24 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
     }
     pthread_mutex_unlock(&q->mu);
     unmap(old);
-    if (rc != MSP_PUSH_OK) {
-        free(it);
+    if (rc != MSP_PUSH_OK)
         return rc;
+    struct msp_item *it = r ? (struct msp_item *)(void *)((unsigned char *)r + REGION_HDR)
+                            : malloc(meta);
+    unsigned char *data = !it ? NULL : r ? (unsigned char *)it + meta_len
+                                         : malloc(payload ? payload : 1);
+    if (!data) {
+        pthread_mutex_lock(&q->mu);
+        unreserve(q, cost);
+        pthread_mutex_unlock(&q->mu);
+        free(it);
+        return MSP_PUSH_NOMEM;
     }
     it->next = NULL;
     it->cost = cost;
     it->in_ring = r != NULL;
     it->stats_in_data = 0;
-    it->data = r ? (unsigned char *)r + REGION_HDR : malloc(payload ? payload : 1);
-    if (!it->data) {
-        pthread_mutex_lock(&q->mu);
-        put_back(q, it);
-        pthread_mutex_unlock(&q->mu);
-        free(it);
-        return MSP_PUSH_NOMEM;
-    }
+    it->data = data;
     *out = it;
     return MSP_PUSH_OK;
 }
@@ -268,7 +296,8 @@ int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it)
         q->head[w] = it;
     q->tail[w] = it;
     q->depth++;
-    pthread_cond_signal(&q->work[w]);
+    if (q->sleeping[w]) /* a napping or busy writer finds it without a wake-up */
+        pthread_cond_signal(&q->work[w]);
     pthread_mutex_unlock(&q->mu);
     return MSP_PUSH_OK;
 }
@@ -376,55 +405,90 @@ static int run_job(struct msp_queue *q, int w)
     return 1;
 }
 
-struct msp_item *msp_queue_pop(struct msp_queue *q, int w)
+/* Under mu, by writer w with nothing to do: naps (unwoken by pushes) on its
+ * first wait after work, else sleeps until woken. *napped says which. */
+static void idle_wait(struct msp_queue *q, int w, int *napped)
+{
+    if (*napped) {
+        q->sleeping[w] = 1;
+        pthread_cond_wait(&q->work[w], &q->mu);
+        q->sleeping[w] = 0;
+        return;
+    }
+    struct timespec ts = msp_mono_timespec(msp_mono_ns() + MSP_QUEUE_NAP_NS);
+    pthread_cond_timedwait(&q->work[w], &q->mu, &ts);
+    *napped = 1;
+}
+
+struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait)
 {
     pthread_mutex_lock(&q->mu);
-    q->busy[w] = 0; /* done with the previous item */
-    for (;;) {
-        if (run_job(q, w))
-            continue;
-        if ((q->head[w] && !q->lent[w]) || q->closed)
-            break;
-        if (w != 0 || !warm_step(q))
-            pthread_cond_wait(&q->work[w], &q->mu);
+    if (wait) {
+        q->busy[w] = 0; /* done with the items popped before */
+        for (int napped = 0;;) {
+            if (run_job(q, w))
+                continue;
+            if ((q->head[w] && !q->lent[w]) || q->closed)
+                break;
+            if (w != 0 || !warm_step(q))
+                idle_wait(q, w, &napped);
+        }
     }
-    struct msp_item *it = q->head[w];
-    if (it) {
-        q->head[w] = it->next;
+    struct msp_item *run = q->lent[w] ? NULL : q->head[w], *last = run;
+    if (run) {
+        uint64_t n = 1, bytes = run->cost;
+        while (last->next && n < MSP_QUEUE_POP_ITEMS &&
+               bytes + last->next->cost <= MSP_QUEUE_POP_BYTES) {
+            last = last->next;
+            bytes += last->cost;
+            n++;
+        }
+        q->head[w] = last->next;
         if (!q->head[w])
             q->tail[w] = NULL;
-        q->depth--;
-        q->inflight++;
+        last->next = NULL;
+        q->depth -= n;
+        q->inflight += n;
         q->busy[w] = 1;
     }
     pthread_mutex_unlock(&q->mu);
-    return it;
+    return run;
 }
 
-void msp_queue_done(struct msp_queue *q, struct msp_item *it)
+void msp_queue_done(struct msp_queue *q, struct msp_item *list)
 {
-    pthread_mutex_lock(&q->mu);
-    q->inflight--;
-    if (q->depth == 0 && q->inflight == 0)
-        pthread_cond_broadcast(&q->idle);
-    void *own = put_back(q, it);
-    pthread_mutex_unlock(&q->mu);
-    free(own);
-    free(it);
+    while (list) {
+        /* up to 64 items a lock; the heap ones are freed after it */
+        struct msp_item *heap[64];
+        int n = 0;
+        pthread_mutex_lock(&q->mu);
+        for (int k = 0; list && k < 64; k++) {
+            struct msp_item *it = list;
+            list = it->next; /* before a ring item's memory goes back */
+            q->inflight--;
+            if (put_back(q, it))
+                heap[n++] = it;
+        }
+        if (q->depth == 0 && q->inflight == 0)
+            pthread_cond_broadcast(&q->idle);
+        pthread_mutex_unlock(&q->mu);
+        for (int i = 0; i < n; i++)
+            free_item(heap[i]);
+    }
 }
 
 void msp_queue_release(struct msp_queue *q, struct msp_item *it)
 {
     pthread_mutex_lock(&q->mu);
-    void *own = put_back(q, it);
+    int heap = put_back(q, it);
     pthread_mutex_unlock(&q->mu);
-    free(own);
-    free(it);
+    if (heap)
+        free_item(it);
 }
 
 int msp_queue_wait_idle(struct msp_queue *q, uint64_t deadline)
 {
-    struct timespec ts = {(time_t)(deadline / 1000000000ULL), (long)(deadline % 1000000000ULL)};
+    struct timespec ts = msp_mono_timespec(deadline);
     pthread_mutex_lock(&q->mu);
     int rc = 0;
     while ((q->depth || q->inflight) && rc != ETIMEDOUT)

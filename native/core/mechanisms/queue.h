@@ -17,8 +17,9 @@
 #define MSP_MAX_WRITERS 32
 enum msp_item_kind { MSP_ITEM_TENSOR, MSP_ITEM_PARAM };
 
-/* The struct then its strings (one small malloc); the payload in the
- * queue's ring (or its own malloc, see msp_queue_reserve). */
+/* The struct, then its strings, then the payload: one region of the queue's
+ * ring (or a malloc for the struct and strings and one for the payload, see
+ * msp_queue_reserve). */
 struct msp_item {
     struct msp_item *next;
     enum msp_item_kind kind;
@@ -30,7 +31,8 @@ struct msp_item {
     uint64_t cost;         /* set by the queue: bytes charged to the budget (both parts) */
     char *path, *format_s, *dtype_s, *dims;
     unsigned char *data;   /* set by the queue: the payload buffer */
-    int in_ring;           /* set by the queue: data is a ring region, else its own malloc */
+    int in_ring;           /* set by the queue: it and its data are a ring region, else
+                              each its own malloc */
     int stats_in_data;     /* the recorder kept only the statistics: data holds a struct
                               msp_stats, the payload is gone */
 };
@@ -41,7 +43,12 @@ struct msp_queue {
     pthread_cond_t idle;    /* depth+inflight reached 0 */
     pthread_cond_t work[MSP_MAX_WRITERS];
     struct msp_item *head[MSP_MAX_WRITERS], *tail[MSP_MAX_WRITERS];
-    unsigned char busy[MSP_MAX_WRITERS]; /* writer w is between a pop and its next pop */
+    unsigned char busy[MSP_MAX_WRITERS]; /* writer w is between a pop and its next waiting pop */
+    /* Writer w waits with no timeout: a push wakes it. A writer that finds its
+     * list empty first naps (MSP_QUEUE_NAP_NS) unwoken, so a steady stream of
+     * small items costs a wake-up a nap, not one an item, and its records go
+     * out in batches (writer.c); only a writer idle for a nap sleeps. */
+    unsigned char sleeping[MSP_MAX_WRITERS];
     unsigned char lent[MSP_MAX_WRITERS]; /* writer w is lent to a hook thread (msp_queue_borrow) */
     /* A job the borrower gave the lent writer's own thread (msp_queue_lend_job),
      * NULL when none is waiting or running. */
@@ -92,12 +99,12 @@ void msp_queue_set_lists(struct msp_queue *q, int nlists);
 
 enum { MSP_PUSH_OK = 0, MSP_PUSH_DROPPED = 1, MSP_PUSH_CLOSED = 2, MSP_PUSH_NOMEM = 3 };
 /* Reserves an item within the byte budget: `meta` bytes for the struct and
- * its strings (malloc), and `payload` bytes in the ring. When the budget
+ * its strings and `payload` bytes, one region of the ring. When the budget
  * (or the ring, fragmented by out-of-order releases) has no room: `block`
  * waits; otherwise the item is refused (DROPPED). An item larger than the
- * whole budget is admitted once nothing else is reserved, with its payload
- * in its own malloc, so nothing deadlocks; so are payloads when the ring
- * cannot be mapped. On MSP_PUSH_OK *out is the item, with ->cost, ->data
+ * whole budget is admitted once nothing else is reserved, in malloc'd
+ * memory, so nothing deadlocks; so are items when the ring cannot be
+ * mapped. On MSP_PUSH_OK *out is the item, with ->cost, ->data
  * and ->in_ring set; the caller fills it and hands it to msp_queue_push
  * (or msp_queue_release). MSP_PUSH_NOMEM: out of memory. */
 int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint64_t budget,
@@ -127,11 +134,23 @@ struct msp_queue_job {
  * before job's memory goes. */
 int msp_queue_lend_job(struct msp_queue *q, int w, struct msp_queue_job *job);
 void msp_queue_job_wait(struct msp_queue *q, int w);
-/* Next item of list w; blocks; NULL once closed and list w is empty. */
-struct msp_item *msp_queue_pop(struct msp_queue *q, int w);
-/* The writer finished a popped item: releases its budget and its ring
- * region and frees it. */
-void msp_queue_done(struct msp_queue *q, struct msp_item *it);
+/* How long a writer whose list ran empty waits for more before it sleeps;
+ * items pushed meanwhile wait for the nap's end (a hook about to block for
+ * the budget wakes it). */
+#define MSP_QUEUE_NAP_NS 1000000
+/* A pop takes the items of a list a run at a time, one lock for the run: up
+ * to this many, and no more bytes (of cost) than the first item's or this. */
+#define MSP_QUEUE_POP_ITEMS 64
+#define MSP_QUEUE_POP_BYTES (UINT64_C(1) << 20)
+/* The next items of list w, in order, chained by ->next (the last's NULL), or
+ * NULL once closed and list w is empty. wait: blocks until there is one (the
+ * writer is idle meanwhile); else NULL at once when list w is empty, and the
+ * writer stays busy (it still has work of the items it popped, see
+ * msp_queue_borrow). */
+struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait);
+/* The writer finished the popped items of `list` (chained by ->next):
+ * releases their budget and ring regions and frees them. */
+void msp_queue_done(struct msp_queue *q, struct msp_item *list);
 /* The same for a reserved item that was never queued, or one
  * msp_queue_close handed back. */
 void msp_queue_release(struct msp_queue *q, struct msp_item *it);

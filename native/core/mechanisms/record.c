@@ -60,7 +60,7 @@ void msp_rec_begin(struct jbuf *b, const char *kind)
 {
     jb_init(b, 256);
     jb_open(b, '{');
-    jb_kcstr(b, "k", kind);
+    jb_kname(b, "k", kind);
     jb_ku64(b, "t", msp_now_ns());
 }
 
@@ -71,7 +71,11 @@ void msp_rec_begin(struct jbuf *b, const char *kind)
  * one (pending.h). Sized from the queue budget: 1/1024 of it, at most 1/32
  * of the free space, 64 KiB..4 MiB. */
 /* g_size: bytes appended to the current log; g_reserved_end: allocated
- * up to here (both atomic, declared above msp_rec_open) */
+ * up to here (both atomic, declared above msp_rec_open). g_claimed: bytes
+ * of records that have their room (below) and are not appended yet: a
+ * writer's batch claims a record's room as the record joins it, so the
+ * batch's one write cannot fail for want of space (recbatch.h). */
+static uint64_t g_claimed;     /* atomic */
 static int g_extending;        /* atomic: one thread extends at a time */
 static int g_no_fallocate;     /* the file system cannot preallocate: no reserve */
 
@@ -89,6 +93,7 @@ void msp_rec_forget(void)
         close(msp_rec_fd);
     msp_rec_fd = -1;
     g_budget = DEFAULT_BUDGET;
+    g_claimed = 0; /* the parent's batches are the parent's */
 }
 
 static uint64_t reserve_bytes(int fd)
@@ -102,12 +107,21 @@ static uint64_t reserve_bytes(int fd)
     return r < (64u << 10) ? 64u << 10 : r > (4u << 20) ? 4u << 20 : r;
 }
 
+/* The log's bytes appended or claimed. Read claimed first: an append moves
+ * its bytes to g_size before it takes them out of g_claimed, so a reader
+ * never misses them (it may count them twice: room is never overcommitted). */
+static uint64_t used(void)
+{
+    uint64_t claimed = __atomic_load_n(&g_claimed, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&g_size, __ATOMIC_ACQUIRE) + claimed;
+}
+
 /* 1 if the reserve now covers `need` more bytes plus the floor. */
 static int extend(int fd, uint64_t need)
 {
     while (__atomic_exchange_n(&g_extending, 1, __ATOMIC_ACQUIRE))
         sched_yield(); /* another thread is extending: a few fallocate calls */
-    uint64_t off = __atomic_load_n(&g_size, __ATOMIC_ACQUIRE);
+    uint64_t off = used();
     int ok = off + need + FLOOR <= __atomic_load_n(&g_reserved_end, __ATOMIC_ACQUIRE);
     if (ok) { /* that thread made room */
         __atomic_store_n(&g_extending, 0, __ATOMIC_RELEASE);
@@ -157,48 +171,84 @@ static const char *record_kind(const struct jbuf *b, size_t *n)
     return b->p + h;
 }
 
-static int commit(struct jbuf *b, int final)
+/* Claims room for n bytes: within the reserve, extended as needed; anyhow
+ * for the exit record (final), which may use the floor, or where the file
+ * system cannot preallocate. 0 if there is no room but the floor. */
+static int claim(int fd, uint64_t n, int final)
+{
+    for (;;) {
+        uint64_t claimed = __atomic_add_fetch(&g_claimed, n, __ATOMIC_ACQ_REL);
+        if (final || __atomic_load_n(&g_no_fallocate, __ATOMIC_RELAXED) ||
+            __atomic_load_n(&g_size, __ATOMIC_ACQUIRE) + claimed + FLOOR <=
+                __atomic_load_n(&g_reserved_end, __ATOMIC_ACQUIRE))
+            return 1;
+        __atomic_sub_fetch(&g_claimed, n, __ATOMIC_ACQ_REL);
+        if (!extend(fd, n))
+            return 0;
+    }
+}
+
+static int close_claim(struct jbuf *b, int final)
 {
     jb_raw(b, "}\n", 2);
-    int rc = -1;
     int fd = __atomic_load_n(&msp_rec_fd, __ATOMIC_ACQUIRE);
     if (b->oom) {
         msp_log_error("out of memory building a record; it is lost");
-    } else if (fd >= 0) {
-        uint64_t end = __atomic_load_n(&g_reserved_end, __ATOMIC_ACQUIRE);
-        if (!__atomic_load_n(&g_no_fallocate, __ATOMIC_RELAXED) &&
-            __atomic_load_n(&g_size, __ATOMIC_ACQUIRE) + b->len + FLOOR > end &&
-            !extend(fd, b->len) && !final) {
-            /* no room left but the floor: the exit record counts a tensor's */
-            size_t kn = 0;
-            const char *kind = record_kind(b, &kn);
-            int tensor = kn == 6 && memcmp(kind, "tensor", 6) == 0;
-            msp_log_error("no room for the record log: a %.*s record is held back%s", (int)kn,
-                          kind, tensor ? " (the exit record counts its tensor, per round)" : "");
-            jb_free(b);
-            return -1;
+        return -1;
+    }
+    if (fd < 0)
+        return -1;
+    if (claim(fd, b->len, final))
+        return 0;
+    /* no room left but the floor: the exit record counts a tensor's */
+    size_t kn = 0;
+    const char *kind = record_kind(b, &kn);
+    int tensor = kn == 6 && memcmp(kind, "tensor", 6) == 0;
+    msp_log_error("no room for the record log: a %.*s record is held back%s", (int)kn, kind,
+                  tensor ? " (the exit record counts its tensor, per round)" : "");
+    return -1;
+}
+
+int msp_rec_close(struct jbuf *b)
+{
+    return close_claim(b, 0);
+}
+
+size_t msp_rec_append(const char *p, size_t n)
+{
+    /* O_APPEND: the kernel appends each write whole; a short write (disk
+     * full) is finished by the loop so the lines stay intact. */
+    int fd = __atomic_load_n(&msp_rec_fd, __ATOMIC_ACQUIRE);
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = fd >= 0 ? write(fd, p + done, n - done) : -1;
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            msp_log_error("cannot append to the record log: %s",
+                          fd >= 0 ? strerror(errno) : "it is closed");
+            break;
         }
-        /* O_APPEND: the kernel appends each write whole; a short write
-         * (disk full) is finished by the loop so the line stays intact. */
-        const char *p = b->p;
-        size_t left = b->len;
-        while (left) {
-            ssize_t w = write(fd, p, left);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0) {
-                msp_log_error("cannot append to the record log: %s", strerror(errno));
-                break;
-            }
-            p += w;
-            left -= (size_t)w;
-            __atomic_fetch_add(&g_size, (uint64_t)w, __ATOMIC_RELEASE);
-        }
-        if (!left) {
-            rc = 0;
-            MSP_COUNT(records, 1);
-            __atomic_store_n(&msp_proc_now()->last_activity_ns, msp_now_ns(), __ATOMIC_RELAXED);
-        }
+        __atomic_fetch_add(&g_size, (uint64_t)w, __ATOMIC_RELEASE);
+        __atomic_sub_fetch(&g_claimed, (uint64_t)w, __ATOMIC_ACQ_REL);
+        done += (size_t)w;
+    }
+    __atomic_sub_fetch(&g_claimed, n - done, __ATOMIC_ACQ_REL); /* not appended: its room goes */
+    return done;
+}
+
+void msp_rec_landed(uint64_t records)
+{
+    MSP_COUNT(records, records);
+    __atomic_store_n(&msp_proc_now()->last_activity_ns, msp_now_ns(), __ATOMIC_RELAXED);
+}
+
+static int commit(struct jbuf *b, int final)
+{
+    int rc = -1;
+    if (close_claim(b, final) == 0 && msp_rec_append(b->p, b->len) == b->len) {
+        rc = 0;
+        msp_rec_landed(1);
     }
     jb_free(b);
     return rc;

@@ -1,8 +1,10 @@
 /* The per-process record log (docs/contracts.md §4): one JSON object per
- * line, each appended with a single write(2) to an O_APPEND file. */
+ * line, appended to an O_APPEND file with a write(2) a record, or a write a
+ * batch of whole records (recbatch.h). */
 #ifndef MSP_RECORD_H
 #define MSP_RECORD_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "jsonw.h"
@@ -25,6 +27,17 @@ void msp_rec_begin(struct jbuf *b, const char *kind);
 /* Closes the object, appends it to the log and frees the buffer. Counts
  * the record and the activity in the proc slot. Returns 0 or -1. */
 int msp_rec_commit(struct jbuf *b);
+/* For a batch (recbatch.h), which appends the record later with others:
+ * closes the record in b ("}\n") and claims its room in the log, so the
+ * append cannot fail for want of space. 0, or -1 (said) if it is lost (out
+ * of memory, no log) or held back (no room left but the floor). */
+int msp_rec_close(struct jbuf *b);
+/* Appends n bytes of whole records whose room was claimed, with one write(2)
+ * (a short one is finished), and gives back the room of what a failure
+ * (said) left out. Returns the bytes appended. */
+size_t msp_rec_append(const char *p, size_t n);
+/* `records` records are in the log: counted in the slot, with the activity. */
+void msp_rec_landed(uint64_t records);
 /* Like msp_rec_commit, for the exit record: it may use the reserve's floor,
  * which the other records leave alone once the disk is full. */
 int msp_rec_commit_final(struct jbuf *b);

@@ -104,11 +104,13 @@ static size_t round_dir_len(const char *path)
     return i;
 }
 
-/* A `flush` record, built while one incident is applied. */
+/* A `flush` record, built while one incident is applied, and the items of
+ * the rounds it flushes, queued when it is committed. */
 struct flushlog {
     struct jbuf b;
     int open;
     uint64_t seq;
+    struct msp_item *items; /* in any order: queued by seq */
 };
 
 static void log_round(struct flushlog *f, const char *path, uint64_t n, const char *why)
@@ -127,8 +129,48 @@ static void log_round(struct flushlog *f, const char *path, uint64_t n, const ch
     jb_close(&f->b, '}');
 }
 
+/* A list of items sorted by seq (a stable merge sort). */
+static struct msp_item *by_seq(struct msp_item *list)
+{
+    if (!list || !list->next)
+        return list;
+    struct msp_item *slow = list, *fast = list->next;
+    while (fast && fast->next) {
+        slow = slow->next;
+        fast = fast->next->next;
+    }
+    struct msp_item *b = by_seq(slow->next), *a = (slow->next = NULL, by_seq(list));
+    struct msp_item *out = NULL, **tail = &out;
+    while (a && b) {
+        struct msp_item **low = b->seq < a->seq ? &b : &a;
+        *tail = *low;
+        tail = &(*low)->next;
+        *low = (*low)->next;
+    }
+    *tail = a ? a : b;
+    return out;
+}
+
+/* Queues a held item, counted pending (a tensor) and given its own seq only
+ * now (pending.h): the seq it took when held kept its place among the held,
+ * but a record with a higher one may be in the log already. */
+static void queue_held(struct msp_item *it, int live)
+{
+    it->seq = it->kind == MSP_ITEM_TENSOR ? msp_pending_select(it->path, strlen(it->path), live)
+                                          : msp_seq_take();
+    msp_item_queue(it, 1);
+}
+
+/* Queues the flushed items in the order they were saved, then appends the
+ * flush record. */
 static void log_commit(struct flushlog *f)
 {
+    for (struct msp_item *it = by_seq(f->items), *next; it; it = next) {
+        next = it->next;
+        MSP_COUNT(rec_flushed, it->kind == MSP_ITEM_TENSOR);
+        queue_held(it, 0);
+    }
+    f->items = NULL;
     if (!f->open)
         return;
     jb_close(&f->b, ']');
@@ -136,19 +178,19 @@ static void log_commit(struct flushlog *f)
     f->open = 0;
 }
 
-/* Moves a held round to the writers. */
+/* Moves a held round to the writers (when the flush is committed). */
 static void flush_round(struct msp_ring_round *rd, struct flushlog *f, const char *why)
 {
     if (rd->head)
         log_round(f, rd->head->path, rd->n, why);
-    for (struct msp_item *it = msp_ring_take(&g_ring, rd), *next; it; it = next) {
-        next = it->next;
-        if (it->kind == MSP_ITEM_TENSOR) {
-            msp_pending_select(it->path, strlen(it->path), 0);
-            MSP_COUNT(rec_flushed, 1);
-        }
-        msp_item_queue(it, 1);
-    }
+    struct msp_item *it = msp_ring_take(&g_ring, rd);
+    if (!it)
+        return;
+    struct msp_item *last = it;
+    while (last->next)
+        last = last->next;
+    last->next = f->items;
+    f->items = it;
 }
 
 static void evict_round(struct msp_ring_round *rd)
@@ -436,8 +478,7 @@ static void fire(const struct msp_config *c, uint32_t kind, double value, const 
     msp_rec_begin(&b, "incident");
     jb_ku64(&b, "seq", seq);
     jb_kcstr(&b, "trigger", kind_name(kind));
-    jb_key(&b, "value");
-    jb_f64(&b, value);
+    jb_kf64(&b, "value", value);
     jb_ki64(&b, "round", round);
     jb_ki64(&b, "dev", inc.device);
     jb_kstr(&b, "path", path, n);
@@ -531,9 +572,7 @@ void msp_rec_hold(const struct msp_config *c, struct msp_item *it)
     if (!s || s->mode != MSP_SCOPE_HOLD || s->cur_broken || !rd || rd->exec != exec) {
         /* an incident moved this round between routing and now */
         if (s && s->mode == MSP_SCOPE_DIRECT) {
-            if (it->kind == MSP_ITEM_TENSOR)
-                msp_pending_select(it->path, strlen(it->path), 1);
-            msp_item_queue(it, 1);
+            queue_held(it, 1);
         } else {
             MSP_COUNT(rec_lost, it->kind == MSP_ITEM_TENSOR);
             msp_ring_item_free(it);

@@ -20,7 +20,10 @@ enum { MSP_ROUTE_HOLD = 1, MSP_ROUTE_DIRECT, MSP_ROUTE_DROP };
 int msp_rec_route(const struct msp_config *c, const char *path, size_t n);
 /* Takes a filled item allocated with msp_ring_item_alloc: held, or (if an
  * incident moved its round meanwhile) queued or freed. Scans it for the
- * shim-side triggers. */
+ * shim-side triggers. The seq it took keeps its place among the held; when it
+ * is queued it is counted pending and takes its own (pending.h), so flushed
+ * items keep the order they were saved in and take seqs above any record in
+ * the log. */
 void msp_rec_hold(const struct msp_config *c, struct msp_item *it);
 /* Scans an item dumped directly in a flush window: a trigger there is
  * queued as the next incident. */

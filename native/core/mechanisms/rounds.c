@@ -4,8 +4,6 @@
 
 #include <string.h>
 
-#include "pending.h"
-
 void msp_rounds_init(struct msp_rounds *r)
 {
     pthread_mutex_init(&r->mu, NULL);
@@ -27,22 +25,12 @@ static void drop(struct msp_rounds *r, int i, char done[MSP_ROUND_KEY_LEN])
     r->e[i] = r->e[--r->n];
 }
 
-/* The round key of path, with the table locked; 0 (not locked) if it has none. */
-static int lock_round(struct msp_rounds *r, const char *path, size_t n,
-                      char key[MSP_ROUND_KEY_LEN])
-{
-    if (!msp_round_key(path, n, key))
-        return 0;
-    pthread_mutex_lock(&r->mu);
-    return 1;
-}
-
-int msp_rounds_selected(struct msp_rounds *r, const char *path, size_t n, int live,
+int msp_rounds_selected(struct msp_rounds *r, const char *key, size_t len, int live,
                         char done[MSP_ROUND_KEY_LEN])
 {
-    char key[MSP_ROUND_KEY_LEN];
-    if (!lock_round(r, path, n, key))
+    if (!len)
         return 0;
+    pthread_mutex_lock(&r->mu);
     int announced = 0;
     if (live && strcmp(key, r->current) != 0) {
         /* the host left the current round: complete if nothing of it is left */
@@ -51,16 +39,16 @@ int msp_rounds_selected(struct msp_rounds *r, const char *path, size_t n, int li
             drop(r, i, done);
             announced = 1;
         }
-        memcpy(r->current, key, sizeof key);
+        memcpy(r->current, key, len + 1);
     }
     int i = find(r, key);
     if (i < 0 && r->n < MSP_ROUNDS_MAX && strcmp(key, r->untracked) != 0) {
         i = r->n++;
-        memcpy(r->e[i].key, key, sizeof key);
+        memcpy(r->e[i].key, key, len + 1);
         r->e[i].count = 0;
     } else if (i < 0 && live) {
         /* not counted from its first tensor: never announced */
-        memcpy(r->untracked, key, sizeof key);
+        memcpy(r->untracked, key, len + 1);
     }
     if (i >= 0)
         r->e[i].count++;
@@ -68,17 +56,20 @@ int msp_rounds_selected(struct msp_rounds *r, const char *path, size_t n, int li
     return announced;
 }
 
-int msp_rounds_recorded(struct msp_rounds *r, const char *path, size_t n,
+int msp_rounds_recorded(struct msp_rounds *r, const char *key, size_t len, uint64_t n,
                         char done[MSP_ROUND_KEY_LEN])
 {
-    char key[MSP_ROUND_KEY_LEN];
-    if (!lock_round(r, path, n, key))
+    if (!len)
         return 0;
+    pthread_mutex_lock(&r->mu);
     int announced = 0;
     int i = find(r, key);
-    if (i >= 0 && r->e[i].count > 0 && --r->e[i].count == 0 && strcmp(key, r->current) != 0) {
-        drop(r, i, done);
-        announced = 1;
+    if (i >= 0 && r->e[i].count > 0) {
+        r->e[i].count -= r->e[i].count < n ? r->e[i].count : n;
+        if (r->e[i].count == 0 && strcmp(key, r->current) != 0) {
+            drop(r, i, done);
+            announced = 1;
+        }
     }
     pthread_mutex_unlock(&r->mu);
     return announced;

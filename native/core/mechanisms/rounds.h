@@ -37,14 +37,15 @@ struct msp_rounds {
 };
 
 void msp_rounds_init(struct msp_rounds *r);
-/* A tensor of `path` was selected; `live` for the host's own selection (it
+/* A tensor of round `key` (pending.h's, len bytes; 0: of no round, which
+ * is not tracked) was selected; `live` for the host's own selection (it
  * moves the current round), 0 for one the flight recorder hands over later.
  * Returns 1 and fills `done` when the round the host left is complete. */
-int msp_rounds_selected(struct msp_rounds *r, const char *path, size_t n, int live,
+int msp_rounds_selected(struct msp_rounds *r, const char *key, size_t len, int live,
                         char done[MSP_ROUND_KEY_LEN]);
-/* The record of a tensor of `path` is in the log. Returns 1 and fills
- * `done` when that completes its round. */
-int msp_rounds_recorded(struct msp_rounds *r, const char *path, size_t n,
+/* The records of n tensors of round `key` are in the log. Returns 1 and
+ * fills `done` when that completes the round. */
+int msp_rounds_recorded(struct msp_rounds *r, const char *key, size_t len, uint64_t n,
                         char done[MSP_ROUND_KEY_LEN]);
 
 #endif

@@ -255,10 +255,8 @@ void msp_stats_json(struct jbuf *b, const struct msp_stats *s)
     jb_ku64(b, "count", s->count);
     switch (s->kind) {
     case MSP_STATS_FLOAT:
-        jb_key(b, "max");
-        jb_f64(b, s->has_minmax ? s->max : NAN);
-        jb_key(b, "min");
-        jb_f64(b, s->has_minmax ? s->min : NAN);
+        jb_kf64(b, "max", s->has_minmax ? s->max : NAN);
+        jb_kf64(b, "min", s->has_minmax ? s->min : NAN);
         break;
     case MSP_STATS_INT:
         jb_ki64(b, "max", s->imax);
@@ -278,11 +276,9 @@ void msp_stats_json(struct jbuf *b, const struct msp_stats *s)
     if (s->kind == MSP_STATS_COMPLEX) {
         pair(b, "mean", s->cmean);
     } else {
-        jb_key(b, "mean");
-        jb_f64(b, s->mean);
+        jb_kf64(b, "mean", s->mean);
     }
-    jb_key(b, "norm");
-    jb_f64(b, s->norm);
+    jb_kf64(b, "norm", s->norm);
     jb_ku64(b, "nan", s->nan);
     jb_ku64(b, "pinf", s->pinf);
     jb_ku64(b, "ninf", s->ninf);

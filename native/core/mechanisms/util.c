@@ -158,6 +158,12 @@ uint64_t msp_mono_ns(void)
     return clock_ns(CLOCK_MONOTONIC);
 }
 
+struct timespec msp_mono_timespec(uint64_t deadline_ns)
+{
+    return (struct timespec){(time_t)(deadline_ns / 1000000000ULL),
+                             (long)(deadline_ns % 1000000000ULL)};
+}
+
 long msp_env_long(const char *name, long def, long lo, long hi)
 {
     const char *s = getenv(name);

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #define MSP_LOG_PREFIX "[msprobe-atb] "
 
@@ -26,6 +27,8 @@ void msp_write_tty(int fd, const char *buf, size_t len);
 
 uint64_t msp_now_ns(void);  /* CLOCK_REALTIME */
 uint64_t msp_mono_ns(void); /* CLOCK_MONOTONIC */
+/* A CLOCK_MONOTONIC deadline (ns) as a timed wait's timespec. */
+struct timespec msp_mono_timespec(uint64_t deadline_ns);
 
 /* Integer from the environment, clamped to [lo, hi]; def if unset or bad. */
 long msp_env_long(const char *name, long def, long lo, long hi);

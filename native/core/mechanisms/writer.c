@@ -16,8 +16,9 @@
 
 #include "binfile.h"
 #include "dedup.h"
+#include "dtype.h"
 #include "fsutil.h"
-#include "pending.h"
+#include "recbatch.h"
 #include "record.h"
 #include "slot.h"
 #include "util.h"
@@ -35,6 +36,7 @@ struct writer {
     unsigned epoch;         /* msp_tree_epoch when dirfd was opened */
     int lent;               /* a hook thread writes with this state (msp_writer_direct);
                                the writer's own thread is parked, free for a job */
+    struct msp_recbatch *batch; /* its records (recbatch.h) */
 };
 
 static struct writer g_writers[MSP_MAX_WRITERS];
@@ -52,31 +54,92 @@ static const char *task_name(uint32_t task)
     }
 }
 
-static int64_t int_or(const char *s, size_t n, int64_t fallback)
+/* A record's format or dtype: -1 where ATB's string is no enum value (a
+ * tensor lost for it). */
+static int64_t enum_or_none(const char *s, size_t n)
 {
-    if (n == 0 || n > 18)
-        return fallback;
-    char buf[24];
-    memcpy(buf, s, n);
-    buf[n] = 0;
-    char *end;
-    long long v = strtoll(buf, &end, 10);
-    return *end ? fallback : (int64_t)v;
+    int v;
+    return msp_enum_value(s, n, &v) ? v : -1;
 }
 
-int msp_tensor_record(const struct msp_tensor_desc *d, const char *file, const char *alias,
-                      const struct msp_stats *stats, const char *note)
+/* What a record says became of its item: its `file`, and what the slot
+ * counts for it once the record is in the log (appended). */
+enum outcome { OUT_BIN, OUT_LINKED, OUT_STUB, OUT_STUB_REFUSED, OUT_NONE, OUT_LOST, OUT_PARAM,
+               OUT_PARAM_LOST };
+static const char *const outcome_file[] = {"bin", "linked", "stub", "stub", "none", "lost",
+                                           "json", "lost"};
+
+static int real_dir(const char *real, const char **base);
+
+/* n records are in the log (landed) or not (no room on a full disk, or
+ * their batch's write failed). In the log, their outcomes count. Not, their
+ * tensors stay pending (the exit record counts them in their rounds), and no
+ * row would ever name their files: each file is taken back and its tensor
+ * counts in errors (a lost one is counted already); a lost param counts for
+ * the exit record. */
+static void appended(const struct msp_recbatch_entry *e, size_t n, int landed)
+{
+    uint64_t written = 0, bytes = 0, linked = 0, refused = 0, errors = 0, params = 0;
+    for (size_t i = 0; i < n; i++) {
+        int o = e[i].what;
+        if (landed) {
+            written += o <= OUT_NONE;
+            bytes += o == OUT_BIN ? e[i].bytes : 0;
+            linked += o == OUT_LINKED;
+            refused += o == OUT_STUB_REFUSED;
+            continue;
+        }
+        params += o == OUT_PARAM_LOST;
+        if (o >= OUT_LOST)
+            continue;
+        const char *base;
+        int dfd = o == OUT_NONE ? -1 : real_dir(e[i].path, &base);
+        if (dfd >= 0) {
+            unlinkat(dfd, base, 0);
+            close(dfd);
+        }
+        errors++;
+    }
+    /* counted once for all of them: the slot's words are the host's too */
+    struct msp_proc *p = msp_proc_now();
+    const struct {
+        uint64_t *word, n;
+    } add[] = {{&p->tensors_written, written}, {&p->bytes_written, bytes},
+               {&p->linked, linked},           {&p->link_refused, refused},
+               {&p->errors, errors},           {&p->params_unrecorded, params}};
+    for (size_t i = 0; i < sizeof add / sizeof *add; i++)
+        if (add[i].n)
+            __atomic_fetch_add(add[i].word, add[i].n, __ATOMIC_RELAXED);
+}
+
+/* The writer thread's batch its records join (NULL on other threads, and a
+ * writer with no memory for one: each record is then appended at once). */
+static __thread struct msp_recbatch *t_batch;
+
+/* Appends a record: into the thread's batch, whose flush does `appended`,
+ * or at once. 1 if it is in the log, or will be with its batch. */
+static int commit(struct jbuf *b, const struct msp_recbatch_entry *e)
+{
+    int rc = msp_recbatch_commit(t_batch, b, e);
+    if (rc <= 0)
+        appended(e, 1, rc == 0);
+    return rc >= 0;
+}
+
+/* The `tensor` record of outcome o. */
+static int tensor_record(const struct msp_tensor_desc *d, enum outcome o, const char *alias,
+                         const struct msp_stats *stats, const char *note)
 {
     struct jbuf b;
     msp_rec_begin(&b, "tensor");
     jb_ku64(&b, "seq", d->seq);
     jb_kstr(&b, "path", d->path, d->pathn);
-    jb_ki64(&b, "format", int_or(d->format_s, d->formatn, -1));
-    jb_ki64(&b, "dtype", int_or(d->dtype_s, d->dtypen, -1));
+    jb_ki64(&b, "format", enum_or_none(d->format_s, d->formatn));
+    jb_ki64(&b, "dtype", enum_or_none(d->dtype_s, d->dtypen));
     jb_kstr(&b, "dims", d->dims, d->dimsn);
     jb_ku64(&b, "size", d->size);
-    jb_kcstr(&b, "task", task_name(d->task));
-    jb_kcstr(&b, "file", file);
+    jb_kname(&b, "task", task_name(d->task));
+    jb_kname(&b, "file", outcome_file[o]);
     if (d->hashed) {
         char hex[17];
         snprintf(hex, sizeof hex, "%016llx", (unsigned long long)d->hash);
@@ -91,33 +154,15 @@ int msp_tensor_record(const struct msp_tensor_desc *d, const char *file, const c
         jb_null(&b);
     if (note && note[0])
         jb_kcstr(&b, "note", note);
-    /* a tensor whose record found no room stays pending: the exit record
-     * counts it in its round (its file, if any, the caller takes back) */
-    int ok = msp_rec_commit(&b) == 0;
-    if (ok)
-        msp_pending_recorded(d->path, d->pathn);
-    return ok;
-}
-
-/* The record of a tensor whose file is written. Without it no row would ever
- * name the file (a full disk): the file is taken back and the tensor is lost,
- * counted in errors and in its round. 1 if recorded. */
-static int record_file(const struct msp_tensor_desc *d, int dfd, const char *name,
-                       const char *file, const char *alias, const struct msp_stats *stats,
-                       const char *note)
-{
-    if (msp_tensor_record(d, file, alias, stats, note))
-        return 1;
-    unlinkat(dfd, name, 0);
-    MSP_COUNT(errors, 1);
-    return 0;
+    struct msp_recbatch_entry e = {.path = d->path, .pathn = d->pathn, .what = o, .bytes = d->size};
+    return commit(&b, &e);
 }
 
 void msp_tensor_lost(const struct msp_tensor_desc *d, const char *note)
 {
     msp_log_error("tensor %.*s not written: %s", (int)(d->pathn > 300 ? 300 : d->pathn), d->path,
                   note);
-    msp_tensor_record(d, "lost", NULL, NULL, note);
+    tensor_record(d, OUT_LOST, NULL, NULL, note);
 }
 
 static void desc_of(const struct msp_item *it, struct msp_tensor_desc *d)
@@ -137,26 +182,25 @@ static void desc_of(const struct msp_item *it, struct msp_tensor_desc *d)
     d->hash = 0;
 }
 
-static void param_record(uint64_t seq, const char *path, size_t pathn, const char *file,
+static void param_record(uint64_t seq, const char *path, size_t pathn, enum outcome o,
                          const char *note)
 {
     struct jbuf b;
     msp_rec_begin(&b, "param");
     jb_ku64(&b, "seq", seq);
     jb_kstr(&b, "path", path, pathn);
-    jb_kcstr(&b, "file", file);
+    jb_kname(&b, "file", outcome_file[o]);
     if (note)
         jb_kcstr(&b, "note", note);
-    /* a lost one whose record found no room: the slot counts it for the exit record */
-    if (msp_rec_commit(&b) != 0 && strcmp(file, "lost") == 0)
-        MSP_COUNT(params_unrecorded, 1);
+    struct msp_recbatch_entry e = {.what = o}; /* no tensor: nothing pending */
+    commit(&b, &e);
 }
 
 void msp_param_lost(uint64_t seq, const char *path, size_t pathn, const char *note)
 {
     msp_log_error("%.*s not written: %s", (int)(pathn > 300 ? 300 : pathn), path, note);
     MSP_COUNT(params_lost, 1);
-    param_record(seq, path, pathn, "lost", note);
+    param_record(seq, path, pathn, OUT_PARAM_LOST, note);
 }
 
 void msp_item_lost(const struct msp_item *it, const char *note)
@@ -325,11 +369,7 @@ static void write_stub(const struct msp_tensor_desc *d, const struct msp_item *i
         snprintf(both, sizeof both, "%s%s%s", why_stub, note[0] ? "; " : "", note);
         note = both;
     }
-    if (!record_file(d, dfd, name, "stub", data, stats, note))
-        return;
-    MSP_COUNT(tensors_written, 1);
-    if (why_stub)
-        MSP_COUNT(link_refused, 1);
+    tensor_record(d, why_stub ? OUT_STUB_REFUSED : OUT_STUB, data, stats, note);
 }
 
 /* The file system refuses hard links (not a transient failure of this one). */
@@ -356,10 +396,7 @@ static int write_link(const struct msp_tensor_desc *d, const struct msp_item *it
     int rc = msp_link_file_at(rdfd, base, dfd, name);
     close(rdfd);
     if (rc == 0) {
-        if (record_file(d, dfd, name, "linked", alias, stats, note)) {
-            MSP_COUNT(tensors_written, 1);
-            MSP_COUNT(linked, 1);
-        }
+        tensor_record(d, OUT_LINKED, alias, stats, note);
         return 1;
     }
     if (!link_refused(-rc))
@@ -419,10 +456,7 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
         stats = &st;
     if (!want_bin) {
         /* the record is all there is of it: written only once the record is */
-        if (msp_tensor_record(&d, "none", NULL, stats, note))
-            MSP_COUNT(tensors_written, 1);
-        else
-            MSP_COUNT(errors, 1);
+        tensor_record(&d, OUT_NONE, NULL, stats, note);
         return;
     }
     int dfd = dir_fd(w, dir);
@@ -472,12 +506,8 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
         msp_tensor_lost(&d, why);
         return;
     }
-    if (!record_file(&d, dfd, name, "bin", NULL, stats, note))
-        return;
-    if (dedup)
+    if (tensor_record(&d, OUT_BIN, NULL, stats, note) && dedup)
         msp_dedup_add(w->dedup, it->path, hash);
-    MSP_COUNT(tensors_written, 1);
-    MSP_COUNT(bytes_written, it->size);
 }
 
 static void write_param(struct writer *w, struct msp_item *it, const char *dir, const char *name)
@@ -494,7 +524,7 @@ static void write_param(struct writer *w, struct msp_item *it, const char *dir, 
         msp_item_lost(it, why);
         return;
     }
-    param_record(it->seq, it->path, strlen(it->path), "json", NULL);
+    param_record(it->seq, it->path, strlen(it->path), OUT_PARAM, NULL);
 }
 
 static void set_device(const char *path)
@@ -512,7 +542,10 @@ static void process(struct writer *w, struct msp_item *it)
     char dir[MSP_PATH_LEN];
     const char *slash = strrchr(it->path, '/');
     const char *name = slash ? slash + 1 : it->path;
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - it->path) : 0, it->path);
+    size_t dirn = slash ? (size_t)(slash - it->path) : 0;
+    dirn = dirn < sizeof dir ? dirn : sizeof dir - 1;
+    memcpy(dir, it->path, dirn);
+    dir[dirn] = 0;
     set_device(it->path);
     if (it->kind == MSP_ITEM_PARAM)
         write_param(w, it, dir, name);
@@ -530,17 +563,57 @@ void msp_writer_direct(int w, struct msp_item *it)
     MSP_UNCOUNT(queue_depth, 1);
 }
 
+/* The items whose records wait in a writer's batch: they hold their
+ * payloads until the flush, so they are bounded (a run of large ones must
+ * not hold the budget). */
+struct held {
+    struct msp_item *head, **tail;
+    uint64_t bytes;
+};
+#define HELD_MAX MSP_QUEUE_POP_BYTES
+
+/* A flush of writer w's batch, then its held items: out of the slot's queue
+ * gauges only now (the control plane reads an empty queue as every record in
+ * the log), and done for the queue (the exit drain waits for that before the
+ * exit record). */
+static void finish(struct writer *w, struct held *h)
+{
+    if (w->batch)
+        msp_recbatch_flush(w->batch);
+    uint64_t n = 0, bytes = 0;
+    for (struct msp_item *it = h->head; it; it = it->next) {
+        n++;
+        bytes += it->cost;
+    }
+    MSP_UNCOUNT(queue_depth, n);
+    MSP_UNCOUNT(queue_bytes, bytes);
+    msp_queue_done(g_q, h->head);
+    *h = (struct held){NULL, &h->head, 0};
+}
+
 static void *writer_main(void *arg)
 {
     struct writer *w = arg;
-    struct msp_item *it;
-    while ((it = msp_queue_pop(g_q, w->idx))) {
-        process(w, it); /* its record is written now */
-        MSP_UNCOUNT(queue_depth, 1);
-        MSP_UNCOUNT(queue_bytes, it->cost);
-        msp_queue_done(g_q, it); /* last: the exit drain waits for it */
+    t_batch = w->batch;
+    struct held h = {NULL, &h.head, 0};
+    for (;;) {
+        /* with records in its batch it does not wait: an empty list flushes them */
+        struct msp_item *it = msp_queue_pop(g_q, w->idx, h.head == NULL);
+        if (!it && !h.head)
+            return NULL; /* the queue is closed */
+        if (!it)
+            finish(w, &h);
+        for (struct msp_item *next; it; it = next) {
+            next = it->next;
+            it->next = NULL;
+            process(w, it);
+            *h.tail = it;
+            h.tail = &it->next;
+            h.bytes += it->cost;
+            if (!w->batch || msp_recbatch_full(w->batch) || h.bytes >= HELD_MAX)
+                finish(w, &h);
+        }
     }
-    return NULL;
 }
 
 int msp_writers_start(struct msp_queue *q, int n)
@@ -558,6 +631,10 @@ int msp_writers_start(struct msp_queue *q, int n)
         w->dir[0] = 0;
         if (!w->dedup)
             w->dedup = msp_dedup_new();
+        if (w->batch)
+            msp_recbatch_reset(w->batch); /* a forked child: the parent's records */
+        else
+            w->batch = msp_recbatch_new(appended);
         pthread_t t;
         int rc = pthread_create(&t, NULL, writer_main, w);
         if (rc != 0) {

@@ -31,13 +31,10 @@ int msp_writers_start(struct msp_queue *q, int n);
 extern int msp_data_fd;
 extern unsigned msp_tree_epoch;
 
-/* Appends a `tensor` record. file: "bin", "stub", "linked", "none" or "lost".
- * 1 if the record is in the log; 0 if not (a full disk): the tensor then
- * stays pending, for the exit record to count in its round as lost. */
-int msp_tensor_record(const struct msp_tensor_desc *d, const char *file, const char *alias,
-                      const struct msp_stats *stats, const char *note);
 /* A selected tensor that will not be written: record + log (counters are
- * the caller's, since drops and errors are counted apart). */
+ * the caller's, since drops and errors are counted apart). On a writer
+ * thread its record joins the writer's batch (recbatch.h); elsewhere it is
+ * appended at once. */
 void msp_tensor_lost(const struct msp_tensor_desc *d, const char *note);
 /* An op_param.json that will not be written. */
 void msp_param_lost(uint64_t seq, const char *path, size_t pathn, const char *note);
