@@ -551,6 +551,7 @@ static struct msp_item *reserved(struct msp_queue *q, uint64_t payload, uint64_t
     int rc = msp_queue_reserve(q, META, payload, budget, 0, &it);
     CHECK(rc == MSP_PUSH_OK && it && it->cost >= META + payload);
     if (it) { /* ASan: both parts are ours, whole */
+        it->seq = 0;
         memset(it + 1, 0x11, 32);
         memset(it->data, 0x5a, payload);
     }
@@ -587,7 +588,7 @@ static void test_queue(void)
     CHECK(msp_queue_reserve(&q, META, budget * 3 / 4, budget, 0, &b) == MSP_PUSH_DROPPED && !b);
     CHECK(msp_queue_pop(&q, 0, 1) == a);
     void *abuf = a->data;
-    msp_queue_done(&q, a);
+    msp_queue_done(&q, 0, a, NULL);
     CHECK(q.bytes == 0 && q.rhead == 0 && q.rtail == 0);
     /* the ring's memory comes back (already faulted in) */
     struct msp_item *a2 = reserved(&q, budget / 3, budget);
@@ -602,7 +603,7 @@ static void test_queue(void)
     for (int i = 0; i < 40; i++) {
         if (live[i % 2]) {
             CHECK(one_of_run(&q, 1, &rest) == live[i % 2]);
-            msp_queue_done(&q, live[i % 2]);
+            msp_queue_done(&q, 1, live[i % 2], rest);
         }
         uint64_t n = budget / 6 + (uint64_t)(i % 5) * 97;
         struct msp_item *it = live[i % 2] = reserved(&q, n, budget);
@@ -617,7 +618,7 @@ static void test_queue(void)
     CHECK(wrapped > 0 && q.maps == 1 && q.heap_items == 0 && q.rhead > q.ring_size);
     for (int i = 40; i < 42; i++) {
         CHECK(one_of_run(&q, 1, &rest) == live[i % 2]);
-        msp_queue_done(&q, live[i % 2]);
+        msp_queue_done(&q, 1, live[i % 2], rest);
     }
     CHECK(rest == NULL);
     /* out of order: the tail waits for the oldest region */
@@ -639,7 +640,7 @@ static void test_queue(void)
     CHECK(depth == 1 && bytes == big->cost);
     CHECK(msp_queue_reserve(&q, META, 100, budget, 0, &b) == MSP_PUSH_DROPPED);
     CHECK(msp_queue_pop(&q, 1, 1) == big);
-    msp_queue_done(&q, big);
+    msp_queue_done(&q, 1, big, NULL);
     CHECK(q.bytes == 0);
     /* the next item maps the ring again; a new budget remaps it */
     struct msp_item *e = reserved(&q, 100, budget);
@@ -660,7 +661,7 @@ static void test_queue(void)
     uint64_t inflight;
     struct msp_item *left = msp_queue_close(&q, &inflight);
     CHECK(left == f && left->next == NULL && inflight == 0);
-    msp_queue_release(&q, left);
+    msp_queue_forget(&q, left);
     CHECK(q.bytes == 0);
     CHECK(msp_queue_reserve(&q, META, 100, budget, 1, &b) == MSP_PUSH_CLOSED);
     CHECK(msp_queue_pop(&q, 0, 1) == NULL);
@@ -708,10 +709,10 @@ static void test_queue_runs(void)
     struct msp_item *run = msp_queue_pop(&q, 0, 1);
     CHECK(run == first && run_length(run) == MSP_QUEUE_POP_ITEMS);
     CHECK(q.depth == 6 && q.inflight == MSP_QUEUE_POP_ITEMS);
-    msp_queue_done(&q, run);
+    msp_queue_done(&q, 0, run, NULL);
     run = msp_queue_pop(&q, 0, 1);
     CHECK(run_length(run) == 6 && q.depth == 0);
-    msp_queue_done(&q, run);
+    msp_queue_done(&q, 0, run, NULL);
     CHECK(msp_queue_pop(&q, 0, 0) == NULL && q.inflight == 0 && q.bytes == 0);
     const uint64_t big = MSP_QUEUE_POP_BYTES * 3 / 5;
     for (int i = 0; i < 3; i++)
@@ -719,7 +720,7 @@ static void test_queue_runs(void)
     for (int i = 0; i < 3; i++) {
         run = msp_queue_pop(&q, 0, 1);
         CHECK(run_length(run) == 1);
-        msp_queue_done(&q, run);
+        msp_queue_done(&q, 0, run, NULL);
     }
     msp_queue_trim_idle(&q);
     msp_queue_trim_idle(&q);
@@ -737,7 +738,7 @@ static void test_queue_block(void)
     CHECK(pthread_create(&t, NULL, reserve_blocking, &arg) == 0);
     CHECK(msp_queue_pop(&q, 0, 1) == a);
     void *abuf = a->data;
-    msp_queue_done(&q, a);
+    msp_queue_done(&q, 0, a, NULL);
     pthread_join(t, NULL);
     CHECK(arg.rc == MSP_PUSH_OK && arg.got && arg.got->data == abuf);
     msp_queue_release(&q, arg.got);
@@ -777,8 +778,8 @@ static void test_queue_borrow(void)
     struct msp_queue q;
     msp_queue_init(&q, 2);
     const uint64_t budget = (uint64_t)sysconf(_SC_PAGESIZE);
-    CHECK(msp_queue_borrow(&q, 0) == 1);
-    CHECK(msp_queue_borrow(&q, 0) == 0); /* lent once */
+    CHECK(msp_queue_borrow(&q, 0, 0) == 1);
+    CHECK(msp_queue_borrow(&q, 0, 0) == 0); /* lent once */
     CHECK(msp_queue_wait_idle(&q, 0) == 0); /* the exit drain waits for it */
     struct msp_item *a = reserved(&q, 100, budget);
     CHECK(msp_queue_push(&q, 0, a) == MSP_PUSH_OK);
@@ -792,19 +793,19 @@ static void test_queue_borrow(void)
     void *got;
     pthread_join(t, &got);
     CHECK(got == a);
-    CHECK(msp_queue_borrow(&q, 0) == 0); /* busy with a until it asks for more */
-    msp_queue_done(&q, a);
+    CHECK(msp_queue_borrow(&q, 0, 0) == 0); /* busy with a until it asks for more */
+    msp_queue_done(&q, 0, a, NULL);
     /* a list with queued items is not lent: they go first */
     struct msp_item *b = reserved(&q, 100, budget);
     CHECK(msp_queue_push(&q, 1, b) == MSP_PUSH_OK);
-    CHECK(msp_queue_borrow(&q, 1) == 0);
+    CHECK(msp_queue_borrow(&q, 1, 0) == 0);
     CHECK(msp_queue_pop(&q, 1, 1) == b);
-    msp_queue_done(&q, b);
-    CHECK(msp_queue_borrow(&q, 1) == 0);
+    msp_queue_done(&q, 1, b, NULL);
+    CHECK(msp_queue_borrow(&q, 1, 0) == 0);
     CHECK(pthread_create(&t, NULL, pop_writer1, &q) == 0); /* asks for more: idle */
     int lent = 0;
     for (int i = 0; i < 5000 && !lent; i++) /* up to 5 s */
-        if (!(lent = msp_queue_borrow(&q, 1)))
+        if (!(lent = msp_queue_borrow(&q, 1, 0)))
             usleep(1000);
     CHECK(lent);
     /* the lent writer's thread runs its borrower's job */
@@ -818,7 +819,7 @@ static void test_queue_borrow(void)
     CHECK(msp_queue_lend_job(&q, 1, &j.job) == 0); /* closing: the borrower runs it */
     pthread_join(t, &got);
     CHECK(got == NULL);
-    CHECK(msp_queue_borrow(&q, 0) == 0); /* closed */
+    CHECK(msp_queue_borrow(&q, 0, 0) == 0); /* closed */
     msp_queue_give_back(&q, 1);
     CHECK(msp_queue_wait_idle(&q, 0) == 1);
 }
@@ -865,7 +866,7 @@ static void test_queue_warm(void)
     void *got;
     pthread_join(t, &got);
     CHECK(got == a);
-    msp_queue_done(&q, a);
+    msp_queue_done(&q, 0, a, NULL);
     /* no trim while the dump is on; after it, two idle periods give it back */
     msp_queue_trim_idle(&q);
     msp_queue_trim_idle(&q);
@@ -911,6 +912,166 @@ static void test_queue_keep(void)
     CHECK(q.ring == NULL);
     uint64_t inflight;
     CHECK(msp_queue_close(&q, &inflight) == NULL);
+}
+
+/* Writer w's head as the slot shows it (the tests' slot: the dummy). */
+static uint64_t head_of(int w)
+{
+    return __atomic_load_n(&msp_proc_now()->writer_head[w], __ATOMIC_ACQUIRE);
+}
+
+static struct msp_item *pushed(struct msp_queue *q, int w, uint64_t seq, uint64_t payload)
+{
+    struct msp_item *it = reserved(q, payload, UINT64_C(64) << 20);
+    it->seq = seq;
+    CHECK(msp_queue_push(q, w, it) == MSP_PUSH_OK);
+    return it;
+}
+
+/* Writer heads (control.h writer_head[]): idle, covering an item from its push
+ * until its writer is done with it, held by a stalled writer, the lowest of an
+ * out-of-order list, a direct write's, and the items the exit drain gives up. */
+static void test_queue_heads(void)
+{
+    struct msp_queue q;
+    msp_queue_init(&q, 1);
+    msp_queue_set_lists(&q, 2);
+    CHECK(msp_proc_now()->n_writers == 2);
+    CHECK(head_of(0) == MSP_HEAD_IDLE && head_of(1) == MSP_HEAD_IDLE);
+    struct msp_item *a = pushed(&q, 0, 10, 16);
+    CHECK(head_of(0) == 10 && head_of(1) == MSP_HEAD_IDLE);
+    pushed(&q, 0, 11, 16);
+    struct msp_item *run = msp_queue_pop(&q, 0, 0);
+    CHECK(run == a && run_length(run) == 2 && head_of(0) == 10);
+    /* stalled with 10 and 11 in hand: more pushed, its head stays */
+    struct msp_item *c = pushed(&q, 0, 12, 16);
+    CHECK(head_of(0) == 10);
+    /* a direct write (writer 1 is idle): the lent writer's head is its item's
+     * until it is given back */
+    CHECK(msp_queue_borrow(&q, 1, 9) == 1 && head_of(1) == 9);
+    struct msp_item *d = pushed(&q, 1, 13, 16); /* waits for the give back, covered meanwhile */
+    CHECK(head_of(1) == 9);
+    msp_queue_give_back(&q, 1);
+    CHECK(head_of(1) == 13);
+    CHECK(msp_queue_pop(&q, 1, 0) == d);
+    msp_queue_done(&q, 1, d, NULL);
+    CHECK(head_of(1) == MSP_HEAD_IDLE);
+    struct msp_item *b = a->next;
+    a->next = NULL;
+    msp_queue_done(&q, 0, a, b); /* 10's record in the log, 11 still in hand */
+    CHECK(head_of(0) == 11);
+    msp_queue_done(&q, 0, b, NULL);
+    CHECK(head_of(0) == 12);
+    CHECK(msp_queue_pop(&q, 0, 0) == c);
+    msp_queue_done(&q, 0, c, NULL);
+    CHECK(head_of(0) == MSP_HEAD_IDLE);
+    /* several threads pushing: 21 behind 25; one item a pop (large ones) */
+    const uint64_t big = MSP_QUEUE_POP_BYTES * 3 / 5;
+    const uint64_t seqs[] = {20, 25, 21, 30}, heads[] = {20, 21, 21, 30};
+    for (int i = 0; i < 4; i++)
+        pushed(&q, 1, seqs[i], big);
+    CHECK(head_of(1) == 20);
+    for (int i = 0; i < 4; i++) {
+        run = msp_queue_pop(&q, 1, 0);
+        CHECK(run_length(run) == 1 && run->seq == seqs[i] && head_of(1) == heads[i]);
+        msp_queue_done(&q, 1, run, NULL);
+        CHECK(head_of(1) == (i < 3 ? heads[i + 1] : MSP_HEAD_IDLE));
+    }
+    /* exit: the items given up hold every head until their lost records are written */
+    pushed(&q, 0, 50, 16);
+    pushed(&q, 1, 41, 16);
+    uint64_t inflight;
+    struct msp_item *left = msp_queue_close(&q, &inflight);
+    CHECK(run_length(left) == 2 && head_of(0) == 41 && head_of(1) == 41);
+    msp_queue_forget(&q, left);
+    CHECK(head_of(0) == MSP_HEAD_IDLE && head_of(1) == MSP_HEAD_IDLE && q.bytes == 0);
+}
+
+/* Heads against a model of what each writer has (queued and in hand), over
+ * random pushes from "several threads" (seqs pushed a little out of order, more
+ * dips than a head keeps), pops and dones in parts: a head is never above the
+ * seq of an item its writer has, IDLE when it has none, and, with one thread
+ * pushing in order, exactly the lowest. */
+#define MODEL_MAX 4096
+struct model {
+    struct msp_item *queued[MODEL_MAX], *hand[MODEL_MAX];
+    int nq, nh;
+};
+
+static uint64_t model_low(const struct model *m)
+{
+    uint64_t low = MSP_HEAD_IDLE;
+    for (int i = 0; i < m->nq; i++)
+        low = m->queued[i]->seq < low ? m->queued[i]->seq : low;
+    for (int i = 0; i < m->nh; i++)
+        low = m->hand[i]->seq < low ? m->hand[i]->seq : low;
+    return low;
+}
+
+static void test_queue_heads_random(void)
+{
+    static struct model m[2];
+    for (int pass = 0; pass < 2; pass++) { /* several threads, then one */
+        struct msp_queue q;
+        msp_queue_init(&q, 2);
+        msp_queue_set_lists(&q, 2);
+        memset(m, 0, sizeof m);
+        unsigned rnd = 12345u + (unsigned)pass;
+        uint64_t pool[6], next_seq = 0;
+        int npool = 0, exact = 1;
+        for (int step = 0; step < 20000; step++) {
+            rnd = rnd * 1103515245u + 12345u;
+            unsigned r = rnd >> 8;
+            int w = (int)(r & 1), op = (int)(r >> 1) % 8;
+            struct model *mw = &m[w];
+            if (op < 4 && mw->nq + mw->nh < MODEL_MAX - 64) {
+                /* a seq taken by one of the threads, pushed now or later */
+                while (npool < (pass ? 1 : 6))
+                    pool[npool++] = next_seq++;
+                int k = pass ? 0 : (int)((r >> 4) % (unsigned)npool);
+                struct msp_item *it = pushed(&q, w, pool[k], (r >> 8) % 7 ? 16 : MSP_QUEUE_POP_BYTES / 2);
+                pool[k] = pool[--npool];
+                mw->queued[mw->nq++] = it;
+            } else if (op < 6) {
+                struct msp_item *run = msp_queue_pop(&q, w, 0);
+                for (; run; run = run->next) {
+                    CHECK(mw->nq > 0 && mw->queued[0] == run);
+                    mw->hand[mw->nh++] = mw->queued[0];
+                    memmove(mw->queued, mw->queued + 1, (size_t)--mw->nq * sizeof *mw->queued);
+                }
+            } else if (mw->nh) {
+                /* the first k in hand done, the rest still in hand */
+                int k = 1 + (int)((r >> 4) % (unsigned)mw->nh);
+                for (int i = 0; i < mw->nh; i++)
+                    mw->hand[i]->next = i + 1 < mw->nh && i + 1 != k ? mw->hand[i + 1] : NULL;
+                msp_queue_done(&q, w, mw->hand[0], k < mw->nh ? mw->hand[k] : NULL);
+                mw->nh -= k;
+                memmove(mw->hand, mw->hand + k, (size_t)mw->nh * sizeof *mw->hand);
+            }
+            for (int v = 0; v < 2; v++) {
+                uint64_t low = model_low(&m[v]), head = head_of(v);
+                CHECK(head <= low && (low != MSP_HEAD_IDLE || head == MSP_HEAD_IDLE));
+                exact &= head == low;
+            }
+        }
+        CHECK(pass == 0 || exact); /* in order: no dips, the head is the lowest */
+        for (int v = 0; v < 2; v++) { /* drained: idle */
+            struct msp_item *run;
+            while ((run = msp_queue_pop(&q, v, 0)) != NULL)
+                msp_queue_done(&q, v, run, NULL);
+            if (m[v].nh) {
+                for (int i = 0; i < m[v].nh; i++)
+                    m[v].hand[i]->next = i + 1 < m[v].nh ? m[v].hand[i + 1] : NULL;
+                msp_queue_done(&q, v, m[v].hand[0], NULL);
+            }
+            CHECK(head_of(v) == MSP_HEAD_IDLE);
+        }
+        CHECK(q.bytes == 0);
+        uint64_t inflight;
+        CHECK(msp_queue_close(&q, &inflight) == NULL);
+        msp_queue_trim_idle(&q);
+        msp_queue_trim_idle(&q);
+    }
 }
 
 /* The pending and rounds calls for a tensor path, as pending.h makes them. */
@@ -1062,6 +1223,8 @@ int main(void)
     test_queue_warm();
     test_queue_keep();
     test_queue_borrow();
+    test_queue_heads();
+    test_queue_heads_random();
     test_queue_block();
     test_queue_runs();
     test_pending();

@@ -83,6 +83,20 @@ static void exit_record(int drained, uint64_t lost)
     msp_rec_release_reserve();
 }
 
+/* Records the items the closed queue handed back as lost; returns the tensors. */
+static uint64_t give_up(struct msp_item *left)
+{
+    uint64_t tensors = 0;
+    for (struct msp_item *it = left; it; it = it->next) {
+        msp_item_lost(it, "process exited before it was written");
+        MSP_UNCOUNT(queue_depth, 1);
+        MSP_UNCOUNT(queue_bytes, it->cost);
+        tensors += it->kind == MSP_ITEM_TENSOR;
+    }
+    msp_queue_forget(&g_msp.q, left); /* their records are in the log */
+    return tensors;
+}
+
 void msp_exit_drain(void)
 {
     if (__atomic_load_n(&g_msp.attach_state, __ATOMIC_ACQUIRE) != MSP_ATTACH_DONE ||
@@ -94,23 +108,15 @@ void msp_exit_drain(void)
     __atomic_store_n(&g_msp.closing, 1, __ATOMIC_RELEASE);
     msp_monitor_kick();
     int drained = msp_queue_wait_idle(&g_msp.q, msp_mono_ns() + g_drain_s * 1000000000ULL);
-    uint64_t inflight = 0, lost, bytes;
+    uint64_t inflight = 0, bytes;
     struct msp_item *left = msp_queue_close(&g_msp.q, &inflight);
+    uint64_t lost = give_up(left);
     if (inflight) {
         /* a writer in the middle of one file gets a short grace to finish
          * it, so its own record (written or lost) stays the truth */
         msp_queue_wait_idle(&g_msp.q, msp_mono_ns() + INFLIGHT_GRACE_NS);
         msp_queue_stats(&g_msp.q, &inflight, &bytes);
-    }
-    lost = inflight;
-    while (left) {
-        struct msp_item *next = left->next;
-        msp_item_lost(left, "process exited before it was written");
-        MSP_UNCOUNT(queue_depth, 1);
-        MSP_UNCOUNT(queue_bytes, left->cost);
-        lost += left->kind == MSP_ITEM_TENSOR;
-        msp_queue_release(&g_msp.q, left);
-        left = next;
+        lost += inflight;
     }
     if (lost) {
         MSP_COUNT(errors, lost);

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "slot.h"
 #include "util.h"
 
 /* Keeps the region arithmetic far from overflow (malloc would fail anyway). */
@@ -38,15 +39,108 @@ void msp_queue_init(struct msp_queue *q, int nlists)
     pthread_cond_init(&q->warmed, NULL);
     pthread_cond_init(&q->job_done, NULL);
     q->nlists = clamp_lists(nlists);
-    for (int i = 0; i < MSP_MAX_WRITERS; i++)
+    q->given_up = MSP_HEAD_IDLE;
+    for (int i = 0; i < MSP_MAX_WRITERS; i++) {
         cond_init_mono(&q->work[i]); /* naps are timed */
+        q->heads[i].held = q->heads[i].shown = MSP_HEAD_IDLE;
+    }
+}
+
+/* Under mu: writer w's head (control.h writer_head[]): the lowest seq of its
+ * list, of what it has in hand, and of what msp_queue_close handed back. */
+static uint64_t head_now(const struct msp_queue *q, int w)
+{
+    const struct msp_head *h = &q->heads[w];
+    uint64_t low = q->head[w] ? q->head[w]->seq : MSP_HEAD_IDLE;
+    if (h->ndips && h->dips[0].seq < low)
+        low = h->dips[0].seq;
+    if (h->held < low)
+        low = h->held;
+    return q->given_up < low ? q->given_up : low;
+}
+
+/* Under mu: writer w's head into the slot, if it moved. Called after every
+ * change that can move it, so the slot always holds the head of the last
+ * change; a raise comes after the write(2) of the records it passes, and is a
+ * release, so a reader that sees it and then the log's size sees them. */
+static void show_head(struct msp_queue *q, int w)
+{
+    uint64_t now = head_now(q, w);
+    if (now == q->heads[w].shown)
+        return;
+    q->heads[w].shown = now;
+    __atomic_store_n(&msp_proc_now()->writer_head[w], now, __ATOMIC_RELEASE);
+}
+
+static void show_heads(struct msp_queue *q)
+{
+    for (int w = 0; w < q->nlists; w++)
+        show_head(q, w);
+}
+
+/* Under mu: every head and the number of writers, into a slot that may not
+ * have them (a fresh one). */
+static void show_all(struct msp_queue *q)
+{
+    struct msp_proc *p = msp_proc_now();
+    __atomic_store_n(&p->n_writers, (uint64_t)q->nlists, __ATOMIC_RELAXED);
+    for (int w = 0; w < q->nlists; w++) {
+        q->heads[w].shown = head_now(q, w);
+        __atomic_store_n(&p->writer_head[w], q->heads[w].shown, __ATOMIC_RELEASE);
+    }
 }
 
 void msp_queue_set_lists(struct msp_queue *q, int nlists)
 {
     pthread_mutex_lock(&q->mu);
     q->nlists = clamp_lists(nlists);
+    show_all(q);
     pthread_mutex_unlock(&q->mu);
+}
+
+void msp_queue_show(struct msp_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    show_all(q);
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* Under mu: appends `it` to list w. 1 if the list's lowest seq may have gone
+ * down: it is the front, or a dip (queue.h struct msp_head). */
+static int append(struct msp_queue *q, int w, struct msp_item *it)
+{
+    struct msp_head *h = &q->heads[w];
+    struct msp_item *tail = q->tail[w];
+    uint64_t at = h->pushed++;
+    it->next = NULL;
+    if (tail)
+        tail->next = it;
+    else
+        q->head[w] = it;
+    q->tail[w] = it;
+    if (!tail || it->seq > tail->seq)
+        return !tail;
+    /* a dip: the older ones of higher seqs are popped before it, useless now */
+    while (h->ndips && h->dips[h->ndips - 1].seq >= it->seq)
+        h->ndips--;
+    if (h->ndips == MSP_HEAD_DIPS) {
+        h->dips[MSP_HEAD_DIPS - 1].at = at; /* stands for this one too: its seq is lower */
+        return 0;
+    }
+    h->dips[h->ndips].at = at;
+    h->dips[h->ndips++].seq = it->seq;
+    return 1;
+}
+
+/* Under mu: n items were popped off list w: the dips among them are gone. */
+static void popped(struct msp_head *h, uint64_t n)
+{
+    h->popped += n;
+    int k = 0;
+    while (k < h->ndips && h->dips[k].at < h->popped)
+        k++;
+    h->ndips -= k;
+    memmove(h->dips, h->dips + k, (size_t)h->ndips * sizeof *h->dips);
 }
 
 /* A ring region: this header, the item with its strings, then the payload
@@ -289,12 +383,8 @@ int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it)
         pthread_mutex_unlock(&q->mu);
         return MSP_PUSH_CLOSED;
     }
-    it->next = NULL;
-    if (q->tail[w])
-        q->tail[w]->next = it;
-    else
-        q->head[w] = it;
-    q->tail[w] = it;
+    if (append(q, w, it))
+        show_head(q, w);
     q->depth++;
     if (q->sleeping[w]) /* a napping or busy writer finds it without a wake-up */
         pthread_cond_signal(&q->work[w]);
@@ -347,13 +437,15 @@ static int warm_step(struct msp_queue *q)
     return 1;
 }
 
-int msp_queue_borrow(struct msp_queue *q, int w)
+int msp_queue_borrow(struct msp_queue *q, int w, uint64_t seq)
 {
     pthread_mutex_lock(&q->mu);
     int ok = !q->closed && !q->head[w] && !q->busy[w] && !q->lent[w];
     if (ok) {
         q->lent[w] = 1;
         q->inflight++;
+        q->heads[w].held = seq; /* it holds nothing else: idle, its list empty */
+        show_head(q, w);
     }
     pthread_mutex_unlock(&q->mu);
     return ok;
@@ -364,6 +456,8 @@ void msp_queue_give_back(struct msp_queue *q, int w)
     pthread_mutex_lock(&q->mu);
     q->lent[w] = 0;
     q->inflight--;
+    q->heads[w].held = MSP_HEAD_IDLE; /* the item's record is in the log */
+    show_head(q, w);
     if (q->depth == 0 && q->inflight == 0)
         pthread_cond_broadcast(&q->idle);
     pthread_cond_signal(&q->work[w]);
@@ -436,11 +530,12 @@ struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait)
     }
     struct msp_item *run = q->lent[w] ? NULL : q->head[w], *last = run;
     if (run) {
-        uint64_t n = 1, bytes = run->cost;
+        uint64_t n = 1, bytes = run->cost, low = run->seq;
         while (last->next && n < MSP_QUEUE_POP_ITEMS &&
                bytes + last->next->cost <= MSP_QUEUE_POP_BYTES) {
             last = last->next;
             bytes += last->cost;
+            low = last->seq < low ? last->seq : low;
             n++;
         }
         q->head[w] = last->next;
@@ -450,31 +545,59 @@ struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait)
         q->depth -= n;
         q->inflight += n;
         q->busy[w] = 1;
+        popped(&q->heads[w], n);
+        if (low < q->heads[w].held)
+            q->heads[w].held = low;
+        show_head(q, w);
     }
     pthread_mutex_unlock(&q->mu);
     return run;
 }
 
-void msp_queue_done(struct msp_queue *q, struct msp_item *list)
+/* Gives the items of `list` back to the budget and the ring, up to 64 a lock
+ * (the heap ones freed after it); then, under the last lock, they leave the
+ * heads: writer w's (w >= 0: they were in its hands, which now hold no lower
+ * seq than `held`), or all of them (w < 0: msp_queue_close handed them back). */
+static void give_back(struct msp_queue *q, struct msp_item *list, int w, uint64_t held)
 {
-    while (list) {
-        /* up to 64 items a lock; the heap ones are freed after it */
+    do {
         struct msp_item *heap[64];
         int n = 0;
         pthread_mutex_lock(&q->mu);
         for (int k = 0; list && k < 64; k++) {
             struct msp_item *it = list;
             list = it->next; /* before a ring item's memory goes back */
-            q->inflight--;
+            q->inflight -= w >= 0;
             if (put_back(q, it))
                 heap[n++] = it;
+        }
+        if (!list && w >= 0) {
+            q->heads[w].held = held;
+            show_head(q, w);
+        } else if (!list) {
+            q->given_up = MSP_HEAD_IDLE;
+            show_heads(q);
         }
         if (q->depth == 0 && q->inflight == 0)
             pthread_cond_broadcast(&q->idle);
         pthread_mutex_unlock(&q->mu);
         for (int i = 0; i < n; i++)
             free_item(heap[i]);
-    }
+    } while (list);
+}
+
+void msp_queue_done(struct msp_queue *q, int w, struct msp_item *list,
+                    const struct msp_item *rest)
+{
+    uint64_t held = MSP_HEAD_IDLE;
+    for (; rest; rest = rest->next)
+        held = rest->seq < held ? rest->seq : held;
+    give_back(q, list, w, held);
+}
+
+void msp_queue_forget(struct msp_queue *q, struct msp_item *list)
+{
+    give_back(q, list, -1, MSP_HEAD_IDLE);
 }
 
 void msp_queue_release(struct msp_queue *q, struct msp_item *it)
@@ -505,11 +628,15 @@ struct msp_item *msp_queue_close(struct msp_queue *q, uint64_t *inflight)
     q->closed = 1;
     for (int w = 0; w < q->nlists; w++) {
         *end = q->head[w];
-        while (*end)
+        while (*end) {
+            q->given_up = (*end)->seq < q->given_up ? (*end)->seq : q->given_up;
             end = &(*end)->next;
+        }
         q->head[w] = q->tail[w] = NULL;
+        q->heads[w].ndips = 0;
         pthread_cond_broadcast(&q->work[w]);
     }
+    show_heads(q);
     q->depth = 0;
     *inflight = q->inflight;
     pthread_cond_broadcast(&q->space);
