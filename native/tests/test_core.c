@@ -658,9 +658,9 @@ static void test_queue(void)
     struct msp_item *f = reserved(&q, 300, budget);
     CHECK(msp_queue_push(&q, 0, f) == MSP_PUSH_OK);
     CHECK(msp_queue_wait_idle(&q, 0) == 0);
-    uint64_t inflight;
-    struct msp_item *left = msp_queue_close(&q, &inflight);
-    CHECK(left == f && left->next == NULL && inflight == 0);
+    uint64_t inflight, kept;
+    struct msp_item *left = msp_queue_close(&q, NULL, &inflight, &kept);
+    CHECK(left == f && left->next == NULL && inflight == 0 && kept == 0);
     msp_queue_forget(&q, left);
     CHECK(q.bytes == 0);
     CHECK(msp_queue_reserve(&q, META, 100, budget, 1, &b) == MSP_PUSH_CLOSED);
@@ -742,8 +742,8 @@ static void test_queue_block(void)
     pthread_join(t, NULL);
     CHECK(arg.rc == MSP_PUSH_OK && arg.got && arg.got->data == abuf);
     msp_queue_release(&q, arg.got);
-    uint64_t inflight;
-    CHECK(msp_queue_close(&q, &inflight) == NULL);
+    uint64_t inflight, kept;
+    CHECK(msp_queue_close(&q, NULL, &inflight, &kept) == NULL);
     msp_queue_trim_idle(&q);
     msp_queue_trim_idle(&q);
 }
@@ -814,8 +814,8 @@ static void test_queue_borrow(void)
     CHECK(msp_queue_lend_job(&q, 1, &j.job) == 1);
     msp_queue_job_wait(&q, 1);
     CHECK(j.ran == 1 && !pthread_equal(j.by, pthread_self()));
-    uint64_t inflight;
-    CHECK(msp_queue_close(&q, &inflight) == NULL && inflight == 1);
+    uint64_t inflight, kept;
+    CHECK(msp_queue_close(&q, NULL, &inflight, &kept) == NULL && inflight == 1);
     CHECK(msp_queue_lend_job(&q, 1, &j.job) == 0); /* closing: the borrower runs it */
     pthread_join(t, &got);
     CHECK(got == NULL);
@@ -874,8 +874,8 @@ static void test_queue_warm(void)
     msp_queue_expect(&q, 0, 0);
     msp_queue_trim_idle(&q);
     CHECK(q.ring == NULL);
-    uint64_t inflight;
-    CHECK(msp_queue_close(&q, &inflight) == NULL);
+    uint64_t inflight, kept;
+    CHECK(msp_queue_close(&q, NULL, &inflight, &kept) == NULL);
 }
 
 /* While the config is awake the ring stays mapped between dumps, so a
@@ -910,8 +910,8 @@ static void test_queue_keep(void)
     CHECK(q.ring != NULL && q.maps == 2);
     msp_queue_trim_idle(&q);
     CHECK(q.ring == NULL);
-    uint64_t inflight;
-    CHECK(msp_queue_close(&q, &inflight) == NULL);
+    uint64_t inflight, kept;
+    CHECK(msp_queue_close(&q, NULL, &inflight, &kept) == NULL);
 }
 
 /* Writer w's head as the slot shows it (the tests' slot: the dummy). */
@@ -980,11 +980,38 @@ static void test_queue_heads(void)
     /* exit: the items given up hold every head until their lost records are written */
     pushed(&q, 0, 50, 16);
     pushed(&q, 1, 41, 16);
-    uint64_t inflight;
-    struct msp_item *left = msp_queue_close(&q, &inflight);
-    CHECK(run_length(left) == 2 && head_of(0) == 41 && head_of(1) == 41);
+    uint64_t inflight, kept;
+    struct msp_item *left = msp_queue_close(&q, NULL, &inflight, &kept);
+    CHECK(run_length(left) == 2 && kept == 0 && head_of(0) == 41 && head_of(1) == 41);
     msp_queue_forget(&q, left);
     CHECK(head_of(0) == MSP_HEAD_IDLE && head_of(1) == MSP_HEAD_IDLE && q.bytes == 0);
+}
+
+static int odd_seq(const struct msp_item *it)
+{
+    return (int)(it->seq & 1);
+}
+
+/* Close keeping some items (the exit drain's statistics items): the others come
+ * back, the kept stay in order for their writers, who still pop them. */
+static void test_queue_close_keeps(void)
+{
+    struct msp_queue q;
+    msp_queue_init(&q, 1);
+    msp_queue_set_lists(&q, 1);
+    struct msp_item *a = pushed(&q, 0, 1, 16), *b = pushed(&q, 0, 2, 16);
+    struct msp_item *c = pushed(&q, 0, 3, 16);
+    uint64_t inflight, kept;
+    struct msp_item *left = msp_queue_close(&q, odd_seq, &inflight, &kept);
+    CHECK(left == b && b->next == NULL && kept == 2 && inflight == 0 && q.depth == 2);
+    CHECK(head_of(0) == 1 && msp_queue_wait_idle(&q, 0) == 0);
+    struct msp_item *run = msp_queue_pop(&q, 0, 1); /* closed, but items are left */
+    CHECK(run == a && a->next == c && c->next == NULL);
+    msp_queue_done(&q, 0, run, NULL);
+    CHECK(head_of(0) == 2); /* b's lost record is still to come */
+    msp_queue_forget(&q, left);
+    CHECK(head_of(0) == MSP_HEAD_IDLE && q.bytes == 0 && msp_queue_wait_idle(&q, 0) == 1);
+    CHECK(msp_queue_pop(&q, 0, 1) == NULL);
 }
 
 /* Heads against a model of what each writer has (queued and in hand), over
@@ -1067,8 +1094,8 @@ static void test_queue_heads_random(void)
             CHECK(head_of(v) == MSP_HEAD_IDLE);
         }
         CHECK(q.bytes == 0);
-        uint64_t inflight;
-        CHECK(msp_queue_close(&q, &inflight) == NULL);
+        uint64_t inflight, kept;
+        CHECK(msp_queue_close(&q, NULL, &inflight, &kept) == NULL);
         msp_queue_trim_idle(&q);
         msp_queue_trim_idle(&q);
     }
@@ -1225,6 +1252,7 @@ int main(void)
     test_queue_borrow();
     test_queue_heads();
     test_queue_heads_random();
+    test_queue_close_keeps();
     test_queue_block();
     test_queue_runs();
     test_pending();

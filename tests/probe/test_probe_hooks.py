@@ -7,10 +7,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -639,6 +641,81 @@ def test_exit_drain_is_bounded_and_counts_what_is_left(dump):
     # no partial file is ever visible under a final name
     for r in dump.tensors("bin"):
         assert (dump.data / r["path"]).stat().st_size > size
+
+
+class HeldThreads:
+    """Threads of a child process held still with ptrace (the others run on), and
+    let go: as a stopped disk would hold a writer, but only those threads."""
+
+    SEIZE, INTERRUPT, DETACH, WALL = 0x4206, 0x4207, 17, 0x40000000
+
+    def __init__(self, pid: int, name: str):
+        import ctypes
+
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.ptrace.argtypes = [ctypes.c_long] * 2 + [ctypes.c_void_p] * 2
+        self.tids: list[int] = []
+        for tid in map(int, os.listdir(f"/proc/{pid}/task")):
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if not f.read().startswith(name):
+                    continue
+            if self.libc.ptrace(self.SEIZE, tid, None, None) != 0:
+                self.release()
+                pytest.skip(f"cannot ptrace a thread (errno {ctypes.get_errno()})")
+            self.tids.append(tid)
+            self.libc.ptrace(self.INTERRUPT, tid, None, None)
+            os.waitpid(tid, self.WALL)  # in its ptrace stop
+
+    def release(self) -> None:
+        for tid in self.tids:
+            self.libc.ptrace(self.DETACH, tid, None, None)
+        self.tids = []
+
+
+def test_exit_drain_finishes_statistics_items(dump):
+    """queue_full_policy block: the statistics items still queued at the exit
+    drain's deadline (MSPROBE_ATB_EXIT_DRAIN_S=0) write no file, so they are
+    finished anyway, none lost; a finish that takes over a second says so, how
+    many and how long. The writers are held while the host saves and exits, so
+    the items are all still queued and the finish waits for them."""
+    dump.publish({"dump_enable": True, "task": "statistics", "exec_range": "all"})
+    host = subprocess.Popen([str(host_bin(1))], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True,
+                            env=dump.env(MSPROBE_ATB_EXIT_DRAIN_S="0", MSPROBE_ATB_WRITERS="2"))
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: err.extend(host.stderr), daemon=True)
+    reader.start()
+    n = 2000
+    def save(i: int) -> str:
+        return f"save\t2\t1\t1\t{f16(i)}\t{L}/before/intensor{i}.bin\n"
+
+    host.stdin.write(save(0))  # wakes the shim: its writers start
+    host.stdin.flush()
+    from msprobe_atb.control.block import ControlBlock
+
+    with ControlBlock(dump.root, create=True) as block:
+        wait_until(lambda: [s for s in block.procs() if s.n_writers == 2 and s.tensors_written],
+                   what="the first tensor written")
+    held = HeldThreads(host.pid, "msp-writer")
+    try:
+        assert len(held.tids) == 2
+        host.stdin.write("".join(save(i) for i in range(1, n)))
+        host.stdin.close()  # the host exits, its drain's deadline at once
+        wait_until(lambda: any("statistics items were still queued" in line for line in err),
+                   timeout=60, what="the exit drain saying it finishes the statistics items")
+    finally:
+        held.release()
+    assert host.wait(timeout=60) == 0
+    reader.join(timeout=10)
+    said = shim_messages(err, "process exit")
+    assert any(f"{n - 1} statistics items were still queued after 0 s" in m for m in said), said
+    assert any(re.search(rf"the {n - 1} statistics items took [0-9.]+ s more", m)
+               for m in said), said
+    assert not any("not written" in line for line in err)
+    ex = [r for r in dump.records() if r["k"] == "exit"][0]
+    assert (ex["lost"], ex["drained"], ex["tensors_written"]) == (0, True, n)
+    tensors = dump.tensors()
+    assert len(tensors) == n and all(r["file"] == "none" and r["stats"] for r in tensors)
 
 
 def test_closed_stderr_pipe_does_not_kill_the_host(dump):

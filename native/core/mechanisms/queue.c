@@ -621,23 +621,36 @@ int msp_queue_wait_idle(struct msp_queue *q, uint64_t deadline)
     return drained;
 }
 
-struct msp_item *msp_queue_close(struct msp_queue *q, uint64_t *inflight)
+struct msp_item *msp_queue_close(struct msp_queue *q, int (*keep)(const struct msp_item *),
+                                 uint64_t *inflight, uint64_t *kept)
 {
     struct msp_item *all = NULL, **end = &all;
+    uint64_t n = 0;
     pthread_mutex_lock(&q->mu);
     q->closed = 1;
     for (int w = 0; w < q->nlists; w++) {
-        *end = q->head[w];
-        while (*end) {
-            q->given_up = (*end)->seq < q->given_up ? (*end)->seq : q->given_up;
-            end = &(*end)->next;
-        }
+        struct msp_item *it = q->head[w], *next;
         q->head[w] = q->tail[w] = NULL;
-        q->heads[w].ndips = 0;
+        struct msp_head *h = &q->heads[w];
+        h->pushed = h->popped = 0;
+        h->ndips = 0;
+        for (; it; it = next) {
+            next = it->next;
+            if (keep && keep(it)) { /* in its order again, its dips noted anew */
+                append(q, w, it);
+                n++;
+                continue;
+            }
+            q->given_up = it->seq < q->given_up ? it->seq : q->given_up;
+            *end = it;
+            end = &it->next;
+        }
         pthread_cond_broadcast(&q->work[w]);
     }
+    *end = NULL;
     show_heads(q);
-    q->depth = 0;
+    q->depth = n;
+    *kept = n;
     *inflight = q->inflight;
     pthread_cond_broadcast(&q->space);
     pthread_mutex_unlock(&q->mu);

@@ -189,10 +189,13 @@ void msp_queue_release(struct msp_queue *q, struct msp_item *it);
 /* Waits until nothing is queued or in flight, or until deadline
  * (CLOCK_MONOTONIC ns). Returns 1 if drained. */
 int msp_queue_wait_idle(struct msp_queue *q, uint64_t deadline_mono_ns);
-/* Closes the queue and hands back every queued item (a list via ->next);
- * *inflight gets the number of items writers are still working on. The heads
+/* Closes the queue: nothing more is reserved, pushed or lent. Hands back
+ * every queued item (a list via ->next) but those `keep` keeps (NULL: none),
+ * which stay on their lists for their writers to finish; *inflight gets the
+ * number of items writers are working on, *kept the number kept. The heads
  * stay at or below the seqs of the items handed back until msp_queue_forget. */
-struct msp_item *msp_queue_close(struct msp_queue *q, uint64_t *inflight);
+struct msp_item *msp_queue_close(struct msp_queue *q, int (*keep)(const struct msp_item *),
+                                 uint64_t *inflight, uint64_t *kept);
 /* Releases the items msp_queue_close handed back, once their records (lost)
  * are in the log: the heads no longer wait for them. */
 void msp_queue_forget(struct msp_queue *q, struct msp_item *list);

@@ -642,6 +642,10 @@ int msp_writers_start(struct msp_queue *q, int n)
             errno = rc;
             break;
         }
+        /* named, so `top -H` (and a test that holds them) tells them from the host's */
+        char name[16];
+        snprintf(name, sizeof name, "msp-writer%d", i);
+        pthread_setname_np(t, name);
         pthread_detach(t);
         started++;
     }
