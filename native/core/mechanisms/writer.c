@@ -644,7 +644,7 @@ int msp_writers_start(struct msp_queue *q, int n)
         }
         /* named, so `top -H` (and a test that holds them) tells them from the host's */
         char name[16];
-        snprintf(name, sizeof name, "msp-writer%d", i);
+        snprintf(name, sizeof name, "msp-writer%d", i % 100);
         pthread_setname_np(t, name);
         pthread_detach(t);
         started++;
