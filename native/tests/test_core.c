@@ -23,6 +23,7 @@
 #include "rounds.h"
 #include "queue.h"
 #include "stats.h"
+#include "util.h"
 
 static int g_pass, g_fail;
 
@@ -914,6 +915,38 @@ static void test_queue_keep(void)
     CHECK(msp_queue_close(&q, NULL, &inflight, &kept) == NULL);
 }
 
+/* An item costs what it takes in memory, so the byte budget bounds the memory
+ * of small items too: a one-element tensor's statistics item (the item, its
+ * strings, a struct msp_stats) is charged its whole ring region, and the ring
+ * bytes the items span are the bytes charged; a malloc'd one, glibc's chunks. */
+static void test_queue_small_items(void)
+{
+    CHECK(msp_malloc_cost(0) == 32 && msp_malloc_cost(24) == 32 && msp_malloc_cost(25) == 48);
+    CHECK(msp_malloc_cost(168) == 176 && msp_malloc_cost(UINT64_C(1) << 20) == (1u << 20) + 4096);
+    struct msp_queue q;
+    msp_queue_init(&q, 1);
+    const uint64_t budget = UINT64_C(1) << 20, meta = sizeof(struct msp_item) + 41;
+    const uint64_t payload = sizeof(struct msp_stats);
+    uint64_t n = 0;
+    struct msp_item *it, *first = NULL;
+    while (msp_queue_reserve(&q, meta, payload, budget, 0, &it) == MSP_PUSH_OK) {
+        CHECK(it->in_ring && it->cost == 64 + ((meta + 63) & ~UINT64_C(63)) + payload + 24);
+        it->seq = n++;
+        first = first ? first : it;
+        CHECK(msp_queue_push(&q, 0, it) == MSP_PUSH_OK);
+    }
+    CHECK(q.bytes <= budget && q.bytes > budget - first->cost && q.bytes == n * first->cost);
+    CHECK(q.rhead - q.rtail == q.bytes); /* no memory of theirs uncharged */
+    struct msp_item *run;
+    while ((run = msp_queue_pop(&q, 0, 0)) != NULL)
+        msp_queue_done(&q, 0, run, NULL);
+    CHECK(q.bytes == 0);
+    uint64_t inflight, kept;
+    CHECK(msp_queue_close(&q, NULL, &inflight, &kept) == NULL);
+    msp_queue_trim_idle(&q);
+    msp_queue_trim_idle(&q);
+}
+
 /* Writer w's head as the slot shows it (the tests' slot: the dummy). */
 static uint64_t head_of(int w)
 {
@@ -1250,6 +1283,7 @@ int main(void)
     test_queue_warm();
     test_queue_keep();
     test_queue_borrow();
+    test_queue_small_items();
     test_queue_heads();
     test_queue_heads_random();
     test_queue_close_keeps();

@@ -327,7 +327,9 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
         if (alone) /* the ring is empty: fit it to this budget and item (once: alone never waits) */
             old = ring_resize(q, len > ring_want ? 0 : ring_want);
         int heap = q->ring == NULL;
-        cost = heap ? meta + payload : len;
+        /* what it takes in memory: its region of the ring (header, the item and
+         * its strings, the payload, each 64-byte aligned), or its two mallocs */
+        cost = heap ? msp_malloc_cost(meta) + msp_malloc_cost(payload) : len;
         if ((alone || q->bytes + cost <= budget) && (heap || (r = ring_alloc(q, len)) != NULL)) {
             rc = MSP_PUSH_OK;
             break;

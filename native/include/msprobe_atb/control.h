@@ -208,7 +208,7 @@ struct msp_proc {
     uint64_t tensors_written;  /* records of complete .bin / stub / stats-only entries */
     uint64_t bytes_written;    /* payload bytes written to .bin files */
     uint64_t queue_depth;      /* items currently queued */
-    uint64_t queue_bytes;      /* bytes currently queued */
+    uint64_t queue_bytes;      /* memory the queued items take (queue_budget_bytes bounds it) */
     uint64_t drops;            /* selected but dropped by the drop policy */
     uint64_t errors;           /* selected but failed (disk full, bad input, ...) */
     uint64_t records;          /* lines appended to this process's record log */
