@@ -24,6 +24,7 @@
 #include "queue.h"
 #include "stats.h"
 #include "util.h"
+#include "window.h"
 
 static int g_pass, g_fail;
 
@@ -947,6 +948,35 @@ static void test_queue_small_items(void)
     msp_queue_trim_idle(&q);
 }
 
+/* The sliding extremum, against the true one over a window of positions: a
+ * min never above it, a max never below, both exact until the queue is full. */
+static void test_window(void)
+{
+    for (int min = 0; min < 2; min++) {
+        struct msp_window w = {0};
+        uint64_t vals[400];
+        unsigned rnd = 7u + (unsigned)min;
+        int lagged = 0;
+        CHECK(msp_window_get(&w, 99) == 99);
+        for (uint64_t at = 0; at < 400; at++) {
+            rnd = rnd * 1103515245u + 12345u;
+            /* random, then each value worse than the last: all 20 kept, past the 8 */
+            vals[at] = at < 200 ? (rnd >> 8) % 1000 : min ? at : 1000 - at;
+            msp_window_add(&w, at, vals[at], min);
+            uint64_t from = at >= 20 ? at - 19 : 0, best = vals[from];
+            msp_window_drop(&w, from);
+            for (uint64_t i = from; i <= at; i++)
+                best = min ? (vals[i] < best ? vals[i] : best) : (vals[i] > best ? vals[i] : best);
+            uint64_t got = msp_window_get(&w, 0);
+            CHECK(min ? got <= best : got >= best);
+            lagged |= got != best;
+        }
+        CHECK(lagged);
+        msp_window_drop(&w, 1000);
+        CHECK(msp_window_get(&w, 5) == 5);
+    }
+}
+
 /* Writer w's head as the slot shows it (the tests' slot: the dummy). */
 static uint64_t head_of(int w)
 {
@@ -1283,6 +1313,7 @@ int main(void)
     test_queue_warm();
     test_queue_keep();
     test_queue_borrow();
+    test_window();
     test_queue_small_items();
     test_queue_heads();
     test_queue_heads_random();

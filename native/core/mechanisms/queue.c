@@ -52,8 +52,9 @@ static uint64_t head_now(const struct msp_queue *q, int w)
 {
     const struct msp_head *h = &q->heads[w];
     uint64_t low = q->head[w] ? q->head[w]->seq : MSP_HEAD_IDLE;
-    if (h->ndips && h->dips[0].seq < low)
-        low = h->dips[0].seq;
+    uint64_t dip = msp_window_get(&h->dips, MSP_HEAD_IDLE);
+    if (dip < low)
+        low = dip;
     if (h->held < low)
         low = h->held;
     return q->given_up < low ? q->given_up : low;
@@ -120,15 +121,7 @@ static int append(struct msp_queue *q, int w, struct msp_item *it)
     q->tail[w] = it;
     if (!tail || it->seq > tail->seq)
         return !tail;
-    /* a dip: the older ones of higher seqs are popped before it, useless now */
-    while (h->ndips && h->dips[h->ndips - 1].seq >= it->seq)
-        h->ndips--;
-    if (h->ndips == MSP_HEAD_DIPS) {
-        h->dips[MSP_HEAD_DIPS - 1].at = at; /* stands for this one too: its seq is lower */
-        return 0;
-    }
-    h->dips[h->ndips].at = at;
-    h->dips[h->ndips++].seq = it->seq;
+    msp_window_add(&h->dips, at, it->seq, 1);
     return 1;
 }
 
@@ -136,11 +129,7 @@ static int append(struct msp_queue *q, int w, struct msp_item *it)
 static void popped(struct msp_head *h, uint64_t n)
 {
     h->popped += n;
-    int k = 0;
-    while (k < h->ndips && h->dips[k].at < h->popped)
-        k++;
-    h->ndips -= k;
-    memmove(h->dips, h->dips + k, (size_t)h->ndips * sizeof *h->dips);
+    msp_window_drop(&h->dips, h->popped);
 }
 
 /* A ring region: this header, the item with its strings, then the payload
@@ -635,7 +624,7 @@ struct msp_item *msp_queue_close(struct msp_queue *q, int (*keep)(const struct m
         q->head[w] = q->tail[w] = NULL;
         struct msp_head *h = &q->heads[w];
         h->pushed = h->popped = 0;
-        h->ndips = 0;
+        h->dips.n = 0;
         for (; it; it = next) {
             next = it->next;
             if (keep && keep(it)) { /* in its order again, its dips noted anew */

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "msprobe_atb/control.h"
+#include "window.h"
 
 enum msp_item_kind { MSP_ITEM_TENSOR, MSP_ITEM_PARAM };
 
@@ -42,17 +43,12 @@ struct msp_item {
  * seq of the items handed to it. Its list's lowest is its front's while the list
  * is in seq order (one host thread pushes in the order it took the seqs); items
  * pushed below the one before them (several threads pushing at once) are its
- * dips, and the list's lowest seq is its front's or a dip's. A few dips are
- * kept, as (push count, seq) with seqs increasing; once they are full the last
- * stands for the newer ones too (the lowest of their seqs, kept until the newest
- * of them is popped), so the head may lag then, never lead. */
-#define MSP_HEAD_DIPS 4
+ * dips, and the list's lowest seq is its front's or a dip's: the dips still
+ * queued are a sliding minimum over push numbers (window.h), which may lag,
+ * so the head may lag then, never lead. */
 struct msp_head {
     uint64_t pushed, popped; /* items ever pushed to / popped from list w */
-    int ndips;
-    struct {
-        uint64_t at, seq;   /* the dip was push number `at` */
-    } dips[MSP_HEAD_DIPS];
+    struct msp_window dips;  /* (push number, seq) of the dips */
     uint64_t held;          /* lowest seq writer w has in hand: popped and not done,
                                or the item of a direct write it is lent for */
     uint64_t shown;         /* the value in the slot's writer_head[w] */
