@@ -11,7 +11,9 @@ second the bench reads the control block and .probe/built.json: records made
 `records`: lines the daemon has read and written into statistic.csv,
 statistic_extra.csv and info/; the manifest and the round markers take a round's
 rows when it is complete), the lag (made - built) and the age of its oldest
-record, daemon and host RSS, lost (drops + errors), the shims' own queues.
+record, daemon and host RSS, lost (drops + errors), the shims' own queues (and
+the fullest copy queue's bytes against queue_budget_mb: an item is charged what
+it takes in memory, so a queue of statistics items stays within its budget).
 
 Runs, each in a fresh dir, with one-element tensors (--tiny) but in (d): the
 producers must outrun the control plane, so they offer the shim's record path
@@ -212,6 +214,7 @@ def _max_rate(settings: Settings, pin: Pinning | None, task: str, seconds: float
         out.append("  the derived files mostly kept up (records under 1 s old): the producers"
                    " were the limit, the control plane can do at least that")
     out.append(f"  lost {last.lost}")
+    out.append(_queue_figure(trace, settings))
     return rate, busy
 
 
@@ -274,6 +277,16 @@ def _capacity(settings: Settings, pin: Pinning | None, out: list[str]) -> Genera
                f" ({rows * share / max(cpu, 1e-9):,.0f} rows per CPU-second)"
                f" (target >= {TARGET_RATE:,}/s on one core: {_met(rate >= TARGET_RATE)})")
     return rate
+
+
+def _queue_figure(trace: Trace, settings: Settings) -> str:
+    """The fullest copy queue seen (once a second) against its budget."""
+    full = max(trace.samples, key=lambda s: s.queue_bytes)
+    budget = settings.queue_mb << 20
+    per = f", {full.queue_bytes / full.queue_items:,.0f} B an item" if full.queue_items else ""
+    return (f"  copy queue: at most {full.queue_bytes / 1024:,.0f} KiB in one process"
+            f" ({full.queue_items:,} items{per}) of its {settings.queue_mb} MiB budget"
+            f" (queue_budget_mb): {'within' if full.queue_bytes <= budget else 'ABOVE'} it")
 
 
 def _paced(settings: Settings, pin: Pinning | None, offered: float, seconds: float,

@@ -367,7 +367,7 @@ static int write_direct(const struct msp_snap *s, uint64_t seq, msp_sv format, m
         fsize.rlim_cur != RLIM_INFINITY)
         return 0;
     int w = msp_writer_for(path.p, path.n, g_msp.nwriters);
-    if (!msp_queue_borrow(&g_msp.q, w))
+    if (!msp_queue_borrow(&g_msp.q, w, seq))
         return 0;
     struct msp_item *it = malloc(sizeof *it + strings_len(format, dtype, dims, path));
     if (it) {

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "slot.h"
 #include "util.h"
 
 /* Keeps the region arithmetic far from overflow (malloc would fail anyway). */
@@ -38,15 +39,97 @@ void msp_queue_init(struct msp_queue *q, int nlists)
     pthread_cond_init(&q->warmed, NULL);
     pthread_cond_init(&q->job_done, NULL);
     q->nlists = clamp_lists(nlists);
-    for (int i = 0; i < MSP_MAX_WRITERS; i++)
+    q->given_up = MSP_HEAD_IDLE;
+    for (int i = 0; i < MSP_MAX_WRITERS; i++) {
         cond_init_mono(&q->work[i]); /* naps are timed */
+        q->heads[i].held = q->heads[i].shown = MSP_HEAD_IDLE;
+    }
+}
+
+/* Under mu: writer w's head (control.h writer_head[]): the lowest seq of its
+ * list, of what it has in hand, and of what msp_queue_close handed back. */
+static uint64_t head_now(const struct msp_queue *q, int w)
+{
+    const struct msp_head *h = &q->heads[w];
+    uint64_t low = q->head[w] ? q->head[w]->seq : MSP_HEAD_IDLE;
+    uint64_t dip = msp_window_get(&h->dips, MSP_HEAD_IDLE);
+    if (dip < low)
+        low = dip;
+    if (h->held < low)
+        low = h->held;
+    return q->given_up < low ? q->given_up : low;
+}
+
+/* Under mu: writer w's head into the slot, if it moved. Called after every
+ * change that can move it, so the slot always holds the head of the last
+ * change; a raise comes after the write(2) of the records it passes, and is a
+ * release, so a reader that sees it and then the log's size sees them. */
+static void show_head(struct msp_queue *q, int w)
+{
+    uint64_t now = head_now(q, w);
+    if (now == q->heads[w].shown)
+        return;
+    q->heads[w].shown = now;
+    __atomic_store_n(&msp_proc_now()->writer_head[w], now, __ATOMIC_RELEASE);
+}
+
+static void show_heads(struct msp_queue *q)
+{
+    for (int w = 0; w < q->nlists; w++)
+        show_head(q, w);
+}
+
+/* Under mu: every head and the number of writers, into a slot that may not
+ * have them (a fresh one). */
+static void show_all(struct msp_queue *q)
+{
+    struct msp_proc *p = msp_proc_now();
+    __atomic_store_n(&p->n_writers, (uint64_t)q->nlists, __ATOMIC_RELAXED);
+    for (int w = 0; w < q->nlists; w++) {
+        q->heads[w].shown = head_now(q, w);
+        __atomic_store_n(&p->writer_head[w], q->heads[w].shown, __ATOMIC_RELEASE);
+    }
 }
 
 void msp_queue_set_lists(struct msp_queue *q, int nlists)
 {
     pthread_mutex_lock(&q->mu);
     q->nlists = clamp_lists(nlists);
+    show_all(q);
     pthread_mutex_unlock(&q->mu);
+}
+
+void msp_queue_show(struct msp_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    show_all(q);
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* Under mu: appends `it` to list w. 1 if the list's lowest seq may have gone
+ * down: it is the front, or a dip (queue.h struct msp_head). */
+static int append(struct msp_queue *q, int w, struct msp_item *it)
+{
+    struct msp_head *h = &q->heads[w];
+    struct msp_item *tail = q->tail[w];
+    uint64_t at = h->pushed++;
+    it->next = NULL;
+    if (tail)
+        tail->next = it;
+    else
+        q->head[w] = it;
+    q->tail[w] = it;
+    if (!tail || it->seq > tail->seq)
+        return !tail;
+    msp_window_add(&h->dips, at, it->seq, 1);
+    return 1;
+}
+
+/* Under mu: n items were popped off list w: the dips among them are gone. */
+static void popped(struct msp_head *h, uint64_t n)
+{
+    h->popped += n;
+    msp_window_drop(&h->dips, h->popped);
 }
 
 /* A ring region: this header, the item with its strings, then the payload
@@ -233,7 +316,9 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
         if (alone) /* the ring is empty: fit it to this budget and item (once: alone never waits) */
             old = ring_resize(q, len > ring_want ? 0 : ring_want);
         int heap = q->ring == NULL;
-        cost = heap ? meta + payload : len;
+        /* what it takes in memory: its region of the ring (header, the item and
+         * its strings, the payload, each 64-byte aligned), or its two mallocs */
+        cost = heap ? msp_malloc_cost(meta) + msp_malloc_cost(payload) : len;
         if ((alone || q->bytes + cost <= budget) && (heap || (r = ring_alloc(q, len)) != NULL)) {
             rc = MSP_PUSH_OK;
             break;
@@ -289,12 +374,8 @@ int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it)
         pthread_mutex_unlock(&q->mu);
         return MSP_PUSH_CLOSED;
     }
-    it->next = NULL;
-    if (q->tail[w])
-        q->tail[w]->next = it;
-    else
-        q->head[w] = it;
-    q->tail[w] = it;
+    if (append(q, w, it))
+        show_head(q, w);
     q->depth++;
     if (q->sleeping[w]) /* a napping or busy writer finds it without a wake-up */
         pthread_cond_signal(&q->work[w]);
@@ -347,13 +428,15 @@ static int warm_step(struct msp_queue *q)
     return 1;
 }
 
-int msp_queue_borrow(struct msp_queue *q, int w)
+int msp_queue_borrow(struct msp_queue *q, int w, uint64_t seq)
 {
     pthread_mutex_lock(&q->mu);
     int ok = !q->closed && !q->head[w] && !q->busy[w] && !q->lent[w];
     if (ok) {
         q->lent[w] = 1;
         q->inflight++;
+        q->heads[w].held = seq; /* it holds nothing else: idle, its list empty */
+        show_head(q, w);
     }
     pthread_mutex_unlock(&q->mu);
     return ok;
@@ -364,6 +447,8 @@ void msp_queue_give_back(struct msp_queue *q, int w)
     pthread_mutex_lock(&q->mu);
     q->lent[w] = 0;
     q->inflight--;
+    q->heads[w].held = MSP_HEAD_IDLE; /* the item's record is in the log */
+    show_head(q, w);
     if (q->depth == 0 && q->inflight == 0)
         pthread_cond_broadcast(&q->idle);
     pthread_cond_signal(&q->work[w]);
@@ -436,11 +521,12 @@ struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait)
     }
     struct msp_item *run = q->lent[w] ? NULL : q->head[w], *last = run;
     if (run) {
-        uint64_t n = 1, bytes = run->cost;
+        uint64_t n = 1, bytes = run->cost, low = run->seq;
         while (last->next && n < MSP_QUEUE_POP_ITEMS &&
                bytes + last->next->cost <= MSP_QUEUE_POP_BYTES) {
             last = last->next;
             bytes += last->cost;
+            low = last->seq < low ? last->seq : low;
             n++;
         }
         q->head[w] = last->next;
@@ -450,31 +536,59 @@ struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait)
         q->depth -= n;
         q->inflight += n;
         q->busy[w] = 1;
+        popped(&q->heads[w], n);
+        if (low < q->heads[w].held)
+            q->heads[w].held = low;
+        show_head(q, w);
     }
     pthread_mutex_unlock(&q->mu);
     return run;
 }
 
-void msp_queue_done(struct msp_queue *q, struct msp_item *list)
+/* Gives the items of `list` back to the budget and the ring, up to 64 a lock
+ * (the heap ones freed after it); then, under the last lock, they leave the
+ * heads: writer w's (w >= 0: they were in its hands, which now hold no lower
+ * seq than `held`), or all of them (w < 0: msp_queue_close handed them back). */
+static void give_back(struct msp_queue *q, struct msp_item *list, int w, uint64_t held)
 {
-    while (list) {
-        /* up to 64 items a lock; the heap ones are freed after it */
+    do {
         struct msp_item *heap[64];
         int n = 0;
         pthread_mutex_lock(&q->mu);
         for (int k = 0; list && k < 64; k++) {
             struct msp_item *it = list;
             list = it->next; /* before a ring item's memory goes back */
-            q->inflight--;
+            q->inflight -= w >= 0;
             if (put_back(q, it))
                 heap[n++] = it;
+        }
+        if (!list && w >= 0) {
+            q->heads[w].held = held;
+            show_head(q, w);
+        } else if (!list) {
+            q->given_up = MSP_HEAD_IDLE;
+            show_heads(q);
         }
         if (q->depth == 0 && q->inflight == 0)
             pthread_cond_broadcast(&q->idle);
         pthread_mutex_unlock(&q->mu);
         for (int i = 0; i < n; i++)
             free_item(heap[i]);
-    }
+    } while (list);
+}
+
+void msp_queue_done(struct msp_queue *q, int w, struct msp_item *list,
+                    const struct msp_item *rest)
+{
+    uint64_t held = MSP_HEAD_IDLE;
+    for (; rest; rest = rest->next)
+        held = rest->seq < held ? rest->seq : held;
+    give_back(q, list, w, held);
+}
+
+void msp_queue_forget(struct msp_queue *q, struct msp_item *list)
+{
+    give_back(q, list, -1, MSP_HEAD_IDLE);
 }
 
 void msp_queue_release(struct msp_queue *q, struct msp_item *it)
@@ -498,19 +612,36 @@ int msp_queue_wait_idle(struct msp_queue *q, uint64_t deadline)
     return drained;
 }
 
-struct msp_item *msp_queue_close(struct msp_queue *q, uint64_t *inflight)
+struct msp_item *msp_queue_close(struct msp_queue *q, int (*keep)(const struct msp_item *),
+                                 uint64_t *inflight, uint64_t *kept)
 {
     struct msp_item *all = NULL, **end = &all;
+    uint64_t n = 0;
     pthread_mutex_lock(&q->mu);
     q->closed = 1;
     for (int w = 0; w < q->nlists; w++) {
-        *end = q->head[w];
-        while (*end)
-            end = &(*end)->next;
+        struct msp_item *it = q->head[w], *next;
         q->head[w] = q->tail[w] = NULL;
+        struct msp_head *h = &q->heads[w];
+        h->pushed = h->popped = 0;
+        h->dips.n = 0;
+        for (; it; it = next) {
+            next = it->next;
+            if (keep && keep(it)) { /* in its order again, its dips noted anew */
+                append(q, w, it);
+                n++;
+                continue;
+            }
+            q->given_up = it->seq < q->given_up ? it->seq : q->given_up;
+            *end = it;
+            end = &it->next;
+        }
         pthread_cond_broadcast(&q->work[w]);
     }
-    q->depth = 0;
+    *end = NULL;
+    show_heads(q);
+    q->depth = n;
+    *kept = n;
     *inflight = q->inflight;
     pthread_cond_broadcast(&q->space);
     pthread_mutex_unlock(&q->mu);
