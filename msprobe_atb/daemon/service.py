@@ -241,7 +241,7 @@ class Daemon:
             now = time.monotonic()
             if self.watcher is not None and self.watcher.due(now):
                 self.check_config(settle=True)
-            self.oracle.refresh()  # before the read: see BlockOracle
+            self.oracle.refresh(self.builder.last_seqs())  # before the read: see BlockOracle
             fed = self.drain.poll(RECORD_BUDGET)
             self.evaluate()
             behind = fed >= RECORD_BUDGET

@@ -77,6 +77,10 @@ class ProcOracle(Protocol):
         its selection and its record (every lower seq was in the log), or None."""
         ...
 
+    def watermark_at(self, key: ProcKey) -> tuple[int, int] | None:
+        """(S, W): every row of a seq below W is in the first S bytes of its log."""
+        ...
+
     def asleep(self) -> bool: ...
 
 
@@ -344,7 +348,9 @@ class TreeBuilder:
     def _release(self, p: Proc) -> None:
         """Lets the rows go that may be appended: every row of a process whose exit
         record was read, and, once the log is read that far, the rows below a log
-        size at which it had nothing in flight (any later tensor has a higher seq)."""
+        size at which it had nothing in flight (any later tensor has a higher seq),
+        and the rows below its writer-head watermark once the log is read to where
+        the watermark holds."""
         if p.exited:
             p.ingest.release(END)
             return
@@ -353,6 +359,10 @@ class TreeBuilder:
         quiet = self.oracle.quiet_at(p.key)
         if quiet is not None and p.fed >= quiet:
             p.ingest.release(quiet)
+        # while tensors are in flight: below the writer-head watermark
+        mark = self.oracle.watermark_at(p.key)
+        if mark is not None and p.fed >= mark[0]:
+            p.ingest.release_seq(mark[1])
 
     def _release_for_memory(self) -> None:
         """Over HELD_BYTES held by all processes, the biggest holders let all their
@@ -381,6 +391,10 @@ class TreeBuilder:
 
     def held_rows(self) -> int:
         return sum(p.ingest.state().held_rows for p in self.procs.values())
+
+    def last_seqs(self) -> dict[ProcKey, int]:
+        """The highest seq read of each process (-1: none yet)."""
+        return {key: p.ingest.state().last_seq for key, p in self.procs.items()}
 
     def held_bytes(self) -> int:
         """Memory the rows not yet written take in the kernel."""

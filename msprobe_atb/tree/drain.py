@@ -7,6 +7,7 @@ import logging
 import os
 from pathlib import Path
 
+from msprobe_atb.control.block import HEAD_IDLE
 from msprobe_atb.control.liveness import is_alive
 from msprobe_atb.tree import fsio, progress
 from msprobe_atb.tree.builder import TreeBuilder
@@ -27,7 +28,13 @@ class BlockOracle:
     any still to come (quiet_at: its rows may be appended). Pending tensors whose
     record found no room (a full disk) stay counted for good: a slot whose
     pending count and log did not move since the last look, with its queue
-    empty, is taken as quiet too."""
+    empty, is taken as quiet too.
+
+    Finer, while tensors are in flight: `refresh(last_seqs)`, given the highest
+    seq the builder has read of each process (before the heads are read), reads
+    the writer heads, then the log's size S: every record of a seq below
+    min(smallest head, highest seq read + 1) is below S (docs/contracts.md §3,
+    one saving thread), so once S is read those rows may go (watermark_at)."""
 
     def __init__(self, block=None, dump_root: Path | None = None):
         self.block = block
@@ -36,26 +43,32 @@ class BlockOracle:
         self._idle_at: dict[ProcKey, int] = {}  # queue empty: the log's size then
         self._quiet_at: dict[ProcKey, int] = {}  # nothing pending: the log's size then
         self._seen: dict[ProcKey, tuple[int, int]] = {}  # (pending, log size) at the last look
+        self._marks: dict[ProcKey, tuple[int, int]] = {}  # (log size, seq below which all in)
         self._asleep = False
         self._alive: dict[ProcKey, bool] = {}
         self.refresh()
 
-    def refresh(self) -> None:
+    def refresh(self, last_seqs: dict[ProcKey, int] | None = None) -> None:
+        """A new look at the block; `last_seqs`: the highest seq read of each
+        process so far (the writer-head watermark needs it from before the heads)."""
         self._alive.clear()
         if self.block is None:
             return
         self._slots = {ProcKey(s.pid, s.start_ns): s for s in self.block.procs()}
-        self._idle_at, self._quiet_at = {}, {}
+        self._idle_at, self._quiet_at, self._marks = {}, {}, {}
         logs = records_dir(self.block.dump_root)
         seen, self._seen = self._seen, {}
         for key, slot in self._slots.items():
-            if slot.queue_depth:
-                continue
-            pending = sum(self.block.pending(slot.slot).values())
             try:
                 size = os.stat(logs / f"{key.pid}-{key.start_ns}.jsonl").st_size
             except OSError:
                 size = 0
+            if last_seqs is not None and key in last_seqs:
+                heads = min(slot.writer_head, default=HEAD_IDLE)
+                self._marks[key] = (size, min(heads, last_seqs[key] + 1))
+            if slot.queue_depth:
+                continue
+            pending = sum(self.block.pending(slot.slot).values())
             self._idle_at[key] = size
             self._seen[key] = (pending, size)
             if not pending or seen.get(key) == (pending, size):
@@ -81,6 +94,11 @@ class BlockOracle:
             return os.stat(records_dir(self.dump_root) / f"{key.pid}-{key.start_ns}.jsonl").st_size
         except (OSError, TypeError):
             return None
+
+    def watermark_at(self, key: ProcKey) -> tuple[int, int] | None:
+        """(S, W): once the first S bytes of its log are read, every row of a seq
+        below W is in; None without a look at its writers."""
+        return self._marks.get(key)
 
     def asleep(self) -> bool:
         return self._asleep

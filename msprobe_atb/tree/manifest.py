@@ -228,8 +228,6 @@ class ManifestWriter:
         file of each process partition they belong to; rows of a `_part` that
         names no partition have none. What a failed write (a full disk)
         left is tried again first."""
-        import polars as pl
-
         try:
             if not self._started:
                 self._start()

@@ -14,6 +14,7 @@ from cp_helpers import derived
 from testkit import REPO
 
 from msprobe_atb.config import compile_config, validate
+from msprobe_atb.control.block import HEAD_IDLE
 from msprobe_atb.tree.builder import TreeBuilder
 from msprobe_atb.tree.drain import BlockOracle, RecordDrain, rebuild
 
@@ -319,3 +320,37 @@ def test_a_row_arriving_after_a_higher_seq_is_merged_into_place(out_dir, shims):
         (dump_root / rel).unlink()
     rebuild(dump_root, a.block)
     assert derived(dump_root) == files
+
+
+def test_rows_below_the_writer_head_watermark_go_before_their_round_ends(out_dir, shims):
+    """With tensors in flight (a queue, no round record), rows go once their seq is
+    below min(smallest writer head, highest seq read before the heads + 1) and
+    the log is read to the size seen after the heads (docs/contracts.md §3); the
+    rest wait. A record read in the same turn as the heads waits one turn."""
+    a = shims(out_dir, dev=0)
+    dump_root = out_dir / "atb_dump_data"
+    oracle = BlockOracle(a.block)
+    live = TreeBuilder(dump_root, oracle)
+    drain = RecordDrain(dump_root, live)
+    a.block.set_proc_counter(a.slot, "queue_depth", 3)  # never quiet
+    a.block.set_proc_counter(a.slot, "n_writers", 2)
+    heads = a.block._ctl.procs[a.slot].writer_head
+    extra = dump_root / "data" / f"0_{a.pid}" / "0" / "statistic_extra.csv"
+
+    def turn(head0: int) -> list[int]:
+        heads[0], heads[1] = head0, HEAD_IDLE
+        oracle.refresh(live.last_seqs())
+        drain.poll()
+        live.flush()
+        rows = list(csv.reader(open(extra, newline=""))) if extra.exists() else [[]]
+        return [int(r[0]) for r in rows[1:]]
+
+    for i in range(6):
+        a.tensor(0, "2_Layer", f"after/outtensor{i}.bin")  # seq 0..5
+    assert turn(HEAD_IDLE) == []  # nothing read before the heads: no watermark yet
+    assert turn(3) == [0, 1, 2]
+    assert turn(HEAD_IDLE) == [0, 1, 2, 3, 4, 5]
+    a.tensor(0, "2_Layer", "after/outtensor6.bin")
+    assert turn(HEAD_IDLE) == [0, 1, 2, 3, 4, 5]  # seq 6 read after the heads: not yet
+    assert turn(HEAD_IDLE) == list(range(7))
+    assert not (extra.parent / "ROUND_COMPLETE.json").exists()  # the round goes on
