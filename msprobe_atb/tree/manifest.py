@@ -24,9 +24,11 @@ they are PART_AGE_S old, or the builder is idle or finishes, each process's
 rows become a file (with 8 processes at full rate, ~8,000 rows); whenever FANIN files
 of one level pile up they are merged into one file of the next level (named after
 the first of them, so the names sort as the rows were emitted, i.e. in execution
-order), until a file holds BIG_ROWS rows. A service running 100,000 rounds
-therefore keeps O(FANIN x levels) small files per process plus one file per
-BIG_ROWS rows, never a file per tensor or per round.
+order), until a file holds BIG_ROWS rows. A merge copies the files' row groups as
+they are (tree/parquet_concat.py), so a big file is made of its parts' row
+groups. A service running 100,000 rounds therefore keeps O(FANIN x levels) small
+files per process plus one file per BIG_ROWS rows, never a file per tensor or per
+round.
 
 Why polars writes it (and not pyarrow's ParquetWriter, which appends row groups
 to an open file): a Parquet file is readable only once its footer is written, so a
@@ -37,6 +39,7 @@ no second Arrow stack into the daemon.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -49,6 +52,7 @@ from typing import Any
 
 from msprobe_atb.tree import fsio
 from msprobe_atb.tree.csvfmt import TensorPath
+from msprobe_atb.tree.parquet_concat import NotConcatenable, concatenate
 from msprobe_atb.tree.records import record_float
 from msprobe_atb.tree.vocab import dtype_name, format_name
 
@@ -61,7 +65,7 @@ FANIN = 16
 BIG_ROWS = 1_000_000
 PART_ROWS = 65_536
 PART_AGE_S = 2.0
-MERGE_ROW_GROUP = 65_536  # rows a merge holds at once (its output's row groups)
+MERGE_ROW_GROUP = 65_536  # rows a decoding merge holds at once (its output's row groups)
 HOST_ENV = "MSPROBE_ATB_HOST"
 
 # The record's `file` -> the manifest's status (unknown values are kept as they are).
@@ -280,18 +284,29 @@ class ManifestWriter:
         return p
 
     def _merge(self, part: Partition, group: list[_Part]) -> _Part:
-        """One file of the next level from `group`, streamed (a merge of 1M rows
-        held at once took 300 MB, which the daemon's memory then kept)."""
-        import polars as pl
-
+        """One file of the next level from `group`: their row groups copied as
+        they are (tree/parquet_concat.py); files it cannot put together so (of
+        an earlier version's schema) are merged by polars, streamed."""
         base = self.dump_root.joinpath(*self._pdir(part))
         first = group[0]
         new = _Part(f"part-{first.first:08d}-L{first.level + 1}.parquet", first.level + 1,
                     sum(p.rows for p in group), first.first)
-        lazy = pl.scan_parquet([base / p.name for p in group])
-        fsio.write_streamed(self.dump_root, (*self._pdir(part), new.name),
-                            lambda f: lazy.sink_parquet(f, compression="zstd", statistics=True,
-                                                        row_group_size=MERGE_ROW_GROUP))
+        paths = [base / p.name for p in group]
+        rel = (*self._pdir(part), new.name)
+
+        def copy(f) -> None:
+            with contextlib.ExitStack() as stack:
+                concatenate([stack.enter_context(open(p, "rb")) for p in paths], f)
+
+        try:
+            fsio.write_streamed(self.dump_root, rel, copy)
+        except NotConcatenable as exc:
+            import polars as pl
+
+            log.info("merging %s by decoding it: %s", base, exc)
+            lazy = pl.scan_parquet(paths)
+            fsio.write_streamed(self.dump_root, rel, lambda f: lazy.sink_parquet(
+                f, compression="zstd", statistics=True, row_group_size=MERGE_ROW_GROUP))
         return new
 
     def _compact(self, part: Partition, state: _Partition) -> None:
