@@ -1164,6 +1164,76 @@ static void test_queue_heads_random(void)
     }
 }
 
+/* Pages of [p, p+n) in memory. */
+static uint64_t resident_bytes(const unsigned char *p, uint64_t n)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), in = 0;
+    unsigned char *vec = malloc(n / page + 1);
+    CHECK(vec && mincore((void *)p, n, vec) == 0);
+    for (uint64_t i = 0; vec && i < n / page; i++)
+        in += vec[i] & 1;
+    free(vec);
+    return in * page;
+}
+
+/* One small item in and out: the service dumping a little. */
+static void trickle(struct msp_queue *q, uint64_t budget)
+{
+    msp_queue_release(q, reserved(q, 100, budget));
+}
+
+/* A service that goes on dumping a little after a burst keeps only what the
+ * ring has needed within the last keep_trims trim periods: the burst's memory
+ * stays through them (the next burst finds it), then what lies past that need
+ * goes back to the kernel and the ring keeps below it while a trickle goes on,
+ * even one that never lets it empty; a new burst takes the whole ring again. */
+static void test_queue_fit(void)
+{
+    struct msp_queue q;
+    msp_queue_init(&q, 1);
+    const uint64_t mib = UINT64_C(1) << 20, budget = 16 * mib;
+    q.keep_trims = 2;
+    msp_queue_expect(&q, 0, 1); /* awake, nothing to warm */
+    struct msp_item *burst[24];
+    for (int i = 0; i < 24; i++) /* 12 MiB live at once, faulted in */
+        burst[i] = reserved(&q, mib / 2 - 1024, budget);
+    CHECK(q.maps == 1 && q.soft == budget && q.reached >= 11 * mib);
+    for (int i = 0; i < 24; i++)
+        msp_queue_release(&q, burst[i]);
+    msp_queue_trim_idle(&q); /* the burst's period */
+    trickle(&q, budget);
+    msp_queue_trim_idle(&q);
+    /* the burst's need (12 MiB in whole huge pages): kept, faulted in */
+    CHECK(q.trimmed == 0 && q.soft == 12 * mib && resident_bytes(q.ring, 11 * mib) == 11 * mib);
+    trickle(&q, budget);
+    msp_queue_trim_idle(&q); /* the burst left the window: a huge page is enough */
+    CHECK(q.trimmed == 1 && q.soft == 2 * mib && q.ring && q.maps == 1);
+    CHECK(resident_bytes(q.ring + 2 * mib, budget - 2 * mib) == 0);
+    /* a trickle that never empties the ring: regions start again at 0 past soft */
+    struct msp_item *live = reserved(&q, 100 << 10, budget);
+    for (int i = 0; i < 200; i++) {
+        struct msp_item *next = reserved(&q, 100 << 10, budget);
+        CHECK(in_ring(&q, next, 100 << 10) && next->data + (100 << 10) <= q.ring + q.soft);
+        msp_queue_release(&q, live);
+        live = next;
+    }
+    msp_queue_trim_idle(&q);
+    CHECK(q.soft == 2 * mib && resident_bytes(q.ring + 2 * mib, budget - 2 * mib) == 0);
+    /* a new burst: past the soft end, the whole ring again */
+    for (int i = 0; i < 24; i++)
+        burst[i] = reserved(&q, mib / 2 - 1024, budget);
+    CHECK(q.soft == budget && q.maps == 1 && q.heap_items == 0 && q.reached >= 11 * mib);
+    for (int i = 0; i < 24; i++)
+        msp_queue_release(&q, burst[i]);
+    msp_queue_release(&q, live);
+    uint64_t inflight, kept;
+    CHECK(msp_queue_close(&q, NULL, &inflight, &kept) == NULL);
+    msp_queue_expect(&q, 0, 0);
+    msp_queue_trim_idle(&q);
+    msp_queue_trim_idle(&q);
+    CHECK(q.ring == NULL);
+}
+
 /* The pending and rounds calls for a tensor path, as pending.h makes them. */
 static void add(struct msp_proc *p, const char *path)
 {
@@ -1312,6 +1382,7 @@ int main(void)
     test_queue();
     test_queue_warm();
     test_queue_keep();
+    test_queue_fit();
     test_queue_borrow();
     test_window();
     test_queue_small_items();

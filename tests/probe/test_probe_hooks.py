@@ -645,7 +645,7 @@ def test_exit_drain_is_bounded_and_counts_what_is_left(dump):
 
 def _save_one(i: int) -> str:
     """probe_host's save of a one-element fp16 tensor, the i-th of layer L."""
-    return f"save\t2\t1\t1\t{f16(i)}\t{L}/before/intensor{i}.bin\n"
+    return f"save\t2\t1\t1\t{f16(i % 1024)}\t{L}/before/intensor{i}.bin\n"
 
 
 def _held_host(dump: Dump, **env: str) -> tuple[subprocess.Popen, list[str], HeldThreads]:
@@ -732,6 +732,55 @@ def test_statistics_items_hold_no_more_memory_than_their_budget(dump):
     assert 1 < slot.queue_depth < n and 300 < slot.queue_bytes / slot.queue_depth < 1024
     ex = [r for r in dump.records() if r["k"] == "exit"][0]
     assert (ex["lost"], ex["tensors_written"]) == (0, n)
+
+
+def _rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+def test_ring_memory_goes_back_after_a_burst_while_dumps_go_on(dump):
+    """The memory a burst faulted into the copy ring goes back once the ring has
+    not needed it for MSPROBE_ATB_RING_IDLE_S (2 s here), though the host goes on
+    saving a tensor now and then (the ring stays mapped, and used, below what
+    those need). The burst: one-element statistics tensors filling a 32 MiB
+    budget while the writers are held."""
+    budget = 32 << 20
+    dump.publish({"dump_enable": True, "task": "statistics", "exec_range": "all",
+                  "queue_budget_mb": budget >> 20})
+    n = budget // 400  # more than the budget holds (448 B an item)
+    host, _, held = _held_host(dump, MSPROBE_ATB_RING_IDLE_S="2")
+    before = _rss_mib(host.pid)
+    from msprobe_atb.control.block import ControlBlock
+
+    def feed():  # the host stops reading while it waits for room
+        host.stdin.write("".join(_save_one(i) for i in range(1, n)))
+        host.stdin.flush()
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    with ControlBlock(dump.root) as block:
+        def slot():
+            (s,) = block.procs()
+            return s
+
+        try:
+            wait_until(lambda: slot().queue_bytes > budget - 1024, timeout=60,
+                       what="the burst filling the copy queue")
+            peak = _rss_mib(host.pid)
+        finally:
+            held.release()
+        feeder.join(timeout=60)
+        wait_until(lambda: slot().tensors_written == n, timeout=60, what="the burst written")
+
+        def back():  # a tensor now and then, as a service goes on
+            host.stdin.write(_save_one(0))
+            host.stdin.flush()
+            return _rss_mib(host.pid) <= before + 8
+        wait_until(back, timeout=60, step=0.1, what="the host's RSS back near its size before")
+    assert peak - before > 0.8 * (budget >> 20), (before, peak)
+    host.stdin.close()
+    assert host.wait(timeout=60) == 0
 
 
 def test_closed_stderr_pipe_does_not_kill_the_host(dump):

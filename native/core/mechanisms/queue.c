@@ -133,11 +133,12 @@ static void popped(struct msp_head *h, uint64_t n)
 }
 
 /* A ring region: this header, the item with its strings, then the payload
- * (each 64-byte aligned). */
+ * (each 64-byte aligned); or a pad, the unused end of a lap. */
 struct region {
     uint64_t len; /* header included, multiple of REGION_ALIGN */
-    uint64_t busy;
+    uint64_t busy; /* REGION_* */
 };
+enum { REGION_FREE, REGION_BUSY, REGION_PAD };
 #define REGION_ALIGN 64
 #define REGION_HDR REGION_ALIGN
 
@@ -148,43 +149,54 @@ static struct region *region_at(struct msp_queue *q, uint64_t off)
 
 /* Under mu: a region of len bytes at the ring's head, or NULL if the
  * free space (tail to head) is too small. A region never runs past the
- * end: the bytes left there become a free pad region, which the tail
- * steps over like any released one, and the region starts at offset 0. */
+ * end, nor past the soft end while the front has room for it: the bytes
+ * left there become a pad region (only its header is written), which the
+ * tail steps over like a released one, and the region starts at offset 0. */
 static struct region *ring_alloc(struct msp_queue *q, uint64_t len)
 {
     uint64_t at = q->rhead % q->ring_size;
-    uint64_t pad = at + len > q->ring_size ? q->ring_size - at : 0;
+    uint64_t pad = at + len > q->soft ? q->ring_size - at : 0;
+    if (pad && at + len <= q->ring_size && !q->trimming &&
+        q->rhead + pad + len - q->rtail > q->ring_size) {
+        pad = 0; /* no room at the front: a burst, which may take the whole ring */
+        q->soft = q->ring_size;
+    }
     if (q->rhead + pad + len - q->rtail > q->ring_size)
         return NULL;
     if (pad) {
         struct region *p = region_at(q, q->rhead);
         p->len = pad;
-        p->busy = 0;
+        p->busy = REGION_PAD;
+        q->pads += pad;
         q->rhead += pad;
     }
     struct region *r = region_at(q, q->rhead);
     r->len = len;
-    r->busy = 1;
+    r->busy = REGION_BUSY;
     q->rhead += len;
-    uint64_t end = q->rhead >= q->ring_size ? q->ring_size : q->rhead;
+    uint64_t end = (uint64_t)((unsigned char *)r - q->ring) + len;
     if (end > q->reached)
         q->reached = end;
+    uint64_t span = q->rhead - q->rtail - q->pads;
+    if (span > q->span_peak)
+        q->span_peak = span;
     return r;
 }
 
 /* Under mu: releases a region; the tail moves over every released region
- * in front of it, and an empty ring starts again at offset 0. */
+ * (and pad) in front of it, and an empty ring starts again at offset 0. */
 static void ring_free(struct msp_queue *q, struct region *r)
 {
-    r->busy = 0;
+    r->busy = REGION_FREE;
     while (q->rtail < q->rhead) {
         struct region *t = region_at(q, q->rtail);
-        if (t->busy)
+        if (t->busy == REGION_BUSY)
             break;
+        q->pads -= t->busy == REGION_PAD ? t->len : 0;
         q->rtail += t->len;
     }
     if (q->rtail == q->rhead)
-        q->rtail = q->rhead = 0;
+        q->rtail = q->rhead = q->pads = 0;
 }
 
 #define HUGE_PAGE (UINT64_C(2) << 20)
@@ -226,19 +238,20 @@ static struct mapping ring_resize(struct msp_queue *q, uint64_t size)
     struct mapping old = {NULL, 0};
     if (q->ring && q->ring_size == size)
         return old;
-    while (q->warming) /* writer 0 is faulting a chunk of this mapping in */
+    while (q->warming || q->trimming) /* a chunk of this mapping is faulted in, or given back */
         pthread_cond_wait(&q->warmed, &q->mu);
     q->warm = q->reached = 0;
     old.p = q->ring;
     old.n = q->ring_size;
     q->ring = NULL;
-    q->ring_size = 0;
-    q->rhead = q->rtail = 0;
+    q->ring_size = q->soft = 0;
+    q->rhead = q->rtail = q->pads = q->span_peak = 0;
+    q->spans.n = 0;
     if (size == 0)
         return old;
     q->ring = map_ring(size); /* on failure payloads fall back to malloc */
     if (q->ring) {
-        q->ring_size = size;
+        q->ring_size = q->soft = size;
         q->maps++;
     }
     return old;
@@ -302,6 +315,9 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
     uint64_t len = (REGION_HDR + meta_len + payload + REGION_ALIGN - 1) &
                    ~(uint64_t)(REGION_ALIGN - 1);
     uint64_t ring_want = ring_size_for(budget);
+    /* what it takes in memory: its region of the ring (header, the item and its
+     * strings, the payload, each 64-byte aligned), or its two mallocs */
+    const uint64_t heap_cost = msp_malloc_cost(meta) + msp_malloc_cost(payload);
     struct mapping old = {NULL, 0};
     struct region *r = NULL;
     uint64_t cost;
@@ -316,10 +332,16 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
         if (alone) /* the ring is empty: fit it to this budget and item (once: alone never waits) */
             old = ring_resize(q, len > ring_want ? 0 : ring_want);
         int heap = q->ring == NULL;
-        /* what it takes in memory: its region of the ring (header, the item and
-         * its strings, the payload, each 64-byte aligned), or its two mallocs */
-        cost = heap ? msp_malloc_cost(meta) + msp_malloc_cost(payload) : len;
-        if ((alone || q->bytes + cost <= budget) && (heap || (r = ring_alloc(q, len)) != NULL)) {
+        cost = heap ? heap_cost : len;
+        int room = alone || q->bytes + cost <= budget;
+        if (room && !heap && (r = ring_alloc(q, len)) == NULL && q->trimming) {
+            /* no room below the soft end while a trim gives back what is past
+             * it: mallocs, not a wait for that */
+            heap = 1;
+            cost = heap_cost;
+            room = alone || q->bytes + cost <= budget;
+        }
+        if (room && (heap || r)) {
             rc = MSP_PUSH_OK;
             break;
         }
@@ -398,7 +420,7 @@ int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it)
  * (the caller looks at its list again), 0 if there is nothing to warm. */
 static int warm_step(struct msp_queue *q)
 {
-    if (!q->warm_budget || q->warm_off || q->closed)
+    if (!q->warm_budget || q->warm_off || q->closed || q->trimming)
         return 0;
     if (!q->ring) {
         uint64_t size = ring_size_for(q->warm_budget);
@@ -409,8 +431,8 @@ static int warm_step(struct msp_queue *q)
     }
     if (q->warm < q->reached) /* the head has been there: it faulted it in */
         q->warm = q->reached & ~(HUGE_PAGE - 1);
-    uint64_t target = q->reached + WARM_AHEAD < q->ring_size ? q->reached + WARM_AHEAD
-                                                              : q->ring_size;
+    /* not past the soft end: what the ring needs lately (a burst lifts it) */
+    uint64_t target = q->reached + WARM_AHEAD < q->soft ? q->reached + WARM_AHEAD : q->soft;
     if (q->warm >= target)
         return 0;
     uint64_t from = q->warm, n = target - from < HUGE_PAGE ? target - from : HUGE_PAGE;
@@ -666,6 +688,51 @@ void msp_queue_expect(struct msp_queue *q, uint64_t budget, int keep)
     pthread_mutex_unlock(&q->mu);
 }
 
+/* Under mu: no region lives at or past `cut`, and the head is below it (so is
+ * the header of a pad the next region may leave there). A live span that wraps
+ * round the end is taken as not below (a later trim sees). */
+static int ring_below(const struct msp_queue *q, uint64_t cut)
+{
+    return q->rtail == q->rhead || q->rtail % q->ring_size + (q->rhead - q->rtail) < cut;
+}
+
+/* Under mu, at a trim while awake with the ring mapped: the soft end comes down
+ * to what the ring has needed within the last keep_trims periods, and what was
+ * faulted in past it goes back to the kernel (mu released meanwhile, nothing
+ * placed past it, see `trimming`). */
+static void fit_to_need(struct msp_queue *q)
+{
+    uint64_t k = ++q->trims;
+    msp_window_add(&q->spans, k, q->span_peak, 0);
+    msp_window_drop(&q->spans, k >= q->keep_trims ? k - q->keep_trims + 1 : 0);
+    q->span_peak = q->rhead - q->rtail - q->pads; /* what lives on counts in the next period */
+    /* in whole huge pages, at least one: the ring is faulted in by them */
+    uint64_t need = msp_window_get(&q->spans, 0);
+    uint64_t cut = need > HUGE_PAGE ? (need + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1) : HUGE_PAGE;
+    if (cut >= q->soft)
+        return;
+    q->soft = cut;
+    while (q->warming) /* writer 0 is faulting a chunk in, maybe past the cut */
+        pthread_cond_wait(&q->warmed, &q->mu);
+    /* to the end of the huge page of the furthest byte faulted in, which the
+     * kernel may have faulted in whole */
+    uint64_t touched = q->reached > q->warm ? q->reached : q->warm;
+    touched = (touched + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    touched = touched < q->ring_size ? touched : q->ring_size;
+    if (touched <= cut || !ring_below(q, cut))
+        return; /* nothing to give back yet, or regions still live past it */
+    unsigned char *ring = q->ring;
+    q->trimming = 1;
+    pthread_mutex_unlock(&q->mu);
+    madvise(ring + cut, touched - cut, MADV_DONTNEED);
+    pthread_mutex_lock(&q->mu);
+    q->trimming = 0;
+    q->reached = q->reached < cut ? q->reached : cut;
+    q->warm = q->warm < cut ? q->warm : cut;
+    q->trimmed++;
+    pthread_cond_broadcast(&q->warmed);
+}
+
 void msp_queue_trim_idle(struct msp_queue *q)
 {
     struct mapping old = {NULL, 0};
@@ -675,6 +742,8 @@ void msp_queue_trim_idle(struct msp_queue *q)
     if (quiet && (!q->keep || (q->keep_trims && q->quiet_trims > q->keep_trims))) {
         old = ring_resize(q, 0);
         q->warm_budget = 0; /* idle too long: no warming until the next config change */
+    } else if (q->ring && q->keep && q->keep_trims) {
+        fit_to_need(q);
     }
     q->used = 0;
     pthread_mutex_unlock(&q->mu);

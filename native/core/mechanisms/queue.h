@@ -110,6 +110,22 @@ struct msp_queue {
     int keep;
     uint64_t keep_trims;    /* MSPROBE_ATB_RING_IDLE_S / MSP_QUEUE_TRIM_PERIOD_S */
     uint64_t quiet_trims;   /* trim periods in a row with no reservation */
+    /* A service that goes on dumping a little after a burst keeps only what the
+     * ring has needed within the last keep_trims trim periods: `soft`, where a
+     * region starts again at offset 0 if the ring's front has room (else it
+     * grows on, and soft goes back to the ring's end: a burst may use it all),
+     * is lowered at each trim to the most bytes the live regions spanned in
+     * those periods (`spans`, a sliding maximum of `span_peak`), in whole huge
+     * pages, at least one; what was faulted in past it is given back
+     * (MADV_DONTNEED) once no region lives there. */
+    uint64_t soft;
+    uint64_t pads;          /* bytes of pad regions between the tail and the head */
+    uint64_t span_peak;     /* the most bytes live regions spanned this trim period */
+    struct msp_window spans; /* (trim number, span_peak) of the recent periods */
+    uint64_t trims;         /* trim periods with the ring mapped */
+    int trimming;           /* memory past soft is being given back, outside mu:
+                               nothing may be placed there meanwhile */
+    uint64_t trimmed;       /* times memory past soft was given back (tests, bench) */
     int closed;
 };
 
