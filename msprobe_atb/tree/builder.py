@@ -538,8 +538,13 @@ class TreeBuilder:
         p = self.procs.get(key)
         if p is not None and p.ingest.held(key_bytes(rnd.key)):
             return False  # rows of it still to come
-        if p is None or p.exited or key in rnd.said_done or not self.oracle.alive(key):
+        if p is None or p.exited or key in rnd.said_done:
             return True
+        if not self.oracle.alive(key):
+            # once its log is read: behind a dead process's log, part of a round
+            # may have gone out (HELD_BYTES), the rest still unread
+            quiet = self.oracle.quiet_at(key)
+            return quiet is not None and p.fed >= quiet
         return (self.oracle.settled(key, p.fed)
                 and (p.last_round != rnd.key or self.oracle.asleep()))
 
@@ -557,9 +562,10 @@ class TreeBuilder:
         and its marker is to be written (after its files are synced)."""
         self._take(rnd)
         if rnd.pending or not rnd.on_disk:
-            if rnd.marker is not None:
-                # reopened (a later request reuses the round number): not complete
-                # while its new rows go in
+            if rnd.marker is not None or not rnd.on_disk:
+                # reopened (a later request reuses the round number), or its files
+                # written anew over an earlier daemon's: not complete while its new
+                # rows go in
                 rnd.dir.remove_marker()
                 rnd.marker = None
             if not self._append(rnd):
