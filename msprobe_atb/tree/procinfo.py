@@ -34,6 +34,27 @@ OVERFLOW_ROWS = 10_000
 
 Problem = Callable[[str, str], None]  # (kind, message): logged a few times per kind
 
+# Documents built, by what they are built from: the devices of a service report
+# the same graphs (80 layers of a model, each device), and a daemon that builds
+# each once over is ~1 ms a graph, tens of ms a model. Bounded by the JSON text
+# of its keys (the documents and parsed graphs take about 5x that).
+_BUILT: dict[tuple, tuple] = {}
+BUILT_TEXT_BYTES = 16 << 20
+_built_text = 0
+
+
+def _memo(key: tuple, text: str, build: Callable[[], tuple]) -> tuple:
+    global _built_text
+    got = _BUILT.get(key)
+    if got is None:
+        got = build()  # raises as build does: nothing is kept
+        if _built_text + len(text) > BUILT_TEXT_BYTES:
+            _BUILT.clear()
+            _built_text = 0
+        _BUILT[key] = got
+        _built_text += len(text)
+    return got
+
 
 def iso_time(t_ns: int) -> str:
     return _dt.datetime.fromtimestamp(t_ns / 1e9, _dt.timezone.utc).isoformat(
@@ -63,17 +84,28 @@ class ProcInfo:
             self.dev_hint = dev
             self.dirty = True
 
-    def _doc(self, rec: dict, kind: str, name_key: str, what: str, build, problem: Problem):
-        """(name, parsed JSON, the built doc) of a graph or topo record, or None when
-        it is unusable (logged). build(parsed) -> (doc, warnings)."""
+    def _doc(self, rec: dict, kind: str, name_key: str, what: str, build, problem: Problem,
+             inputs: tuple = (), keep: object = None):
+        """(name, parsed JSON, the built doc, build's extra) of a graph or topo
+        record, or None when it is unusable (logged). build(parsed) -> (doc,
+        warnings, extra), a function of the record's name and JSON and of the
+        hashable `inputs` alone (its result is shared with records like it);
+        `keep` is kept alive as long as that result (what ids in inputs name)."""
         name = rec.get(name_key)
         if not isinstance(name, str) or not fsio.valid_component(name + ".json"):
             problem(kind, f"pid {self.pid}: {what} with unusable name {name!r}")
             return None
-        try:
+
+        def make() -> tuple:
             parsed = parse_json_object(rec.get("json"), f"{what} {name}")
-            doc, warnings = build(parsed)
-            data = dumps(doc)
+            doc, warnings, extra = build(parsed)
+            return parsed, dumps(doc), warnings, extra, keep
+
+        try:
+            text = rec.get("json")
+            parsed, data, warnings, extra, _ = (
+                _memo((kind, name, text, *inputs), text, make) if isinstance(text, str)
+                else make())
             # kept: the document, and the parsed graph (about 4 bytes per byte of text)
             refused = self.budget.admit(kind, name, len(data) + 4 * len(rec["json"]))
             if refused:
@@ -84,28 +116,32 @@ class ProcInfo:
         for w in warnings:
             problem("graph-warning", f"pid {self.pid}: {w}")
         self.dirty = True
-        return name, parsed, (_int(rec.get("dev")), data)
+        return name, parsed, (_int(rec.get("dev")), data), extra
 
     def add_graph(self, rec: dict, problem: Problem) -> None:
         got = self._doc(rec, "graph", "name", "layer graph",
-                        lambda graph: layer_json(rec["name"], graph), problem)
+                        lambda graph: (*layer_json(rec["name"], graph), None), problem)
         if got:
-            name, graph, entry = got
+            name, graph, entry, _ = got
             self.graphs[name] = graph
             self.layers[name] = entry
 
     def add_topo(self, rec: dict, problem: Problem) -> None:
-        counter = [self.model_counter]
+        graphs, counter = self.graphs, self.model_counter
 
         def build(topo):
-            doc, counter[0], warnings = model_json(topo, self.graphs, self.model_counter)
-            return doc, warnings
+            doc, after, warnings = model_json(topo, graphs, counter)
+            return doc, warnings, after
 
-        got = self._doc(rec, "topo", "model", "model topology", build, problem)
+        # the graphs by identity: processes that reported the same graphs hold the
+        # same parsed ones (the memo's), so their models are built once
+        inputs = (counter, tuple(sorted((n, id(g)) for n, g in graphs.items())))
+        got = self._doc(rec, "topo", "model", "model topology", build, problem, inputs,
+                        keep=list(graphs.values()))
         if got:
-            name, _, entry = got
+            name, _, entry, after = got
             self.models[name] = entry
-            self.model_counter = counter[0]
+            self.model_counter = after
 
     def add_overflow(self, rec: dict) -> None:
         if len(self.overflow) >= OVERFLOW_ROWS:
