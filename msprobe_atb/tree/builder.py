@@ -365,9 +365,10 @@ class TreeBuilder:
             p.ingest.release_seq(mark[1])
 
     def _release_for_memory(self) -> None:
-        """Over HELD_BYTES held by all processes, the biggest holders let all their
-        rows go (their order then rests on the late-row merge)."""
-        held = sorted(((p.ingest.state().held_bytes, p.key) for p in self.procs.values()),
+        """Over HELD_BYTES of rows waiting in all processes (not released: the
+        released ones go in this flush), the biggest holders let all their rows go
+        (their order then rests on the late-row merge)."""
+        held = sorted(((p.ingest.state().waiting_bytes, p.key) for p in self.procs.values()),
                       reverse=True)
         total = sum(n for n, _ in held)
         for n, key in held:

@@ -107,6 +107,7 @@ class State:
     dev: int | None
     held_rows: int
     held_bytes: int
+    waiting_bytes: int  # of which the rows not released yet take
     min_offset: int     # of the earliest record of a held row, -1 none
     min_line: int
 
@@ -239,4 +240,4 @@ class Ingest:
         lib.ing_get_state(self._p, s)
         last = round_key(ffi.buffer(s.last_round, s.last_round_n)[:]) if s.last_round_n else None
         return State(s.last_seq, last, s.dev if s.dev >= 0 else None, s.held_rows,
-                     s.held_bytes, s.min_offset, s.min_line)
+                     s.held_bytes, s.waiting_bytes, s.min_offset, s.min_line)

@@ -497,12 +497,15 @@ void ing_get_state(ing_proc *p, ing_state *out)
     out->last_round = p->last_round.p ? p->last_round.p : "";
     out->last_round_n = (int64_t)p->last_round.len;
     out->dev = p->dev;
-    out->held_rows = out->held_bytes = 0;
+    out->held_rows = out->held_bytes = out->waiting_bytes = 0;
     out->min_offset = out->min_line = -1;
     for (size_t i = 0; i < p->n_rounds; i++) {
         const struct round *r = p->rounds[i];
         out->held_rows += (int64_t)r->n_rows;
-        out->held_bytes += (int64_t)(r->arena.cap + r->cap_rows * sizeof *r->rows);
+        int64_t bytes = (int64_t)(r->arena.cap + r->cap_rows * sizeof *r->rows);
+        out->held_bytes += bytes;
+        if (r->n_rows > r->released)
+            out->waiting_bytes += bytes / (int64_t)r->n_rows * (int64_t)(r->n_rows - r->released);
         /* a round's rows are in log order (fed in order, kept in order by a take) */
         if (r->n_rows && (out->min_offset < 0 || r->rows[0].offset < out->min_offset)) {
             out->min_offset = r->rows[0].offset;

@@ -38,6 +38,7 @@ typedef struct {
     int64_t dev;            /* the device of the first path read that names one, -1 none */
     int64_t held_rows;      /* rows held, released or not */
     int64_t held_bytes;     /* memory they take */
+    int64_t waiting_bytes;  /* of which the rows not released yet take (in proportion) */
     int64_t min_offset;     /* the log offset of the earliest record of a held row, -1 none */
     int64_t min_line;       /* its line number */
 } ing_state;

@@ -354,3 +354,37 @@ def test_rows_below_the_writer_head_watermark_go_before_their_round_ends(out_dir
     assert turn(HEAD_IDLE) == [0, 1, 2, 3, 4, 5]  # seq 6 read after the heads: not yet
     assert turn(HEAD_IDLE) == list(range(7))
     assert not (extra.parent / "ROUND_COMPLETE.json").exists()  # the round goes on
+
+
+def test_released_rows_do_not_count_against_the_waiting_bound(out_dir, shims, monkeypatch):
+    """HELD_BYTES bounds the rows waiting for their order to be known. Rows a round
+    record released go in the same flush: counting them forced the next round's
+    rows out before a lower seq came (a backlog of 8 processes' logs hit the
+    bound at every flush and merged thousands of rows into place)."""
+    import msprobe_atb.tree.builder as builder
+
+    monkeypatch.setattr(builder, "HELD_BYTES", 8192)  # a round of 1 row, not one of 40
+    a = shims(out_dir, dev=0)
+    dump_root = out_dir / "atb_dump_data"
+    a.block.set_proc_counter(a.slot, "queue_depth", 3)  # tensors in flight: never quiet
+    oracle = BlockOracle(a.block)
+    live = TreeBuilder(dump_root, oracle)
+    drain = RecordDrain(dump_root, live)
+    for i in range(40):
+        a.tensor(0, "2_Layer", f"after/outtensor{i}.bin")  # seq 0..39
+    a.record({"k": "round", "round": f"0_{a.pid}/0"})
+    a.seq = 41
+    a.tensor(1, "2_Layer", "after/outtensor0.bin")  # a writer ahead: seq 41 before 40
+    oracle.refresh()
+    drain.poll()
+    live.flush()
+    a.seq = 40
+    a.tensor(1, "2_Layer", "before/intensor0.bin")
+    a.record({"k": "round", "round": f"0_{a.pid}/1"})
+    oracle.refresh()
+    drain.poll()
+    live.flush()
+    assert live.late_rows == 0
+    rows = list(csv.reader(open(dump_root / "data" / f"0_{a.pid}" / "1" / "statistic_extra.csv",
+                                newline="")))
+    assert [r[0] for r in rows[1:]] == ["40", "41"]
