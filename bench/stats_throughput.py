@@ -19,11 +19,14 @@ import ml_dtypes
 import numpy as np
 
 from bench.common import REPO
+from msprobe_atb.tree.records import record_float
 
 STATS_BENCH = REPO / "build" / "probe" / "bin" / "stats_bench"
-DTYPES = (("fp32", 0, np.float32), ("fp16", 1, np.float16), ("bf16", 27, ml_dtypes.bfloat16))
+# (name, ATB dtype code, numpy type, GB/s per core the issue asks for: fp32 at
+# memory speed, the half types with their conversion)
+DTYPES = (("fp32", 0, np.float32, 10.0), ("fp16", 1, np.float16, 8.0),
+          ("bf16", 27, ml_dtypes.bfloat16, 8.0))
 MIB = 32
-TARGET_GBPS = 2.0
 
 
 def _data(np_type) -> np.ndarray:
@@ -47,7 +50,7 @@ def _numpy(a: np.ndarray) -> tuple[float, dict]:
 def run() -> list[str]:
     lines = []
     with tempfile.TemporaryDirectory(prefix="msprobe-bench-stats-") as tmp:
-        for name, code, np_type in DTYPES:
+        for name, code, np_type, target in DTYPES:
             a = _data(np_type)
             path = Path(tmp) / f"{name}.bin"
             a.tofile(path)
@@ -57,8 +60,9 @@ def run() -> list[str]:
             shim = json.loads(out.split("stats=", 1)[1])
             ref_gbps, ref = _numpy(a)
             exact = ("max", "min", "nan", "pinf", "ninf", "zero")
-            same = all(float(shim[k]) == ref[k] for k in exact)
-            lines.append(f"{name}: shim {gbps:.2f} GB/s per core (target >= {TARGET_GBPS:g}),"
+            same = all(record_float(shim[k]) == ref[k] for k in exact)
+            met = "met" if gbps >= target else "NOT met"
+            lines.append(f"{name}: shim {gbps:.2f} GB/s per core (target >= {target:g}: {met}),"
                          f" numpy {ref_gbps:.2f} GB/s on the same {MIB} MiB:"
                          f" ratio {gbps / ref_gbps:.1f}; max/min/counts equal: {same}")
     return lines
