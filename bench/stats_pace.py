@@ -242,20 +242,24 @@ def _rows(root) -> int:
 
 def _capacity(settings: Settings, pin: Pinning | None, out: list[str]) -> Generator[
         str, None, float]:
-    """(a) the control plane's capacity: the producers fill the record logs for
-    --backlog-seconds while the daemon is stopped (SIGSTOP, once it published
-    the config), then it is let go (SIGCONT) and builds the backlog alone on its
-    core. Figures: the rows (tensor records, what statistic.csv, statistic_extra.csv
-    and the manifest get) and the record lines built per second of wall, and
-    per second of the daemon's CPU. Returns the rows/s."""
+    """(a) the control plane's capacity: the daemon builds the producers' first
+    --warmup seconds live (what it does once: its imports, the graphs each
+    process reports first), then it is stopped (SIGSTOP) while the producers fill
+    the record logs for --backlog-seconds, then let go (SIGCONT) to build the
+    backlog alone on its core. Figures: the rows (tensor records, what
+    statistic.csv, statistic_extra.csv and the manifest get) and the record lines
+    built per second of wall, and per second of the daemon's CPU, from the let-go
+    to the end. Returns the rows/s."""
     trace = Trace("(a)")
     args = ["--procs", str(settings.procs), "--seconds", "0", "--tiny"]
     with LoadRun(_config("statistics", settings), args, pin) as run:
         while not run.daemon_pid:
             run.sample()
             time.sleep(0.05)
+        yield from _drive(run, trace, settings.warmup, settings.every)
         os.kill(run.daemon_pid, signal.SIGSTOP)
         try:
+            at_stop = run.sample()
             yield from _drive(run, trace, settings.backlog_seconds, settings.every)
             run.stop()
             run.finish(EXIT_S)
@@ -265,7 +269,7 @@ def _capacity(settings: Settings, pin: Pinning | None, out: list[str]) -> Genera
         finally:
             os.kill(run.daemon_pid, signal.SIGCONT)
         start = time.monotonic()
-        built = trace.samples[-1] if trace.samples else backlog
+        built = backlog
         while time.monotonic() - start < settings.drain_seconds * 10:
             built = run.sample()
             if built.total_built >= backlog.total_produced:
@@ -274,14 +278,19 @@ def _capacity(settings: Settings, pin: Pinning | None, out: list[str]) -> Genera
         wall = time.monotonic() - start
         cpu = _cpu_s(run.daemon_pid) - cpu0
     done = built.total_built >= backlog.total_produced
-    share = built.total_built / max(1, backlog.total_produced)
-    rate, line_rate = rows * share / wall, built.total_built / wall
-    out.append(f"(a): a backlog of {backlog.total_produced:,} record lines ({rows:,} tensor"
-               f" rows) from {settings.procs} producers; {_pinned(run)}")
-    out.append(f"  {'built' if done else 'NOT fully built: ' + format(share, '.0%') + ' of'} it"
+    lines = built.total_built - at_stop.total_built
+    todo = backlog.total_produced - at_stop.total_built
+    rows_built = rows * lines / max(1, backlog.total_produced)  # rows per line alike
+    rate, line_rate = rows_built / wall, lines / wall
+    todo_rows = rows * todo / max(1, backlog.total_produced)
+    out.append(f"(a): a backlog of {todo:,} record lines (~{todo_rows:,.0f} tensor rows) from"
+               f" {settings.procs} producers, after {settings.warmup:g} s built live;"
+               f" {_pinned(run)}")
+    share = "built" if done else f"NOT fully built: {lines / max(1, todo):.0%} of"
+    out.append(f"  {share} it"
                f" in {wall:.1f} s: {rate:,.0f} rows/s into statistic.csv + statistic_extra.csv +"
                f" manifest + markers ({line_rate:,.0f} lines/s), the daemon's CPU {cpu:.1f} s"
-               f" ({rows * share / max(cpu, 1e-9):,.0f} rows per CPU-second)"
+               f" ({rows_built / max(cpu, 1e-9):,.0f} rows per CPU-second)"
                f" (target >= {TARGET_RATE:,}/s on one core: {_met(rate >= TARGET_RATE)})")
     return rate
 

@@ -102,4 +102,9 @@ def sync_pairs(dirs: Sequence[RoundDir]) -> list[BaseException | None]:
         except (OSError, fsio.UnsafePath) as exc:
             return exc
 
-    return list(_SYNCERS.map(sync, dirs))
+    if len(dirs) > 1:
+        try:
+            return list(_SYNCERS.map(sync, dirs))
+        except RuntimeError:
+            pass  # the interpreter is shutting down (a dumper's exit hook): one by one
+    return [sync(d) for d in dirs]
