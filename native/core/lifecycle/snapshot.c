@@ -264,7 +264,7 @@ static void give_sel_cache(struct msp_snap *s)
     if (!cache)
         cache = msp_selcache_new(13);
     s->sel = cache;
-    s->sel_epoch = epoch < UINT32_MAX ? ++epoch : 0;
+    s->sel_epoch = cache && epoch < UINT32_MAX ? ++epoch : 0;
 }
 
 /* Snapshots are leaked by design: the hot path reads a snapshot through a

@@ -206,6 +206,15 @@ int msp_op_selected(const struct msp_config *cfg, const char *dir, size_t n)
     return 0;
 }
 
+const char *msp_dir_op_path_short(const char *dir, size_t n)
+{
+    int seen = 0;
+    for (size_t i = 0; i < n; i++)
+        if (dir[i] == '/' && seen++)
+            return dir + i + 1;
+    return NULL;
+}
+
 int msp_top_ids(const struct msp_config *cfg, int64_t *tops, int cap)
 {
     uint32_t nnames = cfg->n_op_names < MSP_MAX_OP_NAMES ? cfg->n_op_names : MSP_MAX_OP_NAMES;

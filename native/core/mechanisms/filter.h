@@ -38,6 +38,10 @@ int msp_op_selected(const struct msp_config *cfg, const char *dir, size_t n);
 /* The op path of dir: past its second '/'; NULL if it has fewer (then
  * msp_op_selected says no). Inline, a word at a time: IsSaveTensorInSpecificDir
  * asks it at every call. */
+/* msp_dir_op_path of a dir under 8 bytes (out of line: the inline one then
+ * needs no stack). */
+const char *msp_dir_op_path_short(const char *dir, size_t n);
+
 static inline uint64_t msp_slash_bytes(uint64_t w) /* 0x80 in each '/' byte of w */
 {
     const uint64_t low7 = UINT64_C(0x7F7F7F7F7F7F7F7F);
@@ -57,13 +61,10 @@ static inline const char *msp_dir_op_path(const char *dir, size_t n)
     }
     if (i == n)
         return NULL;
-    if (n >= 8) { /* the last bytes, from a load that ends at n */
-        memcpy(&w, dir + n - 8, 8);
-        w >>= 8 * (i + 8 - n);
-    } else {
-        w = 0;
-        memcpy(&w, dir, n);
-    }
+    if (n < 8)
+        return msp_dir_op_path_short(dir, n);
+    memcpy(&w, dir + n - 8, 8); /* the last bytes, from a load that ends at n */
+    w >>= 8 * (i + 8 - n);
     if ((slash = msp_slash_bytes(w)) && (seen || (slash &= slash - 1)))
         return dir + i + (__builtin_ctzll(slash) >> 3) + 1;
     return NULL;

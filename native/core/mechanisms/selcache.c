@@ -69,26 +69,23 @@ static inline uint64_t key_hash(const char *p, size_t n)
  * (a plain load and store on x86; no fence, which TSan does not model). */
 #define ACQUIRE(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
 
-/* The verdict on op path [p, p + n) under `epoch`, or -1. */
-static int find(const struct msp_selcache *c, uint32_t epoch, const char *p, size_t n,
-                uint64_t h)
+/* The verdict on op path [p, p + n) in entry e under `epoch`, or -1. */
+static inline int entry_verdict(const struct msp_sel_entry *e, uint32_t epoch, const char *p,
+                                size_t n, uint64_t h)
 {
-    uint64_t want = (uint64_t)epoch << 32 | (uint64_t)n << 1;
-    for (uint64_t w = 0; w < MSP_SEL_WAYS; w++) {
-        const struct msp_sel_entry *e = &c->e[(h + w) & c->mask];
-        uint64_t v = __atomic_load_n(&e->version, __ATOMIC_ACQUIRE);
-        uint64_t meta = ACQUIRE(e->meta);
-        if ((v & 1) || (meta & ~UINT64_C(1)) != want || ACQUIRE(e->hash) != h)
-            continue;
-        size_t i = 0;
-        while (i < n / 8 && ACQUIRE(e->key[i]) == load64(p + 8 * i))
-            i++;
-        if (i < n / 8 || ((n & 7) && ACQUIRE(e->key[i]) != last_word(p, n)))
-            continue;
-        /* rewritten while read: the key may be torn, decide afresh */
-        return RELAXED(e->version) == v ? (int)(meta & 1) : -1;
-    }
-    return -1;
+    uint64_t v = __atomic_load_n(&e->version, __ATOMIC_ACQUIRE);
+    uint64_t meta = ACQUIRE(e->meta);
+    if ((v & 1) || (meta | 1) != ((uint64_t)epoch << 32 | (uint64_t)n << 1 | 1) ||
+        ACQUIRE(e->hash) != h)
+        return -1;
+    uint64_t diff = 0;
+    size_t i = 0;
+    for (; i < n / 8; i++)
+        diff |= ACQUIRE(e->key[i]) ^ load64(p + 8 * i);
+    if (n & 7)
+        diff |= ACQUIRE(e->key[i]) ^ last_word(p, n);
+    /* rewritten while read: the key may be torn, decide afresh */
+    return diff == 0 && RELAXED(e->version) == v ? (int)(meta & 1) : -1;
 }
 
 static void keep(struct msp_selcache *c, uint32_t epoch, const char *p, size_t n, uint64_t h,
@@ -118,14 +115,30 @@ static void keep(struct msp_selcache *c, uint32_t epoch, const char *p, size_t n
     __atomic_store_n(&e->version, v + 2, __ATOMIC_RELEASE);
 }
 
-/* A verdict not in the cache: decided by the filters, and kept. */
+/* Can op path [p, p + pn) of a dir of n bytes be kept? (last_word reads
+ * the 8 bytes before its end) */
+static inline int cacheable(size_t pn, size_t n)
+{
+    return pn - 1 < MSP_SEL_KEY_BYTES && n >= 8;
+}
+
+/* Past the home slot: the other ways, else the filters' verdict, kept. */
 static __attribute__((noinline)) int decide(struct msp_selcache *c, uint32_t epoch,
                                             const struct msp_config *cfg, const char *dir,
-                                            size_t n, const char *p, size_t pn, uint64_t h)
+                                            size_t n)
 {
+    const char *p = msp_dir_op_path(dir, n);
+    size_t pn = (size_t)(dir + n - p);
+    if (!epoch || !cacheable(pn, n))
+        return msp_op_selected(cfg, dir, n);
+    uint64_t h = key_hash(p, pn);
+    for (uint64_t w = 1; w < MSP_SEL_WAYS; w++) {
+        int verdict = entry_verdict(&c->e[(h + w) & c->mask], epoch, p, pn, h);
+        if (verdict >= 0)
+            return verdict;
+    }
     int verdict = msp_op_selected(cfg, dir, n);
-    if (c && epoch)
-        keep(c, epoch, p, pn, h, verdict);
+    keep(c, epoch, p, pn, h, verdict);
     return verdict;
 }
 
@@ -136,10 +149,11 @@ int msp_selcache_op_selected(struct msp_selcache *c, uint32_t epoch,
     if (!p)
         return 0; /* no op segment: msp_op_selected says no */
     size_t pn = (size_t)(dir + n - p);
-    /* last_word reads the 8 bytes before the end of the op path */
-    if (pn > MSP_SEL_KEY_BYTES || n < 8)
-        return decide(NULL, 0, cfg, dir, n, p, pn, 0);
-    uint64_t h = key_hash(p, pn);
-    int verdict = c && epoch ? find(c, epoch, p, pn, h) : -1;
-    return verdict >= 0 ? verdict : decide(c, epoch, cfg, dir, n, p, pn, h);
+    if (epoch && cacheable(pn, n)) { /* the home slot; decide looks further */
+        uint64_t h = key_hash(p, pn);
+        int verdict = entry_verdict(&c->e[h & c->mask], epoch, p, pn, h);
+        if (verdict >= 0)
+            return verdict;
+    }
+    return decide(c, epoch, cfg, dir, n);
 }

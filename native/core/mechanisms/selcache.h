@@ -33,9 +33,9 @@ struct msp_selcache;
  * without memory. Never freed: hooks of any thread may hold it. */
 struct msp_selcache *msp_selcache_new(unsigned bits);
 
-/* msp_op_selected(cfg, dir, n), from the cache when op path of dir was
- * decided under `epoch` (> 0, one per cfg: the caller's config snapshot),
- * else decided now and kept. */
+/* msp_op_selected(cfg, dir, n), from the cache when the op path of dir was
+ * decided under `epoch` (one per cfg: the caller's config snapshot), else
+ * decided now and kept. Epoch 0: not cached (c may then be NULL). */
 int msp_selcache_op_selected(struct msp_selcache *c, uint32_t epoch,
                              const struct msp_config *cfg, const char *dir, size_t n);
 
