@@ -99,6 +99,12 @@ static void test_filters(void)
     CHECK(sel(&c, "0_1/0/3_Embedding") == 0);
     /* a segment without '_' and filters set */
     CHECK(sel(&c, "0_1/0/Layer") == 0);
+    /* a runner's name (ATB's dirs while IsSaveTensorDesc says no) is no dump
+     * dir, whatever follows it */
+    c = cfg_with("1", "", 1);
+    CHECK(sel(&c, "-1_4/0/1_Layer") == 1);
+    CHECK(sel(&c, "LinearOpsRunner/5/1_Foo") == 0);
+    CHECK(sel(&c, "/5/1_Foo") == 0);
 
     c = cfg_with("", "", 0);
     CHECK(msp_device_selected(&c, "3_77/0/1_A", 10) == 1);

@@ -172,6 +172,8 @@ int msp_op_selected(const struct msp_config *cfg, const char *dir, size_t n)
 {
     struct msp_seg segs[MSP_MAX_SEGS];
     struct op_seg ops[MSP_MAX_SEGS];
+    if (!msp_dump_dir_shape(dir, n))
+        return 0;
     int nseg = msp_split(dir, n, segs, MSP_MAX_SEGS);
     if (nseg < 3)
         return 0;

@@ -10,6 +10,10 @@
 
 #include "msprobe_atb/control.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define MSP_MAX_SEGS 64
 
 struct msp_seg {
@@ -31,9 +35,17 @@ uint64_t msp_exec_end(const struct msp_config *cfg);
 int msp_dir_round(const char *dir, size_t n, uint64_t *round, int64_t *top);
 /* Device filter: the number before the first '_' of the first segment. */
 int msp_device_selected(const struct msp_config *cfg, const char *dir, size_t n);
-/* Op selection by ids / op_name / save_child (device not included). Its
- * answer depends only on the op path, what follows "{dev}_{pid}/{exec}/"
- * (selcache.h caches it by that). */
+/* Can dir be a dump directory, "{dev}_{pid}/..."? Its first byte is a digit
+ * or '-' (a device id). What ATB passes while IsSaveTensorDesc says no,
+ * its runners' names ("LinearOpsRunner", "LinearOpsRunner/0_MatMulKernel"),
+ * is not, and is never selected: the hooks tell it from one byte. */
+static inline int msp_dump_dir_shape(const char *dir, size_t n)
+{
+    return n > 0 && ((unsigned char)(dir[0] - '0') < 10 || dir[0] == '-');
+}
+/* Op selection by ids / op_name / save_child (device not included); no for
+ * a dir not of msp_dump_dir_shape. Otherwise its answer depends only on the op
+ * path, what follows "{dev}_{pid}/{exec}/" (selcache.h caches it by that). */
 int msp_op_selected(const struct msp_config *cfg, const char *dir, size_t n);
 /* The op path of dir: past its second '/'; NULL if it has fewer (then
  * msp_op_selected says no). Inline, a word at a time: IsSaveTensorInSpecificDir
@@ -86,5 +98,9 @@ int msp_default_stage(const char *path, size_t n);
  * The op ids, the op's type (the parent segment's name) and the kernel
  * name must all match. */
 int msp_kernel_dir_matches(const char *kernel, size_t kn, const char *dir, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -145,9 +145,9 @@ static __attribute__((noinline)) int decide(struct msp_selcache *c, uint32_t epo
 int msp_selcache_op_selected(struct msp_selcache *c, uint32_t epoch,
                              const struct msp_config *cfg, const char *dir, size_t n)
 {
-    const char *p = msp_dir_op_path(dir, n);
+    const char *p = msp_dump_dir_shape(dir, n) ? msp_dir_op_path(dir, n) : NULL;
     if (!p)
-        return 0; /* no op segment: msp_op_selected says no */
+        return 0; /* no dump dir, or no op segment: msp_op_selected says no */
     size_t pn = (size_t)(dir + n - p);
     if (epoch && cacheable(pn, n)) { /* the home slot; decide looks further */
         uint64_t h = key_hash(p, pn);
