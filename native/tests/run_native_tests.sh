@@ -109,7 +109,8 @@ lazy_writers() {
 lazy_writers "$BIN/stress_asan_abi1"
 
 # IsSaveTensorInSpecificDir's cached verdicts (selcache.h) under threads: 4 host
-# threads ask about the same dirs while config B replaces A mid-run. Every
+# threads ask about the same dirs while config B (other filters, and a device
+# filter, which is checked before the cache) replaces A mid-run. Every
 # answer must be the one a fresh process gives under A or under B, and B's
 # once B was published before the thread's UpdateConfig (each thread asks
 # 3000 times under B).
@@ -117,10 +118,11 @@ dir_race() {
     local name=$1 bin=$2 out="$work/$1" a b
     mkdir -p "$out/atb_dump_data/.probe"
     : >"$out/config.json"
-    local A="ids=2 names= save_child=0" B="ids= names=linear save_child=1"
+    local A="ids=2 names= save_child=0 devices=" B="ids= names=linear save_child=1 devices=1"
     printf '%s\n' 0_1/0/2_Layer 0_1/3/2_Layer/1_LinearOperation 0_1/0/2_Layer/1_LinearOperation/0_MatMulKernel \
         0_1/0/5_Layer 0_1/8/5_Layer/0_LinearOperation 0_1/8/5_Layer/0_LinearOperation/1_AddKernel \
-        1_1/0/2_Layer/3_Other LinearOpsRunner LinearOpsRunner/0_MatMulKernel 0_1/0 >"$out/dirs"
+        1_1/0/2_Layer/3_Other 1_1/2/2_Layer/1_LinearOperation LinearOpsRunner LinearOpsRunner/0_MatMulKernel 0_1/0 \
+        >"$out/dirs"
     host() { # the config's fields, then a script on stdin
         "$bin" publish "$out/atb_dump_data" state=1 task=1 exec=all $1 &&
             flock "$out/atb_dump_data/.probe/daemon.lock" env ATB_OUTPUT_DIR="$out" \
