@@ -22,6 +22,7 @@
 #include "pending.h"
 #include "rounds.h"
 #include "queue.h"
+#include "selcache.h"
 #include "stats.h"
 #include "util.h"
 #include "window.h"
@@ -98,6 +99,12 @@ static void test_filters(void)
     CHECK(sel(&c, "0_1/0/3_Embedding") == 0);
     /* a segment without '_' and filters set */
     CHECK(sel(&c, "0_1/0/Layer") == 0);
+    /* a runner's name (ATB's dirs while IsSaveTensorDesc says no) is no dump
+     * dir, whatever follows it */
+    c = cfg_with("1", "", 1);
+    CHECK(sel(&c, "-1_4/0/1_Layer") == 1);
+    CHECK(sel(&c, "LinearOpsRunner/5/1_Foo") == 0);
+    CHECK(sel(&c, "/5/1_Foo") == 0);
 
     c = cfg_with("", "", 0);
     CHECK(msp_device_selected(&c, "3_77/0/1_A", 10) == 1);
@@ -1367,9 +1374,70 @@ static void test_rounds(void)
     CHECK(msp_rounds_recorded(&r2, key, len, 5, done) && !strcmp(done, "0_7/1"));
 }
 
+/* The cached verdicts (selcache.h) against the filters' own over their truth
+ * table: ids and op_name forms, save_child, dirs of every shape, each config
+ * an epoch, asked in turn (the second time from the cache), with an edit
+ * between epochs and with a table so small that entries are replaced all the
+ * time. The cache may never answer other than msp_op_selected. */
+static void test_selcache(void)
+{
+    static const char *const filters[][2] = {
+        {"", ""}, {"5", ""}, {"50", ""}, {"2_1", ""}, {"0,2_1", ""}, {"5,2_1_0", ""},
+        {"", "linear"}, {"", "word,linear"}, {"", "LINEAR"}, {"", "matmul"}, {"9", "layer"},
+        {"2", "matmulkernel"}, {"7_Prefill", ""}, {"-1", ""}};
+    static const char *const dirs[] = {
+        "0_1/0/2_Layer", "0_1/7/2_Layer", "0_1/0/5_Layer", "3_77/123456/5_Layer",
+        "0_1/0/50_Layer", "0_1/0/5_Layer/0_Linear", "0_1/9/5_Layer/0_Linear",
+        "0_1/0/2_Layer/1_LinearOperation", "0_1/0/2_Layer/1_LinearOperation/0_MatMulKernel",
+        "0_1/0/2_Layer/10_Linear", "0_1/0/2_Layer/1_Linear/0_K", "0_1/0/2_Layer/0_LinearKernel",
+        "0_1/0/2_Layer/1_Other", "0_1/0/9_Embedding", "0_1/0/3_Embedding", "0_1/0/Layer",
+        "0_1/0/7_Prefill_5/0_Linear", "0_1/0/2_Layer/1_LinearOperation/0_MatMulKernel/x",
+        "LinearOpsRunner", "LinearOpsRunner/0_MatMulKernel", "0_1/0", "0_1/0/", "a/b/c",
+        "/0/2_Layer", "0_1//2_Layer", "0_1/0/2_Layer/", "0_1/0/2_L", "1/2/", "x", "",
+        "0_1/0/-1_Layer", "0_1/0/_Layer", "0_1/0/2_Layer//1_Linear",
+        "0_1/0/2_Layer/1_LinearOperation/0_MatMulKernel/2_LinearOperation/3_LinearOperation/"
+        "4_LinearOperation/5_LinearOperation/6_LinearOperation/7_LinearOperation/"
+        "8_LinearOperation/9_LinearOperation/10_LinearOperation/11_LinearKernel"};
+    size_t nf = sizeof filters / sizeof filters[0], nd = sizeof dirs / sizeof dirs[0];
+    struct msp_selcache *caches[2] = {msp_selcache_new(13), msp_selcache_new(1)};
+    CHECK(caches[0] && caches[1]);
+    if (!caches[0] || !caches[1])
+        return;
+    int bad = 0, differs = 0;
+    uint32_t epoch = 0;
+    for (int c = 0; c < 2; c++)
+        for (int pass = 0; pass < 2; pass++) /* the second pass: every edit again */
+            for (size_t f = 0; f < nf; f++)
+                for (int child = 0; child < 2; child++) {
+                    struct msp_config cfg = cfg_with(filters[f][0], filters[f][1], child);
+                    epoch++;
+                    for (int ask = 0; ask < 3; ask++)
+                        for (size_t d = 0; d < nd; d++) {
+                            /* a copy with nothing readable past it, as ASan sees it */
+                            size_t n = strlen(dirs[d]);
+                            char *dir = malloc(n ? n : 1);
+                            memcpy(dir, dirs[d], n);
+                            int want = msp_op_selected(&cfg, dir, n);
+                            int got = msp_selcache_op_selected(caches[c], epoch, &cfg, dir, n);
+                            if (got != want && bad++ < 5)
+                                printf("FAIL selcache: filters \"%s\" \"%s\" save_child %d, "
+                                       "dir %s: cached %d, filters %d\n", filters[f][0],
+                                       filters[f][1], child, dirs[d], got, want);
+                            differs += want != msp_op_selected(&cfg, dirs[0], strlen(dirs[0]));
+                            free(dir);
+                        }
+                }
+    CHECK(bad == 0);
+    CHECK(differs > 0); /* the table has verdicts of both kinds */
+    /* epoch 0 is never cached */
+    struct msp_config cfg = cfg_with("2", "", 0);
+    CHECK(msp_selcache_op_selected(caches[0], 0, &cfg, "0_1/0/2_Layer", 13) == 1);
+}
+
 int main(void)
 {
     test_filters();
+    test_selcache();
     test_paths();
     test_fs();
     test_binfile();
