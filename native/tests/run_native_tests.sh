@@ -29,8 +29,8 @@ fi
 
 # stress <name> <binary> [per-thread bytes]: 4 threads x 150 tensors of 4 KiB
 # with a 64 KiB budget (the writers must keep up through the blocking policy),
-# then every .bin and record is checked. With 1 MiB tensors, 4 x 8 of them: the
-# hook threads write them themselves whenever their writer is idle.
+# then every .bin and record is checked. With 1 MiB tensors, 4 x 8 of them: each
+# goes to its file with O_DIRECT, its header before it in the ring.
 stress() {
     local name=$1 bin=$2 per=${3:-150} bytes=${4:-4096} out="$work/$1"
     mkdir -p "$out/atb_dump_data/.probe"

@@ -34,8 +34,6 @@ struct writer {
     char dir[MSP_PATH_LEN]; /* cached open directory (consecutive tensors share it) */
     int dirfd;
     unsigned epoch;         /* msp_tree_epoch when dirfd was opened */
-    int lent;               /* a hook thread writes with this state (msp_writer_direct);
-                               the writer's own thread is parked, free for a job */
     struct msp_recbatch *batch; /* its records (recbatch.h) */
 };
 
@@ -412,32 +410,21 @@ static int write_link(const struct msp_tensor_desc *d, const struct msp_item *it
     return 1;
 }
 
-struct hash_job {
-    struct msp_queue_job job;
-    const unsigned char *data;
-    uint64_t size, hash;
-};
-
-static void hash_run(struct msp_queue_job *job)
+/* Writes header + payload and, with hash, gives the payload's content hash.
+ * An item whose header lies right before its payload (lead: a large tensor,
+ * hooks.c) goes out from there with O_DIRECT, hashed first; otherwise the
+ * payload is hashed piece by piece just before each piece is written. */
+static int write_bin(const struct msp_item *it, int dfd, const char *name, const char *header,
+                     int hlen, uint64_t *hash)
 {
-    struct hash_job *h = (struct hash_job *)(void *)job;
-    h->hash = msp_content_hash(h->data, h->size);
-}
-
-/* Writes header + payload and gives the payload's content hash. A hook
- * thread writing with a lent writer has the writer's own thread hash it
- * meanwhile, on the other core (the hash is most of what a write costs past
- * the kernel's copy); a writer hashes each piece just before writing it. */
-static int write_hashed(struct writer *w, const struct msp_item *it, int dfd, const char *name,
-                        const struct iovec *iov, uint64_t *hash)
-{
-    struct hash_job h = {{hash_run}, it->data, it->size, 0};
-    if (!w->lent || !msp_queue_lend_job(g_q, w->idx, &h.job))
-        return msp_write_hashed_file_at(dfd, name, iov, it->data, it->size, hash);
-    int rc = msp_write_file_at(dfd, name, iov, 2);
-    msp_queue_job_wait(g_q, w->idx); /* it reads the host's buffer */
-    *hash = h.hash;
-    return rc;
+    if (it->lead == (uint32_t)hlen) {
+        if (hash)
+            *hash = msp_content_hash(it->data, it->size);
+        return msp_write_aligned_file_at(dfd, name, it->data - hlen, (size_t)hlen + it->size);
+    }
+    struct iovec iov[2] = {{(void *)header, (size_t)hlen}, {it->data, it->size}};
+    return hash ? msp_write_hashed_file_at(dfd, name, iov, it->data, it->size, hash)
+                : msp_write_file_at(dfd, name, iov, 2);
 }
 
 static void write_tensor(struct writer *w, struct msp_item *it, const char *dir, const char *name)
@@ -495,9 +482,7 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
         if (real && write_link(&d, it, real, dfd, name, stats, note))
             return;
     }
-    struct iovec iov[2] = {{header, (size_t)hlen}, {it->data, it->size}};
-    int rc = d.hashed && !dedup ? write_hashed(w, it, dfd, name, iov, &d.hash)
-                                : msp_write_file_at(dfd, name, iov, 2);
+    int rc = write_bin(it, dfd, name, header, hlen, d.hashed && !dedup ? &d.hash : NULL);
     if (rc != 0) {
         d.hashed = dedup; /* a write cut short hashed only part of the payload */
         char why[256];
@@ -551,16 +536,6 @@ static void process(struct writer *w, struct msp_item *it)
         write_param(w, it, dir, name);
     else
         write_tensor(w, it, dir, name);
-}
-
-void msp_writer_direct(int w, struct msp_item *it)
-{
-    /* in the slot's queue gauge while it is written, as a queued one is */
-    MSP_COUNT(queue_depth, 1);
-    g_writers[w].lent = 1;
-    process(&g_writers[w], it);
-    g_writers[w].lent = 0;
-    MSP_UNCOUNT(queue_depth, 1);
 }
 
 /* The items whose records wait in a writer's batch: they hold their

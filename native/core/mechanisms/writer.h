@@ -46,11 +46,6 @@ void msp_item_lost(const struct msp_item *it, const char *note);
  * queue is closed (exit), it is recorded as lost and released. */
 void msp_item_queue(struct msp_item *it, int adopt);
 
-/* Writes a tensor item on the calling hook thread, as writer w would
- * (its directory cache and dedup state), which msp_queue_borrow lent it:
- * the item's data may be the host's own buffer. The caller frees it. */
-void msp_writer_direct(int w, struct msp_item *it);
-
 /* The writer list an item of this path goes to: items of one layer scope
  * always share a writer (dedup order, see dedup.h). */
 int msp_writer_for(const char *path, size_t n, int nwriters);
