@@ -715,9 +715,11 @@ def _save_one(i: int) -> str:
     return f"save\t2\t1\t1\t{f16(i % 1024)}\t{L}/before/intensor{i}.bin\n"
 
 
-def _held_host(dump: Dump, **env: str) -> tuple[subprocess.Popen, list[str], HeldThreads]:
-    """probe_host awake (its first tensor written) with its 2 writers held still;
-    the shim's stderr lines gather in the list as they come."""
+def _held_host(dump: Dump, only: str = "", **env: str
+               ) -> tuple[subprocess.Popen, list[str], HeldThreads]:
+    """probe_host awake (its first tensor written) with its 2 writers held still
+    (`only`: "0" or "1", that one alone); the shim's stderr lines gather in the
+    list as they come."""
     host = subprocess.Popen([str(host_bin(1))], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True,
                             env=dump.env(MSPROBE_ATB_WRITERS="2", **env))
@@ -730,9 +732,51 @@ def _held_host(dump: Dump, **env: str) -> tuple[subprocess.Popen, list[str], Hel
     with ControlBlock(dump.root, create=True) as block:
         wait_until(lambda: [s for s in block.procs() if s.n_writers == 2 and s.tensors_written],
                    what="the first tensor written")
-    held = HeldThreads(host.pid, "msp-writer")
-    assert len(held.tids) == 2
+    held = HeldThreads(host.pid, f"msp-writer{only}")
+    assert len(held.tids) == (1 if only else 2)
     return host, err, held
+
+
+@pytest.mark.parametrize("config,by_scope", [
+    ({}, False), ({"save_child": True, "filter_level": 1}, True)])
+def test_the_files_of_an_op_are_written_side_by_side_unless_deduplicated(dump, config,
+                                                                          by_scope):
+    """Without dedup each file goes to the writer of its own path, so one op's
+    large tensors are written by both writers at once; with dedup every file of
+    a layer goes to its scope's writer (the first copy is on disk before its
+    links). Writer 1 held still (writer 0 may be faulting the ring in, under
+    the queue's lock), writer 0 writes what is routed to it: once its head in
+    the slot is idle, some of the op's files are on disk and some not, or
+    (dedup) all or none, as writer 1's head says."""
+    dump.publish({**AWAKE, "task": "tensor", **config})
+    n, size = 12, 1 << 20
+    paths = [f"{L}/after/outtensor{i}.bin" for i in range(n)]
+    host, _, held = _held_host(dump, only="1")
+    from msprobe_atb.control.block import HEAD_IDLE, ControlBlock
+
+    try:
+        # then a refused path, recorded lost by the host itself once every save before
+        # it has returned, its tensor pushed
+        host.stdin.write("".join(f"save\t2\t2\t{size}\tfill:{i + 1}:{size}\t{p}\n"
+                                 for i, p in enumerate(paths))
+                         + f"save\t2\t2\t1\tfill:1:1\t{L}/../after/outtensor0.bin\n")
+        host.stdin.flush()
+        with ControlBlock(dump.root) as block:
+            slot = wait_until(lambda: next((s for s in block.procs() if s.errors == 1
+                                            and s.writer_head[0] == HEAD_IDLE), None),
+                              what="every save taken and writer 0 done with its files")
+        on_disk = sum((dump.data / p).exists() for p in paths)
+        assert slot.tensors_written == 1 + on_disk
+        if by_scope:
+            assert on_disk == (n if slot.writer_head[1] == HEAD_IDLE else 0)
+        else:
+            assert 0 < on_disk < n and slot.writer_head[1] != HEAD_IDLE
+    finally:
+        held.release()
+    host.stdin.close()
+    assert host.wait(timeout=60) == 0
+    for i, p in enumerate(paths):
+        assert read_bin(dump.data / p)[1] == bytes([i + 1]) * size
 
 
 def test_exit_drain_finishes_statistics_items(dump):

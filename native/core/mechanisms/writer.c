@@ -212,25 +212,38 @@ void msp_item_lost(const struct msp_item *it, const char *note)
     msp_tensor_lost(&d, note);
 }
 
-int msp_writer_for(const char *path, size_t n, int nwriters)
+/* Dedup (filter_level) applies: child ops are saved (save_child) and the task
+ * writes data (write_tensor). */
+static int dedups(const struct msp_item *it)
+{
+    return it->kind == MSP_ITEM_TENSOR && it->save_child && it->filter_level >= 1;
+}
+
+int msp_writer_for(const char *path, size_t n, int nwriters, int by_scope)
 {
     size_t scope = 0;
     int slashes = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; by_scope && i < n; i++)
         if (path[i] == '/' && ++slashes == 3) {
             scope = i;
             break;
         }
     if (!scope)
         scope = n;
-    return (int)(msp_fnv1a(MSP_FNV_SEED, path, scope) % (uint64_t)(nwriters < 1 ? 1 : nwriters));
+    /* the hash's low bits barely depend on a path's last characters (outtensor1
+     * and outtensor2 are alike mod 2): mixed first (MurmurHash3's finalizer) */
+    uint64_t h = msp_fnv1a(MSP_FNV_SEED, path, scope);
+    h = (h ^ (h >> 33)) * UINT64_C(0xff51afd7ed558ccd);
+    h = (h ^ (h >> 33)) * UINT64_C(0xc4ceb9fe1a85ec53);
+    h ^= h >> 33;
+    return (int)(h % (uint64_t)(nwriters < 1 ? 1 : nwriters));
 }
 
 void msp_item_queue(struct msp_item *it, int adopt)
 {
     if (adopt)
         msp_queue_adopt(g_q, it);
-    int w = msp_writer_for(it->path, strlen(it->path), g_nwriters);
+    int w = msp_writer_for(it->path, strlen(it->path), g_nwriters, dedups(it));
     /* counted in the slot before it is queued and until its record is
      * written, so the control plane never sees an empty queue too early */
     uint64_t cost = it->cost;
@@ -462,9 +475,8 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
         msp_tensor_lost(&d, "cannot write the .bin: header too long");
         return;
     }
-    /* dedup only where msProbe applies filter_level: child ops are saved
-     * (save_child) and the task writes data */
-    int dedup = it->save_child && it->filter_level >= 1;
+    /* dedup only where msProbe applies filter_level */
+    int dedup = dedups(it);
     /* the manifest's content hash: before the write where dedup's key starts
      * from it (or nothing is written), else while the payload is written */
     d.hashed = !it->stats_in_data;
