@@ -191,6 +191,14 @@ static void test_paths(void)
     CHECK(msp_dedup_scope_len("0_1/0/x.bin") == 0);
 }
 
+/* msp_written_fn of the aligned writes: the bytes written so far, rising. */
+static void note_written(void *arg, size_t done)
+{
+    size_t *heard = arg;
+    CHECK(done > *heard && done % MSP_DIO_ALIGN == 0);
+    *heard = done;
+}
+
 static void test_fs(void)
 {
     char tmpl[] = "/tmp/msp_test_XXXXXX";
@@ -220,7 +228,9 @@ static void test_fs(void)
     for (size_t i = 0; buf && i < sizes[6]; i++)
         buf[i] = (unsigned char)(i * 131 + i / 4096);
     for (size_t k = 0; buf && k < sizeof sizes / sizeof *sizes; k++) {
-        CHECK(msp_write_aligned_file_at(d, "dio.bin", buf, sizes[k]) == 0);
+        size_t heard = 0;
+        CHECK(msp_write_aligned_file_at(d, "dio.bin", buf, sizes[k], note_written, &heard) == 0);
+        CHECK(heard == (sizes[k] & ~(size_t)(MSP_DIO_ALIGN - 1))); /* every whole block */
         int f = openat(d, "dio.bin", O_RDONLY);
         unsigned char *back = malloc(sizes[k] + 1);
         CHECK(f >= 0 && back && read(f, back, sizes[k] + 1) == (ssize_t)sizes[k] &&
@@ -792,8 +802,11 @@ static void test_queue_lead(void)
         if (!it)
             continue;
         CHECK(it->lead == lead && in_ring(&q, it, payload) == (lead == 0));
-        CHECK(it->in_ring && it->data - lead >= (const unsigned char *)(it + 1) &&
-              it->data + payload <= q.ring + q.ring_size);
+        /* with a lead the item and its strings come after the payload */
+        CHECK(it->in_ring && (lead ? it->data + payload <= (const unsigned char *)it &&
+                                         (const unsigned char *)(it + 1) + 32 <=
+                                             q.ring + q.ring_size
+                                   : it->data + payload <= q.ring + q.ring_size));
         if (lead)
             CHECK(((uintptr_t)(it->data - lead) & (MSP_DIO_ALIGN - 1)) == 0);
         memset(it->data - lead, 0x33, lead + payload); /* ASan: all of it ours */
@@ -814,6 +827,34 @@ static void test_queue_lead(void)
         msp_queue_release(&q, big); /* ASan: the payload's allocation freed whole */
     }
     CHECK(msp_queue_reserve(&q, META, 100, MSP_DIO_ALIGN, budget, 0, &big) == MSP_PUSH_NOMEM);
+    /* a writer gives back what it wrote as it goes: with the budget taken by
+     * one 6 MiB item, 3 MiB more fit once its first 4 MiB are written, before
+     * the whole is; the rest goes back with the item */
+    struct msp_item *a = NULL, *b = NULL;
+    CHECK(msp_queue_reserve(&q, META, 6 << 20, 200, budget, 0, &a) == MSP_PUSH_OK && a);
+    if (a) {
+        memset(a + 1, 0x11, 32); /* its strings, after the payload: untouched below */
+        CHECK(msp_queue_reserve(&q, META, 3 << 20, 0, budget, 0, &b) == MSP_PUSH_DROPPED);
+        uint64_t cost = a->cost, freed = msp_queue_release_front(&q, a, a->data - 200 + (4 << 20));
+        CHECK(freed > (4 << 20) - 4096 && freed <= (4 << 20) + 4096 && a->cost == cost - freed &&
+              q.bytes == a->cost);
+        CHECK(msp_queue_release_front(&q, a, a->data) == 0); /* nothing more written */
+        CHECK(msp_queue_reserve(&q, META, 3 << 20, 0, budget, 0, &b) == MSP_PUSH_OK && b);
+        const unsigned char *s = (const unsigned char *)(a + 1);
+        CHECK(s[0] == 0x11 && s[31] == 0x11);
+        freed = msp_queue_release_front(&q, a, a->data + (6 << 20));
+        CHECK(freed > (2 << 20) - 4096 && q.bytes == a->cost + (b ? b->cost : 0));
+        msp_queue_release(&q, a);
+        if (b)
+            msp_queue_release(&q, b);
+        CHECK(q.bytes == 0 && q.rtail == 0 && q.rhead == 0);
+    }
+    struct msp_item *small = NULL; /* no lead: nothing to give back early */
+    CHECK(msp_queue_reserve(&q, META, 1 << 20, 0, budget, 0, &small) == MSP_PUSH_OK && small);
+    if (small) {
+        CHECK(msp_queue_release_front(&q, small, small->data + (1 << 20)) == 0);
+        msp_queue_release(&q, small);
+    }
     msp_queue_trim_idle(&q);
     msp_queue_trim_idle(&q);
 }

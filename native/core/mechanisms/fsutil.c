@@ -232,13 +232,16 @@ int msp_write_hashed_file_at(int dirfd, const char *name, const struct iovec *he
     return write_via_tmp(dirfd, name, fill_hashed, &a);
 }
 
-/* O_DIRECT writes at most this much a call (the kernel pins the pages of a
- * call's buffer while the device reads them). */
-#define DIRECT_PIECE (UINT64_C(64) << 20)
+/* O_DIRECT writes this much a call at most: the kernel pins the pages of a
+ * call's buffer while the device reads them, and the caller hears after each
+ * (msp_written_fn). */
+#define DIRECT_PIECE (UINT64_C(8) << 20)
 
 struct aligned_args {
     const unsigned char *buf;
     size_t n;
+    msp_written_fn written;
+    void *arg;
 };
 
 /* The whole blocks with O_DIRECT, from where they lie: no copy into the page
@@ -260,6 +263,8 @@ static int fill_aligned(int fd, const void *arg)
             if (w <= 0 || (size_t)w % MSP_DIO_ALIGN)
                 break; /* the rest buffered: it says why, if anything is wrong */
             off += (size_t)w;
+            if (a->written)
+                a->written(a->arg, off);
         }
         if (fcntl(fd, F_SETFL, flags) != 0)
             return -errno;
@@ -270,9 +275,10 @@ static int fill_aligned(int fd, const void *arg)
     return write_all(fd, &rest, 1);
 }
 
-int msp_write_aligned_file_at(int dirfd, const char *name, const void *buf, size_t n)
+int msp_write_aligned_file_at(int dirfd, const char *name, const void *buf, size_t n,
+                              msp_written_fn written, void *arg)
 {
-    struct aligned_args a = {buf, n};
+    struct aligned_args a = {buf, n, written, arg};
     return write_via_tmp(dirfd, name, fill_aligned, &a);
 }
 

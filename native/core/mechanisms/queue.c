@@ -277,7 +277,7 @@ static int put_back(struct msp_queue *q, struct msp_item *it)
     unreserve(q, it->cost);
     if (!it->in_ring)
         return 1;
-    ring_free(q, (struct region *)(void *)((unsigned char *)it - REGION_HDR));
+    ring_free(q, it->region);
     return 0;
 }
 
@@ -302,15 +302,27 @@ static void wake_nappers(struct msp_queue *q)
             pthread_cond_signal(&q->work[w]);
 }
 
-/* The payload's place in a region that starts at `region`: after the item and
- * its strings (meta_len), and with a lead, `lead` bytes past the next
- * MSP_DIO_ALIGN boundary. */
+/* The places of the item and its payload in a region that starts at `region`:
+ * the item and its strings (meta_len) first, then the payload; with a lead,
+ * the payload `lead` bytes past the first MSP_DIO_ALIGN boundary and the item
+ * after it, so a writer can give the region back from its front as it writes
+ * (msp_queue_release_front). */
+static struct msp_item *item_at(unsigned char *region, uint64_t payload, uint32_t lead)
+{
+    uintptr_t at = (uintptr_t)region + REGION_HDR;
+    if (lead)
+        at = ((at + MSP_DIO_ALIGN - 1) & ~(uintptr_t)(MSP_DIO_ALIGN - 1)) + lead + payload;
+    at = (at + REGION_ALIGN - 1) & ~(uintptr_t)(REGION_ALIGN - 1);
+    return (struct msp_item *)(void *)at;
+}
+
 static unsigned char *payload_at(unsigned char *region, uint64_t meta_len, uint32_t lead)
 {
-    uintptr_t at = (uintptr_t)region + REGION_HDR + meta_len;
+    uintptr_t at = (uintptr_t)region + REGION_HDR;
     if (lead)
-        at = ((at + MSP_DIO_ALIGN - 1) & ~(uintptr_t)(MSP_DIO_ALIGN - 1)) + lead;
-    return (unsigned char *)at;
+        return (unsigned char *)(((at + MSP_DIO_ALIGN - 1) & ~(uintptr_t)(MSP_DIO_ALIGN - 1)) +
+                                 lead);
+    return (unsigned char *)(at + meta_len);
 }
 
 /* A heap payload with room for `lead` bytes before it, aligned as in the
@@ -335,7 +347,8 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
      * alignment kept, or the header's room aligned for O_DIRECT, up to a block
      * of padding before it): no malloc and no free an item */
     uint64_t meta_len = (meta + REGION_ALIGN - 1) & ~(uint64_t)(REGION_ALIGN - 1);
-    uint64_t align_pad = lead ? MSP_DIO_ALIGN - REGION_ALIGN + lead : 0;
+    /* up to a block less 64 bytes before the header, up to 63 after the payload */
+    uint64_t align_pad = lead ? MSP_DIO_ALIGN - REGION_ALIGN + lead + REGION_ALIGN - 1 : 0;
     uint64_t len = (REGION_HDR + meta_len + align_pad + payload + REGION_ALIGN - 1) &
                    ~(uint64_t)(REGION_ALIGN - 1);
     uint64_t ring_want = ring_size_for(budget);
@@ -386,8 +399,7 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
     unmap(old);
     if (rc != MSP_PUSH_OK)
         return rc;
-    struct msp_item *it = r ? (struct msp_item *)(void *)((unsigned char *)r + REGION_HDR)
-                            : malloc(meta);
+    struct msp_item *it = r ? item_at((unsigned char *)r, payload, lead) : malloc(meta);
     unsigned char *data = !it ? NULL : r ? payload_at((unsigned char *)r, meta_len, lead)
                                          : heap_payload(payload, lead);
     if (!data) {
@@ -400,11 +412,37 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
     it->next = NULL;
     it->cost = cost;
     it->in_ring = r != NULL;
+    it->region = r;
     it->stats_in_data = 0;
     it->data = data;
     it->lead = lead;
     *out = it;
     return MSP_PUSH_OK;
+}
+
+uint64_t msp_queue_release_front(struct msp_queue *q, struct msp_item *it,
+                                 const unsigned char *written)
+{
+    if (!it->in_ring || !it->lead)
+        return 0;
+    pthread_mutex_lock(&q->mu);
+    struct region *r = it->region;
+    /* the rest's header goes in the last whole 64 bytes written: they are on disk */
+    uintptr_t cut = ((uintptr_t)written & ~(uintptr_t)(REGION_ALIGN - 1)) - REGION_HDR;
+    uint64_t freed = 0;
+    if (cut > (uintptr_t)r && cut < (uintptr_t)it) {
+        freed = (uint64_t)(cut - (uintptr_t)r);
+        struct region *rest = (struct region *)(void *)cut;
+        rest->len = r->len - freed;
+        rest->busy = REGION_BUSY;
+        r->len = freed;
+        it->region = rest;
+        it->cost -= freed;
+        ring_free(q, r);
+        unreserve(q, freed);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return freed;
 }
 
 void msp_queue_adopt(struct msp_queue *q, struct msp_item *it)

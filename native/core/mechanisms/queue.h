@@ -39,6 +39,8 @@ struct msp_item {
                               file with O_DIRECT from where they lie (0: none) */
     int in_ring;           /* set by the queue: it and its data are a ring region, else
                               each its own malloc */
+    void *region;          /* set by the queue: its ring region (it moves up as a writer
+                              gives back what it wrote, msp_queue_release_front) */
     int stats_in_data;     /* the recorder kept only the statistics: data holds a struct
                               msp_stats, the payload is gone */
 };
@@ -139,7 +141,8 @@ enum { MSP_PUSH_OK = 0, MSP_PUSH_DROPPED = 1, MSP_PUSH_CLOSED = 2, MSP_PUSH_NOME
 /* Reserves an item within the byte budget: `meta` bytes for the struct and
  * its strings and `payload` bytes, one region of the ring; with `lead` > 0
  * (< MSP_DIO_ALIGN) the payload is placed `lead` bytes past an
- * MSP_DIO_ALIGN boundary, the room before it for the .bin header. When the budget
+ * MSP_DIO_ALIGN boundary, the room before it for the .bin header, and the
+ * struct and its strings after the payload (msp_queue_release_front). When the budget
  * (or the ring, fragmented by out-of-order releases) has no room: `block`
  * waits; otherwise the item is refused (DROPPED). An item larger than the
  * whole budget is admitted once nothing else is reserved, in malloc'd
@@ -153,6 +156,14 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
  * in its own malloc) to the budget, with no wait: its memory is already
  * taken. Then push it like a reserved one. */
 void msp_queue_adopt(struct msp_queue *q, struct msp_item *it);
+/* A writer wrote the item's bytes up to `written` (in its lead and payload):
+ * the part of its ring region before it goes back to the budget and the
+ * ring at once, so a hook waiting for room waits for bytes, not for the whole
+ * file. Only for items with a lead (their struct and strings lie after the
+ * payload); 0 for others. Returns the bytes given back (the caller takes them
+ * off the slot's queue_bytes; the item's cost is lowered by as much). */
+uint64_t msp_queue_release_front(struct msp_queue *q, struct msp_item *it,
+                                 const unsigned char *written);
 /* Queues a reserved item (its seq set) on list `w`: MSP_PUSH_OK, or
  * MSP_PUSH_CLOSED (the caller keeps it and releases it). Writer w's head
  * covers it once this returns. */

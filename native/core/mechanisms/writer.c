@@ -425,15 +425,27 @@ static int write_link(const struct msp_tensor_desc *d, const struct msp_item *it
 
 /* Writes header + payload and, with hash, gives the payload's content hash.
  * An item whose header lies right before its payload (lead: a large tensor,
- * hooks.c) goes out from there with O_DIRECT, hashed first; otherwise the
+ * hooks.c) goes out from there with O_DIRECT, hashed first, and each piece
+ * written goes back to the ring at once (a hook waiting for room waits for
+ * bytes, never for the whole file); otherwise the
  * payload is hashed piece by piece just before each piece is written. */
-static int write_bin(const struct msp_item *it, int dfd, const char *name, const char *header,
+/* What an O_DIRECT write has written goes back to the ring at once. */
+static void give_back_written(void *arg, size_t done)
+{
+    struct msp_item *it = arg;
+    uint64_t freed = msp_queue_release_front(g_q, it, it->data - it->lead + done);
+    if (freed)
+        MSP_UNCOUNT(queue_bytes, freed);
+}
+
+static int write_bin(struct msp_item *it, int dfd, const char *name, const char *header,
                      int hlen, uint64_t *hash)
 {
     if (it->lead == (uint32_t)hlen) {
         if (hash)
             *hash = msp_content_hash(it->data, it->size);
-        return msp_write_aligned_file_at(dfd, name, it->data - hlen, (size_t)hlen + it->size);
+        return msp_write_aligned_file_at(dfd, name, it->data - hlen, (size_t)hlen + it->size,
+                                         give_back_written, it);
     }
     struct iovec iov[2] = {{(void *)header, (size_t)hlen}, {it->data, it->size}};
     return hash ? msp_write_hashed_file_at(dfd, name, iov, it->data, it->size, hash)
