@@ -25,7 +25,9 @@ Every side runs once a repetition, interleaved, REPEAT times, so a slow
 spell hits them all; each figure is a median with its min and max. The
 machine is shared: the load average is sampled before every repetition and
 printed, and so are the CPU seconds of each side (the kernel's rusage of each
-run), which load disturbs less than wall time. Our probe runs in a service
+run), which load disturbs less than wall time. "Added" is a side's median less
+the handover's median (as issue 29 quotes them); each repetition's difference
+to its own handover run is printed beside it, for the spread. Our probe runs in a service
 whose control plane is already up (a service's daemon outlives its
 processes); the first process of a service also waits for the daemon's
 start, printed apart."""
@@ -219,8 +221,12 @@ def _span(values: list[float], fmt: str = ".2f") -> str:
 
 
 def _ratio(num: float, den: float) -> str:
-    """num / den; a probe no slower than the handover (noise) has no finite ratio."""
-    return f"{num / den:.2f}" if den > 0 else "above any bound (no added wall time)"
+    """num / den of two added times; one no slower than the handover (noise) says so."""
+    if den <= 0:
+        return "above any bound (the denominator added no wall time)"
+    if num <= 0:
+        return "0 (ours added no wall time)"
+    return f"{num / den:.2f}"
 
 
 def run() -> list[str]:
@@ -251,17 +257,20 @@ def run() -> list[str]:
     def med(side: str, what: str = "wall") -> float:
         return statistics.median(getattr(r, what) for r in runs[side])
 
-    def added(side: str, what: str = "wall") -> list[float]:
-        """Each repetition's run less that repetition's handover run."""
+    def paired(side: str, what: str = "wall") -> list[float]:
+        """Each repetition's run less that repetition's handover run (their spread)."""
         return [getattr(r, what) - getattr(h, what) for r, h in zip(runs[side], runs["handover"])]
 
-    ours, ours_cpu = statistics.median(added("ours")), statistics.median(added("ours", "cpu"))
+    def added(side: str, what: str = "wall") -> float:
+        """The side's median less the handover's (issue 29's figures are these)."""
+        return med(side, what) - med("handover", what)
+
+    ours, ours_cpu = added("ours"), added("ours", "cpu")
     direct = med("direct")
     mib = dump.written / 2**20
     lines = []
     if runs["msprobe"]:
-        ref = statistics.median(added("msprobe"))
-        ref_cpu = statistics.median(added("msprobe", "cpu"))
+        ref, ref_cpu = added("msprobe"), added("msprobe", "cpu")
         lines.append(
             f"HEADLINE vs msProbe: ours added / msProbe's added wall = {_ratio(ours, ref)}"
             f" (target <= {VS_MSPROBE}): ours {ours:+.3f} s, msProbe {ref:+.3f} s over ATB's"
@@ -288,8 +297,10 @@ def run() -> list[str]:
             continue
         extra = ""
         if side in ("ours", "msprobe"):
-            extra = (f"; added over the handover {_span(added(side), '+.3f')} s wall,"
-                     f" {_span(added(side, 'cpu'), '+.2f')} CPU s")
+            extra = (f"; added over the handover's median {added(side):+.3f} s wall,"
+                     f" {added(side, 'cpu'):+.2f} CPU s; over each repetition's handover run"
+                     f" {_span(paired(side), '+.3f')} s wall, {_span(paired(side, 'cpu'), '+.2f')}"
+                     f" CPU s")
         lines.append(f"  {names[side]}: {_span([r.wall for r in runs[side]], '.3f')} s wall,"
                      f" {_span([r.cpu for r in runs[side]])} CPU s{extra}")
     lines += [
