@@ -24,6 +24,7 @@ all: native pyext bytecode
 
 include native/atbsim/atbsim.mk
 include native/probe.mk
+include bench/bench.mk
 
 native: $(NATIVE_TARGETS)
 
@@ -105,8 +106,15 @@ fuzz:
 demo: all deps
 	bash scripts/demo.sh
 
+# `make bench NAME...` runs only those benchmarks (bench/NAME.py); the names are
+# goals of their own, which do nothing.
+BENCH_NAMES := $(filter $(basename $(notdir $(wildcard bench/*.py))),$(MAKECMDGOALS))
 bench: all deps $(BENCH_TARGETS)
-	$(VPY) -m bench
+	$(VPY) -m bench $(BENCH_NAMES)
+ifneq ($(filter bench,$(MAKECMDGOALS)),)
+$(BENCH_NAMES):
+	@:
+endif
 
 clean:
 	rm -rf $(BUILD) $(PYEXT_STAMP) $(KERNEL_STAMP) $(INGEST_STAMP) msprobe_atb/control/_ctl*.so \

@@ -27,15 +27,17 @@ else
     echo "FAIL unit-tests (exit $rc)"
 fi
 
-# stress <name> <binary> [per-thread bytes]: 4 threads x 150 tensors of 4 KiB
-# with a 64 KiB budget (the writers must keep up through the blocking policy),
-# then every .bin and record is checked. With 1 MiB tensors, 4 x 8 of them: the
-# hook threads write them themselves whenever their writer is idle.
+# stress <name> <binary> [per-thread] [bytes] [budget]: 4 threads x 150 tensors
+# of 4 KiB with a 64 KiB budget (the writers must keep up through the blocking
+# policy), then every .bin and record is checked. With 1 MiB tensors, 4 x 8 of
+# them: each goes to its file with O_DIRECT, its header before it (above the
+# budget: alone, in the heap); with a 4 MiB budget they share the ring, and the
+# writers give it back piece by piece as they write while the hooks wait for room.
 stress() {
-    local name=$1 bin=$2 per=${3:-150} bytes=${4:-4096} out="$work/$1"
+    local name=$1 bin=$2 per=${3:-150} bytes=${4:-4096} budget=${5:-65536} out="$work/$1"
     mkdir -p "$out/atb_dump_data/.probe"
     : >"$out/config.json"
-    "$bin" publish "$out/atb_dump_data" state=1 task=3 exec=all save_child=0 budget=65536 || {
+    "$bin" publish "$out/atb_dump_data" state=1 task=3 exec=all save_child=0 budget=$budget || {
         result "$name" 1
         return
     }
@@ -149,6 +151,8 @@ stress stress-asan-abi1 "$BIN/stress_asan_abi1"
 TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" stress stress-tsan-abi1 "$BIN/stress_tsan_abi1"
 stress stress-asan-large "$BIN/stress_asan_abi1" 8 $((1 << 20))
 TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" stress stress-tsan-large "$BIN/stress_tsan_abi1" 8 $((1 << 20))
+stress stress-asan-large-ring "$BIN/stress_asan_abi1" 8 $((1 << 20)) $((4 << 20))
+TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" stress stress-tsan-large-ring "$BIN/stress_tsan_abi1" 8 $((1 << 20)) $((4 << 20))
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

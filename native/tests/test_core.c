@@ -198,6 +198,14 @@ static void test_paths(void)
     CHECK(msp_dedup_scope_len("0_1/0/x.bin") == 0);
 }
 
+/* msp_written_fn of the aligned writes: the bytes written so far, rising. */
+static void note_written(void *arg, size_t done)
+{
+    size_t *heard = arg;
+    CHECK(done > *heard && done % MSP_DIO_ALIGN == 0);
+    *heard = done;
+}
+
 static void test_fs(void)
 {
     char tmpl[] = "/tmp/msp_test_XXXXXX";
@@ -219,6 +227,25 @@ static void test_fs(void)
     CHECK(g >= 0 && read(g, got, sizeof got) == 5 && memcmp(got, "abcde", 5) == 0);
     close(g);
     CHECK(msp_write_file_at(d, "h.txt", parts, MSP_WRITE_IOV_MAX + 1) == -EINVAL);
+    /* O_DIRECT for the whole blocks, the rest through the page cache: the same
+     * bytes for sizes below, at and past block and piece boundaries */
+    const size_t sizes[] = {0, 1, 4095, 4096, 4097, 3 * 4096 + 5, (64 << 20) + 4096 + 9};
+    unsigned char *buf = NULL;
+    CHECK(posix_memalign((void **)&buf, MSP_DIO_ALIGN, sizes[6]) == 0);
+    for (size_t i = 0; buf && i < sizes[6]; i++)
+        buf[i] = (unsigned char)(i * 131 + i / 4096);
+    for (size_t k = 0; buf && k < sizeof sizes / sizeof *sizes; k++) {
+        size_t heard = 0;
+        CHECK(msp_write_aligned_file_at(d, "dio.bin", buf, sizes[k], note_written, &heard) == 0);
+        CHECK(heard == (sizes[k] & ~(size_t)(MSP_DIO_ALIGN - 1))); /* every whole block */
+        int f = openat(d, "dio.bin", O_RDONLY);
+        unsigned char *back = malloc(sizes[k] + 1);
+        CHECK(f >= 0 && back && read(f, back, sizes[k] + 1) == (ssize_t)sizes[k] &&
+              memcmp(back, buf, sizes[k]) == 0);
+        free(back);
+        close(f);
+    }
+    free(buf);
     close(d);
     /* a symlink in the tree is never followed */
     char link[512];
@@ -557,7 +584,7 @@ static void test_json(void)
 static struct msp_item *reserved(struct msp_queue *q, uint64_t payload, uint64_t budget)
 {
     struct msp_item *it = NULL;
-    int rc = msp_queue_reserve(q, META, payload, budget, 0, &it);
+    int rc = msp_queue_reserve(q, META, payload, 0, budget, 0, &it);
     CHECK(rc == MSP_PUSH_OK && it && it->cost >= META + payload);
     if (it) { /* ASan: both parts are ours, whole */
         it->seq = 0;
@@ -594,7 +621,7 @@ static void test_queue(void)
     CHECK(q.maps == 1 && q.ring_size == budget && in_ring(&q, a, budget * 3 / 8));
     CHECK(msp_queue_push(&q, 0, a) == MSP_PUSH_OK);
     struct msp_item *b = NULL;
-    CHECK(msp_queue_reserve(&q, META, budget * 3 / 4, budget, 0, &b) == MSP_PUSH_DROPPED && !b);
+    CHECK(msp_queue_reserve(&q, META, budget * 3 / 4, 0, budget, 0, &b) == MSP_PUSH_DROPPED && !b);
     CHECK(msp_queue_pop(&q, 0, 1) == a);
     void *abuf = a->data;
     msp_queue_done(&q, 0, a, NULL);
@@ -638,7 +665,7 @@ static void test_queue(void)
     msp_queue_release(&q, x);
     CHECK(q.rtail == (uint64_t)((unsigned char *)z - q.ring) - 64); /* z's region header */
     /* larger than the whole budget: refused while anything is live... */
-    CHECK(msp_queue_reserve(&q, META, 3 * budget, budget, 0, &b) == MSP_PUSH_DROPPED);
+    CHECK(msp_queue_reserve(&q, META, 3 * budget, 0, budget, 0, &b) == MSP_PUSH_DROPPED);
     msp_queue_release(&q, z);
     /* ...admitted alone, in its own buffer, with the ring unmapped */
     struct msp_item *big = reserved(&q, 3 * budget, budget);
@@ -647,7 +674,7 @@ static void test_queue(void)
     uint64_t depth, bytes;
     msp_queue_stats(&q, &depth, &bytes);
     CHECK(depth == 1 && bytes == big->cost);
-    CHECK(msp_queue_reserve(&q, META, 100, budget, 0, &b) == MSP_PUSH_DROPPED);
+    CHECK(msp_queue_reserve(&q, META, 100, 0, budget, 0, &b) == MSP_PUSH_DROPPED);
     CHECK(msp_queue_pop(&q, 1, 1) == big);
     msp_queue_done(&q, 1, big, NULL);
     CHECK(q.bytes == 0);
@@ -672,7 +699,7 @@ static void test_queue(void)
     CHECK(left == f && left->next == NULL && inflight == 0 && kept == 0);
     msp_queue_forget(&q, left);
     CHECK(q.bytes == 0);
-    CHECK(msp_queue_reserve(&q, META, 100, budget, 1, &b) == MSP_PUSH_CLOSED);
+    CHECK(msp_queue_reserve(&q, META, 100, 0, budget, 1, &b) == MSP_PUSH_CLOSED);
     CHECK(msp_queue_pop(&q, 0, 1) == NULL);
     msp_queue_trim_idle(&q);
     msp_queue_trim_idle(&q);
@@ -690,7 +717,7 @@ static void *reserve_blocking(void *p)
 {
     struct blocked_arg *a = p;
     uint64_t budget = (uint64_t)sysconf(_SC_PAGESIZE);
-    a->rc = msp_queue_reserve(a->q, META, budget * 3 / 4, budget, 1, &a->got);
+    a->rc = msp_queue_reserve(a->q, META, budget * 3 / 4, 0, budget, 1, &a->got);
     return NULL;
 }
 
@@ -762,75 +789,81 @@ static void *pop_writer0(void *p)
     return msp_queue_pop(p, 0, 1);
 }
 
-static void *pop_writer1(void *p)
-{
-    return msp_queue_pop(p, 1, 1);
-}
-
-struct test_job {
-    struct msp_queue_job job;
-    pthread_t by;
-    int ran;
-};
-
-static void note_job(struct msp_queue_job *job)
-{
-    struct test_job *t = (struct test_job *)(void *)job;
-    t->by = pthread_self();
-    t->ran++;
-}
-
-/* Direct writes: an idle writer with an empty list is lent to a hook thread;
- * its list's items wait until it is given back, and it counts in flight. */
-static void test_queue_borrow(void)
+/* Large tensors (lead: the room for their .bin header): header and payload
+ * lie together from a block boundary, in the ring and in the heap alike,
+ * within the item's region and charged to the budget; the others keep their
+ * 64-byte alignment. */
+static void test_queue_lead(void)
 {
     struct msp_queue q;
-    msp_queue_init(&q, 2);
-    const uint64_t budget = (uint64_t)sysconf(_SC_PAGESIZE);
-    CHECK(msp_queue_borrow(&q, 0, 0) == 1);
-    CHECK(msp_queue_borrow(&q, 0, 0) == 0); /* lent once */
-    CHECK(msp_queue_wait_idle(&q, 0) == 0); /* the exit drain waits for it */
-    struct msp_item *a = reserved(&q, 100, budget);
-    CHECK(msp_queue_push(&q, 0, a) == MSP_PUSH_OK);
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, pop_writer0, &q) == 0);
-    usleep(20000);
-    pthread_mutex_lock(&q.mu);
-    CHECK(q.head[0] == a); /* not taken while lent */
-    pthread_mutex_unlock(&q.mu);
-    msp_queue_give_back(&q, 0);
-    void *got;
-    pthread_join(t, &got);
-    CHECK(got == a);
-    CHECK(msp_queue_borrow(&q, 0, 0) == 0); /* busy with a until it asks for more */
-    msp_queue_done(&q, 0, a, NULL);
-    /* a list with queued items is not lent: they go first */
-    struct msp_item *b = reserved(&q, 100, budget);
-    CHECK(msp_queue_push(&q, 1, b) == MSP_PUSH_OK);
-    CHECK(msp_queue_borrow(&q, 1, 0) == 0);
-    CHECK(msp_queue_pop(&q, 1, 1) == b);
-    msp_queue_done(&q, 1, b, NULL);
-    CHECK(msp_queue_borrow(&q, 1, 0) == 0);
-    CHECK(pthread_create(&t, NULL, pop_writer1, &q) == 0); /* asks for more: idle */
-    int lent = 0;
-    for (int i = 0; i < 5000 && !lent; i++) /* up to 5 s */
-        if (!(lent = msp_queue_borrow(&q, 1, 0)))
-            usleep(1000);
-    CHECK(lent);
-    /* the lent writer's thread runs its borrower's job */
-    struct test_job j = {{note_job}, pthread_self(), 0};
-    CHECK(msp_queue_lend_job(&q, 0, &j.job) == 0); /* writer 0 is not lent */
-    CHECK(msp_queue_lend_job(&q, 1, &j.job) == 1);
-    msp_queue_job_wait(&q, 1);
-    CHECK(j.ran == 1 && !pthread_equal(j.by, pthread_self()));
-    uint64_t inflight, kept;
-    CHECK(msp_queue_close(&q, NULL, &inflight, &kept) == NULL && inflight == 1);
-    CHECK(msp_queue_lend_job(&q, 1, &j.job) == 0); /* closing: the borrower runs it */
-    pthread_join(t, &got);
-    CHECK(got == NULL);
-    CHECK(msp_queue_borrow(&q, 0, 0) == 0); /* closed */
-    msp_queue_give_back(&q, 1);
-    CHECK(msp_queue_wait_idle(&q, 0) == 1);
+    msp_queue_init(&q, 1);
+    const uint64_t budget = 8 << 20;
+    uint64_t total = 0;
+    struct msp_item *its[6];
+    for (int i = 0; i < 6; i++) {
+        uint32_t lead = i == 5 ? 0 : 100u + 977u * (uint32_t)i; /* up to 4008 */
+        uint64_t payload = (1 << 20) + 4096 * (uint64_t)i + 7 * (uint64_t)i;
+        struct msp_item *it = NULL;
+        CHECK(msp_queue_reserve(&q, META, payload, lead, budget, 0, &it) == MSP_PUSH_OK);
+        its[i] = it;
+        if (!it)
+            continue;
+        CHECK(it->lead == lead && in_ring(&q, it, payload) == (lead == 0));
+        /* with a lead the item and its strings come after the payload */
+        CHECK(it->in_ring && (lead ? it->data + payload <= (const unsigned char *)it &&
+                                         (const unsigned char *)(it + 1) + 32 <=
+                                             q.ring + q.ring_size
+                                   : it->data + payload <= q.ring + q.ring_size));
+        if (lead)
+            CHECK(((uintptr_t)(it->data - lead) & (MSP_DIO_ALIGN - 1)) == 0);
+        memset(it->data - lead, 0x33, lead + payload); /* ASan: all of it ours */
+        total += it->cost;
+        CHECK(it->cost >= META + lead + payload && q.bytes == total);
+    }
+    for (int i = 0; i < 6; i++)
+        if (its[i])
+            msp_queue_release(&q, its[i]);
+    CHECK(q.bytes == 0);
+    /* larger than the budget: alone, in the heap, aligned the same way */
+    struct msp_item *big = NULL;
+    CHECK(msp_queue_reserve(&q, META, 2 * budget, 321, budget, 0, &big) == MSP_PUSH_OK);
+    if (big) {
+        CHECK(!big->in_ring && big->lead == 321 &&
+              ((uintptr_t)(big->data - 321) & (MSP_DIO_ALIGN - 1)) == 0);
+        memset(big->data - 321, 0x44, 321 + 2 * budget);
+        msp_queue_release(&q, big); /* ASan: the payload's allocation freed whole */
+    }
+    CHECK(msp_queue_reserve(&q, META, 100, MSP_DIO_ALIGN, budget, 0, &big) == MSP_PUSH_NOMEM);
+    /* a writer gives back what it wrote as it goes: with the budget taken by
+     * one 6 MiB item, 3 MiB more fit once its first 4 MiB are written, before
+     * the whole is; the rest goes back with the item */
+    struct msp_item *a = NULL, *b = NULL;
+    CHECK(msp_queue_reserve(&q, META, 6 << 20, 200, budget, 0, &a) == MSP_PUSH_OK && a);
+    if (a) {
+        memset(a + 1, 0x11, 32); /* its strings, after the payload: untouched below */
+        CHECK(msp_queue_reserve(&q, META, 3 << 20, 0, budget, 0, &b) == MSP_PUSH_DROPPED);
+        uint64_t cost = a->cost, freed = msp_queue_release_front(&q, a, a->data - 200 + (4 << 20));
+        CHECK(freed > (4 << 20) - 4096 && freed <= (4 << 20) + 4096 && a->cost == cost - freed &&
+              q.bytes == a->cost);
+        CHECK(msp_queue_release_front(&q, a, a->data) == 0); /* nothing more written */
+        CHECK(msp_queue_reserve(&q, META, 3 << 20, 0, budget, 0, &b) == MSP_PUSH_OK && b);
+        const unsigned char *s = (const unsigned char *)(a + 1);
+        CHECK(s[0] == 0x11 && s[31] == 0x11);
+        freed = msp_queue_release_front(&q, a, a->data + (6 << 20));
+        CHECK(freed > (2 << 20) - 4096 && q.bytes == a->cost + (b ? b->cost : 0));
+        msp_queue_release(&q, a);
+        if (b)
+            msp_queue_release(&q, b);
+        CHECK(q.bytes == 0 && q.rtail == 0 && q.rhead == 0);
+    }
+    struct msp_item *small = NULL; /* no lead: nothing to give back early */
+    CHECK(msp_queue_reserve(&q, META, 1 << 20, 0, budget, 0, &small) == MSP_PUSH_OK && small);
+    if (small) {
+        CHECK(msp_queue_release_front(&q, small, small->data + (1 << 20)) == 0);
+        msp_queue_release(&q, small);
+    }
+    msp_queue_trim_idle(&q);
+    msp_queue_trim_idle(&q);
 }
 
 /* Fully resident: every page of [p, p+n) is in memory. */
@@ -937,7 +970,7 @@ static void test_queue_small_items(void)
     const uint64_t payload = sizeof(struct msp_stats);
     uint64_t n = 0;
     struct msp_item *it, *first = NULL;
-    while (msp_queue_reserve(&q, meta, payload, budget, 0, &it) == MSP_PUSH_OK) {
+    while (msp_queue_reserve(&q, meta, payload, 0, budget, 0, &it) == MSP_PUSH_OK) {
         CHECK(it->in_ring && it->cost == 64 + ((meta + 63) & ~UINT64_C(63)) + payload + 24);
         it->seq = n++;
         first = first ? first : it;
@@ -1000,7 +1033,7 @@ static struct msp_item *pushed(struct msp_queue *q, int w, uint64_t seq, uint64_
 
 /* Writer heads (control.h writer_head[]): idle, covering an item from its push
  * until its writer is done with it, held by a stalled writer, the lowest of an
- * out-of-order list, a direct write's, and the items the exit drain gives up. */
+ * out-of-order list, and the items the exit drain gives up. */
 static void test_queue_heads(void)
 {
     struct msp_queue q;
@@ -1016,12 +1049,7 @@ static void test_queue_heads(void)
     /* stalled with 10 and 11 in hand: more pushed, its head stays */
     struct msp_item *c = pushed(&q, 0, 12, 16);
     CHECK(head_of(0) == 10);
-    /* a direct write (writer 1 is idle): the lent writer's head is its item's
-     * until it is given back */
-    CHECK(msp_queue_borrow(&q, 1, 9) == 1 && head_of(1) == 9);
-    struct msp_item *d = pushed(&q, 1, 13, 16); /* waits for the give back, covered meanwhile */
-    CHECK(head_of(1) == 9);
-    msp_queue_give_back(&q, 1);
+    struct msp_item *d = pushed(&q, 1, 13, 16);
     CHECK(head_of(1) == 13);
     CHECK(msp_queue_pop(&q, 1, 0) == d);
     msp_queue_done(&q, 1, d, NULL);
@@ -1451,7 +1479,7 @@ int main(void)
     test_queue_warm();
     test_queue_keep();
     test_queue_fit();
-    test_queue_borrow();
+    test_queue_lead();
     test_window();
     test_queue_small_items();
     test_queue_heads();

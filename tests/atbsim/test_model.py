@@ -277,4 +277,13 @@ def test_no_compute_keeps_real_shapes(atbsim_paths, run_host):
     assert dims["0/1_Prefill_layer/1_LinearOperation/after/outtensor0_output.bin"] == "300,1536"
     assert dims["0/1_Prefill_layer/after/intensor6.bin"] == "3,128,8,64"  # KV cache blocks
     assert dims["0/6_Decoder_layer/10_LinearOperation/after/outtensor0_output.bin"] == "1,2048"
-    assert tokens_of(res.stdout) == [[0, 0]]
+    assert all(0 <= t < 1000 for t in tokens_of(res.stdout)[0])
+    # cheap varying data, so a benchmark's dump is not mostly identical tensors:
+    # every op's output and every layer weight differs from all the others
+    saved = [(rel(c["args"]["path"]), c["args"]["fnv1a64"]) for c in res.of("SaveTensor")]
+    outs = {h for p, h in saved if len(p.split("/")) == 5 and "/after/outtensor" in p}
+    weights = {h for p, h in saved
+               if re.fullmatch(r"0/1_Prefill_layer/before/intensor(8|9|1[0-3])\.bin", p)}
+    assert len(outs) == len({p for p, _ in saved if len(p.split("/")) == 5
+                             and "/after/outtensor" in p}) > 20
+    assert len(weights) == 6

@@ -218,20 +218,57 @@ def test_tensor_bin_record_and_stats(dump, abi):
     assert record_float(small["max"]) == float(np.float16(6e-8)) == 5.960464477539063e-08
 
 
-def test_large_tensors_written_by_the_hook_thread_are_the_same_files(dump):
-    """A tensor of 1 MiB or more is written by the hook thread itself, straight
-    from the host's buffer, while its writer is idle: the same .bin, record and
-    content hash as a copied one, the stats of the bytes, and never the bytes the
-    host writes into its buffer after SaveTensor returns (probe_host poisons it)."""
+def _cached_pages(path) -> list[bool]:
+    """Which pages of the file are in the page cache (mincore of a mapping,
+    which faults nothing in)."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    n = os.stat(path).st_size
+    pages = (n + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, n, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        assert addr not in (None, ctypes.c_void_p(-1).value)
+        vec = ctypes.create_string_buffer(pages)
+        assert libc.mincore(addr, n, vec) == 0
+        libc.munmap(addr, n)
+    finally:
+        os.close(fd)
+    return [b & 1 == 1 for b in vec.raw]
+
+
+def test_large_tensors_go_to_disk_with_o_direct_as_the_same_files(dump):
+    """A tensor of 1 MiB or more is copied into the ring behind its .bin header
+    and written from there with O_DIRECT: the same .bin, record and content hash
+    as a small one, the stats of the bytes, never the bytes the host writes into
+    its buffer after SaveTensor returns (probe_host poisons it), and its whole
+    blocks never in the page cache (a buffered write leaves them there)."""
     import xxhash
 
+    probe = dump.base / "probe.bin"  # a file system that keeps every page cached says so
+    fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o600)
+    buf = __import__("mmap").mmap(-1, 1 << 20)
+    os.write(fd, buf)
+    os.close(fd)
+    if any(_cached_pages(probe)):
+        pytest.skip("this file system keeps O_DIRECT writes in the page cache")
     dump.publish(AWAKE)
-    sizes = (1 << 20, (3 << 20) + 5, 4096)
+    sizes = (1 << 20, (3 << 20) + 5, (1 << 20) + 4096 - 60, 4096)
     dump.host(1, [["save", 2, 2, str(n), f"fill:{i + 1}:{n}", f"{L}/before/intensor{i}.bin"]
                   for i, n in enumerate(sizes)])
     recs = {r["path"]: r for r in dump.tensors()}
     for i, n in enumerate(sizes):
         path = f"{L}/before/intensor{i}.bin"
+        if n >= 1 << 20:
+            cached = _cached_pages(dump.data / path)
+            assert not any(cached[:-1]), f"{path}: {sum(cached)} of {len(cached)} pages cached"
         attrs, payload = read_bin(dump.data / path)
         assert payload == bytes([i + 1]) * n and attrs["dims"] == str(n)
         rec = recs[path]
@@ -239,11 +276,42 @@ def test_large_tensors_written_by_the_hook_thread_are_the_same_files(dump):
         assert rec["hash"] == f"{xxhash.xxh64_intdigest(payload):016x}"
         assert rec["stats"]["count"] == n and rec["stats"]["max"] == i + 1
     ex = [r for r in dump.records() if r["k"] == "exit"][0]
-    assert ex["drained"] and ex["tensors_written"] == 3 and ex["bytes_written"] == sum(sizes)
+    assert ex["drained"] and ex["tensors_written"] == 4 and ex["bytes_written"] == sum(sizes)
+
+
+def test_a_hook_never_waits_for_a_file(dump):
+    """The host's part of a large tensor is one copy into the ring: with both
+    writers held still (a stopped disk), SaveTensor of a 3 MiB tensor returns
+    and the host goes on to its next save, the tensor queued and no file of it
+    yet; let go, the writers write it, byte for byte."""
+    dump.publish(AWAKE)
+    host, _, held = _held_host(dump)
+    big = (3 << 20) + 5
+    from msprobe_atb.control.block import ControlBlock
+
+    try:
+        host.stdin.write(f"save\t2\t2\t{big}\tfill:7:{big}\t{L}/before/intensor1.bin\n"
+                         + _save_one(2))
+        host.stdin.flush()
+        with ControlBlock(dump.root) as block:
+            def both_queued():
+                (slot,) = block.procs()
+                return slot if slot.tensors_selected == 3 and slot.queue_depth == 2 else None
+            slot = wait_until(both_queued, what="both saves returned, their tensors queued")
+            assert slot.queue_bytes > big and slot.tensors_written == 1
+        assert not (dump.data / L / "before" / "intensor1.bin").exists()
+    finally:
+        held.release()
+    host.stdin.close()
+    assert host.wait(timeout=60) == 0
+    attrs, payload = read_bin(dump.data / L / "before" / "intensor1.bin")
+    assert payload == b"\x07" * big and attrs["dims"] == str(big)
+    ex = [r for r in dump.records() if r["k"] == "exit"][0]
+    assert (ex["lost"], ex["tensors_written"]) == (0, 3)
 
 
 def test_a_large_tensor_on_a_full_disk_is_lost_and_leaves_no_partial_file(dump, tmpfs):
-    """The hook thread's own write of a large tensor fails as a writer's would:
+    """The O_DIRECT write of a large tensor fails as a buffered one would:
     counted and recorded as lost with why, the half-written file taken back."""
     (dump.data / L).mkdir(parents=True)
     tmpfs(1024, f"out/atb_dump_data/data/{L}/before")
@@ -628,7 +696,6 @@ def test_block_policy_is_lossless_with_a_tiny_budget(dump):
 def test_exit_drain_is_bounded_and_counts_what_is_left(dump):
     publish_compiled(dump)
     start = time.monotonic()
-    # under 1 MiB, so they are queued (a larger one the hook thread writes itself)
     n, size = 48, 512 << 10
     dump.host(1, [["save", 2, 4, str(size), f"fill:1:{size}", f"{L}/before/intensor{i}.bin"]
                   for i in range(n)], MSPROBE_ATB_EXIT_DRAIN_S="0")
@@ -648,9 +715,11 @@ def _save_one(i: int) -> str:
     return f"save\t2\t1\t1\t{f16(i % 1024)}\t{L}/before/intensor{i}.bin\n"
 
 
-def _held_host(dump: Dump, **env: str) -> tuple[subprocess.Popen, list[str], HeldThreads]:
-    """probe_host awake (its first tensor written) with its 2 writers held still;
-    the shim's stderr lines gather in the list as they come."""
+def _held_host(dump: Dump, only: str = "", **env: str
+               ) -> tuple[subprocess.Popen, list[str], HeldThreads]:
+    """probe_host awake (its first tensor written) with its 2 writers held still
+    (`only`: "0" or "1", that one alone); the shim's stderr lines gather in the
+    list as they come."""
     host = subprocess.Popen([str(host_bin(1))], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True,
                             env=dump.env(MSPROBE_ATB_WRITERS="2", **env))
@@ -663,9 +732,51 @@ def _held_host(dump: Dump, **env: str) -> tuple[subprocess.Popen, list[str], Hel
     with ControlBlock(dump.root, create=True) as block:
         wait_until(lambda: [s for s in block.procs() if s.n_writers == 2 and s.tensors_written],
                    what="the first tensor written")
-    held = HeldThreads(host.pid, "msp-writer")
-    assert len(held.tids) == 2
+    held = HeldThreads(host.pid, f"msp-writer{only}")
+    assert len(held.tids) == (1 if only else 2)
     return host, err, held
+
+
+@pytest.mark.parametrize("config,by_scope", [
+    ({}, False), ({"save_child": True, "filter_level": 1}, True)])
+def test_the_files_of_an_op_are_written_side_by_side_unless_deduplicated(dump, config,
+                                                                          by_scope):
+    """Without dedup each file goes to the writer of its own path, so one op's
+    large tensors are written by both writers at once; with dedup every file of
+    a layer goes to its scope's writer (the first copy is on disk before its
+    links). Writer 1 held still (writer 0 may be faulting the ring in, under
+    the queue's lock), writer 0 writes what is routed to it: once its head in
+    the slot is idle, some of the op's files are on disk and some not, or
+    (dedup) all or none, as writer 1's head says."""
+    dump.publish({**AWAKE, "task": "tensor", **config})
+    n, size = 12, 1 << 20
+    paths = [f"{L}/after/outtensor{i}.bin" for i in range(n)]
+    host, _, held = _held_host(dump, only="1")
+    from msprobe_atb.control.block import HEAD_IDLE, ControlBlock
+
+    try:
+        # then a refused path, recorded lost by the host itself once every save before
+        # it has returned, its tensor pushed
+        host.stdin.write("".join(f"save\t2\t2\t{size}\tfill:{i + 1}:{size}\t{p}\n"
+                                 for i, p in enumerate(paths))
+                         + f"save\t2\t2\t1\tfill:1:1\t{L}/../after/outtensor0.bin\n")
+        host.stdin.flush()
+        with ControlBlock(dump.root) as block:
+            slot = wait_until(lambda: next((s for s in block.procs() if s.errors == 1
+                                            and s.writer_head[0] == HEAD_IDLE), None),
+                              what="every save taken and writer 0 done with its files")
+        on_disk = sum((dump.data / p).exists() for p in paths)
+        assert slot.tensors_written == 1 + on_disk
+        if by_scope:
+            assert on_disk == (n if slot.writer_head[1] == HEAD_IDLE else 0)
+        else:
+            assert 0 < on_disk < n and slot.writer_head[1] != HEAD_IDLE
+    finally:
+        held.release()
+    host.stdin.close()
+    assert host.wait(timeout=60) == 0
+    for i, p in enumerate(paths):
+        assert read_bin(dump.data / p)[1] == bytes([i + 1]) * size
 
 
 def test_exit_drain_finishes_statistics_items(dump):

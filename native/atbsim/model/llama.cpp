@@ -33,17 +33,6 @@ constexpr uint32_t kLayerIn = L_OUT, kLayerInternal = L_END - L_OUT - 1;
 
 TensorId T(TensorKind k, uint32_t i) { return TensorId{k, i}; }
 
-void fill_const(Tensor &t, float v) {
-    Store s = static_cast<Store>(t.desc.dtype);
-    size_t n = static_cast<size_t>(atbsim::NumElements(t.desc.dims));
-    if (s == Store::F32) {
-        std::fill_n(static_cast<float *>(t.deviceData), n, v);
-        return;
-    }
-    uint16_t bits = s == Store::F16 ? f32_to_f16(v) : f32_to_bf16(v);
-    std::fill_n(static_cast<uint16_t *>(t.deviceData), n, bits);
-}
-
 // A model input: allocated like device memory and filled with a host-to-device copy.
 Tensor upload(int dtype, std::vector<int64_t> dims, const void *src) {
     Tensor t = atbsim::MakeTensor(dtype, std::move(dims));
@@ -136,7 +125,7 @@ void Llama::build() {
         Tensor t = atbsim::MakeTensor(static_cast<int>(dt), wd[i].dims);
         size_t n = static_cast<size_t>(atbsim::NumElements(wd[i].dims));
         if (opt_.no_compute) {
-            fill_const(t, wd[i].norm ? 1.0f : 0.01f);
+            fill_varying(t.deviceData, t.dataSize, i);
         } else if (checkpoint) {
             if (!checkpoint->load(wd[i].key, wd[i].dims, &v, &error_)) return;
             store_f32(v.data(), n, dt, t.deviceData);
@@ -267,7 +256,8 @@ void Llama::ensure_cache(int64_t tokens) {
         }
         for (auto *cache : {&kcache_, &vcache_}) {
             cache->push_back(atbsim::MakeTensor(static_cast<int>(opt_.dtype), {blocks, kBlockSize, heads, hd}));
-            if (opt_.no_compute) fill_const(cache->back(), 0.5f);
+            // seeds past the weights' (their index), one per cache
+            if (opt_.no_compute) fill_varying(cache->back().deviceData, cache->back().dataSize, weights_.size() + (cache == &vcache_));
         }
     }
     cache_blocks_ = blocks;

@@ -122,6 +122,17 @@ void fill_uniform(uint64_t seed, const std::string &key, float scale, float *dst
     }
 }
 
+void fill_varying(void *dst, size_t bytes, uint64_t seed) {
+    const uint64_t base = mix64(seed), keep = 0xBFFFBFFFBFFFBFFFull;
+    auto *w = static_cast<unsigned char *>(dst);
+    size_t words = bytes / 8;
+    for (size_t i = 0; i < words; i++) {
+        uint64_t v = ((base + i) * 0x9E3779B97F4A7C15ull) & keep;
+        std::memcpy(w + 8 * i, &v, 8);
+    }
+    for (size_t i = 8 * words; i < bytes; i++) w[i] = static_cast<unsigned char>((base + i) & 0x3f);
+}
+
 void rmsnorm(const float *x, const float *w, size_t rows, size_t h, float eps, float *y) {
     for (size_t r = 0; r < rows; r++) {
         const float *xr = x + r * h;

@@ -35,6 +35,12 @@ void poke(void *buf, Store s, size_t i, float value);
 // the storage rounding. Uniform in [-scale, scale].
 void fill_uniform(uint64_t seed, const std::string &key, float scale, float *dst, size_t n);
 
+// --no-compute's data: `bytes` of cheap varying values (a multiply a 64-bit
+// word, at memory speed), different for each seed, finite in fp32, fp16 and
+// bf16 alike (the exponent's top bit of every 16-bit lane is clear), so no
+// two dumped tensors are alike and deduplication cannot flatter a benchmark.
+void fill_varying(void *dst, size_t bytes, uint64_t seed);
+
 // Kernels, all fp32, row-major.
 void rmsnorm(const float *x, const float *w, size_t rows, size_t h, float eps, float *y);
 // y[m,n] = x[m,k] * w[n,k]^T (ATB Linear with transposeB, weight stored [out,in]).

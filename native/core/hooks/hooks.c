@@ -7,10 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "acl.h"
 #include "attach.h"
+#include "binfile.h"
 #include "dtype.h"
 #include "filter.h"
 #include "fsutil.h"
@@ -358,43 +358,9 @@ static void fill_item(struct msp_item *it, const struct msp_snap *s, enum msp_it
     msp_enum_value(dtype.p, dtype.n, &it->dtype);
 }
 
-/* A tensor this large is written by the hook thread itself when its writer
- * is idle, straight from the host's buffer: the host waits for one write,
- * as it would wait for the copy anyway, and the copy into the ring, the
- * ring's memory (the kernel zeroes every fresh page of it) and the writer's
- * wake-up are saved. Smaller ones are copied: a file's open, rename and
- * record cost more than copying them. */
-#define DIRECT_MIN (UINT64_C(1) << 20)
-
-/* 1 if the tensor was handed to its writer's code on this thread (written,
- * or recorded as lost as the writer would); 0: queue it. */
-static int write_direct(const struct msp_snap *s, uint64_t seq, msp_sv format, msp_sv dtype,
-                        msp_sv dims, const void *data, uint64_t size, msp_sv path)
-{
-    struct rlimit fsize;
-    /* under a file size limit a write past it raises SIGXFSZ, which kills the
-     * host unless the thread blocks it, as only the writer threads do */
-    if (size < DIRECT_MIN || getrlimit(RLIMIT_FSIZE, &fsize) != 0 ||
-        fsize.rlim_cur != RLIM_INFINITY)
-        return 0;
-    int w = msp_writer_for(path.p, path.n, g_msp.nwriters);
-    if (!msp_queue_borrow(&g_msp.q, w, seq))
-        return 0;
-    struct msp_item *it = malloc(sizeof *it + strings_len(format, dtype, dims, path));
-    if (it) {
-        fill_item(it, s, MSP_ITEM_TENSOR, seq, format, dtype, dims, path);
-        it->next = NULL;
-        it->cost = 0;
-        it->in_ring = 0;
-        it->stats_in_data = 0;
-        it->data = (unsigned char *)data; /* only read */
-        it->size = size;
-        msp_writer_direct(w, it);
-        free(it);
-    }
-    msp_queue_give_back(&g_msp.q, w);
-    return it != NULL;
-}
+/* A tensor this large is written with O_DIRECT (writer.c): its copy goes
+ * into the ring behind its .bin header, the two starting on a block. */
+#define DIO_MIN (UINT64_C(1) << 20)
 
 /* Copies everything into a queue item (the caller frees its buffer as soon
  * as we return) and queues it, or hands it to the flight recorder (route).
@@ -407,11 +373,17 @@ static void enqueue(const struct msp_snap *s, int route, enum msp_item_kind kind
 {
     uint64_t payload = stats ? sizeof *stats : size + (add_newline ? 1 : 0);
     size_t strings = strings_len(format, dtype, dims, path);
+    char header[MSP_DIO_ALIGN];
+    int hlen = 0;
+    if (kind == MSP_ITEM_TENSOR && !stats && route != MSP_ROUTE_HOLD && size >= DIO_MIN &&
+        (s->cfg.task & (MSP_TASK_TENSOR | MSP_TASK_OVERFLOW)))
+        hlen = msp_bin_header_n(header, sizeof header, format.p, format.n, dtype.p, dtype.n,
+                                dims.p, dims.n, size);
     struct msp_item *it;
     int rc = route == MSP_ROUTE_HOLD
                  ? msp_ring_item_alloc(sizeof *it + strings, payload, &it)
                  : msp_queue_reserve(&g_msp.q, sizeof *it + strings, payload,
-                                     s->cfg.queue_budget_bytes,
+                                     hlen > 0 ? (uint32_t)hlen : 0, s->cfg.queue_budget_bytes,
                                      s->cfg.queue_policy != MSP_POLICY_DROP, &it);
     if (rc != MSP_PUSH_OK) {
         if (route == MSP_ROUTE_HOLD)
@@ -421,6 +393,8 @@ static void enqueue(const struct msp_snap *s, int route, enum msp_item_kind kind
         return;
     }
     fill_item(it, s, kind, seq, format, dtype, dims, path);
+    if (it->lead)
+        memcpy(it->data - it->lead, header, it->lead);
     it->stats_in_data = stats != NULL;
     if (stats)
         memcpy(it->data, stats, sizeof *stats);
@@ -488,8 +462,6 @@ static void save_selected(struct msp_snap *s, msp_sv format, msp_sv dtype, msp_s
     if (!route && (s->cfg.task & (MSP_TASK_TENSOR | MSP_TASK_OVERFLOW)) == 0 &&
         msp_stats_compute(dtype_code, host, size, &st, note, sizeof note) == 0)
         stats = &st;
-    if (!route && !stats && write_direct(s, seq, format, dtype, dims, host, size, path))
-        return;
     enqueue(s, route, MSP_ITEM_TENSOR, seq, format, dtype, dims, host, size, 0, path, &d, stats);
 }
 

@@ -89,7 +89,7 @@ static int attach(void)
     }
     const char *py = getenv("MSPROBE_ATB_PYTHON");
     snprintf(g_msp.python, sizeof g_msp.python, "%s", py && *py ? py : "python3");
-    g_msp.nwriters = (int)msp_env_long("MSPROBE_ATB_WRITERS", 2, 1, MSP_MAX_WRITERS);
+    g_msp.nwriters = (int)msp_env_long("MSPROBE_ATB_WRITERS", 4, 1, MSP_MAX_WRITERS);
     msp_exit_drain_configure((uint64_t)msp_env_long("MSPROBE_ATB_EXIT_DRAIN_S", 30, 0, 86400),
                              (uint64_t)msp_env_long("MSPROBE_ATB_EXIT_BUILD_MS", 2000, 0, 60000));
     if (snprintf(g_msp.dump_root, sizeof g_msp.dump_root, "%s/atb_dump_data", g_msp.out) >=

@@ -12,5 +12,9 @@
  * too small. */
 int msp_bin_header(char *buf, size_t cap, const char *format, const char *dtype,
                    const char *dims, uint64_t size, const char *alias);
+/* The same (no stub) from views: format, dtype and dims of the given lengths. */
+int msp_bin_header_n(char *buf, size_t cap, const char *format, size_t formatn,
+                     const char *dtype, size_t dtypen, const char *dims, size_t dimsn,
+                     uint64_t size);
 
 #endif

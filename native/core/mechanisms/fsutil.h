@@ -39,6 +39,18 @@ int msp_write_file_at(int dirfd, const char *name, const struct iovec *iov, int 
 int msp_write_hashed_file_at(int dirfd, const char *name, const struct iovec *head,
                              const void *data, size_t n, uint64_t *hash);
 
+/* The alignment of a buffer written with O_DIRECT (a page: every block
+ * size up to 4 KiB divides it). */
+#define MSP_DIO_ALIGN 4096
+/* Told that the first `done` bytes of a buffer are in the file (on the
+ * device: the caller may reuse their memory). */
+typedef void (*msp_written_fn)(void *arg, size_t done);
+/* The same for n bytes at buf, which is MSP_DIO_ALIGN-aligned: its whole
+ * blocks are written with O_DIRECT where the file system allows, and
+ * `written` (NULL: none) hears after each O_DIRECT write. */
+int msp_write_aligned_file_at(int dirfd, const char *name, const void *buf, size_t n,
+                              msp_written_fn written, void *arg);
+
 /* If `path` (cap bytes) is a symlink, replaces it with its resolved target
  * and returns 1; 0 if it is not a link (or does not exist); -1 if the link
  * cannot be resolved (dangling, a loop, too long). */

@@ -37,7 +37,6 @@ void msp_queue_init(struct msp_queue *q, int nlists)
     cond_init_mono(&q->space);
     cond_init_mono(&q->idle);
     pthread_cond_init(&q->warmed, NULL);
-    pthread_cond_init(&q->job_done, NULL);
     q->nlists = clamp_lists(nlists);
     q->given_up = MSP_HEAD_IDLE;
     for (int i = 0; i < MSP_MAX_WRITERS; i++) {
@@ -278,13 +277,13 @@ static int put_back(struct msp_queue *q, struct msp_item *it)
     unreserve(q, it->cost);
     if (!it->in_ring)
         return 1;
-    ring_free(q, (struct region *)(void *)((unsigned char *)it - REGION_HDR));
+    ring_free(q, it->region);
     return 0;
 }
 
 static void free_item(struct msp_item *it)
 {
-    free(it->data);
+    free(it->data - it->lead); /* the header's room comes first (msp_queue_reserve) */
     free(it);
 }
 
@@ -303,21 +302,60 @@ static void wake_nappers(struct msp_queue *q)
             pthread_cond_signal(&q->work[w]);
 }
 
-int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint64_t budget,
-                      int block, struct msp_item **out)
+/* The places of the item and its payload in a region that starts at `region`:
+ * the item and its strings (meta_len) first, then the payload; with a lead,
+ * the payload `lead` bytes past the first MSP_DIO_ALIGN boundary and the item
+ * after it, so a writer can give the region back from its front as it writes
+ * (msp_queue_release_front). */
+static struct msp_item *item_at(unsigned char *region, uint64_t payload, uint32_t lead)
+{
+    uintptr_t at = (uintptr_t)region + REGION_HDR;
+    if (lead)
+        at = ((at + MSP_DIO_ALIGN - 1) & ~(uintptr_t)(MSP_DIO_ALIGN - 1)) + lead + payload;
+    at = (at + REGION_ALIGN - 1) & ~(uintptr_t)(REGION_ALIGN - 1);
+    return (struct msp_item *)(void *)at;
+}
+
+static unsigned char *payload_at(unsigned char *region, uint64_t meta_len, uint32_t lead)
+{
+    uintptr_t at = (uintptr_t)region + REGION_HDR;
+    if (lead)
+        return (unsigned char *)(((at + MSP_DIO_ALIGN - 1) & ~(uintptr_t)(MSP_DIO_ALIGN - 1)) +
+                                 lead);
+    return (unsigned char *)(at + meta_len);
+}
+
+/* A heap payload with room for `lead` bytes before it, aligned as in the
+ * ring; NULL when out of memory. */
+static unsigned char *heap_payload(uint64_t payload, uint32_t lead)
+{
+    void *p = NULL;
+    if (!lead)
+        return malloc(payload ? payload : 1);
+    if (posix_memalign(&p, MSP_DIO_ALIGN, lead + payload) != 0)
+        return NULL;
+    return (unsigned char *)p + lead;
+}
+
+int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint32_t lead,
+                      uint64_t budget, int block, struct msp_item **out)
 {
     *out = NULL;
-    if (payload > MAX_ITEM || meta > MAX_ITEM)
+    if (payload > MAX_ITEM || meta > MAX_ITEM || lead >= MSP_DIO_ALIGN)
         return MSP_PUSH_NOMEM;
     /* in the ring the item and its strings come first, then the payload (its
-     * alignment kept): no malloc and no free an item */
+     * alignment kept, or the header's room aligned for O_DIRECT, up to a block
+     * of padding before it): no malloc and no free an item */
     uint64_t meta_len = (meta + REGION_ALIGN - 1) & ~(uint64_t)(REGION_ALIGN - 1);
-    uint64_t len = (REGION_HDR + meta_len + payload + REGION_ALIGN - 1) &
+    /* up to a block less 64 bytes before the header, up to 63 after the payload */
+    uint64_t align_pad = lead ? MSP_DIO_ALIGN - REGION_ALIGN + lead + REGION_ALIGN - 1 : 0;
+    uint64_t len = (REGION_HDR + meta_len + align_pad + payload + REGION_ALIGN - 1) &
                    ~(uint64_t)(REGION_ALIGN - 1);
     uint64_t ring_want = ring_size_for(budget);
     /* what it takes in memory: its region of the ring (header, the item and its
      * strings, the payload, each 64-byte aligned), or its two mallocs */
-    const uint64_t heap_cost = msp_malloc_cost(meta) + msp_malloc_cost(payload);
+    const uint64_t heap_cost =
+        msp_malloc_cost(meta) + msp_malloc_cost(payload + (lead ? MSP_DIO_ALIGN : 0));
     struct mapping old = {NULL, 0};
     struct region *r = NULL;
     uint64_t cost;
@@ -361,10 +399,9 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
     unmap(old);
     if (rc != MSP_PUSH_OK)
         return rc;
-    struct msp_item *it = r ? (struct msp_item *)(void *)((unsigned char *)r + REGION_HDR)
-                            : malloc(meta);
-    unsigned char *data = !it ? NULL : r ? (unsigned char *)it + meta_len
-                                         : malloc(payload ? payload : 1);
+    struct msp_item *it = r ? item_at((unsigned char *)r, payload, lead) : malloc(meta);
+    unsigned char *data = !it ? NULL : r ? payload_at((unsigned char *)r, meta_len, lead)
+                                         : heap_payload(payload, lead);
     if (!data) {
         pthread_mutex_lock(&q->mu);
         unreserve(q, cost);
@@ -375,10 +412,37 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
     it->next = NULL;
     it->cost = cost;
     it->in_ring = r != NULL;
+    it->region = r;
     it->stats_in_data = 0;
     it->data = data;
+    it->lead = lead;
     *out = it;
     return MSP_PUSH_OK;
+}
+
+uint64_t msp_queue_release_front(struct msp_queue *q, struct msp_item *it,
+                                 const unsigned char *written)
+{
+    if (!it->in_ring || !it->lead)
+        return 0;
+    pthread_mutex_lock(&q->mu);
+    struct region *r = it->region;
+    /* the rest's header goes in the last whole 64 bytes written: they are on disk */
+    uintptr_t cut = ((uintptr_t)written & ~(uintptr_t)(REGION_ALIGN - 1)) - REGION_HDR;
+    uint64_t freed = 0;
+    if (cut > (uintptr_t)r && cut < (uintptr_t)it) {
+        freed = (uint64_t)(cut - (uintptr_t)r);
+        struct region *rest = (struct region *)(void *)cut;
+        rest->len = r->len - freed;
+        rest->busy = REGION_BUSY;
+        r->len = freed;
+        it->region = rest;
+        it->cost -= freed;
+        ring_free(q, r);
+        unreserve(q, freed);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return freed;
 }
 
 void msp_queue_adopt(struct msp_queue *q, struct msp_item *it)
@@ -410,7 +474,6 @@ int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it)
 #endif
 /* How far past the furthest offset the head reached the ring is warmed:
  * a burst of this size after a quiet spell copies into warm memory. Small:
- * large tensors are mostly written by the hook thread itself (hooks.c), and
  * each fresh page warmed for nothing costs its zeroing (256 MiB of them
  * were most of a dump's added CPU time, issue 20). */
 #define WARM_AHEAD (UINT64_C(16) << 20)
@@ -450,68 +513,6 @@ static int warm_step(struct msp_queue *q)
     return 1;
 }
 
-int msp_queue_borrow(struct msp_queue *q, int w, uint64_t seq)
-{
-    pthread_mutex_lock(&q->mu);
-    int ok = !q->closed && !q->head[w] && !q->busy[w] && !q->lent[w];
-    if (ok) {
-        q->lent[w] = 1;
-        q->inflight++;
-        q->heads[w].held = seq; /* it holds nothing else: idle, its list empty */
-        show_head(q, w);
-    }
-    pthread_mutex_unlock(&q->mu);
-    return ok;
-}
-
-void msp_queue_give_back(struct msp_queue *q, int w)
-{
-    pthread_mutex_lock(&q->mu);
-    q->lent[w] = 0;
-    q->inflight--;
-    q->heads[w].held = MSP_HEAD_IDLE; /* the item's record is in the log */
-    show_head(q, w);
-    if (q->depth == 0 && q->inflight == 0)
-        pthread_cond_broadcast(&q->idle);
-    pthread_cond_signal(&q->work[w]);
-    pthread_mutex_unlock(&q->mu);
-}
-
-int msp_queue_lend_job(struct msp_queue *q, int w, struct msp_queue_job *job)
-{
-    pthread_mutex_lock(&q->mu);
-    int ok = q->lent[w] && !q->closed && !q->job[w];
-    if (ok) {
-        q->job[w] = job;
-        pthread_cond_signal(&q->work[w]);
-    }
-    pthread_mutex_unlock(&q->mu);
-    return ok;
-}
-
-void msp_queue_job_wait(struct msp_queue *q, int w)
-{
-    pthread_mutex_lock(&q->mu);
-    while (q->job[w])
-        pthread_cond_wait(&q->job_done, &q->mu);
-    pthread_mutex_unlock(&q->mu);
-}
-
-/* Under mu, by writer w's thread: runs a job its borrower gave it (even once
- * the queue is closing: the borrower waits for it). 1 if there was one. */
-static int run_job(struct msp_queue *q, int w)
-{
-    struct msp_queue_job *job = q->job[w];
-    if (!job)
-        return 0;
-    pthread_mutex_unlock(&q->mu);
-    job->run(job);
-    pthread_mutex_lock(&q->mu);
-    q->job[w] = NULL;
-    pthread_cond_broadcast(&q->job_done);
-    return 1;
-}
-
 /* Under mu, by writer w with nothing to do: naps (unwoken by pushes) on its
  * first wait after work, else sleeps until woken. *napped says which. */
 static void idle_wait(struct msp_queue *q, int w, int *napped)
@@ -531,17 +532,14 @@ struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait)
 {
     pthread_mutex_lock(&q->mu);
     if (wait) {
-        q->busy[w] = 0; /* done with the items popped before */
         for (int napped = 0;;) {
-            if (run_job(q, w))
-                continue;
-            if ((q->head[w] && !q->lent[w]) || q->closed)
+            if (q->head[w] || q->closed)
                 break;
             if (w != 0 || !warm_step(q))
                 idle_wait(q, w, &napped);
         }
     }
-    struct msp_item *run = q->lent[w] ? NULL : q->head[w], *last = run;
+    struct msp_item *run = q->head[w], *last = run;
     if (run) {
         uint64_t n = 1, bytes = run->cost, low = run->seq;
         while (last->next && n < MSP_QUEUE_POP_ITEMS &&
@@ -557,7 +555,6 @@ struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait)
         last->next = NULL;
         q->depth -= n;
         q->inflight += n;
-        q->busy[w] = 1;
         popped(&q->heads[w], n);
         if (low < q->heads[w].held)
             q->heads[w].held = low;

@@ -1,8 +1,8 @@
 /* The bounded copy queue between the hook threads and the writer threads.
  * One mutex, one FIFO per writer (items of one layer scope go to one
  * writer, so dedup and write order are deterministic), and one global byte
- * budget shared by all of them. An idle writer can also be lent to a hook
- * thread, which then writes a large tensor itself (msp_queue_borrow).
+ * budget shared by all of them. A hook thread's part is one copy into the
+ * ring; the writers do every write, beside the host.
  *
  * Payloads go into a ring of the budget's size, mapped at the first dump
  * and reused lap after lap (as tracing ring buffers do): a steady dump
@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "msprobe_atb/control.h"
+#include "fsutil.h"
 #include "window.h"
 
 enum msp_item_kind { MSP_ITEM_TENSOR, MSP_ITEM_PARAM };
@@ -33,8 +34,13 @@ struct msp_item {
     uint64_t cost;         /* set by the queue: bytes charged to the budget (both parts) */
     char *path, *format_s, *dtype_s, *dims;
     unsigned char *data;   /* set by the queue: the payload buffer */
+    uint32_t lead;         /* bytes right before data kept for the .bin header: data - lead
+                              is MSP_DIO_ALIGN-aligned, so header and payload go to the
+                              file with O_DIRECT from where they lie (0: none) */
     int in_ring;           /* set by the queue: it and its data are a ring region, else
                               each its own malloc */
+    void *region;          /* set by the queue: its ring region (it moves up as a writer
+                              gives back what it wrote, msp_queue_release_front) */
     int stats_in_data;     /* the recorder kept only the statistics: data holds a struct
                               msp_stats, the payload is gone */
 };
@@ -50,7 +56,7 @@ struct msp_head {
     uint64_t pushed, popped; /* items ever pushed to / popped from list w */
     struct msp_window dips;  /* (push number, seq) of the dips */
     uint64_t held;          /* lowest seq writer w has in hand: popped and not done,
-                               or the item of a direct write it is lent for */
+                               */
     uint64_t shown;         /* the value in the slot's writer_head[w] */
 };
 
@@ -60,22 +66,16 @@ struct msp_queue {
     pthread_cond_t idle;    /* depth+inflight reached 0 */
     pthread_cond_t work[MSP_MAX_WRITERS];
     struct msp_item *head[MSP_MAX_WRITERS], *tail[MSP_MAX_WRITERS];
-    unsigned char busy[MSP_MAX_WRITERS]; /* writer w is between a pop and its next waiting pop */
     /* Writer w waits with no timeout: a push wakes it. A writer that finds its
      * list empty first naps (MSP_QUEUE_NAP_NS) unwoken, so a steady stream of
      * small items costs a wake-up a nap, not one an item, and its records go
      * out in batches (writer.c); only a writer idle for a nap sleeps. */
     unsigned char sleeping[MSP_MAX_WRITERS];
-    unsigned char lent[MSP_MAX_WRITERS]; /* writer w is lent to a hook thread (msp_queue_borrow) */
-    /* A job the borrower gave the lent writer's own thread (msp_queue_lend_job),
-     * NULL when none is waiting or running. */
-    struct msp_queue_job *job[MSP_MAX_WRITERS];
-    pthread_cond_t job_done;
     int nlists;
     struct msp_head heads[MSP_MAX_WRITERS];
     uint64_t given_up;      /* lowest seq msp_queue_close handed back, until forgotten:
                                every head stays at or below it (their records follow) */
-    uint64_t depth, inflight;   /* inflight: popped or lent, not yet done */
+    uint64_t depth, inflight;   /* inflight: popped, not yet done */
     uint64_t bytes;         /* cost of the items reserved, queued or in flight */
     /* The payload ring: `ring_size` bytes (the budget rounded down to
      * pages) of private anonymous memory on huge pages where the kernel
@@ -139,7 +139,10 @@ void msp_queue_show(struct msp_queue *q);
 
 enum { MSP_PUSH_OK = 0, MSP_PUSH_DROPPED = 1, MSP_PUSH_CLOSED = 2, MSP_PUSH_NOMEM = 3 };
 /* Reserves an item within the byte budget: `meta` bytes for the struct and
- * its strings and `payload` bytes, one region of the ring. When the budget
+ * its strings and `payload` bytes, one region of the ring; with `lead` > 0
+ * (< MSP_DIO_ALIGN) the payload is placed `lead` bytes past an
+ * MSP_DIO_ALIGN boundary, the room before it for the .bin header, and the
+ * struct and its strings after the payload (msp_queue_release_front). When the budget
  * (or the ring, fragmented by out-of-order releases) has no room: `block`
  * waits; otherwise the item is refused (DROPPED). An item larger than the
  * whole budget is admitted once nothing else is reserved, in malloc'd
@@ -147,35 +150,24 @@ enum { MSP_PUSH_OK = 0, MSP_PUSH_DROPPED = 1, MSP_PUSH_CLOSED = 2, MSP_PUSH_NOME
  * mapped. On MSP_PUSH_OK *out is the item, with ->cost, ->data
  * and ->in_ring set; the caller fills it and hands it to msp_queue_push
  * (or msp_queue_release). MSP_PUSH_NOMEM: out of memory. */
-int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint64_t budget,
-                      int block, struct msp_item **out);
+int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint32_t lead,
+                      uint64_t budget, int block, struct msp_item **out);
 /* Charges an item made outside the queue (the flight recorder's, payload
  * in its own malloc) to the budget, with no wait: its memory is already
  * taken. Then push it like a reserved one. */
 void msp_queue_adopt(struct msp_queue *q, struct msp_item *it);
+/* A writer wrote the item's bytes up to `written` (in its lead and payload):
+ * the part of its ring region before it goes back to the budget and the
+ * ring at once, so a hook waiting for room waits for bytes, not for the whole
+ * file. Only for items with a lead (their struct and strings lie after the
+ * payload); 0 for others. Returns the bytes given back (the caller takes them
+ * off the slot's queue_bytes; the item's cost is lowered by as much). */
+uint64_t msp_queue_release_front(struct msp_queue *q, struct msp_item *it,
+                                 const unsigned char *written);
 /* Queues a reserved item (its seq set) on list `w`: MSP_PUSH_OK, or
  * MSP_PUSH_CLOSED (the caller keeps it and releases it). Writer w's head
  * covers it once this returns. */
 int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it);
-/* Lends writer w to the calling hook thread if it is idle and list w is
- * empty: the caller then writes its item (of this seq) itself, with writer
- * w's state, straight from the host's buffer (no copy, no ring, no budget),
- * and the items queued on list w meanwhile wait for msp_queue_give_back, so
- * the order of a list stays the order of its saves. Counted in flight (the
- * exit drain waits for it), and writer w's head is the item's seq until it
- * is given back (after its record). 1 if lent. */
-int msp_queue_borrow(struct msp_queue *q, int w, uint64_t seq);
-void msp_queue_give_back(struct msp_queue *q, int w);
-/* Work for the thread of a lent writer, which is otherwise parked: the
- * borrower does one part of a write and that thread another, on two cores. */
-struct msp_queue_job {
-    void (*run)(struct msp_queue_job *job);
-};
-/* Has writer w's thread (lent to the caller) run job; 0 if it cannot (the
- * queue is closing): the caller runs it itself. Then msp_queue_job_wait
- * before job's memory goes. */
-int msp_queue_lend_job(struct msp_queue *q, int w, struct msp_queue_job *job);
-void msp_queue_job_wait(struct msp_queue *q, int w);
 /* How long a writer whose list ran empty waits for more before it sleeps;
  * items pushed meanwhile wait for the nap's end (a hook about to block for
  * the budget wakes it). */
@@ -185,10 +177,8 @@ void msp_queue_job_wait(struct msp_queue *q, int w);
 #define MSP_QUEUE_POP_ITEMS 64
 #define MSP_QUEUE_POP_BYTES (UINT64_C(1) << 20)
 /* The next items of list w, in order, chained by ->next (the last's NULL), or
- * NULL once closed and list w is empty. wait: blocks until there is one (the
- * writer is idle meanwhile); else NULL at once when list w is empty, and the
- * writer stays busy (it still has work of the items it popped, see
- * msp_queue_borrow). */
+ * NULL once closed and list w is empty. wait: blocks until there is one;
+ * else NULL at once when list w is empty. */
 struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait);
 /* Writer w finished the popped items of `list` (chained by ->next), their
  * records in the log: releases their budget and ring regions and frees
@@ -201,7 +191,7 @@ void msp_queue_release(struct msp_queue *q, struct msp_item *it);
 /* Waits until nothing is queued or in flight, or until deadline
  * (CLOCK_MONOTONIC ns). Returns 1 if drained. */
 int msp_queue_wait_idle(struct msp_queue *q, uint64_t deadline_mono_ns);
-/* Closes the queue: nothing more is reserved, pushed or lent. Hands back
+/* Closes the queue: nothing more is reserved or pushed. Hands back
  * every queued item (a list via ->next) but those `keep` keeps (NULL: none),
  * which stay on their lists for their writers to finish; *inflight gets the
  * number of items writers are working on, *kept the number kept. The heads

@@ -26,6 +26,8 @@ int msp_ring_item_alloc(uint64_t meta, uint64_t payload, struct msp_item **out)
     }
     it->next = NULL;
     it->in_ring = 0;
+    it->region = NULL;
+    it->lead = 0;
     it->cost = msp_malloc_cost(meta) + msp_malloc_cost(payload); /* what it takes */
     *out = it;
     return MSP_PUSH_OK;

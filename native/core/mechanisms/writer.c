@@ -34,8 +34,6 @@ struct writer {
     char dir[MSP_PATH_LEN]; /* cached open directory (consecutive tensors share it) */
     int dirfd;
     unsigned epoch;         /* msp_tree_epoch when dirfd was opened */
-    int lent;               /* a hook thread writes with this state (msp_writer_direct);
-                               the writer's own thread is parked, free for a job */
     struct msp_recbatch *batch; /* its records (recbatch.h) */
 };
 
@@ -214,25 +212,38 @@ void msp_item_lost(const struct msp_item *it, const char *note)
     msp_tensor_lost(&d, note);
 }
 
-int msp_writer_for(const char *path, size_t n, int nwriters)
+/* Dedup (filter_level) applies: child ops are saved (save_child) and the task
+ * writes data (write_tensor). */
+static int dedups(const struct msp_item *it)
+{
+    return it->kind == MSP_ITEM_TENSOR && it->save_child && it->filter_level >= 1;
+}
+
+int msp_writer_for(const char *path, size_t n, int nwriters, int by_scope)
 {
     size_t scope = 0;
     int slashes = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; by_scope && i < n; i++)
         if (path[i] == '/' && ++slashes == 3) {
             scope = i;
             break;
         }
     if (!scope)
         scope = n;
-    return (int)(msp_fnv1a(MSP_FNV_SEED, path, scope) % (uint64_t)(nwriters < 1 ? 1 : nwriters));
+    /* the hash's low bits barely depend on a path's last characters (outtensor1
+     * and outtensor2 are alike mod 2): mixed first (MurmurHash3's finalizer) */
+    uint64_t h = msp_fnv1a(MSP_FNV_SEED, path, scope);
+    h = (h ^ (h >> 33)) * UINT64_C(0xff51afd7ed558ccd);
+    h = (h ^ (h >> 33)) * UINT64_C(0xc4ceb9fe1a85ec53);
+    h ^= h >> 33;
+    return (int)(h % (uint64_t)(nwriters < 1 ? 1 : nwriters));
 }
 
 void msp_item_queue(struct msp_item *it, int adopt)
 {
     if (adopt)
         msp_queue_adopt(g_q, it);
-    int w = msp_writer_for(it->path, strlen(it->path), g_nwriters);
+    int w = msp_writer_for(it->path, strlen(it->path), g_nwriters, dedups(it));
     /* counted in the slot before it is queued and until its record is
      * written, so the control plane never sees an empty queue too early */
     uint64_t cost = it->cost;
@@ -412,32 +423,33 @@ static int write_link(const struct msp_tensor_desc *d, const struct msp_item *it
     return 1;
 }
 
-struct hash_job {
-    struct msp_queue_job job;
-    const unsigned char *data;
-    uint64_t size, hash;
-};
-
-static void hash_run(struct msp_queue_job *job)
+/* Writes header + payload and, with hash, gives the payload's content hash.
+ * An item whose header lies right before its payload (lead: a large tensor,
+ * hooks.c) goes out from there with O_DIRECT, hashed first, and each piece
+ * written goes back to the ring at once (a hook waiting for room waits for
+ * bytes, never for the whole file); otherwise the
+ * payload is hashed piece by piece just before each piece is written. */
+/* What an O_DIRECT write has written goes back to the ring at once. */
+static void give_back_written(void *arg, size_t done)
 {
-    struct hash_job *h = (struct hash_job *)(void *)job;
-    h->hash = msp_content_hash(h->data, h->size);
+    struct msp_item *it = arg;
+    uint64_t freed = msp_queue_release_front(g_q, it, it->data - it->lead + done);
+    if (freed)
+        MSP_UNCOUNT(queue_bytes, freed);
 }
 
-/* Writes header + payload and gives the payload's content hash. A hook
- * thread writing with a lent writer has the writer's own thread hash it
- * meanwhile, on the other core (the hash is most of what a write costs past
- * the kernel's copy); a writer hashes each piece just before writing it. */
-static int write_hashed(struct writer *w, const struct msp_item *it, int dfd, const char *name,
-                        const struct iovec *iov, uint64_t *hash)
+static int write_bin(struct msp_item *it, int dfd, const char *name, const char *header,
+                     int hlen, uint64_t *hash)
 {
-    struct hash_job h = {{hash_run}, it->data, it->size, 0};
-    if (!w->lent || !msp_queue_lend_job(g_q, w->idx, &h.job))
-        return msp_write_hashed_file_at(dfd, name, iov, it->data, it->size, hash);
-    int rc = msp_write_file_at(dfd, name, iov, 2);
-    msp_queue_job_wait(g_q, w->idx); /* it reads the host's buffer */
-    *hash = h.hash;
-    return rc;
+    if (it->lead == (uint32_t)hlen) {
+        if (hash)
+            *hash = msp_content_hash(it->data, it->size);
+        return msp_write_aligned_file_at(dfd, name, it->data - hlen, (size_t)hlen + it->size,
+                                         give_back_written, it);
+    }
+    struct iovec iov[2] = {{(void *)header, (size_t)hlen}, {it->data, it->size}};
+    return hash ? msp_write_hashed_file_at(dfd, name, iov, it->data, it->size, hash)
+                : msp_write_file_at(dfd, name, iov, 2);
 }
 
 static void write_tensor(struct writer *w, struct msp_item *it, const char *dir, const char *name)
@@ -475,9 +487,8 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
         msp_tensor_lost(&d, "cannot write the .bin: header too long");
         return;
     }
-    /* dedup only where msProbe applies filter_level: child ops are saved
-     * (save_child) and the task writes data */
-    int dedup = it->save_child && it->filter_level >= 1;
+    /* dedup only where msProbe applies filter_level */
+    int dedup = dedups(it);
     /* the manifest's content hash: before the write where dedup's key starts
      * from it (or nothing is written), else while the payload is written */
     d.hashed = !it->stats_in_data;
@@ -495,9 +506,7 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
         if (real && write_link(&d, it, real, dfd, name, stats, note))
             return;
     }
-    struct iovec iov[2] = {{header, (size_t)hlen}, {it->data, it->size}};
-    int rc = d.hashed && !dedup ? write_hashed(w, it, dfd, name, iov, &d.hash)
-                                : msp_write_file_at(dfd, name, iov, 2);
+    int rc = write_bin(it, dfd, name, header, hlen, d.hashed && !dedup ? &d.hash : NULL);
     if (rc != 0) {
         d.hashed = dedup; /* a write cut short hashed only part of the payload */
         char why[256];
@@ -551,16 +560,6 @@ static void process(struct writer *w, struct msp_item *it)
         write_param(w, it, dir, name);
     else
         write_tensor(w, it, dir, name);
-}
-
-void msp_writer_direct(int w, struct msp_item *it)
-{
-    /* in the slot's queue gauge while it is written, as a queued one is */
-    MSP_COUNT(queue_depth, 1);
-    g_writers[w].lent = 1;
-    process(&g_writers[w], it);
-    g_writers[w].lent = 0;
-    MSP_UNCOUNT(queue_depth, 1);
 }
 
 /* The items whose records wait in a writer's batch: they hold their
