@@ -12,16 +12,12 @@ replayed (tracemalloc), divided by the bytes of that op's dumped tensors."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 import tracemalloc
 from pathlib import Path
 
-from bench.common import ATBSIM, probe_env, write_config
+from bench.common import dump_model, run_measured
 
 SMALL = ["--layers", "2", "--dtype", "fp32"]  # the stand-in's default sizes otherwise
 LARGE = ["--no-compute", "--layers", "1", "--hidden", "4096", "--heads", "32", "--vocab",
@@ -29,31 +25,10 @@ LARGE = ["--no-compute", "--layers", "1", "--hidden", "4096", "--heads", "32", "
 TARGET_SMALL_S, TARGET_LARGE_S, TARGET_PEAK = 5.0, 30.0, 4.0
 
 
-def _dump(out: Path, model: list[str], ids: str) -> Path:
-    out.mkdir()
-    cfg = out / "config.json"
-    write_config(cfg, task="tensor", dump_enable=True, exec_range="0", ids=ids, save_child=True)
-    subprocess.run([str(ATBSIM), "run", *model], env=probe_env(out, cfg), check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    subprocess.run([sys.executable, "-m", "msprobe_atb", "wait", str(out), "--timeout", "600"],
-                   check=True, stdout=subprocess.DEVNULL)
-    return out
-
-
-def _replay_wall(dump: Path) -> tuple[float, dict, int]:
-    """(wall seconds, the JSON result, peak RSS in KiB) of one fresh replay process (its
-    own rusage, from wait4: RUSAGE_CHILDREN would count the stand-in that made the dump)."""
-    with tempfile.TemporaryFile("w+") as out:
-        start = time.perf_counter()
-        p = subprocess.Popen([sys.executable, "-m", "msprobe_atb", "replay", str(dump), "--all",
-                              "--round", "0", "--json"], stdout=out, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(p.pid, 0)
-        wall = time.perf_counter() - start
-        p.returncode = os.waitstatus_to_exitcode(status)
-        if p.returncode not in (0, 1):
-            raise RuntimeError(f"replay of {dump} failed ({p.returncode})")
-        out.seek(0)
-        return wall, json.loads(out.read()), usage.ru_maxrss
+def _replay(dump: Path) -> tuple[float, float, dict, int]:
+    """(wall s, CPU s, the JSON result, peak RSS in KiB) of one fresh replay process."""
+    out, wall, cpu, rss = run_measured(["replay", str(dump), "--all", "--round", "0", "--json"])
+    return wall, cpu, json.loads(out), rss
 
 
 def _peaks(dump: Path) -> list[tuple[float, str, int, int]]:
@@ -77,16 +52,16 @@ def _peaks(dump: Path) -> list[tuple[float, str, int, int]]:
 def run():
     tmp = Path(tempfile.mkdtemp(prefix="msprobe_atb_bench_replay."))
     try:
-        small = _dump(tmp / "small", SMALL, "")
-        wall, doc, _ = _replay_wall(small)
+        small = dump_model(tmp / "small", SMALL, ids="", save_child=True)
+        wall, _, doc, _ = _replay(small)
         worst = max((o["max_rel_err"] for op in doc["ops"] for o in op["outputs"]), default=0)
         verdicts = {v: sum(o["verdict"] == v for o in doc["ops"])
                     for v in {o["verdict"] for o in doc["ops"]}}
         yield (f"2-layer round, default sizes, fp32: {len(doc['ops'])} ops in {wall:.2f} s wall "
                f"(target <= {TARGET_SMALL_S:g} s); verdicts {verdicts}; largest relative "
                f"error {worst:.3g} (|d-r| / max(|r|, the atol floor))")
-        large = _dump(tmp / "large", LARGE, "1")
-        wall, doc, rss = _replay_wall(large)
+        large = dump_model(tmp / "large", LARGE, ids="1", save_child=True)
+        wall, _, doc, rss = _replay(large)
         peaks = sorted(_peaks(large), reverse=True)
         largest = max(own for _, _, _, own in peaks)
         yield (f"1 layer, hidden 4096, 2048-token prefill: {len(doc['ops'])} ops in {wall:.1f} s "
