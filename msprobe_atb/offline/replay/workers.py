@@ -18,6 +18,8 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
+from msprobe_atb.tree.names import os_path
+
 from .dumpops import DumpedOp
 from .runner import OpResult, Replayer
 
@@ -45,7 +47,7 @@ def _size(op: DumpedOp) -> int:
     total = 0
     for t in op.inputs + op.outputs:
         try:
-            total += os.stat(t.path).st_size if t.path else 0
+            total += os.stat(os_path(t.path)).st_size if t.path else 0
         except OSError:
             pass
     return total
