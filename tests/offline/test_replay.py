@@ -201,6 +201,24 @@ def test_worker_processes_give_the_in_process_verdicts(dumps, monkeypatch, capsy
     assert rc == 2 and "-j 0: at least 1 worker" in capsys.readouterr().err
 
 
+def test_a_worker_that_dies_is_said_not_a_traceback(dumps, tmp_path, monkeypatch, capsys):
+    """Here its initializer cannot open the dump (gone once the command had read it)."""
+    from msprobe_atb.offline.replay import workers
+    gone = tmp_path / "gone"
+    shutil.copytree(dumps["swiglu_inf"], gone)
+    monkeypatch.setattr(workers, "PARALLEL_MIN_BYTES", 0)
+    real_open = workers.ProcessPoolExecutor.__init__
+
+    def remove_then_start(self, *a, **kw):
+        shutil.rmtree(gone)
+        real_open(self, *a, **kw)
+    monkeypatch.setattr(workers.ProcessPoolExecutor, "__init__", remove_then_start)
+    rc, _ = replay(gone, "--all", "-j", "2")
+    err = capsys.readouterr().err
+    assert rc == 2 and "error: a worker process ended while replaying" in err
+    assert "-j 1 replays in this process" in err and "Traceback" not in err
+
+
 # ---- the references against formulas written independently ----------------------------
 
 

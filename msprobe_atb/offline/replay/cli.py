@@ -60,9 +60,13 @@ def cmd_replay(a) -> int:
         return EXIT_ERROR
     _return_freed_arrays()
     from ..read.progress import progress_bar
-    from .workers import replay_ops
-    with progress_bar("replay", "op", len(ops)) as bar:
-        results = replay_ops(rep, ops, a.jobs, a.dir, a.round, bar.update)
+    from .workers import WorkerDied, replay_ops
+    try:
+        with progress_bar("replay", "op", len(ops)) as bar:
+            results = replay_ops(rep, ops, a.jobs, a.dir, a.round, bar.update)
+    except WorkerDied as e:
+        print(f"msprobe-atb replay: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
     first = first_at_fault(results)
     golden_of = {}
     if gold is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 
 from msprobe_atb.tree.names import os_path
 
@@ -24,6 +25,11 @@ from .dumpops import DumpedOp
 from .runner import OpResult, Replayer
 
 PARALLEL_MIN_BYTES = 64 << 20
+
+
+class WorkerDied(RuntimeError):
+    """A worker process ended before handing back its op (killed, out of memory, or the
+    dump could not be opened there)."""
 _WORKER: Replayer | None = None
 
 
@@ -76,7 +82,12 @@ def replay_ops(rep: Replayer, ops: list[DumpedOp], jobs: int, path: str, rounds:
                        for i in order}
             for f in as_completed(futures):
                 i = futures[f]
-                results[i] = OpResult(ops[i], *f.result())
+                try:
+                    results[i] = OpResult(ops[i], *f.result())
+                except BrokenProcessPool:
+                    raise WorkerDied(f"a worker process ended while replaying {ops[i].path} "
+                                     "(killed, out of memory, or it could not open the dump); "
+                                     "-j 1 replays in this process") from None
                 done()
     finally:
         if saved is None:
