@@ -40,9 +40,10 @@ PYEXT_STAMP := msprobe_atb/control/.ext_stamp
 $(PYEXT_STAMP): $(VENV)/.stamp native/include/msprobe_atb/control.h native/core/mechanisms/control.c msprobe_atb/control/_build.py
 	$(VPY) msprobe_atb/control/_build.py
 	touch $@
-# The fused compare-metrics kernel (native/compare), a cffi extension of offline/.
+# The fused compare-metrics kernel (native/compare) and the shim's statistics
+# (native/core/mechanisms/stats.c), cffi extensions of offline/read.
 KERNEL_STAMP := msprobe_atb/offline/read/.kernel_stamp
-$(KERNEL_STAMP): $(VENV)/.stamp native/compare/pair_kernel.c native/compare/pair_kernel.h msprobe_atb/offline/read/_build_kernel.py
+$(KERNEL_STAMP): $(VENV)/.stamp native/compare/pair_kernel.c native/compare/pair_kernel.h $(addprefix native/core/mechanisms/,stats.c stats.h stats_simd.c stats_simd.h dtype.c dtype.h jsonw.c jsonw.h) msprobe_atb/offline/read/_build_kernel.py
 	$(VPY) msprobe_atb/offline/read/_build_kernel.py
 	touch $@
 # The control plane's ingest kernel (native/ingest): record lines in, CSV and
@@ -118,4 +119,4 @@ endif
 
 clean:
 	rm -rf $(BUILD) $(PYEXT_STAMP) $(KERNEL_STAMP) $(INGEST_STAMP) msprobe_atb/control/_ctl*.so \
-		msprobe_atb/offline/read/_pair_kernel*.so msprobe_atb/tree/_ingest*.so
+		msprobe_atb/offline/read/_pair_kernel*.so msprobe_atb/offline/read/_stats_kernel*.so msprobe_atb/tree/_ingest*.so

@@ -15,6 +15,7 @@ BENCHMARKS = (
     "bench.record_cost",
     "bench.offline_scale",
     "bench.compare_speed",
+    "bench.stats_command",
     "bench.recorder_cost",
     "bench.daemon_memory",
     "bench.stats_pace",

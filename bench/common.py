@@ -7,6 +7,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -82,3 +83,57 @@ def stop_daemon(output: Path, wait_s: float | None = None) -> None:
     subprocess.run([sys.executable, "-m", "msprobe_atb", "daemon", "--stop", "--output",
                     str(output)], check=False, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, env=env)
+
+
+# One decoder layer at hidden 4096 with computed (non-constant) data: the weights
+# (~320 M elements of the layer's ~340 M dumped) are random, so nothing deduplicates;
+# a 64-token prompt keeps the stand-in's naive kernels to tens of seconds.
+LAYER_4096 = ["--layers", "1", "--hidden", "4096", "--heads", "32", "--vocab", "32000",
+              "--prompt-len", "64", "--decode-steps", "1"]
+
+
+def dump_model(out: Path, model: list[str], *, ids: str = "1", task: str = "tensor",
+               save_child: bool = False) -> Path:
+    """Round 0 of `atbsim run MODEL` dumped into `out` (created) with ids/task/save_child,
+    its derived files complete."""
+    out.mkdir(parents=True)
+    cfg = out / "config.json"
+    write_config(cfg, task=task, dump_enable=True, exec_range="0", ids=ids,
+                 save_child=save_child)
+    subprocess.run([str(ATBSIM), "run", *model], env=probe_env(out, cfg), check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run([sys.executable, "-m", "msprobe_atb", "wait", str(out), "--timeout", "600"],
+                   check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def bin_bytes(root: Path) -> tuple[int, int]:
+    """(total, largest) bytes of the `.bin` files under root (hard links once)."""
+    seen, sizes = set(), []
+    for f in root.rglob("*.bin"):
+        st = f.stat()
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            sizes.append(st.st_size)
+    return sum(sizes), max(sizes, default=0)
+
+
+def run_measured(args: list[str], ok: tuple[int, ...] = (0, 1)
+                 ) -> tuple[str, float, float, int]:
+    """(stdout, wall s, CPU s, peak RSS in KiB) of a fresh `python -m msprobe_atb ARGS`,
+    from its own rusage (wait4): RUSAGE_CHILDREN would also count earlier children."""
+    with tempfile.TemporaryFile("w+") as out:
+        start = time.perf_counter()
+        p = subprocess.Popen([sys.executable, "-m", "msprobe_atb", *args], stdout=out,
+                             stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - start
+        rc = os.waitstatus_to_exitcode(status)
+        if rc not in ok:
+            raise RuntimeError(f"msprobe-atb {' '.join(args)} failed ({rc})")
+        out.seek(0)
+        return out.read(), wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+
+
+def met(ok: bool) -> str:
+    return "met" if ok else "NOT met"

@@ -1,6 +1,13 @@
-"""Tensor-mode compare: big-tensor throughput and RSS, small-pair rate, 1 vs 2 workers.
+"""Tensor-mode compare: the command on a dump pair, big-tensor throughput and RSS,
+small-pair rate, 1 vs 2 workers.
 
 Dumps are generated in a temp dir and removed afterwards:
+* the command: `compare --engine in-process -o X.xlsx` in a fresh process, imports
+  and workbook included, on one computed hidden-4096 layer dumped in fp32 (golden)
+  and fp16 (target) by the stand-in (bench/common.py LAYER_4096: random weights,
+  nothing deduplicates); both sides' `.bin` bytes per CPU second of the process
+  (its rusage), best of CMD_REPEAT runs, target TARGET_CMD_GB_PER_CPU_S (issue 29
+  §4: the import of ml_dtypes 0.7 alone had halved it);
 * big tensors: BIG_PAIRS fp16 pairs of BIG_ELEMS elements (the issue's "round vs
   itself", the target slightly perturbed). The reference is this machine reading
   the same files (both sides, 4 MiB reads into one buffer) in the same run; the
@@ -23,6 +30,7 @@ Dumps are generated in a temp dir and removed afterwards:
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from bench.common import LAYER_4096, bin_bytes, dump_model, met, run_measured
 from msprobe_atb.offline.compare import pair_engine
 from msprobe_atb.offline.compare.pair_engine import pair_metrics
 from msprobe_atb.offline.read.binwrite import bin_header
@@ -40,6 +49,7 @@ BIG_PAIRS, BIG_ELEMS = 8, 64 << 20  # 8 x 2 x 128 MiB of fp16: a 1 GiB round vs 
 HUGE_ELEMS = 384 << 20  # 2 x 768 MiB of fp16: one pair past the RSS budget
 SMALL_PAIRS, SMALL_ELEMS = 1888, 2500  # ~28 MB of fp32 + fp16
 RSS_BUDGET_MIB = 512
+TARGET_CMD_GB_PER_CPU_S, CMD_REPEAT = 1.0, 3
 
 
 def _write_bin(path: Path, arr: np.ndarray) -> None:
@@ -151,10 +161,27 @@ def _rss_child(work: pl.DataFrame) -> float:
     return int(out.split()[1]) / 1024
 
 
+def _command(tmp: Path) -> str:
+    """The compare command on a golden fp32 / target fp16 pair of dumps of one layer."""
+    golden = dump_model(tmp / "golden", LAYER_4096 + ["--dtype", "fp32"])
+    target = dump_model(tmp / "target", LAYER_4096 + ["--dtype", "fp16"])
+    nbytes = bin_bytes(golden)[0] + bin_bytes(target)[0]
+    args = ["compare", "-gp", str(golden), "-tp", str(target), "--engine", "in-process",
+            "-o", str(tmp / "compare.xlsx")]
+    cpu = min(run_measured(args)[2] for _ in range(CMD_REPEAT))
+    shutil.rmtree(tmp)
+    rate = nbytes / cpu / 1e9
+    return (f"compare command, in-process, one hidden-4096 layer fp32 vs fp16 "
+            f"({nbytes / 2**20:.0f} MiB both sides): {cpu:.2f} CPU s = {rate:.2f} GB per "
+            f"CPU-s (target >= {TARGET_CMD_GB_PER_CPU_S:g}: "
+            f"{met(rate >= TARGET_CMD_GB_PER_CPU_S)}; load average {os.getloadavg()[0]:.1f})")
+
+
 def run() -> list[str]:
     lines = []
     with tempfile.TemporaryDirectory(prefix="compare_speed_") as tmp:
         tmp = Path(tmp)
+        lines.append(_command(tmp / "command"))
         big = _pairs(tmp / "big", BIG_PAIRS, BIG_ELEMS, 1)
         nbytes = _bytes(big)
         files = [*big.get_column("golden_path"), *big.get_column("target_path")]

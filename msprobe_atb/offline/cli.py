@@ -271,7 +271,7 @@ def cmd_report(a) -> int:
 
 
 def _jobs(p: argparse.ArgumentParser) -> None:
-    from .compare.engine_rule import default_jobs
+    from .read.cores import default_jobs
     p.add_argument("-j", "--jobs", type=int, default=default_jobs(), metavar="N",
                    help=f"worker processes reading tensors (default: {default_jobs()}, "
                         "one per core this process may run on)")

@@ -354,10 +354,10 @@ def test_default_workers_are_one_per_core_this_process_may_use():
     """-j defaults to one worker per core of the process's CPU affinity (what a
     container or taskset allows), not to a fixed cap."""
     code = ("import os, sys; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
-            "from msprobe_atb.offline.compare.engine_rule import default_jobs; "
+            "from msprobe_atb.offline.read.cores import default_jobs; "
             "print(default_jobs())")
     pinned = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True).stdout.strip()
     assert pinned == "1"
-    from msprobe_atb.offline.compare.engine_rule import default_jobs
+    from msprobe_atb.offline.read.cores import default_jobs
     assert default_jobs() == len(os.sched_getaffinity(0))

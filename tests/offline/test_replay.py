@@ -181,6 +181,44 @@ def test_replay_needs_ops_named_or_all(dumps, capsys):
     assert rc == 2 and "no op matches 99_99" in capsys.readouterr().err
 
 
+def test_worker_processes_give_the_in_process_verdicts(dumps, monkeypatch, capsys):
+    """`-j 2` (issue 29 §4.3): the same document, op for op and in order, as one process;
+    here with own-error, input-bad and ok ops. -j 0 is refused by name."""
+    from msprobe_atb.offline.replay import workers
+    rc1, one = replay(dumps["swiglu_inf"], "--all", "--json", "-j", "1")
+    monkeypatch.setattr(workers, "PARALLEL_MIN_BYTES", 0)  # this dump is small
+    pools = []
+
+    class Pool(workers.ProcessPoolExecutor):
+        def __init__(self, *a, **kw):
+            pools.append(a[0])
+            super().__init__(*a, **kw)
+    monkeypatch.setattr(workers, "ProcessPoolExecutor", Pool)
+    rc2, two = replay(dumps["swiglu_inf"], "--all", "--json", "-j", "2")
+    assert pools == [2] and rc1 == rc2 == 1 and two == one
+    assert {o["verdict"] for o in one["ops"]} >= {"ok", "own-error", "input-bad"}
+    rc, _ = replay(dumps["swiglu_inf"], "--all", "-j", "0")
+    assert rc == 2 and "-j 0: at least 1 worker" in capsys.readouterr().err
+
+
+def test_a_worker_that_dies_is_said_not_a_traceback(dumps, tmp_path, monkeypatch, capsys):
+    """Here its initializer cannot open the dump (gone once the command had read it)."""
+    from msprobe_atb.offline.replay import workers
+    gone = tmp_path / "gone"
+    shutil.copytree(dumps["swiglu_inf"], gone)
+    monkeypatch.setattr(workers, "PARALLEL_MIN_BYTES", 0)
+    real_open = workers.ProcessPoolExecutor.__init__
+
+    def remove_then_start(self, *a, **kw):
+        shutil.rmtree(gone)
+        real_open(self, *a, **kw)
+    monkeypatch.setattr(workers.ProcessPoolExecutor, "__init__", remove_then_start)
+    rc, _ = replay(gone, "--all", "-j", "2")
+    err = capsys.readouterr().err
+    assert rc == 2 and "error: a worker process ended while replaying" in err
+    assert "-j 1 replays in this process" in err and "Traceback" not in err
+
+
 # ---- the references against formulas written independently ----------------------------
 
 

@@ -10,7 +10,6 @@ handshake, and an `identity` request) must be answered by a scheduler.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import re
@@ -103,6 +102,8 @@ def _quiet_dask():
 def reach_scheduler(text: str, timeout: float = CONNECT_TIMEOUT_S) -> str:
     """The scheduler's address once one answered there within `timeout` seconds;
     ClusterError (one line: what answered, or that nothing did) otherwise."""
+    import asyncio  # here: every compare imports this module, few reach a scheduler
+
     from distributed.comm.core import CommClosedError
 
     address = scheduler_address(text)

@@ -1,12 +1,10 @@
-"""Where a compare's tensor pairs run (`compare --engine`, `-j`): the engines, the rule
-`auto` follows, and the default number of workers. pair_engine.py applies them; this
-module imports nothing heavy, so the command line can offer them without loading numpy
-or polars.
+"""Where a compare's tensor pairs run (`compare --engine`, `-j`): the engines and the
+rule `auto` follows (the default number of workers: read/cores.py). pair_engine.py
+applies them; this module imports nothing heavy, so the command line can offer them
+without loading numpy or polars.
 """
 
 from __future__ import annotations
-
-import os
 
 ENGINES = ("auto", "local-cluster", "in-process")
 # In-process compare rates on one core of the 2-core reference machine (bench
@@ -19,12 +17,3 @@ IN_PROCESS_PAIRS_PER_S = 5000.0
 LOCAL_CLUSTER_MIN_S = 5.0
 # How long `compare --scheduler` waits for an existing cluster to answer (dask_connect.py).
 CONNECT_TIMEOUT_S = 10.0
-
-
-def default_jobs() -> int:
-    """One worker per core this process may run on (its CPU affinity, as a container or
-    `taskset` sets it), as the issue's local cluster asks; -j overrides it."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # no affinity call on this platform
-        return max(1, os.cpu_count() or 1)

@@ -40,7 +40,6 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 import polars as pl
-import yaml
 
 from ..read.table import op_path
 from .torch_align import Alignment, Source, TorchRef, Unmatched, lead
@@ -108,6 +107,7 @@ def _rule(obj, n: int, path: str) -> Rule:
 
 
 def read_mapping(path: str | Path) -> Mapping:
+    import yaml  # here: every compare imports this module, few read a mapping file
     try:
         doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as e:
@@ -182,6 +182,7 @@ def inferred_mapping(t: pl.DataFrame, al: Alignment) -> str:
                 rule["cols"] = list(src.cols)
             rule["why"] = src.how
         rules[(path, io, k)] = rule
+    import yaml
     body = yaml.safe_dump({"version": 1, "heuristics": True, "rules": list(rules.values())},
                           sort_keys=False, allow_unicode=True, width=100)
     return HEADER + body

@@ -1,6 +1,9 @@
-"""Builds the cffi extension `msprobe_atb.offline.read._pair_kernel` from
-native/compare/pair_kernel.c (the fused compare metrics). The cdef is the
-header itself without its preprocessor lines. Run by `make` (pyext)."""
+"""Builds the cffi extensions of offline/read: `_pair_kernel` from
+native/compare/pair_kernel.c (the fused compare metrics) and `_stats_kernel`
+from the shim's own statistics (native/core/mechanisms/stats.c and what it
+uses), so statistics filled offline for a dump that records none are the ones
+a `task: statistics` dump would have recorded. Each cdef is its header without
+the preprocessor lines. Run by `make` (pyext)."""
 
 from __future__ import annotations
 
@@ -12,28 +15,40 @@ from pathlib import Path
 from cffi import FFI
 
 REPO = Path(__file__).resolve().parents[3]
-SRC = REPO / "native" / "compare"
+PAIR_SRC = REPO / "native" / "compare"
+CORE_SRC = REPO / "native" / "core" / "mechanisms"
+FLAGS = ["-std=gnu11", "-O3", "-ffp-contract=off", "-Wall", "-Wextra"]
 
 
-def builder() -> FFI:
+def _ffi(name: str, header: Path, sources: list[Path]) -> FFI:
     ffi = FFI()
-    header = (SRC / "pair_kernel.h").read_text()
-    ffi.cdef("\n".join(x for x in header.splitlines() if not x.lstrip().startswith("#")))
-    ffi.set_source("msprobe_atb.offline.read._pair_kernel", '#include "pair_kernel.h"',
-                   sources=[str(SRC / "pair_kernel.c")], include_dirs=[str(SRC)],
-                   extra_compile_args=["-std=gnu11", "-O3", "-ffp-contract=off", "-Wall",
-                                       "-Wextra"])
+    ffi.cdef("\n".join(x for x in header.read_text().splitlines()
+                       if not x.lstrip().startswith("#")))
+    ffi.set_source(f"msprobe_atb.offline.read.{name}", f'#include "{header.name}"',
+                   sources=[str(s) for s in sources], include_dirs=[str(header.parent)],
+                   extra_compile_args=FLAGS)
     return ffi
 
 
+def builders() -> dict[str, FFI]:
+    return {
+        "_pair_kernel": _ffi("_pair_kernel", PAIR_SRC / "pair_kernel.h",
+                             [PAIR_SRC / "pair_kernel.c"]),
+        "_stats_kernel": _ffi("_stats_kernel", CORE_SRC / "stats.h",
+                              [CORE_SRC / f for f in ("stats.c", "stats_simd.c", "dtype.c",
+                                                      "jsonw.c")]),
+    }
+
+
 def main() -> int:
-    with tempfile.TemporaryDirectory(prefix="msprobe_atb_kernel.") as tmp:
-        built = Path(builder().compile(tmpdir=tmp))
-        dest = Path(__file__).resolve().parent
-        for old in dest.glob("_pair_kernel*.so"):
-            old.unlink()
-        shutil.copy2(built, dest / built.name)
-    print(f"built {built.name}")
+    dest = Path(__file__).resolve().parent
+    for name, ffi in builders().items():
+        with tempfile.TemporaryDirectory(prefix="msprobe_atb_kernel.") as tmp:
+            built = Path(ffi.compile(tmpdir=tmp))
+            for old in dest.glob(f"{name}*.so"):
+                old.unlink()
+            shutil.copy2(built, dest / built.name)
+        print(f"built {built.name}")
     return 0
 
 

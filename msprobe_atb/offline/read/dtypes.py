@@ -4,8 +4,11 @@ Every dtype of the aclDataType numbering is covered. Types numpy has natively
 are viewed in place; the others are decoded to float32 (or stay raw bit
 patterns with `raw=True`):
 
-* bf16, fp8 (e4m3fn, e5m2, e8m0), fp6 (e3m2, e2m3) and fp4 e2m1 through
-  `ml_dtypes`, the reference implementation of these formats (OCP MX spec);
+* bf16 as the high half of a float32 (exact);
+* fp8 (e4m3fn, e5m2, e8m0), fp6 (e3m2, e2m3) and fp4 e2m1 through `ml_dtypes`,
+  the reference implementation of these formats (OCP MX spec), imported on the
+  first such tensor: importing ml_dtypes 0.7 costs ~0.7 CPU s (it registers its
+  ufunc loops one by one), more than comparing a 400 MB pair;
 * HiFloat8 and fp4 e1m2, which `ml_dtypes` does not have, through exact lookup
   tables of our own, tested against their published bit patterns;
 * int4 and fp4 hold two elements per byte, element 0 in the low nibble; uint1
@@ -20,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-import ml_dtypes
 import numpy as np
 
 DTYPE_NAMES: dict[int, str] = {
@@ -83,19 +85,21 @@ def _hifloat8_table() -> np.ndarray:
     return out.astype(np.float32)
 
 
-# Formats ml_dtypes decodes: each element's code, one per byte, is viewed as
-# its ml_dtypes type and widened to float32.
-_ML_DTYPES: dict[str, type] = {
-    "float8_e4m3fn": ml_dtypes.float8_e4m3fn, "float8_e5m2": ml_dtypes.float8_e5m2,
-    "float8_e8m0": ml_dtypes.float8_e8m0fnu, "float6_e3m2": ml_dtypes.float6_e3m2fn,
-    "float6_e2m3": ml_dtypes.float6_e2m3fn, "float4_e2m1": ml_dtypes.float4_e2m1fn,
+# Formats ml_dtypes decodes (our name -> its type's name): each element's code,
+# one per byte, is viewed as its ml_dtypes type and widened to float32.
+_ML_DTYPES: dict[str, str] = {
+    "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
+    "float8_e8m0": "float8_e8m0fnu", "float6_e3m2": "float6_e3m2fn",
+    "float6_e2m3": "float6_e2m3fn", "float4_e2m1": "float4_e2m1fn",
 }
 _TABLES: dict[str, np.ndarray] = {}
 
 
 def _to_float32(name: str, codes: np.ndarray) -> np.ndarray:
     if name in _ML_DTYPES:
-        return np.ascontiguousarray(codes).view(_ML_DTYPES[name]).astype(np.float32)
+        import ml_dtypes  # see the module's docstring: not on every command's path
+        ml_type = getattr(ml_dtypes, _ML_DTYPES[name])
+        return np.ascontiguousarray(codes).view(ml_type).astype(np.float32)
     if name not in _TABLES:
         _TABLES[name] = {"hifloat8": _hifloat8_table, "float4_e1m2": _fp4_e1m2_table}[name]()
     return _TABLES[name][codes]
@@ -149,7 +153,7 @@ def _lut(name: str, packing: str) -> DtypeSpec:
 
 def _bf16(raw: np.ndarray, n: int, raw_bits: bool) -> np.ndarray:
     bits = raw.view(np.uint16)[:n]
-    return bits if raw_bits else bits.view(ml_dtypes.bfloat16).astype(np.float32)
+    return bits if raw_bits else (bits.astype(np.uint32) << 16).view(np.float32)
 
 
 def _int4(raw: np.ndarray, n: int, raw_bits: bool) -> np.ndarray:

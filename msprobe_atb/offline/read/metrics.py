@@ -86,7 +86,11 @@ class TensorFile:
 def open_tensor(path: str) -> TensorFile:
     """Resolve aliases and check the payload; raises TensorNotSaved / BinFileError.
     `path` is a table's (names.py's text form)."""
-    hdr = resolve(os_path(path))
+    return tensor_file(resolve(os_path(path)))
+
+
+def tensor_file(hdr: BinHeader) -> TensorFile:
+    """A resolved header's TensorFile, its payload checked (BinFileError)."""
     payload_spec(hdr)
     if hdr.dtype == 13:  # string: the raw bytes are the elements
         return TensorFile(hdr, hdr.length, (hdr.length,), (1, 1))

@@ -31,13 +31,13 @@ import polars as pl
 
 from msprobe_atb.tree.names import BACKSLASH, os_path, text_of, text_of_bytes
 
-from .binfile import BinFileError, TensorNotSaved, load_payload, read_header, resolve
+from .binfile import BinFileError, TensorNotSaved, read_header, resolve
 from .confine import Confinement, refuse_outside
+from .filestats import FileStats
 from .layout import DumpLayout, RoundDir, find_layout
 from .manifest import read as read_manifest
 from .models import with_models
 from .read_errors import read_errors
-from .tensorstats import tensor_stats
 
 CSV_COLUMNS = [
     "Device and PID", "Execution Count", "Op Name", "Op Type", "Op Id", "Input/Output",
@@ -73,6 +73,10 @@ class Dump:
     tensors: pl.DataFrame
     problems: list[str] = field(default_factory=list)
     members: list[DumpLayout] = field(default_factory=list)  # of several roots (dumpset.py)
+    # tensors whose statistics were computed from their files (the dump records none
+    # for them), and the payload bytes read for them (a hard-linked file once)
+    stats_from_files: int = 0
+    bytes_read: int = 0
 
     @property
     def root(self) -> Path | None:
@@ -254,7 +258,8 @@ def _from_csvs(rounds: list[RoundDir], problems: list[str],
 _IO = re.compile(r"^(intensor|outtensor)([^.]*)\.bin$")
 
 
-def _bin_row(rd: RoundDir, f: Path, problems: list[str]) -> dict | None:
+def _bin_row(rd: RoundDir, f: Path, problems: list[str], file_stats: FileStats
+             ) -> dict | None:
     rel = f.relative_to(rd.path).parts
     m = _IO.match(rel[-1])
     if not m or len(rel) < 3 or rel[-2] not in ("before", "after"):
@@ -270,7 +275,7 @@ def _bin_row(rd: RoundDir, f: Path, problems: list[str]) -> dict | None:
         hdr = read_header(f)
         row.update(dtype=hdr.dtype_name, format=hdr.format_name,
                    shape="x".join(map(str, hdr.dims)), status="stub" if hdr.is_stub else "bin")
-        row.update(tensor_stats(load_payload(resolve(f))))
+        row.update(file_stats.stats(resolve(f)))
     except TensorNotSaved:
         row["note"] = "not saved (filter_level 2 kernel stub)"
     except BinFileError as e:
@@ -283,13 +288,13 @@ def _from_bins(rounds: list[RoundDir], problems: list[str],
                listed: frozenset[str] = frozenset()) -> pl.DataFrame | None:
     """Rows for the `.bin` files under the round dirs that are not in `listed`
     (their `seq` is a placeholder: `_finish` puts them in execution order)."""
-    rows = []
+    rows, file_stats = [], FileStats()
     for rd in rounds:
         for dirpath, _dirs, files in os.walk(rd.path):
             for name in files:
                 f = os.path.join(dirpath, name)
                 if name.endswith(".bin") and f not in listed:
-                    row = _bin_row(rd, Path(f), problems)
+                    row = _bin_row(rd, Path(f), problems, file_stats)
                     if row:
                         rows.append(row)
     if not rows:
@@ -444,15 +449,16 @@ def fill_missing_stats(dump: Dump) -> None:
         & pl.col("status").is_in(FILE_STATUSES))
     if need.height == 0:
         return
-    updates = []
+    updates, file_stats = [], FileStats()
     for i, p in zip(need.get_column("_i").to_list(), need.get_column("path").to_list()):
         try:
-            st = tensor_stats(load_payload(resolve(os_path(p))))
+            st = file_stats.stats(resolve(os_path(p)))
         except BinFileError as e:
             if not isinstance(e, TensorNotSaved):
                 dump.problems.append(str(e))
             continue
         updates.append({"_i": i, **{k: st[k] for k in (*STAT_COLS, *COUNT_COLS)}})
+    dump.stats_from_files, dump.bytes_read = len(updates), file_stats.bytes_read
     if not updates:
         return
     up = pl.DataFrame(updates, schema={"_i": pl.UInt32, **{k: SCHEMA[k] for k in

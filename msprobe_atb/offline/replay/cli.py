@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import sys
 
+from ..read.cores import default_jobs
+
 EXIT_OK, EXIT_AT_FAULT, EXIT_ERROR = 0, 1, 2
 
 
@@ -30,6 +32,9 @@ def cmd_replay(a) -> int:
     from .runner import Replayer, first_at_fault, replayable, select
     from .text import format_text
 
+    if a.jobs < 1:
+        print(f"msprobe-atb replay: error: -j {a.jobs}: at least 1 worker", file=sys.stderr)
+        return EXIT_ERROR
     if not a.op and not a.all:
         print("msprobe-atb replay: error: name the ops with --op ID|PATH, or replay every op "
               "with --all", file=sys.stderr)
@@ -55,11 +60,13 @@ def cmd_replay(a) -> int:
         return EXIT_ERROR
     _return_freed_arrays()
     from ..read.progress import progress_bar
-    with progress_bar("replay", "op", len(ops)) as bar:
-        results = []
-        for o in ops:
-            results.append(rep.replay(o))
-            bar.update()
+    from .workers import WorkerDied, replay_ops
+    try:
+        with progress_bar("replay", "op", len(ops)) as bar:
+            results = replay_ops(rep, ops, a.jobs, a.dir, a.round, bar.update)
+    except WorkerDied as e:
+        print(f"msprobe-atb replay: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
     first = first_at_fault(results)
     golden_of = {}
     if gold is not None:
@@ -99,6 +106,9 @@ def register(sub) -> None:
                    help="also replay the same ops in this golden dump and say how they fare")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="with --all, list the ops that replay ok too (they are counted anyway)")
+    p.add_argument("-j", "--jobs", type=int, default=default_jobs(), metavar="N",
+                   help="worker processes for the ops (default: one per core, %(default)s "
+                        "here); a small replay runs in this process")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("-o", "--output", metavar="FILE", help="write the result to FILE")
     p.set_defaults(func=cmd_replay)

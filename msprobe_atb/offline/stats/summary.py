@@ -155,6 +155,8 @@ def summarize(dump: Dump, df: pl.DataFrame | None = None, *, top: int = 10) -> d
         "dump": str(dump.layout.root or dump.layout.given), "tensors": df.height,
         **losses_summary(dump.layout),
         "processes": procs, "status": status, "problems": dump.problems,
+        # statistics read from the tensors' files: the dump records none for them
+        "stats_from_files": {"tensors": dump.stats_from_files, "bytes": dump.bytes_read},
         # the flight recorder's reports: what fired, where, which rounds were written
         "incidents": read_incidents(root) if root is not None else [],
         # Tensors at the other two stages (before/outtensor, after/intensor), saved
@@ -209,6 +211,13 @@ def format_text(s: dict) -> str:
     if s["status"]:
         lines.append("  files: " + ", ".join(f"{k} {v}" for k, v in sorted(s["status"].items())))
     lines += format_losses(s, s["tensors"])
+    filled = s["stats_from_files"]
+    if filled["tensors"]:
+        others = s["tensors"] - filled["tensors"]
+        lines.append(f"  statistics of {filled['tensors']} tensors computed from their .bin files "
+                     f"({filled['bytes'] / 2**20:.1f} MiB read: the dump records none for them, "
+                     "e.g. task tensor)" + (f"; of the other {others} from statistic.csv or the "
+                                            "manifest" if others > 0 else ""))
     if s["other_stage_tensors"]:
         lines.append(f"  stages: all four; {s['other_stage_tensors']} tensors are an output "
                      "buffer before its op ran or an input after it (in-place updates); the "
