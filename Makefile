@@ -68,7 +68,10 @@ lint: deps
 # The test's temporary dirs live in build/, not /tmp/pytest-of-$USER: pytest starts by
 # emptying this one dir, instead of sweeping every older run's trees (dumps, deep
 # hostile-path trees) out of /tmp at the end, which took minutes on a shared machine.
+# The last run's is removed here, not by pytest: pytest does it inside the first
+# test's setup, under that test's timeout (a run after a long one failed there).
 pytest: all deps
+	rm -rf $(BUILD)/pytest-tmp
 	$(VENV)/bin/pytest -q -ra --basetemp=$(BUILD)/pytest-tmp tests
 
 test: all native-test lint pytest

@@ -15,7 +15,7 @@ from cffi import FFI
 
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "native" / "ingest"
-SOURCES = ("ingest.c", "rows.c", "manbatch.c", "jsonline.c", "shortest.c", "bytes.c")
+SOURCES = ("ingest.c", "rows.c", "manbatch.c", "jsonline.c", "shortest.c", "bytes.c", "utf8.c")
 POW5_BITS = 125  # the precision of both tables (shortest.c)
 
 

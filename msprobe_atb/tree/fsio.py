@@ -61,8 +61,9 @@ def open_dir(dump_root: Path, parts: Sequence[str], create: bool) -> int:
     return fd
 
 
-def _staged(dir_fd: int, name: str, data: bytes) -> str:
-    """Writes data to a temporary beside `name` in dir_fd; returns the temporary."""
+def _open_temporary(dir_fd: int, name: str) -> tuple[str, int]:
+    """(name, fd) of a new temporary beside `name` in dir_fd, open for writing (one
+    a dead writer of this pid left is replaced)."""
     if not valid_component(name):
         raise UnsafePath(f"refusing file name {name!r}")
     tmp = f".{name}.{os.getpid()}.tmp"
@@ -72,6 +73,12 @@ def _staged(dir_fd: int, name: str, data: bytes) -> str:
         pass
     out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                   0o640, dir_fd=dir_fd)
+    return tmp, out
+
+
+def _staged(dir_fd: int, name: str, data: bytes) -> str:
+    """Writes data to a temporary beside `name` in dir_fd; returns the temporary."""
+    tmp, out = _open_temporary(dir_fd, name)
     try:
         view = memoryview(data)
         while view:
@@ -203,15 +210,7 @@ def write_streamed(dump_root: Path, rel: Sequence[str], write: Callable[[BinaryI
 def write_streamed_at(dir_fd: int, name: str, write: Callable[[BinaryIO], None]) -> None:
     """write_streamed into the directory `dir_fd` (from open_dir or open_subdir):
     a temporary, renamed to `name` once `write(f)` has written it all."""
-    if not valid_component(name):
-        raise UnsafePath(f"refusing file name {name!r}")
-    tmp = f".{name}.{os.getpid()}.tmp"
-    try:
-        os.unlink(tmp, dir_fd=dir_fd)
-    except FileNotFoundError:
-        pass
-    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                  0o640, dir_fd=dir_fd)
+    tmp, out = _open_temporary(dir_fd, name)
     try:
         with os.fdopen(out, "wb") as f:
             write(f)

@@ -24,12 +24,26 @@ import struct
 from collections.abc import Sequence
 from typing import BinaryIO
 
+from msprobe_atb.tree.thrift_compact import (
+    T_BINARY,
+    T_BYTE,
+    T_DOUBLE,
+    T_FALSE,
+    T_I16,
+    T_I32,
+    T_I64,
+    T_LIST,
+    T_MAP,
+    T_SET,
+    T_STRUCT,
+    T_TRUE,
+    CompactReader,
+    write_varint,
+    write_zigzag,
+)
+
 MAGIC = b"PAR1"
 COPY_CHUNK = 1 << 20
-
-# Thrift compact protocol types
-T_TRUE, T_FALSE, T_BYTE, T_I16, T_I32, T_I64, T_DOUBLE, T_BINARY = 1, 2, 3, 4, 5, 6, 7, 8
-T_LIST, T_SET, T_MAP, T_STRUCT = 9, 10, 11, 12
 
 # field ids (parquet.thrift)
 FMD_SCHEMA, FMD_NUM_ROWS, FMD_ROW_GROUPS, FMD_KV = 2, 3, 4, 5
@@ -49,27 +63,9 @@ class NotConcatenable(ValueError):
 
 # ---- Thrift compact protocol: a generic decoder and encoder ----
 
-class _Reader:
+class _Reader(CompactReader):
     def __init__(self, data: bytes):
-        self.data, self.pos = data, 0
-
-    def byte(self) -> int:
-        b = self.data[self.pos]
-        self.pos += 1
-        return b
-
-    def varint(self) -> int:
-        shift = out = 0
-        while True:
-            b = self.byte()
-            out |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return out
-            shift += 7
-
-    def zigzag(self) -> int:
-        n = self.varint()
-        return (n >> 1) ^ -(n & 1)
+        super().__init__(data, NotConcatenable)
 
     def value(self, t: int):
         if t in (T_TRUE, T_FALSE):  # a list element (a field's is in its type): kept as sent
@@ -79,17 +75,11 @@ class _Reader:
         if t in (T_I16, T_I32, T_I64):
             return self.zigzag()
         if t == T_DOUBLE:
-            self.pos += 8
-            return self.data[self.pos - 8:self.pos]
+            return self.take(8)
         if t == T_BINARY:
-            n = self.varint()
-            self.pos += n
-            return self.data[self.pos - n:self.pos]
+            return self.take(self.varint())
         if t in (T_LIST, T_SET):
-            head = self.byte()
-            n, et = head >> 4, head & 0x0F
-            if n == 15:
-                n = self.varint()
+            n, et = self.list_head()
             return (et, [self.value(et) for _ in range(n)])
         if t == T_MAP:
             n = self.varint()
@@ -114,26 +104,15 @@ class _Reader:
             fields.append([fid, t, None if t in (T_TRUE, T_FALSE) else self.value(t)])
 
 
-def _varint(out: bytearray, n: int) -> None:
-    while n > 0x7F:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-
-
-def _zigzag(out: bytearray, n: int) -> None:
-    _varint(out, (n << 1) ^ (n >> 63))
-
-
 def _write_value(out: bytearray, t: int, v) -> None:
     if t in (T_TRUE, T_FALSE, T_BYTE):
         out.append(v)
     elif t in (T_I16, T_I32, T_I64):
-        _zigzag(out, v)
+        write_zigzag(out, v)
     elif t == T_DOUBLE:
         out += v
     elif t == T_BINARY:
-        _varint(out, len(v))
+        write_varint(out, len(v))
         out += v
     elif t in (T_LIST, T_SET):
         et, items = v
@@ -141,12 +120,12 @@ def _write_value(out: bytearray, t: int, v) -> None:
             out.append(len(items) << 4 | et)
         else:
             out.append(0xF0 | et)
-            _varint(out, len(items))
+            write_varint(out, len(items))
         for item in items:
             _write_value(out, et, item)
     elif t == T_MAP:
         kt, vt, items = v
-        _varint(out, len(items))
+        write_varint(out, len(items))
         if items:
             out.append(kt << 4 | vt)
             for k, val in items:
@@ -165,7 +144,7 @@ def _write_struct(out: bytearray, fields: list[Field]) -> None:
             out.append((fid - last) << 4 | t)
         else:
             out.append(t)
-            _zigzag(out, fid)
+            write_zigzag(out, fid)
         last = fid
         if t not in (T_TRUE, T_FALSE):
             _write_value(out, t, v)

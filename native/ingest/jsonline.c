@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "bytes.h"
+#include "utf8.h"
 
 #define MAX_DEPTH 64
 
@@ -16,36 +17,6 @@ static void skip_ws(struct cursor *c)
 {
     while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\r' || *c->p == '\n'))
         c->p++;
-}
-
-/* Length of a valid UTF-8 sequence (no surrogates, no overlong forms) at p,
- * 0 if invalid: Python's strict decoder. */
-static size_t utf8_len(const unsigned char *p, const unsigned char *end)
-{
-    unsigned c = p[0];
-    size_t len;
-    unsigned min;
-    if (c < 0xc2 || c > 0xf4)
-        return 0;
-    if (c <= 0xdf) {
-        len = 2;
-        min = 0x80;
-    } else if (c <= 0xef) {
-        len = 3;
-        min = 0x800;
-    } else {
-        len = 4;
-        min = 0x10000;
-    }
-    if ((size_t)(end - p) < len)
-        return 0;
-    unsigned cp = c & (0x7f >> len);
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (p[i] & 0x3f);
-    }
-    return cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ? 0 : len;
 }
 
 static int hex4(const char *p, unsigned *out)
