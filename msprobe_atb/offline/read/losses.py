@@ -1,4 +1,5 @@
-"""What a dump lost, and whether its derived files hold its record logs, for `stats`.
+"""What a dump lost, and whether its derived files hold its record logs, for `stats`,
+`compare`, `report` and `replay`.
 
 The record logs (`.probe/records`) are the ground truth: every selected tensor
 has a record there (written, linked, stub, statistics only, or lost), or is
@@ -23,7 +24,7 @@ from msprobe_atb.control.liveness import is_alive, is_daemon
 from msprobe_atb.tree import lag, progress
 from msprobe_atb.tree.records import CHUNK, RECORD_START, list_logs
 
-from ..read.layout import DumpLayout
+from .layout import DumpLayout
 
 MARKER = "ROUND_COMPLETE.json"
 # Tensor and exit records as the shim writes them (native/core/mechanisms/writer.c and
