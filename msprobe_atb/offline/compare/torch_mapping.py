@@ -43,6 +43,7 @@ import polars as pl
 import yaml
 
 from ..read.table import op_path
+from ..read.yamldoc import YamlRefused, load_yaml
 from .torch_align import Alignment, Source, TorchRef, Unmatched, lead
 
 HEADER = ("# msprobe-atb compare --mapping: ATB tensor -> torch tensor(s); see "
@@ -107,11 +108,15 @@ def _rule(obj, n: int, path: str) -> Rule:
                 str(obj.get("why") or ""), tuple(cols) if cols else None)
 
 
+# A rule is about ten nodes and 150 bytes: room for tens of thousands of rules.
+MAX_MAPPING_BYTES, MAX_MAPPING_NODES = 4 << 20, 200_000
+
+
 def read_mapping(path: str | Path) -> Mapping:
     try:
-        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as e:
-        raise MappingError(f"{path}: cannot read the mapping file ({e})") from None
+        doc = load_yaml(path, "a mapping file", MAX_MAPPING_BYTES, MAX_MAPPING_NODES)
+    except YamlRefused as e:
+        raise MappingError(str(e)) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("rules"), list):
         raise MappingError(f"{path}: not a mapping file (a `rules:` list is needed)")
     return Mapping([_rule(r, i + 1, str(path)) for i, r in enumerate(doc["rules"])],

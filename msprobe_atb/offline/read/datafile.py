@@ -14,7 +14,7 @@ import errno
 import os
 from typing import BinaryIO
 
-from msprobe_atb.config.filecheck import FileRefused, open_regular
+from msprobe_atb.config.filecheck import FileRefused, file_kind, open_regular
 from msprobe_atb.tree.names import text_of
 
 
@@ -26,10 +26,11 @@ class TooLarge(ValueError):
     """A file larger than what its kind needs; the message names it and the bound."""
 
 
-def open_data(path: str | os.PathLike, buffering: int = -1) -> BinaryIO:
-    """The file opened for binary reading; NotRegular (or OSError) otherwise."""
+def open_data(path: str | os.PathLike, buffering: int = -1, follow: bool = True) -> BinaryIO:
+    """The file opened for binary reading (a symbolic link refused unless `follow`);
+    NotRegular (or OSError) otherwise."""
     try:
-        fd = open_regular(path)
+        fd = open_regular(path, follow)
     except FileRefused as e:
         raise NotRegular(errno.EINVAL, e.problem, os.fspath(path)) from None
     return os.fdopen(fd, "rb", buffering=buffering)
@@ -44,3 +45,20 @@ def read_bounded(path: str | os.PathLike, limit: int, what: str) -> bytes:
         raise TooLarge(f"{text_of(os.fsdecode(path))}: {what} of {max(size, len(data))} bytes is "
                        f"larger than the {limit} bytes one can be; refused")
     return data
+
+
+def not_regular(path: str | os.PathLike) -> str:
+    """What a path that is not a regular file is, as a refusal says it."""
+    try:
+        return f"is {file_kind(os.stat(path).st_mode)}, not a regular file"
+    except OSError as e:
+        return f"cannot be read: {e.strerror}"
+
+
+MAX_SMALL = 1 << 20  # a marker, a manifest's meta, an op_param.json: a few KiB
+MAX_INFO = 256 << 20  # a graph or model of info/: an 80-layer model's is a few MiB
+
+
+def read_small(path: str | os.PathLike, what: str, limit: int = MAX_SMALL) -> bytes:
+    """read_bounded for the small files of a dump (markers, meta, info JSON)."""
+    return read_bounded(path, limit, what)
