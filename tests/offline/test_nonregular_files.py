@@ -94,3 +94,18 @@ def test_a_mapping_too_large_to_use_is_refused_before_use(tmp_path, text, says):
     with pytest.raises(MappingError) as e:
         read_mapping(f)
     assert says in str(e.value) and str(f) in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("text,says", [
+    ("rules: [{atb: x, io: output, index: 0, torch: [[" + ", ".join(["a"] * 5000) + "]]}]",
+     "torch tensor"),
+    ("rules: []\x00", "is not YAML"),
+])
+def test_a_mapping_refusal_is_one_short_line(tmp_path, text, says):
+    """Found by tests/fuzz/hostile_fuzz.py: a rule's value was printed whole (MBs), and a
+    control character escaped as a traceback."""
+    f = tmp_path / "m.yaml"
+    f.write_text(text)
+    with pytest.raises(MappingError) as e:
+        read_mapping(f)
+    assert says in str(e.value) and len(str(e.value)) < 400 and "\n" not in str(e.value)

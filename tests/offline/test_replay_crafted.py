@@ -173,3 +173,27 @@ def test_a_dump_that_lost_data_is_never_every_op_ok(tmp_path):
     assert "218 op_param.json files were not written" in text
     rc, doc, _ = replay_json(root)
     assert any("1771" in line for line in doc["dump_incomplete"])
+
+
+F = np.float32
+# Inputs the fuzzer (tests/fuzz/replay_fuzz.py) found a reference did not foresee.
+CRAFTED_TENSORS = [
+    ("SoftmaxOperation", {}, [np.zeros(0, F)], [np.zeros(0, F)]),
+    ("RopeOperation", {}, [np.zeros((2, 0), F)] * 4 + [np.ones(1, np.int64)],
+     [np.zeros((2, 0), F)] * 2),
+    ("ReshapeAndCacheOperation", {}, [np.array(1, F)] * 4 + [np.zeros(1, np.int64)],
+     [np.array(1, F)] * 2),
+    ("PagedAttentionOperation", {"headNum": 1}, [np.ones((1, 0), F), np.ones((2, 1, 1, 0), F),
+                                                 np.ones((2, 1, 1, 0), F),
+                                                 np.zeros((1, 1), np.int64),
+                                                 np.ones(1, np.int64)], [np.ones((1, 0), F)]),
+]
+
+
+@pytest.mark.parametrize("op_type,param,inputs,outputs", CRAFTED_TENSORS,
+                         ids=[c[0] for c in CRAFTED_TENSORS])
+def test_crafted_tensors_get_a_verdict_not_the_catch_all(tmp_path, op_type, param, inputs,
+                                                        outputs):
+    rc, doc, err = replay_json(crafted_op(tmp_path / "d", op_type, param, inputs, outputs))
+    op = _one(doc)
+    assert rc in (0, 1) and REFERENCE_FAILED not in op["why"], op["why"]

@@ -83,26 +83,32 @@ class Mapping:
     heuristics: bool = True
 
 
+def _short(v) -> str:
+    """A value as a one-line message shows it: its repr, at most 80 characters."""
+    text = " ".join(repr(v).split())
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _rule(obj, n: int, path: str) -> Rule:
     if not isinstance(obj, dict):
         raise MappingError(f"{path}: rule {n} is not a mapping (atb, io, index, torch)")
     try:
         atb, io, index = str(obj["atb"]), str(obj["io"]), int(obj["index"])
     except (KeyError, TypeError, ValueError) as e:
-        raise MappingError(f"{path}: rule {n} needs atb, io and index ({e!r})") from None
+        raise MappingError(f"{path}: rule {n} needs atb, io and index ({_short(e)})") from None
     if io not in ("input", "output"):
-        raise MappingError(f"{path}: rule {n}: io {io!r} is neither input nor output")
+        raise MappingError(f"{path}: rule {n}: io {_short(io)} is neither input nor output")
     torch = obj.get("torch") or []
     if isinstance(torch, str):
         torch = [torch]
     for t in torch:
         if not re.fullmatch(r"\S+ (input|output) \d+", str(t)):
-            raise MappingError(f"{path}: rule {n}: torch tensor {t!r} is not "
+            raise MappingError(f"{path}: rule {n}: torch tensor {_short(t)} is not "
                                "'MODULE input|output INDEX'")
     cols = obj.get("cols")
     if cols is not None and not (isinstance(cols, list) and len(cols) == 2 and all(
             isinstance(c, int) and c >= 0 for c in cols) and cols[0] < cols[1]):
-        raise MappingError(f"{path}: rule {n}: cols {cols!r} is not [start, stop] with "
+        raise MappingError(f"{path}: rule {n}: cols {_short(cols)} is not [start, stop] with "
                            "0 <= start < stop")
     return Rule(atb, io, index, tuple(str(t) for t in torch), bool(obj.get("rows", False)),
                 str(obj.get("why") or ""), tuple(cols) if cols else None)

@@ -50,8 +50,9 @@ def load_yaml(path: str | os.PathLike, what: str, max_bytes: int, max_nodes: int
                           f"{e.start})") from None
     except ValueError as e:  # datafile.TooLarge
         raise YamlRefused(str(e)) from None
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)  # its reader refuses control characters here
         root = loader.get_single_node()
         if root is not None and _unfolded(root, max_nodes) is None:
             raise YamlRefused(f"{name}: {what} unfolds (its aliases expanded) to more than "
@@ -62,4 +63,5 @@ def load_yaml(path: str | os.PathLike, what: str, max_bytes: int, max_nodes: int
     except RecursionError:
         raise YamlRefused(f"{name}: {what} is nested too deep") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()

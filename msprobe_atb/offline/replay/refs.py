@@ -131,7 +131,7 @@ def _need(inputs: Arrays, n: int, form: str) -> None:
 
 def _rows(x: np.ndarray) -> np.ndarray:
     """[..., width] -> [tokens, width]."""
-    return x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+    return x.reshape(math.prod(x.shape[:-1]), x.shape[-1]) if x.ndim else x.reshape(1, 1)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -232,7 +232,8 @@ def _rope_one(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, coeff: int) -> Te
         raise NotReplayable(f"x {list(x.shape)} does not match cos/sin {list(cos.shape)} "
                             "(one row per token, width a multiple of the head dim)")
     stride = head_dim // coeff
-    heads = rows.reshape(rows.shape[0], -1, coeff // 2, 2, stride)  # chunks of [a, b]
+    heads = rows.reshape(rows.shape[0], rows.shape[1] // head_dim, coeff // 2, 2,
+                         stride)  # chunks of [a, b]
     rotated = np.concatenate([-heads[..., 1:, :], heads[..., :1, :]], axis=-2)
     c = np.tile(cos, rows.shape[1] // head_dim)
     s = np.tile(sin, rows.shape[1] // head_dim)
@@ -269,7 +270,7 @@ def _heads(x: np.ndarray, n: int, what: str) -> np.ndarray:
     if x.ndim == 3 and x.shape[1] == n:
         return x
     if x.ndim == 2 and x.shape[1] % n == 0:
-        return x.reshape(x.shape[0], n, -1)
+        return x.reshape(x.shape[0], n, x.shape[1] // n)
     raise NotReplayable(f"{what} {list(x.shape)} is not [tokens, {n} heads * dim]")
 
 
@@ -387,6 +388,8 @@ def paged_attention(param: dict, inputs: Arrays) -> Arrays:
         raise NotReplayable(f"key/value caches {list(kc.shape)}/{list(vc.shape)} are not "
                             "[blocks, blockSize, kvHeads, headDim] (ND)")
     blocks, bsize = kc.shape[0], kc.shape[1]
+    if not bsize:
+        raise NotReplayable(f"key/value caches {list(kc.shape)} have blocks of no slots")
     if kc.shape[2] != kv:
         raise NotReplayable(f"key/value caches {list(kc.shape)} do not hold kvHeadNum={kv} "
                             "heads")
@@ -402,7 +405,8 @@ def paged_attention(param: dict, inputs: Arrays) -> Arrays:
     if q.shape[0] != lens.size:
         raise NotReplayable(f"{q.shape[0]} query tokens for {lens.size} batches "
                             "(one token per batch is implemented)")
-    kflat, vflat = kc.reshape(-1, kv, kc.shape[-1]), vc.reshape(-1, kv, vc.shape[-1])
+    kflat = kc.reshape(blocks * bsize, kv, kc.shape[-1])
+    vflat = vc.reshape(blocks * bsize, kv, vc.shape[-1])
     out, mag = np.empty(q.shape), np.empty(q.shape)
     for b, n in enumerate(lens.tolist()):
         if not 0 <= n <= tables.shape[1] * bsize:
@@ -427,15 +431,16 @@ def reshape_and_cache(param: dict, inputs: Arrays) -> Arrays:
     slots = inputs[4].astype(np.int64).reshape(-1)
     outs = []
     for src, cache in ((inputs[0], inputs[2]), (inputs[1], inputs[3])):
-        new = cache.astype(np.float64).copy()
-        flat = new.reshape(-1, math.prod(cache.shape[2:]) if cache.ndim >= 3 else cache.shape[-1])
-        if not slots.size or src.size != slots.size * flat.shape[1]:
-            raise NotReplayable(f"{list(src.shape)} is not one cache slot of {flat.shape[1]} "
+        width = math.prod(cache.shape[2:]) if cache.ndim >= 3 else cache.shape[-1] \
+            if cache.ndim else 0
+        if cache.ndim < 2 or not width:
+            raise NotReplayable(f"a cache of shape {list(cache.shape)} has no slots of elements")
+        if not slots.size or src.size != slots.size * width:
+            raise NotReplayable(f"{list(src.shape)} is not one cache slot of {width} "
                                 f"elements for each of the {slots.size} slotMapping entries")
-        rows = src.astype(np.float64).reshape(slots.size, -1)
-        if rows.shape[1] != flat.shape[1]:
-            raise NotReplayable(f"a token row of {rows.shape[1]} elements does not fit a cache "
-                                f"slot of {flat.shape[1]}")
+        new = cache.astype(np.float64).copy()
+        flat = new.reshape(cache.size // width, width)
+        rows = src.astype(np.float64).reshape(slots.size, width)
         if ((slots < 0) | (slots >= flat.shape[0])).any():
             raise NotReplayable(f"slotMapping {slots.tolist()} points outside the "
                                 f"{flat.shape[0]} cache slots")
@@ -623,6 +628,8 @@ def softmax(param: dict, inputs: Arrays) -> Arrays:
     if not x.ndim:
         raise NotReplayable("a 0-d x has no axis")
     axes = _softmax_axes(param, x.ndim)
+    if not x.size:  # nothing to normalise (max has no identity)
+        return [x]
     with np.errstate(invalid="ignore"):
         x = x - x.max(axis=axes, keepdims=True)
         e = np.exp(x)
