@@ -31,8 +31,6 @@ import resource
 import shutil
 import subprocess
 import sys
-import tempfile
-import tracemalloc
 from pathlib import Path
 
 import yaml
@@ -42,8 +40,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tests" / "offline"), str(REPO / "tests"),
                 str(REPO / "scripts"), str(Path(__file__).parent)]
 
-from hypothesis_run import run_property, run_targets  # noqa: E402
+from hypothesis_run import run_in_tmp, run_targets  # noqa: E402
 from offline_synth import small_model  # noqa: E402
+from replay_craft import traced  # noqa: E402
 
 from msprobe_atb.cli import main as cli_main  # noqa: E402
 from msprobe_atb.offline.compare.torch_mapping import Mapping, MappingError, read_mapping  # noqa: E402,E501
@@ -97,18 +96,14 @@ def _mapping(base: Path):
     def check(text: str) -> None:
         f = base / "m.yaml"
         f.write_text(text, encoding="utf-8", errors="surrogatepass")
-        tracemalloc.start()
-        try:
+        def read() -> None:
             try:
-                got = read_mapping(f)
-                assert isinstance(got, Mapping)
+                assert isinstance(read_mapping(f), Mapping)
             except MappingError as e:
                 message = str(e)
                 assert str(f) in message and "\n" not in message, message[:500]
                 assert len(message) < 4000, len(message)
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        _, peak = traced(read)
         assert peak < PEAK, f"{peak} bytes reading a mapping"
     return check
 
@@ -192,18 +187,32 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 
 
-def _safetensors(base: Path):
-    from testkit import atbsim_bin
+def _checkpoint_copies(base: Path):
+    """A function giving a context of a fresh copy of the tiny checkpoint, each time."""
     from tiny_llama import make_tiny_llama  # scripts/, as the tests' fixture makes it
 
     ckpt = make_tiny_llama(base / "tiny")
     count = [0]
 
-    def check(which: str, content: bytes) -> None:
+    @contextlib.contextmanager
+    def copy():
         count[0] += 1
         d = base / f"c{count[0]}"
         shutil.copytree(ckpt, d)
         try:
+            yield d
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    return copy
+
+
+def _safetensors(base: Path):
+    from testkit import atbsim_bin
+
+    copies = _checkpoint_copies(base)
+
+    def check(which: str, content: bytes) -> None:
+        with copies() as d:
             (d / ("model.safetensors" if which == "header" else "config.json")).write_bytes(content)
             res = subprocess.run([str(atbsim_bin(0)), "run", "--weights", str(d),
                                   "--decode-steps", "1"], capture_output=True, text=True,
@@ -211,8 +220,6 @@ def _safetensors(base: Path):
             assert res.returncode in (0, 2), (res.returncode, res.stderr[-2000:])
             if res.returncode == 2:
                 assert res.stderr.startswith("atbsim: --weights: "), res.stderr[-2000:]
-        finally:
-            shutil.rmtree(d, ignore_errors=True)
     return check
 
 
@@ -276,16 +283,11 @@ def _nonregular(base: Path):
 def _mapping_and_checkpoint_files(base: Path):
     """The files a user names (the mapping) and a checkpoint holds, as nonregular."""
     from testkit import atbsim_bin
-    from tiny_llama import make_tiny_llama
 
-    ckpt = make_tiny_llama(base / "tiny")
-    count = [0]
+    copies = _checkpoint_copies(base)
 
     def check(name: str, kind: str) -> None:
-        count[0] += 1
-        d = base / f"c{count[0]}"
-        shutil.copytree(ckpt, d)
-        try:
+        with copies() as d:
             if name == "mapping":
                 _plant(d / "m.yaml", kind)
                 code = ("import sys\nfrom msprobe_atb.offline.compare.torch_mapping import "
@@ -299,8 +301,6 @@ def _mapping_and_checkpoint_files(base: Path):
                 res = subprocess.run([str(atbsim_bin(0)), "run", "--weights", str(d)],
                                      capture_output=True, text=True, timeout=HANG)
                 assert res.returncode == 2 and "not a regular file" in res.stderr, res.stderr
-        finally:
-            shutil.rmtree(d, ignore_errors=True)
     return check
 
 
@@ -320,8 +320,7 @@ DEFAULT = {"mapping-yaml": 3000, "query-sql": 1000, "safetensors": 300,
 
 def run(name: str, examples: int, derandomize: bool = False) -> tuple[int, list[BaseException]]:
     make, inputs = PROPERTIES[name]
-    with tempfile.TemporaryDirectory(prefix=f"fuzz-{name}-") as d:
-        return run_property(make(Path(d)), inputs(), examples, derandomize)
+    return run_in_tmp(name, make, inputs(), examples, derandomize)
 
 
 def main() -> int:

@@ -17,8 +17,6 @@ import argparse
 import json
 import shutil
 import sys
-import tempfile
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -27,8 +25,8 @@ from hypothesis import strategies as st
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tests" / "offline"), str(Path(__file__).parent)]
 
-from hypothesis_run import run_property, run_targets  # noqa: E402
-from replay_craft import crafted_op, replay_json  # noqa: E402
+from hypothesis_run import run_in_tmp, run_targets  # noqa: E402
+from replay_craft import crafted_op, replay_json, traced  # noqa: E402
 
 from msprobe_atb.offline.replay.refs import REFERENCES  # noqa: E402
 from msprobe_atb.offline.replay.runner import REFERENCE_FAILED  # noqa: E402
@@ -107,12 +105,7 @@ def _one_op(base: Path):
         try:
             text = "[" * 20000 + "]" * 20000 if param == "deep" else param
             crafted_op(root, op_type, text, inputs, outputs)
-            tracemalloc.start()
-            try:
-                rc, doc, err = replay_json(root)
-                peak = tracemalloc.get_traced_memory()[1]
-            finally:
-                tracemalloc.stop()
+            (rc, doc, err), peak = traced(replay_json, root)
             assert rc in (0, 1) and "Traceback" not in err, (rc, err[-2000:])
             whys = [o["why"] for o in doc["ops"]]
             assert not any(REFERENCE_FAILED in w for w in whys), whys
@@ -127,8 +120,7 @@ PROPERTIES = {"replay-ops": (_one_op, op_inputs)}
 
 def run(name: str, examples: int, derandomize: bool = False) -> tuple[int, list[BaseException]]:
     make, inputs = PROPERTIES[name]
-    with tempfile.TemporaryDirectory(prefix=f"fuzz-{name}-") as d:
-        return run_property(make(Path(d)), inputs(), examples, derandomize)
+    return run_in_tmp(name, make, inputs(), examples, derandomize)
 
 
 def main() -> int:

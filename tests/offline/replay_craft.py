@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +34,16 @@ def crafted_op(root: Path, op_type: str, param: str | bytes | dict, inputs: list
 
 def op_dir(root: Path, op_type: str) -> Path:
     return root / "atb_dump_data" / "data" / DEV_PID / "0" / f"0_{op_type}"
+
+
+def traced(fn, *args):
+    """(fn(*args), the peak of the bytes Python and numpy allocated meanwhile)."""
+    tracemalloc.start()
+    try:
+        out = fn(*args)
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 def replay_json(root: Path) -> tuple[int, dict, str]:

@@ -7,11 +7,10 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import tracemalloc
 
 import numpy as np
 import pytest
-from replay_craft import crafted_op, op_dir, replay_json
+from replay_craft import crafted_op, op_dir, replay_json, traced
 
 from msprobe_atb.cli import main
 from msprobe_atb.offline.replay.runner import REFERENCE_FAILED
@@ -146,12 +145,7 @@ BOMB = 6000  # results of BOMB x BOMB float64 (288 MB) if computed
 ], ids=["linear", "broadcast", "gather"])
 def test_a_result_that_cannot_fit_is_never_computed(tmp_path, op_type, param, inputs):
     root = crafted_op(tmp_path / "d", op_type, param, inputs, [np.ones((8, 96), np.float32)])
-    tracemalloc.start()
-    try:
-        rc, doc, _ = replay_json(root)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    (rc, doc, _), peak = traced(replay_json, root)
     op = _one(doc)
     assert rc == 1 and op["verdict"] == "own-error"
     assert f"would have shape [{BOMB}, {BOMB}] where the dump holds [8, 96]" in op["why"]
