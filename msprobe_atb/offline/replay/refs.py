@@ -688,6 +688,9 @@ def _along_last(inputs: Arrays, dims: list[int]) -> list[int] | None:
 
 
 ROW_INPUTS.update({
+    # x's rows (the weight whole): the result and its terms' magnitudes a block at a time
+    "LinearOperation": lambda p, ins: None if _flag(p, "transposeA", False) or not ins
+    or ins[0].ndim < 2 else _same_rows(ins, [0]),
     "RmsNormOperation": lambda p, ins: _same_rows(ins, [0]),
     "RopeOperation": lambda p, ins: _same_rows(ins, [0, 1, 2, 3])
     if ins and ins[0].ndim == 2 else None,
