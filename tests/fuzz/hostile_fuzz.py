@@ -314,7 +314,7 @@ PROPERTIES = {
         st.sampled_from(["mapping", "config.json", "model.safetensors"]),
         st.sampled_from(KINDS))),
 }
-DEFAULT = {"mapping-yaml": 3000, "query-sql": 1000, "safetensors": 300,
+DEFAULT = {"mapping-yaml": 1000, "query-sql": 1000, "safetensors": 300,
            "nonregular-files": 200, "nonregular-user-files": 30}
 
 
