@@ -100,6 +100,20 @@ FUZZ_TARGETS += fuzz-scheduler
 fuzz-scheduler: all deps
 	$(VPY) tests/fuzz/scheduler_fuzz.py --examples $(SCHEDULER_FUZZ_EXAMPLES)
 
+# Crafted op_param.json and tensors through replay (param values, shapes, dtypes, bombs).
+REPLAY_FUZZ_EXAMPLES ?= 3000
+FUZZ_TARGETS += fuzz-replay
+.PHONY: fuzz-replay
+fuzz-replay: all deps
+	$(VPY) tests/fuzz/replay_fuzz.py --examples $(REPLAY_FUZZ_EXAMPLES)
+
+# Hostile mapping YAML, safetensors headers and configs, SQL for query, FIFOs and
+# devices in place of every file a reader opens.
+FUZZ_TARGETS += fuzz-hostile
+.PHONY: fuzz-hostile
+fuzz-hostile: all deps
+	$(VPY) tests/fuzz/hostile_fuzz.py
+
 # Every target runs even if an earlier one finds something; the summary lines come last.
 fuzz:
 	@set -o pipefail; mkdir -p $(BUILD); rc=0; for t in $(FUZZ_TARGETS); do \

@@ -63,7 +63,7 @@ def run():
                     for v in {o["verdict"] for o in doc["ops"]}}
         yield (f"2-layer round, default sizes, fp32: {len(doc['ops'])} ops in {wall:.2f} s wall "
                f"(target <= {TARGET_SMALL_S:g} s); verdicts {verdicts}; largest relative "
-               f"error {worst:.3g} (|d-r| / max(|r|, the atol floor))")
+               f"error {worst:.3g} (|d-r| / max(|r|, the dtype's smallest normal))")
         large = dump_model(tmp / "large", LARGE, ids="1", save_child=True)
         wall, cpu, doc, rss = _replay(large)
         peaks = sorted(_peaks(large), reverse=True)

@@ -335,6 +335,7 @@ class Dumper:
                                "dims": ",".join(map(str, t.shape)),
                                "size": t.numel() * t.element_size(), "task": task}
         try:
+            tensors.check_expansion(t)
             t = tensors.host(t)
             st, note = tensors.stats(t) if task != "tensor" else (None, None)
             if task == "statistics":

@@ -24,6 +24,9 @@ from msprobe_atb.offline.read.dtypes import DTYPE_CODES
 from msprobe_atb.offline.read.tensorstats import tensor_stats
 
 MAX_DEPTH = 8  # nesting followed into tuples, lists and dicts
+# A view that repeats its elements (a broadcast: stride 0) is copied whole to be
+# written; beyond this many bytes, and more than twice its storage, it is not.
+MAX_EXPANDED = 256 << 20
 MAX_NAME = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 
@@ -81,6 +84,25 @@ def flatten(args: tuple, kwargs: dict | None = None) -> tuple[list[tuple[str, to
 def file_name(kind: str, index: int, name: str) -> str:
     """`intensor0.bin`, `outtensor0_logits.bin` (kind: intensor / outtensor)."""
     return f"{kind}{index}_{name[:MAX_NAME]}.bin" if name else f"{kind}{index}.bin"
+
+
+class TooExpanded(ValueError):
+    """A view whose copy would be far larger than what it holds; the message says so."""
+
+
+def check_expansion(t: torch.Tensor) -> None:
+    """Raises TooExpanded, before anything is allocated, for a view that repeats its
+    elements into more than MAX_EXPANDED bytes (4 bytes expanded to 2^30 elements
+    would be copied into 4 GiB)."""
+    expanded = t.numel() * t.element_size()
+    if expanded <= MAX_EXPANDED:
+        return
+    stored = t.untyped_storage().nbytes()
+    if expanded > 2 * stored:
+        raise TooExpanded(f"a view of {stored} bytes of storage repeated to "
+                          f"{list(t.shape)} ({expanded} bytes, strides "
+                          f"{list(t.stride())}); not copied: a view that repeats its "
+                          f"elements is written up to {MAX_EXPANDED} bytes")
 
 
 def host(t: torch.Tensor) -> torch.Tensor:

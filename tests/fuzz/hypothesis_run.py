@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import tempfile
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis.strategies import SearchStrategy
@@ -30,6 +32,14 @@ def run_property(prop: Callable[..., None], inputs: SearchStrategy, examples: in
     except Exception as exc:  # one bug, shrunk to its smallest input
         return tried, [exc]
     return tried, []
+
+
+def run_in_tmp(name: str, make: Callable[[Path], Callable[..., None]],
+               inputs: SearchStrategy, examples: int,
+               derandomize: bool = False) -> tuple[int, list[BaseException]]:
+    """run_property of the property `make(dir)` makes in a temporary dir of its own."""
+    with tempfile.TemporaryDirectory(prefix=f"fuzz-{name}-") as d:
+        return run_property(make(Path(d)), inputs, examples, derandomize)
 
 
 def run_targets(names: list[str], run_one: Callable[[str], tuple[int, list[BaseException]]],

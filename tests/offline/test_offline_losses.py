@@ -1,4 +1,4 @@
-"""offline/stats/losses.py: `stats` counts a dump's record logs as the tree builder
+"""offline/read/losses.py: `stats` counts a dump's record logs as the tree builder
 does, by the shim's record layout and without a JSON parse per record."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import shutil
 
 from offline_helpers import run_cli
 
-from msprobe_atb.offline.stats.losses import tally_logs
+from msprobe_atb.offline.read.losses import tally_logs
 from msprobe_atb.tree import progress
 from msprobe_atb.tree.progress import Progress
 from msprobe_atb.tree.records import records_dir

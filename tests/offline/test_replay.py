@@ -20,7 +20,7 @@ from msprobe_atb.cli import main
 from msprobe_atb.offline.read.binfile import load_bin
 from msprobe_atb.offline.read.table import open_dump
 from msprobe_atb.offline.replay.judge import judge_output
-from msprobe_atb.offline.replay.refs import REFERENCES, NotReplayable
+from msprobe_atb.offline.replay.refs import REFERENCES, NotReplayable, Terms
 
 LLAMA_TYPES = {"LinearOperation", "RmsNormOperation", "RopeOperation", "SplitOperation",
                "ReshapeAndCacheOperation", "SelfAttentionOperation", "PagedAttentionOperation",
@@ -47,6 +47,13 @@ def dumps(tmp_path_factory, real_dumps):
                                           inject="scale=300:layer=1,op=GateUp,round=0")
     yield out
     shutil.rmtree(base, ignore_errors=True)
+
+
+def computed(op_type: str):
+    """The reference of `op_type`, its outputs' values only (a sum's Terms unwrapped)."""
+    def run(param: dict, inputs: list) -> list[np.ndarray]:
+        return [o.value if isinstance(o, Terms) else o for o in REFERENCES[op_type](param, inputs)]
+    return run
 
 
 def by_path(doc: dict) -> dict[str, dict]:
@@ -247,14 +254,14 @@ def test_rope_reference_matches_rotate_half_and_interleaved():
     ang = rng.uniform(0, 6, size=(5, 4))
     cos2 = np.cos(np.concatenate([ang, ang], axis=1))
     sin2 = np.sin(np.concatenate([ang, ang], axis=1))
-    rq, rk = REFERENCES["RopeOperation"]({"rotaryCoeff": 2}, [q, k, cos2, sin2, np.array([5])])
+    rq, rk = computed("RopeOperation")({"rotaryCoeff": 2}, [q, k, cos2, sin2, np.array([5])])
     np.testing.assert_allclose(rq, _rope_rotate_half(q, cos2, sin2), rtol=1e-12)
     np.testing.assert_allclose(rk, _rope_rotate_half(k, cos2, sin2), rtol=1e-12)
     cosi, sini = np.cos(np.repeat(ang, 2, axis=1)), np.sin(np.repeat(ang, 2, axis=1))
-    (rq, _) = REFERENCES["RopeOperation"]({"rotaryCoeff": 8}, [q, k, cosi, sini, np.array([5])])
+    (rq, _) = computed("RopeOperation")({"rotaryCoeff": 8}, [q, k, cosi, sini, np.array([5])])
     np.testing.assert_allclose(rq, _rope_interleaved(q, cosi, sini), rtol=1e-12)
     with pytest.raises(NotReplayable, match="rotaryCoeff=3"):
-        REFERENCES["RopeOperation"]({"rotaryCoeff": 3}, [q, k, cos2, sin2, np.array([5])])
+        computed("RopeOperation")({"rotaryCoeff": 3}, [q, k, cos2, sin2, np.array([5])])
 
 
 def _attention_loops(q, k, v, scale, causal_from):
@@ -273,7 +280,7 @@ def test_attention_references_match_a_loop():
     rng = np.random.default_rng(1)
     q, k, v = (rng.normal(size=(6, 2 * 4)) for _ in range(3))
     param = {"calcType": 3, "maskType": 9, "headNum": 2, "kvHeadNum": 2, "qkScale": 0.5}
-    (out,) = REFERENCES["SelfAttentionOperation"](param, [q, k, v, np.array([6])])
+    (out,) = computed("SelfAttentionOperation")(param, [q, k, v, np.array([6])])
     want = _attention_loops(*(t.reshape(6, 2, 4) for t in (q, k, v)), 0.5, 0)
     np.testing.assert_allclose(out.reshape(6, 2, 4), want, rtol=1e-12)
     # Paged: the same keys/values in shuffled cache blocks, the last token as the query.
@@ -283,26 +290,26 @@ def test_attention_references_match_a_loop():
         b, o = table[0, j // 2], j % 2
         kc[b, o], vc[b, o] = k[j].reshape(2, 4), v[j].reshape(2, 4)
     pa = {"headNum": 2, "kvHeadNum": 2, "qkScale": 0.5, "maskType": 0}
-    (last,) = REFERENCES["PagedAttentionOperation"](pa, [q[5:6], kc, vc, table, np.array([6])])
+    (last,) = computed("PagedAttentionOperation")(pa, [q[5:6], kc, vc, table, np.array([6])])
     np.testing.assert_allclose(last.reshape(2, 4), want[5], rtol=1e-12)
     with pytest.raises(NotReplayable, match="calcType=0"):
-        REFERENCES["SelfAttentionOperation"]({**param, "calcType": 0}, [q, k, v, np.array([6])])
+        computed("SelfAttentionOperation")({**param, "calcType": 0}, [q, k, v, np.array([6])])
 
 
 def test_activation_and_elewise_references():
     x = np.linspace(-4, 4, 9)
-    (y,) = REFERENCES["ActivationOperation"]({"activationType": 6, "dim": -1},
+    (y,) = computed("ActivationOperation")({"activationType": 6, "dim": -1},
                                              [np.concatenate([x, x])[None, :]])
     np.testing.assert_allclose(y[0], x / (1 + np.exp(-x)) * x, rtol=1e-12)
-    (y,) = REFERENCES["ActivationOperation"]({"activationType": 4, "scale": 1.0}, [x])
+    (y,) = computed("ActivationOperation")({"activationType": 4, "scale": 1.0}, [x])
     np.testing.assert_allclose(y, x / (1 + np.exp(-x)), rtol=1e-12)
-    (y,) = REFERENCES["ElewiseOperation"]({"elewiseType": 2, "mulsParam": {"varAttr": 3.0}},
+    (y,) = computed("ElewiseOperation")({"elewiseType": 2, "mulsParam": {"varAttr": 3.0}},
                                           [x])
     np.testing.assert_allclose(y, 3 * x)
     with pytest.raises(NotReplayable, match="elewiseType=17"):
-        REFERENCES["ElewiseOperation"]({"elewiseType": 17}, [x])
+        computed("ElewiseOperation")({"elewiseType": 17}, [x])
     with pytest.raises(NotReplayable, match="activationType=7"):
-        REFERENCES["ActivationOperation"]({"activationType": 7}, [x])
+        computed("ActivationOperation")({"activationType": 7}, [x])
 
 
 def test_judge_tells_overflow_from_own_error():
@@ -343,30 +350,30 @@ def test_stats_compare_and_report_give_the_verdict_of_the_op_at_fault(dumps, tmp
 def test_data_movement_and_norm_references():
     rng = np.random.default_rng(2)
     x = rng.normal(size=(3, 4, 6))
-    (y,) = REFERENCES["SoftmaxOperation"]({"axes": [-1]}, [x])
+    (y,) = computed("SoftmaxOperation")({"axes": [-1]}, [x])
     np.testing.assert_allclose(y, np.exp(x) / np.exp(x).sum(-1, keepdims=True), rtol=1e-12)
-    (y,) = REFERENCES["TransposeOperation"]({"perm": [2, 0, 1]}, [x])
+    (y,) = computed("TransposeOperation")({"perm": [2, 0, 1]}, [x])
     assert y.shape == (6, 3, 4) and y[5, 2, 3] == x[2, 3, 5]
-    (y,) = REFERENCES["ConcatOperation"]({"concatDim": 1}, [x, x[:, :1]])
+    (y,) = computed("ConcatOperation")({"concatDim": 1}, [x, x[:, :1]])
     assert y.shape == (3, 5, 6) and (y[:, 4] == x[:, 0]).all()
-    a, b = REFERENCES["SplitOperation"]({"splitDim": -1, "splitSizes": [2, 4]}, [x])
+    a, b = computed("SplitOperation")({"splitDim": -1, "splitSizes": [2, 4]}, [x])
     assert a.shape == (3, 4, 2) and (b == x[..., 2:]).all()
-    (y,) = REFERENCES["GatherOperation"]({"axis": 1}, [x, np.array([3, 0])])
+    (y,) = computed("GatherOperation")({"axis": 1}, [x, np.array([3, 0])])
     assert (y[:, 0] == x[:, 3]).all() and (y[:, 1] == x[:, 0]).all()
     with pytest.raises(NotReplayable, match="index 4 is outside"):
-        REFERENCES["GatherOperation"]({"axis": 1}, [x, np.array([4])])
+        computed("GatherOperation")({"axis": 1}, [x, np.array([4])])
     g = rng.normal(size=6)
     rms = np.sqrt((x ** 2).mean(-1, keepdims=True) + 1e-6)
     norm = {"epsilon": 1e-6}
-    (y,) = REFERENCES["RmsNormOperation"]({"layerType": 1, "normParam": norm}, [x, g])
+    (y,) = computed("RmsNormOperation")({"layerType": 1, "normParam": norm}, [x, g])
     np.testing.assert_allclose(y, x / rms * g, rtol=1e-12)
-    (y,) = REFERENCES["RmsNormOperation"](
+    (y,) = computed("RmsNormOperation")(
         {"layerType": 1, "normParam": {**norm, "modelType": 1}}, [x, g])
     np.testing.assert_allclose(y, x / rms * (1 + g), rtol=1e-12)
     with pytest.raises(NotReplayable, match="layerType=2"):
-        REFERENCES["RmsNormOperation"]({"layerType": 2}, [x, g])
+        computed("RmsNormOperation")({"layerType": 2}, [x, g])
     w = rng.normal(size=(5, 6))
-    (y,) = REFERENCES["LinearOperation"]({"hasBias": True}, [x, w, np.arange(5.0)])
+    (y,) = computed("LinearOperation")({"hasBias": True}, [x, w, np.arange(5.0)])
     np.testing.assert_allclose(y, x @ w.T + np.arange(5.0), rtol=1e-12)
     with pytest.raises(NotReplayable, match="quantMode=1"):
-        REFERENCES["LinearOperation"]({"quantMode": 1, "hasBias": False}, [x, w])
+        computed("LinearOperation")({"quantMode": 1, "hasBias": False}, [x, w])

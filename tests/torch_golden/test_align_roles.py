@@ -64,7 +64,7 @@ def test_torch_names_of_a_llama():
     ("rules: [{atb: x, io: sideways, index: 0}]", "io 'sideways'"),
     ("rules: [{atb: x, io: output}]", "needs atb, io and index"),
     ("rules: [{atb: x, io: output, index: 0, torch: [lm_head]}]", "'MODULE input|output INDEX'"),
-    ("rules: [", "cannot read the mapping file"),
+    ("rules: [", "is not YAML"),
 ])
 def test_a_bad_mapping_file_is_refused_naming_the_problem(tmp_path, text, says):
     f = tmp_path / "m.yaml"

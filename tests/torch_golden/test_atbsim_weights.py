@@ -6,6 +6,7 @@ steps teacher-forced (--decode-ids) to the tokens torch generated."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -237,6 +238,46 @@ def test_crafted_safetensors_are_usage_errors(tmp_path, tiny_llama_checkpoint, h
     else:
         raw_safetensors(weights, header, data)
     assert f"{weights}: {message}" in refused("--weights", d)
+
+
+def _replace(path: Path, kind: str) -> None:
+    """`path` becomes a FIFO, or a link to a device that never ends."""
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(kind)
+
+
+@pytest.mark.parametrize("kind,what", [("fifo", "a FIFO"), ("/dev/zero", "a character device")])
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors",
+                                  "model.safetensors.index.json"])
+def test_files_that_are_not_regular_are_refused_by_name(tmp_path, tiny_llama_checkpoint, kind,
+                                                         what, name):
+    """Issue 30 §3/§4: a FIFO hung --weights; /dev/zero was read for gigabytes."""
+    d = copy_checkpoint(tiny_llama_checkpoint, tmp_path / "d")
+    if name.endswith("index.json"):  # a sharded checkpoint: the index is read first
+        (d / "model.safetensors").rename(d / "shard.safetensors")
+        (d / name).write_text("{}")
+    _replace(d / name, kind)
+    assert f"{d / name}: " in (err := refused("--weights", d))
+    assert f"is {what}, not a regular file" in err
+
+
+def test_headers_and_configs_larger_than_a_checkpoint_needs_are_refused(tmp_path,
+                                                                       tiny_llama_checkpoint):
+    """Issue 30 §4: a 90 MB JSON array in a header (under the format's 100 MB) ended in
+    std::bad_alloc at 3 GB."""
+    d = copy_checkpoint(tiny_llama_checkpoint, tmp_path / "d")
+    weights = d / "model.safetensors"
+    text = b"[" + b"0," * (45 << 20) + b"0]"
+    weights.write_bytes(len(text).to_bytes(8, "little") + text)
+    assert "more than the 8388608 a checkpoint's header needs" in refused("--weights", d)
+    text = b"[" + b"0," * (3 << 20) + b"0]"  # under the size bound: 3M values
+    weights.write_bytes(len(text).to_bytes(8, "little") + text)
+    assert "the header is not valid JSON (more than 1000000 values" in refused("--weights", d)
+    (d / "config.json").write_text(json.dumps({"pad": "x" * (2 << 20)}))
+    assert "config.json: cannot read it: larger than the 1048576 bytes" in refused("--weights", d)
 
 
 def test_truncated_file_is_a_usage_error(tmp_path, tiny_llama_checkpoint):

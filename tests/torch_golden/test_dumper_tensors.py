@@ -138,3 +138,39 @@ def test_a_second_dump_of_the_process_into_the_same_output_is_refused(top, tmp_p
             top(x, mask)
     assert sorted(p.name for p in (tmp_path / "atb_dump_data").rglob("*")) == before
     assert not top._forward_hooks and not top._forward_pre_hooks
+
+
+class Broadcast(nn.Module):
+    def forward(self, x):
+        return x.expand(1 << 30)  # 4 bytes of storage, 4 GiB as a copy
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.broadcast = Broadcast()
+
+    def forward(self, x):
+        return self.broadcast(x)[:4].sum()
+
+
+def test_a_broadcast_view_is_counted_lost_before_it_is_copied(tmp_path):
+    """Issue 30 §4: the view was copied into a 4 GiB tensor (lost under a 4 GB limit)."""
+    import tracemalloc
+
+    x, model = torch.ones(1), Model()
+    tracemalloc.start()
+    try:
+        with torch.no_grad(), Dumper(model, tmp_path, ALL) as dumper:
+            model(x)
+            peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    rnd = _proc(tmp_path) / "0"
+    with open(rnd / "statistic_extra.csv", newline="") as f:
+        extra = list(csv.DictReader(f))
+    out = next(r for r in extra if r["Input/Output"] == "output")
+    assert out["Data Status"] == "lost" and "4 bytes of storage repeated to [1073741824]" in \
+        out["Note"]
+    assert any(r["Input/Output"] == "input" and r["Data Status"] == "bin" for r in extra)
+    assert dumper.counts.errors == 1 and peak < 64 << 20

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..dask_roots import announced_roots, can_read
 from ..read.binfile import BinFileError, TensorNotSaved
+from ..read.datafile import open_data
 from ..read.metrics import (
     Accumulator,
     Reader,
@@ -72,7 +73,7 @@ def open_side(path: str) -> TensorFile | tuple[str, str]:
 
 def read_chunk(t: TensorFile, start: int, stop: int) -> bytes:
     """On the target's worker: the raw payload bytes of elements [start, stop)."""
-    with open(t.hdr.path, "rb", buffering=0) as fh:
+    with open_data(t.hdr.path, buffering=0) as fh:
         return bytes(Reader().read(t, fh, start, stop))
 
 
@@ -91,7 +92,7 @@ def chunk_state(g: TensorFile, t: TensorFile, start: int, stop: int, traw: bytes
                 rtol: float, atol: float) -> tuple[str, tuple]:
     """On the golden side's worker: one chunk's accumulator, the target's bytes
     having come through the cluster."""
-    with open(g.hdr.path, "rb", buffering=0) as gfh:
+    with open_data(g.hdr.path, buffering=0) as gfh:
         piece = next(pieces(g, t, gfh, None, (Reader(), _Received(traw)), [(start, stop)]))
     return _me(), chunk_accumulator(piece, rtol, atol).state()
 

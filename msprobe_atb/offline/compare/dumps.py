@@ -40,10 +40,10 @@ from msprobe_atb.tree.models import layer_of, round_label
 
 from ..read.confine import REFUSED
 from ..read.dtypes import TOLERANCES
+from ..read.losses import format_losses, losses_summary
 from ..read.models import model_map
 from ..read.table import FILE_STATUSES, Dump, fill_missing_stats, op_path
 from ..replay.text import replay_brief
-from ..stats.losses import format_losses, losses_summary
 from .dask_connect import CONNECT_TIMEOUT_S
 from .pair_engine import EngineReport, pair_metrics
 from .pairs import pair_rows, take

@@ -42,6 +42,7 @@ from pathlib import Path
 import polars as pl
 
 from ..read.table import op_path
+from ..read.yamldoc import YamlRefused, load_yaml
 from .torch_align import Alignment, Source, TorchRef, Unmatched, lead
 
 HEADER = ("# msprobe-atb compare --mapping: ATB tensor -> torch tensor(s); see "
@@ -81,37 +82,47 @@ class Mapping:
     heuristics: bool = True
 
 
+def _short(v) -> str:
+    """A value as a one-line message shows it: its repr, at most 80 characters."""
+    text = " ".join(repr(v).split())
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _rule(obj, n: int, path: str) -> Rule:
     if not isinstance(obj, dict):
         raise MappingError(f"{path}: rule {n} is not a mapping (atb, io, index, torch)")
     try:
         atb, io, index = str(obj["atb"]), str(obj["io"]), int(obj["index"])
     except (KeyError, TypeError, ValueError) as e:
-        raise MappingError(f"{path}: rule {n} needs atb, io and index ({e!r})") from None
+        raise MappingError(f"{path}: rule {n} needs atb, io and index ({_short(e)})") from None
     if io not in ("input", "output"):
-        raise MappingError(f"{path}: rule {n}: io {io!r} is neither input nor output")
+        raise MappingError(f"{path}: rule {n}: io {_short(io)} is neither input nor output")
     torch = obj.get("torch") or []
     if isinstance(torch, str):
         torch = [torch]
     for t in torch:
         if not re.fullmatch(r"\S+ (input|output) \d+", str(t)):
-            raise MappingError(f"{path}: rule {n}: torch tensor {t!r} is not "
+            raise MappingError(f"{path}: rule {n}: torch tensor {_short(t)} is not "
                                "'MODULE input|output INDEX'")
     cols = obj.get("cols")
     if cols is not None and not (isinstance(cols, list) and len(cols) == 2 and all(
             isinstance(c, int) and c >= 0 for c in cols) and cols[0] < cols[1]):
-        raise MappingError(f"{path}: rule {n}: cols {cols!r} is not [start, stop] with "
+        raise MappingError(f"{path}: rule {n}: cols {_short(cols)} is not [start, stop] with "
                            "0 <= start < stop")
     return Rule(atb, io, index, tuple(str(t) for t in torch), bool(obj.get("rows", False)),
                 str(obj.get("why") or ""), tuple(cols) if cols else None)
 
 
+# A rule is about ten nodes and 150 bytes: room for tens of thousands of rules.
+MAX_MAPPING_BYTES, MAX_MAPPING_NODES = 4 << 20, 200_000
+
+
 def read_mapping(path: str | Path) -> Mapping:
     import yaml  # here: every compare imports this module, few read a mapping file
     try:
-        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as e:
-        raise MappingError(f"{path}: cannot read the mapping file ({e})") from None
+        doc = load_yaml(path, "a mapping file", MAX_MAPPING_BYTES, MAX_MAPPING_NODES)
+    except YamlRefused as e:
+        raise MappingError(str(e)) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("rules"), list):
         raise MappingError(f"{path}: not a mapping file (a `rules:` list is needed)")
     return Mapping([_rule(r, i + 1, str(path)) for i, r in enumerate(doc["rules"])],

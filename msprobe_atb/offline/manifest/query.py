@@ -9,7 +9,14 @@ It reads exactly the parts each manifest owns (read/manifest_parts.py): a plante
 left-over, linked or unreadable file is skipped and named, never counted twice.
 A part that fails only when the query reads its data (a flipped bit) is
 skipped, named, and the query run again without it. File names go to DuckDB with
-its glob characters escaped, so a name is never read as a pattern."""
+its glob characters escaped, so a name is never read as a pattern.
+
+The query is read-only over the dumps it was given: only SELECT (with WITH, DESCRIBE,
+SHOW, ...) and EXPLAIN statements run; any other (COPY, ATTACH, INSTALL, LOAD,
+EXPORT, CREATE, SET, ...) is refused by name before anything runs. DuckDB's access
+to files is limited to the dump roots (`allowed_directories`, then
+`enable_external_access` off and the configuration locked), so no statement reads
+another file or another dump, and no extension is installed or loaded."""
 
 from __future__ import annotations
 
@@ -29,6 +36,13 @@ class NoManifest(DumpNotFound):
     pass
 
 
+class Refused(ValueError):
+    """A statement or a file access `query` does not do; one line, naming it."""
+
+
+READ_ONLY = {"SELECT", "EXPLAIN"}  # duckdb's StatementType names
+
+
 def _quote(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
@@ -38,8 +52,10 @@ def _literal(path: str) -> str:
     return re.sub(r"[*?\[]", lambda m: f"[{m.group(0)}]", path)
 
 
-def manifest_files(dirs: list[str], problems: list[str]) -> list[str]:
+def manifest_files(dirs: list[str], problems: list[str]) -> tuple[list[str], list[str]]:
+    """(the manifest parts to read, the dump roots they are in)."""
     files: list[str] = []
+    roots: list[str] = []
     for d in dirs:
         root = find_layout(d).root
         found = owned_parts(root, problems) if root else []
@@ -47,7 +63,38 @@ def manifest_files(dirs: list[str], problems: list[str]) -> list[str]:
             raise NoManifest(f"{d}: no manifest (atb_dump_data/manifest) with a readable "
                              f"part; make one with `msprobe-atb index {d}`")
         files += found
-    return files
+        roots.append(str(root))
+    return files, roots
+
+
+def check_read_only(con, sql: str) -> None:
+    """Refuses (Refused) a text holding any statement but a read; nothing has run."""
+    import duckdb
+
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as e:
+        raise ValueError(f"query failed: {_first_line(e)}") from None
+    for st in statements:
+        kind = str(st.type).rpartition(".")[2]
+        if kind not in READ_ONLY:
+            word = (st.query.split() or [kind])[0].upper()
+            raise Refused(f"refused: a {word} statement; query only reads the dumps it was "
+                          "given (SELECT, WITH, DESCRIBE, SHOW, EXPLAIN)")
+
+
+def confine(con, roots: list[str]) -> None:
+    """From now on the connection opens files under `roots` only, and no setting
+    can change (see the module's doc)."""
+    allowed = [r.rstrip("/") + "/" for r in roots]
+    allowed += [_literal(r) for r in allowed if _literal(r) != r]  # as the view names them
+    con.execute(f"SET allowed_directories = [{', '.join(map(_quote, allowed))}]")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).splitlines() or [""])[0]
 
 
 def create_view(con, files: list[str]) -> None:
@@ -122,20 +169,26 @@ def run(dirs: list[str], sql: str, fmt: str = "table",
     import duckdb
 
     problems = [] if problems is None else problems
-    files = manifest_files(dirs, problems)
+    files, roots = manifest_files(dirs, problems)
     while True:
-        con = duckdb.connect()
+        con = duckdb.connect(config={"autoinstall_known_extensions": False,
+                                     "autoload_known_extensions": False})
         try:
+            check_read_only(con, sql)
+            confine(con, roots)
             create_view(con, files)  # a footer DuckDB refuses fails here, before the query
             cur = con.execute(sql)
             if cur is None or cur.description is None:  # a statement without rows
                 return ""
             columns = [d[0] for d in cur.description]
             return render(columns, cur.fetchall(), fmt)
+        except duckdb.PermissionException as e:
+            raise Refused(f"refused: {_first_line(e).removeprefix('Permission Error: ')}; "
+                          "query reads only the dumps it was given") from None
         except duckdb.Error as e:
             bad = [f for f in files if f in str(e)] or _unreadable(con, files)
             if not bad or len(bad) == len(files):
-                raise ValueError(f"query failed: {e}") from None
+                raise ValueError(f"query failed: {_first_line(e)}") from None
             for f in bad:
                 problems.append(f"{f}: unreadable Parquet ({str(e).splitlines()[0]}); skipped")
                 files.remove(f)

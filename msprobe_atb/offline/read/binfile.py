@@ -22,6 +22,7 @@ import numpy as np
 from msprobe_atb.tree.names import text_of
 
 from .confine import Confinement
+from .datafile import open_data
 from .dtypes import SPECS, DtypeSpec, dtype_name, format_name
 
 MAX_HEADER = 64 * 1024  # a real header is ~120 bytes; anything longer is not a .bin
@@ -92,7 +93,7 @@ def read_header(path: os.PathLike | str) -> BinHeader:
     """Parse the header of one `.bin`; checks the payload size against the file size."""
     path = Path(path)
     try:
-        with open(path, "rb") as f:
+        with open_data(path) as f:
             head = f.read(MAX_HEADER)
             size = os.fstat(f.fileno()).st_size
     except OSError as e:
@@ -243,7 +244,7 @@ def payload_spec(hdr: BinHeader) -> DtypeSpec:
 def load_payload(hdr: BinHeader, raw: bool = False) -> np.ndarray:
     """Decode the payload of a resolved (non-stub) header into an array of `hdr.dims`."""
     spec = payload_spec(hdr)
-    with open(hdr.path, "rb") as f:
+    with open_data(hdr.path) as f:
         f.seek(hdr.data_offset)
         buf = np.frombuffer(f.read(hdr.length), dtype=np.uint8)
     if hdr.dtype == 13:  # string: raw bytes, no element shape

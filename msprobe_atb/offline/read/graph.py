@@ -17,6 +17,8 @@ from pathlib import Path
 
 from msprobe_atb.tree.names import text_of, texts
 
+from .datafile import MAX_INFO, read_small
+
 
 @dataclass
 class Node:
@@ -61,12 +63,13 @@ def load_layer_graphs(info: Path | None, dev_pid: str | None = None,
     graphs: dict[str, Node] = {}
     for f in _info_jsons(info, "layer", dev_pid):
         try:
-            obj = texts(json.loads(f.read_bytes().decode("utf-8", "surrogateescape")))
+            obj = texts(json.loads(read_small(f, "an info/layer graph", MAX_INFO)
+                                   .decode("utf-8", "surrogateescape")))
             m = _GID.search(str(obj.get("opName", ""))) or _GID.search(f.stem)
             if not m:
                 raise ValueError("no trailing _<id> in opName or file name")
             graphs.setdefault(m.group(1), _node(obj, m.group(1)))
-        except (ValueError, AttributeError, RecursionError) as e:
+        except (OSError, ValueError, AttributeError, RecursionError) as e:
             if problems is not None:
                 problems.append(f"{text_of(str(f))}: layer graph skipped ({e})")
     return graphs
@@ -103,7 +106,8 @@ def load_model_graphs(info: Path | None, dev_pid: str | None = None,
     out: dict[str, tuple[list[ModelNode], int]] = {}
     for f in _info_jsons(info, "model", dev_pid):
         try:
-            obj = texts(json.loads(f.read_bytes().decode("utf-8", "surrogateescape")))
+            obj = texts(json.loads(read_small(f, "an info/model graph", MAX_INFO)
+                                   .decode("utf-8", "surrogateescape")))
             name = str(obj.get("modelName", f.stem))
             nodes = []
             for n in obj.get("nodes") or []:
@@ -114,7 +118,7 @@ def load_model_graphs(info: Path | None, dev_pid: str | None = None,
                                            _names(n.get("outTensors")), name))
             for i, n in enumerate(nodes):
                 out.setdefault(n.gid, (nodes, i))
-        except (ValueError, AttributeError, TypeError) as e:
+        except (OSError, ValueError, AttributeError, TypeError, RecursionError) as e:
             if problems is not None:
                 problems.append(f"{text_of(str(f))}: model graph skipped ({e})")
     return out

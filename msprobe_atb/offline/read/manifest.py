@@ -23,6 +23,7 @@ import polars as pl
 from msprobe_atb.tree.manifest import META, manifest_dir
 
 from .confine import Confinement
+from .datafile import read_small
 from .layout import DumpLayout, RoundDir
 from .manifest_parts import owned_parts, wrong_types
 from .read_errors import read_errors
@@ -47,7 +48,7 @@ def meta(dump_root: Path) -> dict:
     if f.parent.is_symlink() or f.is_symlink():  # another dump's (manifest_parts.py)
         return {}
     try:
-        m = json.loads(f.read_text())
+        m = json.loads(read_small(f, "a manifest's meta"))
         return m if isinstance(m, dict) else {}
     except (OSError, ValueError):
         return {}
@@ -68,7 +69,8 @@ def _mtime(path: Path) -> int:
 
 def _marker_rows(rd: RoundDir) -> int | None:
     try:
-        return int(json.loads((rd.path / "ROUND_COMPLETE.json").read_text())["rows"])
+        return int(json.loads(read_small(rd.path / "ROUND_COMPLETE.json", "a round marker"))
+                   ["rows"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

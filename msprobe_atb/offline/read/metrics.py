@@ -39,6 +39,7 @@ import numpy as np
 from msprobe_atb.tree.names import os_path
 
 from ..read.binfile import BinFileError, BinHeader, TensorNotSaved, payload_spec, resolve
+from ..read.datafile import open_data
 from ..read.dtypes import SPECS, tolerance
 from ._pair_kernel import ffi, lib
 
@@ -223,7 +224,7 @@ def _readers() -> tuple[Reader, Reader]:
 def pair_accumulate(g: TensorFile, t: TensorFile, rtol: float, atol: float) -> Accumulator:
     """Accumulator of a comparable pair, both files local."""
     total = Accumulator()
-    with open(g.hdr.path, "rb", buffering=0) as gfh, open(t.hdr.path, "rb", buffering=0) as tfh:
+    with open_data(g.hdr.path, buffering=0) as gfh, open_data(t.hdr.path, buffering=0) as tfh:
         for piece in pieces(g, t, gfh, tfh, _readers(), chunks(g.numel)):
             total.merge(chunk_accumulator(piece, rtol, atol))
     return total

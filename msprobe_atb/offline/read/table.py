@@ -33,6 +33,7 @@ from msprobe_atb.tree.names import BACKSLASH, os_path, text_of, text_of_bytes
 
 from .binfile import BinFileError, TensorNotSaved, read_header, resolve
 from .confine import Confinement, refuse_outside
+from .datafile import not_regular
 from .filestats import FileStats
 from .layout import DumpLayout, RoundDir, find_layout
 from .manifest import read as read_manifest
@@ -160,6 +161,8 @@ def _csv_files(paths: list[Path], box: Confinement, problems: list[str]) -> list
                             "round's own file; not read")
         elif p.is_file() and box.allows(p):
             out.append(str(p))
+        elif os.path.lexists(p) and box.allows(p):
+            problems.append(f"{p}: {not_regular(p)}; not read")
     return out
 
 

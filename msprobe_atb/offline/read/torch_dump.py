@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import polars as pl
 
+from .datafile import MAX_INFO, read_small
 from .table import Dump
 
 
@@ -20,7 +21,7 @@ def _jsons(dump: Dump, kind: str) -> Iterator[tuple[str, dict]]:
         return
     for f in sorted(base.glob("*/*.json")):
         try:
-            doc = json.loads(f.read_text(encoding="utf-8"))
+            doc = json.loads(read_small(f, "an info JSON", MAX_INFO).decode("utf-8"))
         except (OSError, ValueError):
             continue
         if isinstance(doc, dict):

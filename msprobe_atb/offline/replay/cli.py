@@ -25,6 +25,18 @@ def _return_freed_arrays() -> None:
         pass
 
 
+def _lost_lines(dump) -> list[str]:
+    """What the dump's roots lost or their derived files lack, as `stats` says it."""
+    from ..read.losses import format_losses, losses_summary
+
+    lines = []
+    for layout in dump.layouts():
+        s = losses_summary(layout)
+        if s["lost"] or s["params_lost"] or s["derived_behind"]:
+            lines += format_losses(s, dump.tensors.height)
+    return lines
+
+
 def cmd_replay(a) -> int:
     from ..read.jsonsafe import jsonable
     from ..read.layout import DumpNotFound
@@ -68,6 +80,7 @@ def cmd_replay(a) -> int:
         print(f"msprobe-atb replay: error: {e}", file=sys.stderr)
         return EXIT_ERROR
     first = first_at_fault(results)
+    lost = _lost_lines(dump)
     golden_of = {}
     if gold is not None:
         gops = {(o.round, o.op_id): o for o in gold.ops}
@@ -76,12 +89,12 @@ def cmd_replay(a) -> int:
                 g = gops.get((r.op.round, r.op.op_id))
                 golden_of[r.op.path] = gold.replay(g) if g is not None else None
     doc = {"ops": [r.as_json() for r in results],
-           "first": first.as_json() if first else None}
+           "first": first.as_json() if first else None, "dump_incomplete": lost}
     if gold is not None:
         doc["golden"] = {p: (g.as_json() if g else None) for p, g in golden_of.items()}
     text = json.dumps(jsonable(doc), indent=1) if a.json else \
         format_text(results, first, golden_of if gold is not None else None,
-                    show_ok=bool(a.op) or a.verbose)
+                    show_ok=bool(a.op) or a.verbose, lost=lost)
     if a.output:
         with open(a.output, "w", encoding="utf-8") as f:
             f.write(text + "\n")

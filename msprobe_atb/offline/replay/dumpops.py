@@ -11,16 +11,19 @@ op_param.json, and each op knows its module's qualified name.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
+from ..read.datafile import read_bounded
 from ..read.table import Dump
 from ..read.torch_dump import is_torch_dump, module_names
 
 _INDEX = re.compile(r"^(\d+)")
+MAX_PARAM_BYTES = 1 << 20  # ATB's largest params are a few KiB
 
 
 @dataclass
@@ -51,17 +54,24 @@ class DumpedOp:
 
     @property
     def is_leaf(self) -> bool:
-        return self.folder is not None and (self.folder / "op_param.json").is_file()
+        # lexists: an op_param.json that is not a regular file is refused by param(), by name
+        return self.folder is not None and os.path.lexists(self.folder / "op_param.json")
 
     def param(self) -> dict:
         """The op's param JSON; raises ValueError naming the file when it cannot be read."""
         f = self.folder / "op_param.json" if self.folder else None
-        if f is None or not f.is_file():
+        if f is None or not os.path.lexists(f):
             raise ValueError("no op_param.json was dumped for it")
         try:
-            obj = json.loads(f.read_text(encoding="utf-8", errors="replace") or "{}")
-        except ValueError as e:
-            raise ValueError(f"{f}: not JSON ({e})") from None
+            text = read_bounded(f, MAX_PARAM_BYTES, "an op_param.json").decode("utf-8", "replace")
+            obj = json.loads(text or "{}")
+        except OSError as e:
+            raise ValueError(f"{f}: cannot be read: {e.strerror}") from None
+        except RecursionError:
+            raise ValueError(f"{f}: nested too deep to be an op's param") from None
+        except ValueError as e:  # not JSON, or TooLarge
+            raise ValueError(f"{f}: not JSON ({e})" if isinstance(e, json.JSONDecodeError)
+                             else str(e)) from None
         if not isinstance(obj, dict):
             raise ValueError(f"{f}: not a JSON object")
         return obj

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
+from .refs import Terms
 from .tolerances import Tolerance, tolerance_for
 
 CHUNK = 1 << 20
@@ -46,26 +48,18 @@ class _Tally:
     over_values: tuple[float, float] = (0.0, 0.0)
 
 
-def _held_scale(d: np.ndarray, tol: Tolerance) -> float:
-    """The largest finite magnitude of the dumped output within the dtype's range. It
-    scales the absolute floor; taken from the dump, a wrong large value widens the
-    floor only where that value itself is flagged, so it can hide nothing."""
-    scale = 0.0
-    for i in range(0, d.size, CHUNK):
-        a = np.abs(d[i:i + CHUNK].astype(np.float64))
-        a = a[np.isfinite(a) & ((a <= tol.max_finite) if tol.max_finite else True)]
-        if a.size:
-            scale = max(scale, float(a.max()))
-    return scale
-
-
 def _tally(t: _Tally, base: int, d: np.ndarray, r: np.ndarray, tol: Tolerance,
-           scale: float) -> None:
+           magnitude: Callable[[], np.ndarray]) -> None:
+    """Adds a slice to the tally; `magnitude()` gives its elements' terms' magnitudes,
+    asked for only when |r| alone does not settle every element."""
     finite_r, finite_d = np.isfinite(r), np.isfinite(d)
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.abs(d - r)
-        agree = (err <= tol.rtol * np.abs(r) + tol.atol * scale) | (d == r) | (
-            np.isnan(d) & np.isnan(r))
+        allowed = tol.rtol * np.abs(r) + tol.floor
+        same = (d == r) | (np.isnan(d) & np.isnan(r))
+        agree = (err <= allowed) | same
+        if tol.atol and not agree.all():
+            agree = (err <= allowed + tol.atol * magnitude()) | same
     over = np.zeros_like(agree)
     if tol.max_finite:
         beyond = finite_r & (np.abs(r) > tol.max_finite)
@@ -78,7 +72,7 @@ def _tally(t: _Tally, base: int, d: np.ndarray, r: np.ndarray, tol: Tolerance,
     if both.any():
         e, rb, db = err[both], r[both], d[both]
         t.max_abs_err = max(t.max_abs_err, float(e.max()))
-        floor = max(tol.atol * scale, 1e-30)
+        floor = max(tol.floor, 1e-30)
         t.max_rel_err = max(t.max_rel_err, float((e / np.maximum(np.abs(rb), floor)).max()))
         t.dot += float(np.dot(db, rb))
         t.dd += float(np.dot(db, db))
@@ -106,47 +100,70 @@ class OutputJudge:
         self.tol = tolerance_for(dtype)
         self.flat = dumped.reshape(-1)
         self.row = math.prod(dumped.shape[1:]) if dumped.ndim else 1
-        self.scale = _held_scale(self.flat, self.tol)
         self.kind = _KERNEL_TYPES.get(self.flat.dtype.str) if self.tol.max_finite else None
         self.tally = _Tally()
         self.acc = None
         self.seen = 0
         self.misfit: str | None = None
 
-    def add(self, ref: np.ndarray, first_row: int = 0) -> None:
-        """The reference of the output's rows from `first_row` on."""
-        r = ref.reshape(-1)
+    def shape_problem(self, shape: tuple, first_row: int = 0, whole: bool = True) -> str | None:
+        """Why a result of `shape` (the whole result, or rows from `first_row` on)
+        cannot be the dumped output, or None. The same elements in another shape do
+        not pass."""
+        shape = tuple(shape)
+        if whole:
+            return None if shape == self.shape else \
+                f"the op's result has shape {list(shape)} where the dump holds {list(self.shape)}"
+        if len(shape) == len(self.shape) and shape and shape[1:] == self.shape[1:] and \
+                first_row + shape[0] <= self.shape[0]:
+            return None
+        return (f"the op's result has rows of shape {list(shape[1:])} where the dump holds "
+                f"{list(self.shape)}")
+
+    def add(self, ref: np.ndarray | Terms, first_row: int = 0, whole: bool = True) -> None:
+        """The reference of the output's rows from `first_row` on (all of it if `whole`)."""
+        value, terms = (ref.value, ref.magnitude) if isinstance(ref, Terms) else (ref, None)
+        self.misfit = self.misfit or self.shape_problem(value.shape, first_row, whole)
+        if self.misfit:
+            return
+        r = value.reshape(-1)
         start = first_row * self.row
         d = self.flat[start:start + r.size]
-        if self.misfit or d.size != r.size:
-            self.misfit = self.misfit or (f"the op's result has shape {list(ref.shape)} where "
-                                          f"the dump holds {list(self.shape)}")
-            return
+        made: list[np.ndarray] = []
+
+        def magnitude(i: int, n: int) -> np.ndarray:
+            if not made:
+                m = np.abs(value) if terms is None else terms()
+                made.append(np.asarray(m, dtype=np.float64).reshape(-1))
+            return made[0][i:i + n]
+
         for i in range(0, r.size, CHUNK):
-            self._slice(d[i:i + CHUNK], r[i:i + CHUNK], start + i)
+            n = min(CHUNK, r.size - i)
+            self._slice(d[i:i + n], r[i:i + n], lambda i=i, n=n: magnitude(i, n), start + i)
         self.seen += r.size
 
-    def _slice(self, d: np.ndarray, r: np.ndarray, base: int) -> None:
+    def _slice(self, d: np.ndarray, r: np.ndarray, magnitude: Callable[[], np.ndarray],
+               base: int) -> None:
         r64 = np.ascontiguousarray(r, dtype=np.float64)
         if self.kind is not None:
+            # The kernel checks |d-r| <= rtol*|r| + floor, stricter than the tolerance: a
+            # slice it passes is ok; any other is judged element by element below.
             from ..read.metrics import Accumulator
             piece = Accumulator()
-            atol = self.tol.atol * self.scale
             piece.add(r64, _PK_F64, np.ascontiguousarray(d), self.kind, d.size, self.tol.rtol,
-                      atol)
+                      self.tol.floor)
             if self.acc is None:
                 self.acc = Accumulator()
             self.acc.merge(piece)
-            m = piece.metrics(self.tol.rtol, atol)
+            m = piece.metrics(self.tol.rtol, self.tol.floor)
             if m["within_tol"] == 1.0 and m["nonfinite_match"]:
                 return
-        _tally(self.tally, base, d.astype(np.float64), r64, self.tol, self.scale)
+        _tally(self.tally, base, d.astype(np.float64), r64, self.tol, magnitude)
 
     def _metrics(self) -> dict:
         t = self.tally
         if self.acc is not None:
-            atol = self.tol.atol * self.scale
-            m = self.acc.metrics(self.tol.rtol, atol)
+            m = self.acc.metrics(self.tol.rtol, self.tol.floor)
             return {"max_abs_err": m.get("max_abs_err", 0.0),
                     "max_rel_err": m.get("max_rel_err", 0.0), "cosine": m.get("cosine"),
                     "nan_inf_dumped": m["target_nan"] + m["target_pinf"] + m["target_ninf"],
@@ -187,7 +204,7 @@ class OutputJudge:
         return out
 
 
-def judge_output(dumped: np.ndarray, ref: np.ndarray, dtype: str) -> dict:
+def judge_output(dumped: np.ndarray, ref: np.ndarray | Terms, dtype: str) -> dict:
     """The verdict of one output whose whole reference is at hand."""
     judge = OutputJudge(dumped, dtype)
     judge.add(ref)

@@ -33,16 +33,21 @@ def _golden_line(target, golden) -> str:
             f"{'replays ' + golden.verdict if golden.verdict == 'ok' else 'is ' + golden.verdict}")
 
 
-def format_text(results, first, golden_of, show_ok: bool = True) -> str:
-    """Every op's verdict (the ok ones only if `show_ok`), the counts, the first op at
-    fault with the input-bad ops after it, and the golden's side."""
+def format_text(results, first, golden_of, show_ok: bool = True,
+                lost: list[str] | None = None) -> str:
+    """Every op's verdict (the ok ones only if `show_ok`), the counts, what the dump
+    lost (`lost`: losses.format_losses lines), the first op at fault with the
+    input-bad ops after it, and the golden's side."""
     lines = [describe(r) for r in results if show_ok or r.verdict != "ok"]
     counts = {v: sum(r.verdict == v for r in results) for v in VERDICT_RANK}
     lines.append("")
     lines.append("replayed: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n))
+    if lost:
+        lines.append("the dump is not whole: the ops of what it lost were not replayed")
+        lines += lost
     if first is None:
         lines.append("no op computed its outputs wrongly: every replayed op is ok"
-                     if counts["ok"] == len(results) else
+                     if counts["ok"] == len(results) and not lost else
                      "no op is at fault among those that could be replayed")
     else:
         caused = [r for r in results[results.index(first) + 1:] if r.verdict == "input-bad"

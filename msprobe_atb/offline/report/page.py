@@ -21,8 +21,8 @@ import polars as pl
 from msprobe_atb.tree.names import os_path
 
 from ..compare.dumps import CompareResult, error_growth, first_divergence
+from ..read.losses import format_losses
 from ..read.table import Dump
-from ..stats.losses import format_losses
 from ..stats.summary import no_nonfinite_text, ranges_text, rounds_text, summarize
 from . import figures as figs
 from .headline import headline_blocks, load_tensors

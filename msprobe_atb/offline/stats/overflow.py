@@ -15,6 +15,7 @@ import polars as pl
 
 from msprobe_atb.tree.names import text_of_bytes
 
+from ..read.datafile import open_data
 from ..read.read_errors import read_errors
 from ..read.table import Dump, op_path
 from .summary import tensor_ref
@@ -59,7 +60,9 @@ def _from_logs(dump: Dump) -> list[dict] | None:
         if dump.layout.dev_pids is not None and dev_pid not in dump.layout.dev_pids:
             continue  # the file is named after its process
         try:
-            ev = pl.read_csv(text_of_bytes(f.read_bytes()).encode(), infer_schema=False)
+            with open_data(f) as fh:
+                raw = fh.read()
+            ev = pl.read_csv(text_of_bytes(raw).encode(), infer_schema=False)
         except read_errors() as e:
             dump.problems.append(f"{f}: unreadable overflow log ({str(e).splitlines()[0]})")
             continue

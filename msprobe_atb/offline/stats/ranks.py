@@ -14,9 +14,9 @@ from pathlib import Path
 
 import polars as pl
 
+from ..read.losses import format_losses, losses_summary
 from ..read.manifest import meta
 from ..read.table import Dump, filter_tensors, op_path
-from .losses import format_losses, losses_summary
 from .summary import _fmt, _num, peaks
 
 

@@ -12,9 +12,9 @@ from msprobe_atb.tree.models import model_kind, round_label, rounds_label
 
 from ..read.dtypes import TOLERANCES
 from ..read.graph import feeder_kinds, load_layer_graphs, load_model_graphs, upstream
+from ..read.losses import format_losses, losses_summary
 from ..read.table import Dump, op_path
 from ..replay.text import brief_line, replay_brief
-from .losses import format_losses, losses_summary
 
 
 def _num(v):

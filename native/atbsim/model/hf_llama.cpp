@@ -1,13 +1,11 @@
 #include "hf_llama.h"
 
-#include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "json.h"
 #include "safetensors.h"
+#include "smallfile.h"
 #include "weight_layout.h"
 
 namespace atbsim_lm {
@@ -101,14 +99,14 @@ bool read_rope(Config &c, double *theta) {
     return c.positive(nested ? nested : c.present("rope_theta"), "rope_theta", theta);
 }
 
+// A Llama config.json is about a kilobyte.
+constexpr size_t kMaxConfig = 1u << 20;
+
 bool read_config(const std::string &dir, Options *opt, std::string *err) {
     Config c{JsonValue(), dir + "/config.json", err};
-    std::ifstream in(c.path, std::ios::binary);
-    if (!in) return c.fail(std::string("cannot read it: ") + std::strerror(errno));
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string why;
-    if (!json_parse(text.str(), &c.doc, &why)) return c.fail("not valid JSON (" + why + ")");
+    std::string text, why;
+    if (!read_small_file(c.path, kMaxConfig, &text, &why)) return c.fail("cannot read it: " + why);
+    if (!json_parse(text, &c.doc, &why)) return c.fail("not valid JSON (" + why + ")");
     if (c.doc.kind != JsonValue::Object) return c.fail("not a JSON object");
     if (!is_llama(c)) return c.fail(architectures_text(c) + ": atbsim computes LlamaForCausalLM only");
     const JsonValue *act = c.present("hidden_act");

@@ -14,11 +14,15 @@ const JsonValue *JsonValue::get(const std::string &key) const {
 namespace {
 
 constexpr int kMaxDepth = 64;
+// No document atbsim reads (a request, a config, a checkpoint's header or index) holds
+// a million values; a crafted one of tens of MB would take gigabytes as JsonValues.
+constexpr size_t kMaxValues = 1000000;
 
 struct Parser {
     explicit Parser(const std::string &text) : s(text) {}
     const std::string &s;
     size_t i = 0;
+    size_t values = 0;
     std::string err;
 
     bool fail(const std::string &what) {
@@ -95,6 +99,7 @@ struct Parser {
     }
     bool value(JsonValue *v, int depth) {
         if (depth > kMaxDepth) return fail("nesting too deep");
+        if (++values > kMaxValues) return fail("more than " + std::to_string(kMaxValues) + " values");
         ws();
         if (i >= s.size()) return fail("unexpected end");
         char c = s[i];

@@ -11,32 +11,23 @@
 #include <set>
 
 #include "json.h"
+#include "smallfile.h"
 
 namespace atbsim_lm {
 
 namespace {
 
-// The format's own bound on the JSON header (the Python library refuses more).
-constexpr uint64_t kMaxHeader = 100u << 20;
+// What a header can need: a Llama shard's is well under 1 MiB (about 110 bytes a tensor;
+// the format itself allows 100 MiB, which the JSON reader would take to gigabytes).
+constexpr uint64_t kMaxHeader = 8u << 20;
+// An index maps each tensor name to its shard: tens of KiB for a 70B model.
+constexpr size_t kMaxIndex = 16u << 20;
 constexpr double kMaxExact = 9007199254740992.0;  // 2^53: integers a double holds exactly
 
 bool whole_number(const JsonValue *v, uint64_t *out) {
     if (!v || v->kind != JsonValue::Number || !(v->num >= 0) || v->num > kMaxExact || std::floor(v->num) != v->num)
         return false;
     *out = static_cast<uint64_t>(v->num);
-    return true;
-}
-
-bool read_text(const std::string &path, std::string *out, std::string *err) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return *err = path + ": " + std::strerror(errno), false;
-    out->clear();
-    char buf[65536];
-    ssize_t n;
-    while ((n = ::read(fd, buf, sizeof buf)) > 0) out->append(buf, static_cast<size_t>(n));
-    int saved = errno;
-    ::close(fd);
-    if (n < 0) return *err = path + ": " + std::strerror(saved), false;
     return true;
 }
 
@@ -66,12 +57,13 @@ const SafeTensor *SafetensorsDir::find(const std::string &name) const {
 }
 
 bool SafetensorsDir::add_file(const std::string &path, std::string *err) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return *err = path + ": " + std::strerror(errno), false;
+    std::string why;
+    int fd = open_regular(path, &why);
+    if (fd < 0) return *err = path + ": " + why, false;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
         ::close(fd);
-        return *err = path + ": not a regular file", false;
+        return *err = path + ": " + std::strerror(errno), false;
     }
     auto map = std::make_unique<Mapping>();
     map->size = static_cast<size_t>(st.st_size);
@@ -86,12 +78,15 @@ bool SafetensorsDir::add_file(const std::string &path, std::string *err) {
     if (map->size < 8) return *err = path + ": " + std::to_string(map->size) + " bytes, too short for a safetensors file", false;
     uint64_t header_len = 0;
     for (int i = 7; i >= 0; i--) header_len = header_len << 8 | bytes[i];  // little-endian
-    if (header_len > kMaxHeader || header_len > map->size - 8)
+    if (header_len > kMaxHeader)
+        return *err = path + ": a header of " + std::to_string(header_len) + " bytes, more than the " +
+                      std::to_string(kMaxHeader) + " a checkpoint's header needs; refused",
+               false;
+    if (header_len > map->size - 8)
         return *err = path + ": the header length " + std::to_string(header_len) + " does not fit the file (" +
                       std::to_string(map->size) + " bytes); not a safetensors file, or truncated",
                false;
     JsonValue header;
-    std::string why;
     if (!json_parse(std::string(reinterpret_cast<const char *>(bytes) + 8, header_len), &header, &why))
         return *err = path + ": the header is not valid JSON (" + why + ")", false;
     if (header.kind != JsonValue::Object) return *err = path + ": the header is not a JSON object", false;
@@ -145,7 +140,7 @@ std::unique_ptr<SafetensorsDir> SafetensorsDir::open(const std::string &dir, std
     }
     std::string text, why;
     JsonValue doc;
-    if (!read_text(index, &text, err)) return nullptr;
+    if (!read_small_file(index, kMaxIndex, &text, &why)) return *err = index + ": " + why, nullptr;
     if (!json_parse(text, &doc, &why)) return *err = index + ": not valid JSON (" + why + ")", nullptr;
     const JsonValue *map = doc.get("weight_map");
     if (!map || map->kind != JsonValue::Object)

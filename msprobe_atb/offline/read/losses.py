@@ -1,4 +1,5 @@
-"""What a dump lost, and whether its derived files hold its record logs, for `stats`.
+"""What a dump lost, and whether its derived files hold its record logs, for `stats`,
+`compare`, `report` and `replay`.
 
 The record logs (`.probe/records`) are the ground truth: every selected tensor
 has a record there (written, linked, stub, statistics only, or lost), or is
@@ -14,7 +15,6 @@ logs' lost param records and exit records' `params_unrecorded`).
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +23,8 @@ from msprobe_atb.control.liveness import is_alive, is_daemon
 from msprobe_atb.tree import lag, progress
 from msprobe_atb.tree.records import CHUNK, RECORD_START, list_logs
 
-from ..read.layout import DumpLayout
+from .datafile import open_data, read_small
+from .layout import DumpLayout
 
 MARKER = "ROUND_COMPLETE.json"
 # Tensor and exit records as the shim writes them (native/core/mechanisms/writer.c and
@@ -66,7 +67,7 @@ def _round_of(path: str) -> tuple[str, str] | None:
 
 def _blobs(path: Path):
     """The log's complete lines, a chunk of them at a time."""
-    with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
+    with open_data(path, follow=False) as f:
         rest = b""
         while chunk := f.read(CHUNK):
             blob = rest + chunk
@@ -130,7 +131,7 @@ def _marker_counts(layout: DumpLayout) -> tuple[int, int, int]:
     lost = without_row = params = 0
     for rd in layout.rounds:
         try:
-            m = json.loads((rd.path / MARKER).read_text())
+            m = json.loads(read_small(rd.path / MARKER, "a round marker"))
         except (OSError, ValueError):
             continue
         if isinstance(m, dict):

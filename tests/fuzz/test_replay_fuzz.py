@@ -1,0 +1,15 @@
+"""The short run of replay's fuzzer in `make test` (the long one is `make fuzz`): the
+same property on a fixed set of crafted ops."""
+
+from __future__ import annotations
+
+from replay_fuzz import run
+
+SHORT = 30
+
+
+def test_crafted_ops_neither_crash_nor_blow_up_replay():
+    tried, findings = run("replay-ops", SHORT, derandomize=True)
+    assert tried >= SHORT
+    if findings:
+        raise findings[0]
