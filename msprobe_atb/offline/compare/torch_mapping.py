@@ -42,7 +42,6 @@ from pathlib import Path
 import polars as pl
 
 from ..read.table import op_path
-from ..read.yamldoc import YamlRefused, load_yaml
 from .torch_align import Alignment, Source, TorchRef, Unmatched, lead
 
 HEADER = ("# msprobe-atb compare --mapping: ATB tensor -> torch tensor(s); see "
@@ -118,7 +117,9 @@ MAX_MAPPING_BYTES, MAX_MAPPING_NODES = 4 << 20, 200_000
 
 
 def read_mapping(path: str | Path) -> Mapping:
-    import yaml  # here: every compare imports this module, few read a mapping file
+    # here: every compare imports this module, few read a mapping file (yaml)
+    from ..read.yamldoc import YamlRefused, load_yaml
+
     try:
         doc = load_yaml(path, "a mapping file", MAX_MAPPING_BYTES, MAX_MAPPING_NODES)
     except YamlRefused as e:
