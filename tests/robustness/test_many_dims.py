@@ -36,7 +36,9 @@ def test_every_offline_command_reports_a_511_dim_tensor(tmp_path):
     }
     for name, r in runs.items():
         assert "Traceback" not in r.stderr and r.returncode in (0, 1), (name, r.stderr[-3000:])
-    assert f"{many}: {PROBLEM}" in runs["stats"].stdout + runs["stats"].stderr
+    # stats computes a tensor's statistics from its bytes, a chunk at a time: no
+    # array of its 511 dimensions is made, so it has no problem to report
+    assert PROBLEM not in runs["stats"].stdout + runs["stats"].stderr
     assert "2 tensors" in runs["stats"].stdout
     assert "converted 1" in runs["convert"].stdout + runs["convert"].stderr
     assert f"{many}: {PROBLEM}" in runs["convert"].stdout + runs["convert"].stderr
