@@ -82,9 +82,9 @@ static inline void acc_f(struct msp_float_acc *a, double v)
     if (!a->seen) {
         a->max = a->min = v;
         a->seen = 1;
-    } else if (v > a->max) {
+    } else if (msp_stats_above(v, a->max)) {
         a->max = v;
-    } else if (v < a->min) {
+    } else if (msp_stats_above(a->min, v)) {
         a->min = v;
     }
 }
