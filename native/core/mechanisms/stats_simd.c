@@ -261,16 +261,17 @@ INLINE void max_min(int dt, const struct order *o, double *mx, double *mn)
 INLINE uint64_t pass(int dt, const unsigned char *p, uint64_t n, struct msp_float_acc *a)
 {
     uint64_t per = VEC / (narrow(dt) ? 2 : 4), nvec = n / per, nan0 = a->nan;
-    struct sums s;
-    s.s[0] = s.s[1] = _mm256_setzero_pd();
-    for (int k = 0; k < 4; k++)
-        s.q[k] = _mm256_setzero_pd();
     /* neutral: the smallest signed pattern, the largest and smallest unsigned ones */
     struct order o = {splat(dt, sign_bit(dt)), _mm256_set1_epi32(-1), _mm256_setzero_si256()};
     for (uint64_t v = 0; v < nvec;) {
         uint64_t end = nvec - v > BLOCK ? v + BLOCK : nvec;
         struct counts c = {_mm256_setzero_si256(), _mm256_setzero_si256(),
                            _mm256_setzero_si256(), _mm256_setzero_si256()};
+        /* sums a block at a time too: a running sum takes 2^13 adds, not n/8 */
+        struct sums s;
+        s.s[0] = s.s[1] = _mm256_setzero_pd();
+        for (int k = 0; k < 4; k++)
+            s.q[k] = _mm256_setzero_pd();
         for (; end - v >= CHUNK; v += CHUNK)
             chunk(dt, p + v * VEC, CHUNK, &s, &o, &c);
         for (; v < end; v++)
@@ -279,9 +280,9 @@ INLINE uint64_t pass(int dt, const unsigned char *p, uint64_t n, struct msp_floa
         a->pinf += lane_total(dt, c.pinf);
         a->ninf += lane_total(dt, c.ninf);
         a->zero += lane_total(dt, c.zero);
+        a->sum += hsum_pd(s.s[0], s.s[1], _mm256_setzero_pd(), _mm256_setzero_pd());
+        a->sumsq += hsum_pd(s.q[0], s.q[1], s.q[2], s.q[3]);
     }
-    a->sum += hsum_pd(s.s[0], s.s[1], _mm256_setzero_pd(), _mm256_setzero_pd());
-    a->sumsq += hsum_pd(s.q[0], s.q[1], s.q[2], s.q[3]);
     if (a->nan - nan0 < nvec * per) {
         double mx, mn;
         max_min(dt, &o, &mx, &mn);
