@@ -10,7 +10,7 @@
  * pattern the smallest negative value, when it saw one. NaN and infinities are
  * rare, so they are looked for once a chunk in those patterns, and only a chunk
  * holding one is read a third time, to count them and to keep NaN out of
- * max/min. */
+ * max/min. The last n % 8 (fp32) or 16 elements make one more, padded vector. */
 #include "stats_simd.h"
 
 #include <immintrin.h>
@@ -92,8 +92,8 @@ struct order {
     __m256i smax, umin, umax; /* the patterns of the header comment */
 };
 
-struct counts {
-    __m256i nan, pinf, ninf, zero; /* per lane, within a block */
+struct rare {
+    __m256i nan, pinf, ninf; /* per lane, within a block; only specials() counts them */
 };
 
 /* Adds two vectors of doubles to the sums: to one running sum their sum, so
@@ -148,7 +148,7 @@ INLINE void fold_order(int dt, struct order *o, __m256i smax, __m256i umin, __m2
  * and the unsigned min) or 0 (for the unsigned max). Out of line, so that the
  * hot loop keeps its registers. */
 SIMD static __attribute__((noinline)) void specials(int dt, const unsigned char *p, int nvec,
-                                                    struct order *o, struct counts *c)
+                                                    struct order *o, struct rare *c)
 {
     const __m256i inf = splat(dt, inf_bits(dt)), ninf = splat(dt, inf_bits(dt) | sign_bit(dt));
     const __m256i magnitude = splat(dt, ~sign_bit(dt));
@@ -164,9 +164,10 @@ SIMD static __attribute__((noinline)) void specials(int dt, const unsigned char 
 }
 
 /* nvec (a constant) vectors: zeros and sums as they come; max/min from the
- * chunk's patterns unless it holds a NaN or an infinity. */
-INLINE void chunk(int dt, const unsigned char *p, int nvec, struct sums *s, struct order *o,
-                  struct counts *c)
+ * chunk's patterns unless it holds a NaN or an infinity. The sums read the same
+ * bytes at q (the tail: a copy padded otherwise). */
+INLINE void chunk(int dt, const unsigned char *p, const unsigned char *q, int nvec,
+                  struct sums *s, struct order *o, __m256i *zero, struct rare *c)
 {
     const __m256i magnitude = splat(dt, ~sign_bit(dt));
     __m256i smax = load(p), umin = smax, umax = smax;
@@ -178,9 +179,9 @@ INLINE void chunk(int dt, const unsigned char *p, int nvec, struct sums *s, stru
             umin = min_u(dt, umin, r);
             umax = max_u(dt, umax, r);
         }
-        c->zero = count_in(dt, c->zero,
-                           eq(dt, _mm256_and_si256(r, magnitude), _mm256_setzero_si256()));
-        fold_sums(dt, p + j * VEC, j, s);
+        *zero = count_in(dt, *zero,
+                         eq(dt, _mm256_and_si256(r, magnitude), _mm256_setzero_si256()));
+        fold_sums(dt, q + j * VEC, j, s);
     }
     /* +Inf and positive NaN top the signed patterns, -Inf and negative NaN the unsigned */
     const __m256i ninf = splat(dt, inf_bits(dt) | sign_bit(dt));
@@ -194,16 +195,26 @@ INLINE void chunk(int dt, const unsigned char *p, int nvec, struct sums *s, stru
 
 /* ---- reductions across lanes ---- */
 
-INLINE uint64_t lane_total(int dt, __m256i v)
+/* Adds the block's counts to a: the four counters' lanes summed together. */
+INLINE void add_counts(int dt, struct rare c, __m256i zero, struct msp_float_acc *a)
 {
-    if (narrow(dt)) /* pairs of 16-bit counts (each below 2^15) into 32-bit sums */
-        v = _mm256_madd_epi16(v, _mm256_set1_epi16(1));
-    uint32_t l[8];
-    _mm256_storeu_si256((__m256i *)(void *)l, v);
-    uint64_t t = 0;
-    for (int i = 0; i < 8; i++)
-        t += l[i];
-    return t;
+    if (narrow(dt)) { /* pairs of 16-bit counts (each below 2^15) into 32-bit sums */
+        const __m256i ones = _mm256_set1_epi16(1);
+        c.nan = _mm256_madd_epi16(c.nan, ones);
+        c.pinf = _mm256_madd_epi16(c.pinf, ones);
+        c.ninf = _mm256_madd_epi16(c.ninf, ones);
+        zero = _mm256_madd_epi16(zero, ones);
+    }
+    /* each half: the sums of nan, pinf, ninf and zero over its four lanes */
+    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(c.nan, c.pinf),
+                                  _mm256_hadd_epi32(c.ninf, zero));
+    uint32_t t[4];
+    _mm_storeu_si128((__m128i *)(void *)t, _mm_add_epi32(_mm256_castsi256_si128(h),
+                                                         _mm256_extracti128_si256(h, 1)));
+    a->nan += t[0];
+    a->pinf += t[1];
+    a->ninf += t[2];
+    a->zero += t[3];
 }
 
 INLINE double hsum_pd(__m256d a, __m256d b, __m256d c, __m256d d)
@@ -213,18 +224,22 @@ INLINE double hsum_pd(__m256d a, __m256d b, __m256d c, __m256d d)
     return (l[0] + l[1]) + (l[2] + l[3]);
 }
 
-/* The lanes of v as unsigned patterns; returns how many. */
-INLINE int lanes_of(int dt, __m256i v, uint32_t *out)
+enum order_op { SMAX, UMIN, UMAX };
+
+INLINE __m256i apply(int dt, enum order_op f, __m256i a, __m256i b)
 {
-    if (narrow(dt)) {
-        uint16_t l[16];
-        _mm256_storeu_si256((__m256i *)(void *)l, v);
-        for (int i = 0; i < 16; i++)
-            out[i] = l[i];
-        return 16;
-    }
-    _mm256_storeu_si256((__m256i *)(void *)out, v);
-    return 8;
+    return f == SMAX ? max_s(dt, a, b) : f == UMIN ? min_u(dt, a, b) : max_u(dt, a, b);
+}
+
+/* The largest or smallest lane of v: halves folded onto each other down to lane 0. */
+INLINE uint32_t across(int dt, enum order_op f, __m256i v)
+{
+    v = apply(dt, f, v, _mm256_permute2x128_si256(v, v, 1));
+    v = apply(dt, f, v, _mm256_shuffle_epi32(v, 0x4e));
+    v = apply(dt, f, v, _mm256_shuffle_epi32(v, 0xb1));
+    if (narrow(dt))
+        return (uint32_t)_mm256_cvtsi256_si32(apply(dt, f, v, _mm256_srli_epi32(v, 16))) & 0xffff;
+    return (uint32_t)_mm256_cvtsi256_si32(v);
 }
 
 /* The value of a pattern. */
@@ -242,48 +257,55 @@ INLINE double decode(int dt, uint32_t bits)
 /* Reduces the running patterns to the max and min values. */
 INLINE void max_min(int dt, const struct order *o, double *mx, double *mn)
 {
-    uint32_t sign = sign_bit(dt), smax[16], umin[16], umax[16];
-    int lanes = lanes_of(dt, o->smax, smax);
-    lanes_of(dt, o->umin, umin);
-    lanes_of(dt, o->umax, umax);
-    uint32_t s = smax[0] ^ sign, lo = umin[0], hi = umax[0]; /* ^ sign: signed order as unsigned */
-    for (int i = 1; i < lanes; i++) {
-        s = (smax[i] ^ sign) > s ? smax[i] ^ sign : s;
-        lo = umin[i] < lo ? umin[i] : lo;
-        hi = umax[i] > hi ? umax[i] : hi;
-    }
-    *mx = decode(dt, s & sign ? s ^ sign : lo); /* a non-negative value, else the largest negative */
+    uint32_t sign = sign_bit(dt), s = across(dt, SMAX, o->smax), lo = across(dt, UMIN, o->umin),
+             hi = across(dt, UMAX, o->umax);
+    *mx = decode(dt, s & sign ? lo : s); /* a non-negative value, else the largest negative */
     *mn = decode(dt, hi & sign ? hi : lo);
 }
 
 /* ---- the pass ---- */
 
-INLINE uint64_t pass(int dt, const unsigned char *p, uint64_t n, struct msp_float_acc *a)
+/* nvec (at most BLOCK) vectors, as chunk() reads them; their counts and sums
+ * added to a. Sums too go a block at a time: a running sum takes 2^13 adds,
+ * not n/8. */
+INLINE void block(int dt, const unsigned char *p, const unsigned char *q, uint64_t nvec,
+                  struct order *o, struct msp_float_acc *a)
 {
-    uint64_t per = VEC / (narrow(dt) ? 2 : 4), nvec = n / per, nan0 = a->nan;
+    struct rare c = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    __m256i zero = _mm256_setzero_si256();
+    struct sums s;
+    s.s[0] = s.s[1] = _mm256_setzero_pd();
+    for (int k = 0; k < 4; k++)
+        s.q[k] = _mm256_setzero_pd();
+    uint64_t v = 0;
+    for (; nvec - v >= CHUNK; v += CHUNK)
+        chunk(dt, p + v * VEC, q + v * VEC, CHUNK, &s, o, &zero, &c);
+    for (; v < nvec; v++)
+        chunk(dt, p + v * VEC, q + v * VEC, 1, &s, o, &zero, &c);
+    add_counts(dt, c, zero, a);
+    a->sum += hsum_pd(s.s[0], s.s[1], _mm256_setzero_pd(), _mm256_setzero_pd());
+    a->sumsq += hsum_pd(s.q[0], s.q[1], s.q[2], s.q[3]);
+}
+
+INLINE void pass(int dt, const unsigned char *p, uint64_t n, struct msp_float_acc *a)
+{
+    uint64_t per = VEC / (narrow(dt) ? 2 : 4), nvec = n / per, rest = n % per, nan0 = a->nan;
     /* neutral: the smallest signed pattern, the largest and smallest unsigned ones */
     struct order o = {splat(dt, sign_bit(dt)), _mm256_set1_epi32(-1), _mm256_setzero_si256()};
-    for (uint64_t v = 0; v < nvec;) {
-        uint64_t end = nvec - v > BLOCK ? v + BLOCK : nvec;
-        struct counts c = {_mm256_setzero_si256(), _mm256_setzero_si256(),
-                           _mm256_setzero_si256(), _mm256_setzero_si256()};
-        /* sums a block at a time too: a running sum takes 2^13 adds, not n/8 */
-        struct sums s;
-        s.s[0] = s.s[1] = _mm256_setzero_pd();
-        for (int k = 0; k < 4; k++)
-            s.q[k] = _mm256_setzero_pd();
-        for (; end - v >= CHUNK; v += CHUNK)
-            chunk(dt, p + v * VEC, CHUNK, &s, &o, &c);
-        for (; v < end; v++)
-            chunk(dt, p + v * VEC, 1, &s, &o, &c);
-        a->nan += lane_total(dt, c.nan);
-        a->pinf += lane_total(dt, c.pinf);
-        a->ninf += lane_total(dt, c.ninf);
-        a->zero += lane_total(dt, c.zero);
-        a->sum += hsum_pd(s.s[0], s.s[1], _mm256_setzero_pd(), _mm256_setzero_pd());
-        a->sumsq += hsum_pd(s.q[0], s.q[1], s.q[2], s.q[3]);
+    for (uint64_t v = 0; v < nvec; v += BLOCK)
+        block(dt, p + v * VEC, p + v * VEC, nvec - v > BLOCK ? BLOCK : nvec - v, &o, a);
+    if (rest) {
+        /* the last elements, one vector of them: padded with NaN (all bits set)
+         * for the counts and max/min, whose NaN count then drops the pads, and
+         * with zeros for the sums */
+        unsigned char nans[VEC], zeros[VEC] = {0};
+        memset(nans, 0xff, VEC);
+        memcpy(nans, p + nvec * VEC, rest * (VEC / per));
+        memcpy(zeros, p + nvec * VEC, rest * (VEC / per));
+        block(dt, nans, zeros, 1, &o, a);
+        a->nan -= per - rest;
     }
-    if (a->nan - nan0 < nvec * per) {
+    if (a->nan - nan0 < n) {
         double mx, mn;
         max_min(dt, &o, &mx, &mn);
         if (!a->seen || msp_stats_above(mx, a->max))
@@ -292,22 +314,21 @@ INLINE uint64_t pass(int dt, const unsigned char *p, uint64_t n, struct msp_floa
             a->min = mn;
         a->seen = 1;
     }
-    return nvec * per;
 }
 
-SIMD static uint64_t pass_f32(const void *p, uint64_t n, struct msp_float_acc *a)
+SIMD static void pass_f32(const void *p, uint64_t n, struct msp_float_acc *a)
 {
-    return pass(MSP_DT_FLOAT, p, n, a);
+    pass(MSP_DT_FLOAT, p, n, a);
 }
 
-SIMD static uint64_t pass_f16(const void *p, uint64_t n, struct msp_float_acc *a)
+SIMD static void pass_f16(const void *p, uint64_t n, struct msp_float_acc *a)
 {
-    return pass(MSP_DT_FLOAT16, p, n, a);
+    pass(MSP_DT_FLOAT16, p, n, a);
 }
 
-SIMD static uint64_t pass_bf16(const void *p, uint64_t n, struct msp_float_acc *a)
+SIMD static void pass_bf16(const void *p, uint64_t n, struct msp_float_acc *a)
 {
-    return pass(MSP_DT_BF16, p, n, a);
+    pass(MSP_DT_BF16, p, n, a);
 }
 
 void msp_stats_simd_off(int off)
@@ -315,7 +336,7 @@ void msp_stats_simd_off(int off)
     __atomic_store_n(&g_simd, off ? 1 : 0, __ATOMIC_RELAXED);
 }
 
-uint64_t msp_stats_simd(int dtype, const void *data, uint64_t n, struct msp_float_acc *a)
+int msp_stats_simd(int dtype, const void *data, uint64_t n, struct msp_float_acc *a)
 {
     int k = __atomic_load_n(&g_simd, __ATOMIC_RELAXED);
     if (!k) {
@@ -327,9 +348,9 @@ uint64_t msp_stats_simd(int dtype, const void *data, uint64_t n, struct msp_floa
     if (k != 2)
         return 0;
     switch (dtype) {
-    case MSP_DT_FLOAT: return pass_f32(data, n, a);
-    case MSP_DT_FLOAT16: return pass_f16(data, n, a);
-    case MSP_DT_BF16: return pass_bf16(data, n, a);
+    case MSP_DT_FLOAT: pass_f32(data, n, a); return 1;
+    case MSP_DT_FLOAT16: pass_f16(data, n, a); return 1;
+    case MSP_DT_BF16: pass_bf16(data, n, a); return 1;
     default: return 0;
     }
 }
