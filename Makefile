@@ -44,7 +44,13 @@ KERNEL_STAMP := msprobe_atb/offline/read/.kernel_stamp
 $(KERNEL_STAMP): $(VENV)/.stamp native/compare/pair_kernel.c native/compare/pair_kernel.h msprobe_atb/offline/read/_build_kernel.py
 	$(VPY) msprobe_atb/offline/read/_build_kernel.py
 	touch $@
-pyext: $(PYEXT_STAMP) $(KERNEL_STAMP)
+# The control plane's ingest kernel (native/ingest): record lines in, CSV and
+# manifest rows out, a cffi extension of tree/.
+INGEST_STAMP := msprobe_atb/tree/.ingest_stamp
+$(INGEST_STAMP): $(VENV)/.stamp $(wildcard native/ingest/*.c native/ingest/*.h) msprobe_atb/tree/_build_ingest.py
+	$(VPY) msprobe_atb/tree/_build_ingest.py
+	touch $@
+pyext: $(PYEXT_STAMP) $(KERNEL_STAMP) $(INGEST_STAMP)
 # The package's bytecode, so each `msprobe-atb` call starts from .pyc files even where
 # PYTHONDONTWRITEBYTECODE keeps Python from caching them (compiling the sources costs
 # ~0.1 s a call; issue 18 §5). compileall skips the files that are current.
@@ -60,7 +66,10 @@ lint: deps
 # The test's temporary dirs live in build/, not /tmp/pytest-of-$USER: pytest starts by
 # emptying this one dir, instead of sweeping every older run's trees (dumps, deep
 # hostile-path trees) out of /tmp at the end, which took minutes on a shared machine.
+# The last run's is removed here, not by pytest: pytest does it inside the first
+# test's setup, under that test's timeout (a run after a long one failed there).
 pytest: all deps
+	rm -rf $(BUILD)/pytest-tmp
 	$(VENV)/bin/pytest -q -ra --basetemp=$(BUILD)/pytest-tmp tests
 
 test: all native-test lint pytest
@@ -103,5 +112,5 @@ bench: all deps $(BENCH_TARGETS)
 	$(VPY) -m bench
 
 clean:
-	rm -rf $(BUILD) $(PYEXT_STAMP) $(KERNEL_STAMP) msprobe_atb/control/_ctl*.so \
-		msprobe_atb/offline/read/_pair_kernel*.so
+	rm -rf $(BUILD) $(PYEXT_STAMP) $(KERNEL_STAMP) $(INGEST_STAMP) msprobe_atb/control/_ctl*.so \
+		msprobe_atb/offline/read/_pair_kernel*.so msprobe_atb/tree/_ingest*.so

@@ -33,6 +33,8 @@ class Sample:
     host_rss_kib: dict[int, int] = field(default_factory=dict)  # live producer pid -> RSS
     lost: int = 0               # drops + errors of every slot
     queued: int = 0             # selected, no record yet: the shims' own backlog
+    queue_bytes: int = 0        # the fullest copy queue: its slot's queue_bytes ...
+    queue_items: int = 0        # ... and queue_depth
 
     @property
     def total_produced(self) -> int:
@@ -116,6 +118,8 @@ def sample(dump_root: Path) -> Sample | None:
         s.lost += slot.drops + slot.errors
         s.queued += max(0, slot.tensors_selected - slot.tensors_written - slot.drops
                         - slot.errors)
+        if slot.queue_bytes > s.queue_bytes:
+            s.queue_bytes, s.queue_items = slot.queue_bytes, slot.queue_depth
         if not slot.exited and is_alive(slot.pid, slot.start_ns):
             s.host_rss_kib[slot.pid] = rss_kib(slot.pid)
     s.daemon_rss_kib = rss_kib(s.daemon_pid) if s.daemon_pid else 0

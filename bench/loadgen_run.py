@@ -112,12 +112,14 @@ class LoadRun:
     a temporary output dir until run.stop(); leaving the block takes down
     whatever is still running and removes the dir."""
 
-    def __init__(self, config: dict, args: list[str], pinning: Pinning | None):
+    def __init__(self, config: dict, args: list[str], pinning: Pinning | None,
+                 env: dict[str, str] | None = None):
         self.tmp = Path(tempfile.mkdtemp(prefix="msprobe_atb_bench_pace."))
         self.out = self.tmp / "out"
         self.out.mkdir()
         self.root = dump_root_of(self.out)
         self.config, self.args, self.pinning = config, args, pinning
+        self.env = env or {}  # beside the probe's own (MSPROBE_ATB_* settings)
         self.proc: subprocess.Popen | None = None
         self.daemon_pid = 0
         self.daemon_threads = 0
@@ -130,7 +132,7 @@ class LoadRun:
             raise FileNotFoundError(f"{LOADGEN} is missing: `make bench` builds it")
         self._stderr = open(self.tmp / "stderr", "wb")
         self.proc = subprocess.Popen(
-            [str(LOADGEN), *self.args], env=probe_env(self.out, cfg),
+            [str(LOADGEN), *self.args], env={**probe_env(self.out, cfg), **self.env},
             stdout=subprocess.DEVNULL, stderr=self._stderr,
             start_new_session=True,
             preexec_fn=self.pinning.pin_producers if self.pinning else None)

@@ -11,7 +11,9 @@ second the bench reads the control block and .probe/built.json: records made
 `records`: lines the daemon has read and written into statistic.csv,
 statistic_extra.csv and info/; the manifest and the round markers take a round's
 rows when it is complete), the lag (made - built) and the age of its oldest
-record, daemon and host RSS, lost (drops + errors), the shims' own queues.
+record, daemon and host RSS, lost (drops + errors), the shims' own queues (and
+the fullest copy queue's bytes against queue_budget_mb: an item is charged what
+it takes in memory, so a queue of statistics items stays within its budget).
 
 Runs, each in a fresh dir, with one-element tensors (--tiny) but in (d): the
 producers must outrun the control plane, so they offer the shim's record path
@@ -21,14 +23,18 @@ alone (with real shapes the statistics of each tensor hold them back):
       moves in steps, one per write of the tree, so not a median of per-second
       rates, which are 0 or bursts), and the time until everything is built
       (if within Settings.drain_seconds of the stop).
-  (b) paced at 80% of max((a), the 200k/s target): the oldest record not built
-      over the run, and when `msprobe-atb wait` returns against the last record.
-  (c) the long run, paced at 80% of (a) (or --rate): what this machine sustains,
-      read off the same figures as (b), and the daemon's RSS at 100k and at 10M
+  (b) paced at 80% of max((a), the 200k/s target), or of what the producers made
+      in (a) live if less (a producer short of its pace queues records, and the
+      lag would be its queue's): the oldest record not built over the run, and
+      when `msprobe-atb wait` returns against the last record.
+  (c) the long run, paced at 80% of what this machine sustains (the least of (a)
+      and the producers' (a) live; or --rate), read off the same figures as (b),
+      and the daemon's RSS at 100k and at 10M
       records built (extrapolated, and said so, when 10M is not reached).
   task all: (a) with `.bin` files, shorter.
   (d) one producer with the real 70B shapes: its RSS before its burst (before
-      its first op) and 3 s after its queue drained.
+      its first op), 3 s after its queue drained, and MSPROBE_ATB_RING_IDLE_S (4 s
+      here) and a trim period after that while it goes on dumping a little.
 Everything ends in bounded time: every wait has a timeout, and whatever a run
 started (the daemon too) is stopped, then killed.
 
@@ -39,6 +45,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
+import statistics
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
@@ -52,13 +60,18 @@ TARGET_RATE = 200_000     # records/s built on one core, from 8 producers
 TARGET_LAG_S = 1.0        # at 80% of that: lag <= 1 s of records; wait <= 1 s after the last
 TARGET_RSS = 0.10         # daemon RSS after 10M records within 10% of after 100k
 RSS_AT = (100_000, 10_000_000)
+RSS_SAMPLES = 10          # (c): samples (one a second) whose median is the RSS at a point
 SETTLE_S = 3.0            # (d): after the producer's queue drained
+RING_IDLE_S = 4.0         # (d): MSPROBE_ATB_RING_IDLE_S, short for the bench
+AFTER_IDLE_S = RING_IDLE_S + 3.0  # (d): its idle time and a trim period (2 s) after the drain
+TRICKLE = 100.0           # (d): records/s the producer goes on making after its burst
 
 
 @dataclass
 class Settings:
     procs: int = 8
-    max_seconds: float = 25.0     # (a): producing time
+    backlog_seconds: float = 30.0  # (a): producing time with the daemon stopped
+    max_seconds: float = 25.0     # (a) live: producing time
     paced_seconds: float = 10.0   # (b): producing time
     long_seconds: float = 30.0    # (c): producing time at most ...
     records: int = RSS_AT[1]      # ... or until this many records are built
@@ -175,10 +188,10 @@ def _pinned(run: LoadRun) -> str:
 
 
 def _max_rate(settings: Settings, pin: Pinning | None, task: str, seconds: float,
-              label: str, out: list[str]) -> Generator[str, None, tuple[float, bool]]:
+              label: str, out: list[str]) -> Generator[str, None, tuple[float, bool, float]]:
     """(a) and task all: unthrottled producers for `seconds`; appends the
-    figures to `out` and returns the sustained built rate and whether the
-    daemon was the limit (_sustained)."""
+    figures to `out` and returns the sustained built rate, whether the daemon
+    was the limit (_sustained) and the records/s the producers made."""
     trace = Trace(label)
     args = ["--procs", str(settings.procs), "--seconds", "0", "--tiny"]
     with LoadRun(_config(task, settings), args, pin) as run:
@@ -208,7 +221,88 @@ def _max_rate(settings: Settings, pin: Pinning | None, task: str, seconds: float
         out.append("  the derived files mostly kept up (records under 1 s old): the producers"
                    " were the limit, the control plane can do at least that")
     out.append(f"  lost {last.lost}")
-    return rate, busy
+    out.append(_queue_figure(trace, settings))
+    return rate, busy, made
+
+
+def _cpu_s(pid: int) -> float:
+    """A process's CPU time (user + system) so far, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rows(root) -> int:
+    """Tensors written (statistic.csv rows) by every process of the dump."""
+    from msprobe_atb.control.block import ControlBlock
+
+    with ControlBlock(root) as block:
+        return sum(p.tensors_written for p in block.procs())
+
+
+def _capacity(settings: Settings, pin: Pinning | None, out: list[str]) -> Generator[
+        str, None, float]:
+    """(a) the control plane's capacity: the daemon builds the producers' first
+    --warmup seconds live (what it does once: its imports, the graphs each
+    process reports first), then it is stopped (SIGSTOP) while the producers fill
+    the record logs for --backlog-seconds, then let go (SIGCONT) to build the
+    backlog alone on its core. Figures: the rows (tensor records, what
+    statistic.csv, statistic_extra.csv and the manifest get) and the record lines
+    built per second of wall, and per second of the daemon's CPU, from the let-go
+    to the end. Returns the rows/s."""
+    trace = Trace("(a)")
+    args = ["--procs", str(settings.procs), "--seconds", "0", "--tiny"]
+    with LoadRun(_config("statistics", settings), args, pin) as run:
+        while not run.daemon_pid:
+            run.sample()
+            time.sleep(0.05)
+        yield from _drive(run, trace, settings.warmup, settings.every)
+        os.kill(run.daemon_pid, signal.SIGSTOP)
+        try:
+            at_stop = run.sample()
+            yield from _drive(run, trace, settings.backlog_seconds, settings.every)
+            run.stop()
+            run.finish(EXIT_S)
+            backlog = run.sample()
+            rows = _rows(run.root)
+            cpu0 = _cpu_s(run.daemon_pid)
+        finally:
+            os.kill(run.daemon_pid, signal.SIGCONT)
+        start = time.monotonic()
+        built = backlog
+        while time.monotonic() - start < settings.drain_seconds * 10:
+            built = run.sample()
+            if built.total_built >= backlog.total_produced:
+                break
+            time.sleep(0.1)
+        wall = time.monotonic() - start
+        cpu = _cpu_s(run.daemon_pid) - cpu0
+    done = built.total_built >= backlog.total_produced
+    lines = built.total_built - at_stop.total_built
+    todo = backlog.total_produced - at_stop.total_built
+    rows_built = rows * lines / max(1, backlog.total_produced)  # rows per line alike
+    rate, line_rate = rows_built / wall, lines / wall
+    todo_rows = rows * todo / max(1, backlog.total_produced)
+    out.append(f"(a): a backlog of {todo:,} record lines (~{todo_rows:,.0f} tensor rows) from"
+               f" {settings.procs} producers, after {settings.warmup:g} s built live;"
+               f" {_pinned(run)}")
+    share = "built" if done else f"NOT fully built: {lines / max(1, todo):.0%} of"
+    out.append(f"  {share} it"
+               f" in {wall:.1f} s: {rate:,.0f} rows/s into statistic.csv + statistic_extra.csv +"
+               f" manifest + markers ({line_rate:,.0f} lines/s), the daemon's CPU {cpu:.1f} s"
+               f" ({rows_built / max(cpu, 1e-9):,.0f} rows per CPU-second)"
+               f" (target >= {TARGET_RATE:,}/s on one core: {_met(rate >= TARGET_RATE)})")
+    return rate
+
+
+def _queue_figure(trace: Trace, settings: Settings) -> str:
+    """The fullest copy queue seen (once a second) against its budget."""
+    full = max(trace.samples, key=lambda s: s.queue_bytes)
+    budget = settings.queue_mb << 20
+    per = f", {full.queue_bytes / full.queue_items:,.0f} B an item" if full.queue_items else ""
+    return (f"  copy queue: at most {full.queue_bytes / 1024:,.0f} KiB in one process"
+            f" ({full.queue_items:,} items{per}) of its {settings.queue_mb} MiB budget"
+            f" (queue_budget_mb): {'within' if full.queue_bytes <= budget else 'ABOVE'} it")
 
 
 def _paced(settings: Settings, pin: Pinning | None, offered: float, seconds: float,
@@ -256,68 +350,83 @@ def _paced(settings: Settings, pin: Pinning | None, offered: float, seconds: flo
 
 
 def _rss_figures(trace: Trace) -> list[str]:
-    """(c): daemon RSS at RSS_AT[0] and RSS_AT[1] records built; short of
-    RSS_AT[0], from half of what was built to the end (said so)."""
+    """(c): daemon RSS after RSS_AT[0] and after RSS_AT[1] records built, each
+    the median of RSS_SAMPLES samples (the daemon's memory moves by tens of MB
+    with each write of the tree and each manifest merge: one sample is noise):
+    the first ones from RSS_AT[0] on, the last ones up to RSS_AT[1] (or the end
+    of the run, then extrapolated and said so). Short of RSS_AT[0], from half
+    of what was built."""
     lo, hi = RSS_AT
     seen = [s for s in trace.samples if s.daemon_rss_kib]
     if not seen:
         return ["  daemon RSS: no sample of the daemon"]
-    last = seen[-1]
-    start = lo if last.total_built >= lo else last.total_built // 2
-    at_lo = next(s for s in seen if s.total_built >= start)
-    at_hi = next((s for s in seen if s.total_built >= hi), None)
-    end = at_hi or last
-    a, b = at_lo.daemon_rss_kib, end.daemon_rss_kib
-    lines = [f"  daemon RSS: {a / 1024:.1f} MiB at {at_lo.total_built:,} records built"
-             + ("" if start == lo else f" ({lo:,} not reached: from half of what was built)")]
-    if at_hi:
-        lines.append(f"    {b / 1024:.1f} MiB at {at_hi.total_built:,}: {b / a - 1:+.1%}"
-                     f" (target within {TARGET_RSS:.0%}: {_met(abs(b / a - 1) <= TARGET_RSS)})")
+    start = lo if seen[-1].total_built >= lo else seen[-1].total_built // 2
+    early = [s for s in seen if s.total_built >= start][:RSS_SAMPLES]
+    late = [s for s in seen if s.total_built <= hi][-RSS_SAMPLES:]
+    reached = seen[-1].total_built >= hi
+    a = statistics.median(s.daemon_rss_kib for s in early)
+    b = statistics.median(s.daemon_rss_kib for s in late)
+    at_a = (early[0].total_built, early[-1].total_built)
+    at_b = (late[0].total_built, late[-1].total_built)
+    lines = [f"  daemon RSS: {a / 1024:.1f} MiB after {lo:,} records built (median of"
+             f" {len(early)} samples, {at_a[0]:,}-{at_a[1]:,} built)"
+             + ("" if start == lo else f"; {lo:,} not reached: from half of what was built")]
+    if reached:
+        lines.append(f"    {b / 1024:.1f} MiB at {hi:,} (median of {len(late)} samples,"
+                     f" {at_b[0]:,}-{at_b[1]:,} built): {b / a - 1:+.1%} (target within"
+                     f" {TARGET_RSS:.0%}: {_met(abs(b / a - 1) <= TARGET_RSS)})")
         return lines
-    if end.total_built == at_lo.total_built:
-        lines.append(f"    {hi:,} not reached, and no later sample of the daemon: no"
+    if at_b[1] <= at_a[1]:
+        lines.append(f"    {hi:,} not reached, and no later samples of the daemon: no"
                      " extrapolation")
         return lines
     # a fall between the two points is noise (or memory given back): no growth
-    growth = max(0, b - a) / (end.total_built - at_lo.total_built)
-    est = a + growth * (hi - at_lo.total_built)
+    growth = max(0.0, b - a) / (at_b[1] - at_a[1])
+    est = a + growth * (hi - at_a[1])
     verdict = _met(est / a - 1 <= TARGET_RSS)
     return lines + [
-        f"    {hi:,} not reached in this run: {b / 1024:.1f} MiB at {end.total_built:,} built"
-        f" ({b / a - 1:+.1%})",
+        f"    {hi:,} not reached in this run: {b / 1024:.1f} MiB at the end (median of"
+        f" {len(late)} samples, {at_b[0]:,}-{at_b[1]:,} built; {b / a - 1:+.1%})",
         f"    EXTRAPOLATED (linear through those two points, a fall taken as flat) to {hi:,}:"
         f" {est / 1024:,.0f} MiB, {est / a - 1:+.0%} (target within {TARGET_RSS:.0%}: {verdict},"
         f" extrapolated; a --long-seconds long enough for {hi:,} measures it)"]
 
 
 def _burst(settings: Settings, pin: Pinning | None, out: list[str]) -> Iterator[str]:
-    """(d): one producer with the real 70B shapes: RSS before its burst (idle,
-    before its first op) and SETTLE_S after its queue drained."""
+    """(d): one producer with the real 70B shapes: its RSS before its burst (idle,
+    before its first op), SETTLE_S after its queue drained, and AFTER_IDLE_S after
+    that while it goes on making TRICKLE records a second (MSPROBE_ATB_RING_IDLE_S
+    short for the bench: the copy ring gives back what the burst faulted in once it
+    has not needed it for that long)."""
     trace = Trace("(d)")
     idle = 2.0
     args = ["--procs", "1", "--seconds", f"{settings.burst_seconds:g}", "--idle-before",
-            f"{idle:g}", "--idle-after", "120"]
-    with LoadRun(_config("statistics", settings, tiny=False), args, pin) as run:
+            f"{idle:g}", "--trickle", f"{TRICKLE:g}"]
+    with LoadRun(_config("statistics", settings, tiny=False), args, pin,
+                 env={"MSPROBE_ATB_RING_IDLE_S": f"{RING_IDLE_S:g}"}) as run:
         time.sleep(idle / 2)
         pids = run.producer_pids()
         before = {p: rss_kib(p) for p in pids}
 
-        def quiet(s: Sample) -> bool:  # the burst over (no new record) and drained
-            prev = trace.samples[-2] if len(trace.samples) > 1 else None
-            return (s.t - trace.t0 >= idle + settings.burst_seconds and s.queued == 0
-                    and prev is not None and prev.total_produced == s.total_produced)
+        def drained(s: Sample) -> bool:  # the burst over and its queue empty
+            return s.t - trace.t0 >= idle + settings.burst_seconds and s.queued == 0
 
-        yield from _drive(run, trace, idle + settings.burst_seconds + 60, settings.every, quiet)
+        yield from _drive(run, trace, idle + settings.burst_seconds + 60, settings.every, drained)
+        made = trace.samples[-1].total_produced if trace.samples else 0
         time.sleep(SETTLE_S)
         after = {p: rss_kib(p) for p in pids}
+        time.sleep(AFTER_IDLE_S - SETTLE_S)
+        later = {p: rss_kib(p) for p in pids}
         run.stop()
-    made = trace.samples[-1].total_produced if trace.samples else 0
     for p in pids:
-        out.append(f"(d) host RSS, one producer with the real 70B shapes ({made:,} records in"
+        out.append(f"(d) host RSS, one producer with the real 70B shapes (~{made:,} records in"
                    f" its {settings.burst_seconds:g} s burst, {made / settings.burst_seconds:,.0f}"
                    f"/s): {before[p] / 1024:.0f} MiB before the burst, {after[p] / 1024:.0f} MiB"
                    f" {SETTLE_S:g} s after its queue drained ({(after[p] - before[p]) / 1024:+.0f}"
-                   " MiB; issue 28 §1 sets no target)")
+                   f" MiB), {later[p] / 1024:.0f} MiB {AFTER_IDLE_S:g} s after"
+                   f" ({(later[p] - before[p]) / 1024:+.0f} MiB) while it made {TRICKLE:g}"
+                   f" records/s (MSPROBE_ATB_RING_IDLE_S={RING_IDLE_S:g}; issue 28 §1: back to"
+                   " its size before within that time)")
 
 
 def _machine(pin: Pinning | None) -> list[str]:
@@ -339,21 +448,27 @@ def run(settings: Settings | None = None) -> Iterator[str]:
     try:
         if pin:
             pin.pin_producers()
-        a, busy = yield from _max_rate(settings, pin, "statistics", settings.max_seconds,
-                                       "(a)", figures)
-        verdict = (_met(a >= TARGET_RATE) if busy or a >= TARGET_RATE
-                   else "not shown: the producers were the limit")
-        figures.append(f"  beside its target: {'' if busy else 'at least '}{a:,.0f} records/s"
-                       f" on one core (target >= {TARGET_RATE:,}/s: {verdict})")
-        why = ("80% of (a)" if a >= TARGET_RATE else
-               f"80% of the {TARGET_RATE:,}/s target, as (a) is below it")
-        yield from _paced(settings, pin, 0.8 * max(a, TARGET_RATE), settings.paced_seconds,
-                          "(b)", why, figures)
-        offered = settings.rate or 0.8 * a
+        a = yield from _capacity(settings, pin, figures)
+        _, _, producers = yield from _max_rate(settings, pin, "statistics",
+                                               settings.max_seconds, "(a) live", figures)
+        # Paced below what the control plane sustains, and below what the
+        # producers can make here (they share the other cores, each op's
+        # op_param.json a file): a producer that cannot keep its pace queues
+        # records, and the lag then measures its queue, not the control plane.
+        sustained = max(a, TARGET_RATE)
+        why = "80% of (a)" if a >= TARGET_RATE else (
+            f"80% of the {TARGET_RATE:,}/s target, as (a) is below it")
+        if producers < sustained:
+            sustained, why = producers, ("80% of what the producers made in (a) live: they"
+                                         f" cannot offer {0.8 * max(a, TARGET_RATE):,.0f}/s here")
+        yield from _paced(settings, pin, 0.8 * sustained, settings.paced_seconds, "(b)", why,
+                          figures)
+        offered = settings.rate or 0.8 * min(a, producers)
         if offered:
             trace = yield from _paced(
                 settings, pin, offered, settings.long_seconds, "(c)",
-                "--rate" if settings.rate else "80% of (a): what this machine sustains",
+                "--rate" if settings.rate else "80% of what this machine sustains: the least"
+                " of (a) and what the producers made in (a) live",
                 figures, lambda s: s.total_built >= settings.records)
             figures.extend(_rss_figures(trace))
         yield from _max_rate(settings, pin, "all", settings.all_seconds, "task all", figures)
@@ -368,7 +483,8 @@ def run(settings: Settings | None = None) -> Iterator[str]:
 # The settings a user may size from the command line, with their help.
 OPTIONS = (
     ("procs", "producer processes"),
-    ("max_seconds", "(a): producing time"),
+    ("backlog_seconds", "(a): producing time with the daemon stopped"),
+    ("max_seconds", "(a) live: producing time"),
     ("paced_seconds", "(b): producing time"),
     ("long_seconds", "(c): producing time at most"),
     ("records", "(c): stop once this many records are built"),

@@ -7,6 +7,7 @@ because tests/conftest.py lives there."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -42,15 +43,36 @@ def wait_until(pred, timeout: float = 30.0, step: float = 0.02, what: str = "con
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-def _mount(d: Path, size_kib: int) -> None:
-    import pytest
-
+def mount_tmpfs(d: Path, size_kib: int) -> str | None:
+    """Mounts a fresh tmpfs on the new dir d; why not (mount's words), or None."""
     d.mkdir()
     r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kib}k,mode=0755", "tmpfs",
                         str(d)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs ({r.stderr.strip()}); tests of full or "
+    return (r.stderr.strip() or "mount failed") if r.returncode != 0 else None
+
+
+def unmount(d: Path) -> None:
+    subprocess.run(["umount", "-l", str(d)], capture_output=True)
+
+
+def _mount(d: Path, size_kib: int) -> None:
+    import pytest
+
+    why = mount_tmpfs(d, size_kib)
+    if why is not None:
+        pytest.skip(f"cannot mount a tmpfs ({why}); tests of full or "
                     "separate file systems need root or CAP_SYS_ADMIN")
+
+
+def scratch_dir(d: Path, size_kib: int):
+    """For a fixture to yield from: the new dir d as a tmpfs of up to size_kib
+    (tens of thousands of small files made and removed at memory speed, whatever
+    a shared disk is doing; a SIGKILL loses nothing written to it either), or a
+    plain dir where mounting is refused. Unmounted at teardown."""
+    mounted = mount_tmpfs(d, size_kib) is None
+    yield d
+    if mounted:
+        unmount(d)
 
 
 def tmpfs_mounter(base):
@@ -66,7 +88,7 @@ def tmpfs_mounter(base):
 
     yield mount
     for d in reversed(mounts):
-        subprocess.run(["umount", "-l", str(d)], capture_output=True)
+        unmount(d)
 
 
 def manifest_rows(dump_root: Path):
@@ -77,6 +99,51 @@ def manifest_rows(dump_root: Path):
     files = sorted((dump_root / "manifest").glob("host=*/device=*/pid=*/*.parquet"))
     return pl.read_parquet(files, hive_partitioning=True).sort(
         ["host", "device", "pid", "round", "round_seq"])
+
+
+DERIVED = ("statistic.csv", "statistic_extra.csv", "ROUND_COMPLETE.json")
+
+
+def derived_files(root: Path) -> dict[str, bytes]:
+    """What the daemon (and `rebuild`) derive from the record logs, by path
+    relative to the dump root (the manifest apart: compare manifest_rows). The
+    op dirs below a round dir (data/{dev}_{pid}/{exec}/...) hold the shim's
+    files only, and are not walked: a long run has tens of thousands."""
+    files = {}
+    for base, dirs, names in os.walk(root):
+        rel = Path(base).relative_to(root)
+        if rel.parts[:1] == ("data",) and len(rel.parts) == 3:
+            dirs.clear()
+        for name in names:
+            if name in DERIVED or rel.parts[:1] == ("info",):
+                files[str(rel / name)] = (Path(base) / name).read_bytes()
+    return files
+
+
+def csv_row_count(path: Path) -> int | None:
+    """The rows of a CSV file below its header; None if there is no such file."""
+    try:
+        with open(path, newline="") as f:
+            return max(0, sum(1 for _ in csv.reader(f)) - 1)
+    except FileNotFoundError:
+        return None
+
+
+def round_counts(root: Path) -> dict[str, tuple[int | None, int | None, int | None]]:
+    """Per round dir of a dump root ("{dev}_{pid}/{exec}"): the rows of its
+    statistic.csv and of its statistic_extra.csv, and the `rows` its
+    ROUND_COMPLETE.json says; None where the file is missing."""
+    out = {}
+    for d in sorted((root / "data").glob("*/*")):
+        if not d.is_dir():
+            continue
+        try:
+            marker = json.loads((d / "ROUND_COMPLETE.json").read_bytes())["rows"]
+        except FileNotFoundError:
+            marker = None
+        out[f"{d.parent.name}/{d.name}"] = (csv_row_count(d / "statistic.csv"),
+                                            csv_row_count(d / "statistic_extra.csv"), marker)
+    return out
 
 
 def save_config(path: Path, raw: str | None = None, **fields) -> None:

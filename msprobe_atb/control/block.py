@@ -33,10 +33,14 @@ class ProcModel(NamedTuple):
     next_first: int = 0  # its first round (of next_count)
 
 
+HEAD_IDLE = 2**64 - 1  # a writer_head of a writer with nothing (control.h MSP_HEAD_IDLE)
+
+
 @dataclass(frozen=True)
 class ProcSlot:
     """One claimed slot: `slot`, its numbers (the plain fields of struct msp_proc, by
-    their control.h names: layout_fields() copies them) and its models."""
+    their control.h names: layout_fields() copies them), its models and its writers'
+    heads."""
 
     slot: int
     pid: int
@@ -72,7 +76,11 @@ class ProcSlot:
     params_lost: int = 0  # op_param.json files not written
     params_unrecorded: int = 0  # of them, those whose own record found no room
     pending_other: int = 0
+    n_writers: int = 0  # writer threads started
     models: tuple[ProcModel, ...] = ()
+    # per writer, the lowest seq of the items handed to it whose records are not in the
+    # log yet, HEAD_IDLE if none (docs/contracts.md §3: what a reader may conclude)
+    writer_head: tuple[int, ...] = ()
 
     @property
     def exited(self) -> bool:
@@ -289,7 +297,9 @@ class ControlBlock:
                                          int(m.next_request), int(m.next_first))
                                for m in p.models[0:min(int(p.n_models), self.lib.MSP_MAX_MODELS)])
                 numbers = {f: int(getattr(p, f)) for f in layout_fields("msp_proc").numbers}
-                out.append(ProcSlot(slot=i, models=models, **numbers))
+                heads = tuple(int(h) for h in
+                              p.writer_head[0:min(int(p.n_writers), self.lib.MSP_MAX_WRITERS)])
+                out.append(ProcSlot(slot=i, models=models, writer_head=heads, **numbers))
         return out
 
     # ---- flight recorder incidents ----

@@ -42,10 +42,14 @@ LINGER_S = 2.0
 # written goes back to the system (glibc keeps it otherwise, scattered in its
 # heap, and the daemon's RSS creeps up round after round: +66 MB over 700 rounds).
 TRIM_EVERY_S = 2.0
-# Records fed per loop turn: a restart with a long backlog must not keep config
-# edits waiting; while behind, the tree is written less often.
-RECORD_BUDGET = 20000
+# Record-log bytes fed per loop turn (about 50,000 records): a restart with a long
+# backlog must not keep config edits waiting; while behind, the tree is written
+# less often.
+RECORD_BUDGET = 16 << 20
 BACKLOG_FLUSH_EVERY_S = 2.0
+# ... or sooner, once the rows read and not yet written take this much memory
+# in the kernel (a backlog read at ~250k rows/s would hold ~360 MB in 2 s).
+FLUSH_HELD_BYTES = 16 << 20
 
 
 def _env_float(name: str, default: float) -> float:
@@ -113,6 +117,24 @@ def release_freed_memory() -> None:
     """malloc_trim(0): glibc gives its free pages back (no-op elsewhere)."""
     try:
         ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+MMAP_THRESHOLD = 1 << 20
+
+
+def map_big_buffers() -> None:
+    """Buffers from 1 MiB up get pages of their own, given back when freed.
+    glibc raises this threshold (up to 32 MiB) each time such a buffer is
+    freed, after which the daemon's big buffers (record chunks, the rows of a
+    flush, manifest columns) come from its heap, whose free holes stay
+    resident: 70-85 MB of them over 3M records. A fixed threshold turns that
+    off (no-op elsewhere); 256 KiB would cost 10% more CPU in page faults, for
+    buffers of a few hundred KB the heap reuses well."""
+    try:
+        ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
     except (OSError, AttributeError):
         pass
 
@@ -220,16 +242,17 @@ class Daemon:
             now = time.monotonic()
             if self.watcher is not None and self.watcher.due(now):
                 self.check_config(settle=True)
-            self.oracle.refresh()  # before the read: see BlockOracle
+            self.oracle.refresh(self.builder.last_seqs())  # before the read: see BlockOracle
             fed = self.drain.poll(RECORD_BUDGET)
             self.evaluate()
             behind = fed >= RECORD_BUDGET
             pending = pending or fed > 0
             every = BACKLOG_FLUSH_EVERY_S if behind else FLUSH_EVERY_S
             if (self.builder.exits_seen != exits or now - last_flush >= IDLE_FLUSH_S
-                    or self.builder.said_done or (pending and now - last_flush >= every)):
+                    or self.builder.said_done or (pending and now - last_flush >= every)
+                    or (behind and self.builder.held_bytes() >= FLUSH_HELD_BYTES)):
                 exits = self.builder.exits_seen
-                self.flush()
+                self.flush(idle=not pending)
                 last_flush, pending = now, False
             elif self.watcher is not None:
                 self.write_progress()  # a config edit handled: `wait` may go on
@@ -264,9 +287,9 @@ class Daemon:
         self.finish(reason)
         return 0
 
-    def flush(self) -> None:
+    def flush(self, idle: bool = False) -> None:
         self.builder.incidents.add_block(self.block)
-        self.builder.flush()
+        self.builder.flush(idle)
         self._built = self.drain.progress(os.getpid())  # what the tree now holds
         self.write_progress()
         now = time.monotonic()
@@ -277,8 +300,9 @@ class Daemon:
             key = ProcKey(slot.pid, slot.start_ns)
             p = self.builder.procs.get(key)
             # not while its files could not be written (a full disk): it says so
-            if p is not None and slot.built < p.fed and key not in self.builder.unwritten_procs:
-                self.block.set_built(slot, p.fed)
+            built = self.builder.built(key)[0] if p is not None else 0
+            if p is not None and slot.built < built and key not in self.builder.unwritten_procs:
+                self.block.set_built(slot, built)
 
     def write_progress(self) -> None:
         """.probe/built.json, when it changed (what `msprobe-atb wait` reads): the
@@ -298,6 +322,17 @@ class Daemon:
                                 "can, or until the control plane exits)",
                                 progress.path_of(self.dump_root), exc)
                 self._progress_error = str(exc)
+
+    def _backlog(self) -> str:
+        """What of the record logs is not in the derived files, in words ("" none)."""
+        unbuilt = 0
+        for key, tailer in self.drain.tailers.items():
+            try:
+                size = os.stat(tailer.path).st_size
+            except OSError:
+                continue
+            unbuilt += max(0, size - self.builder.built(key)[0])
+        return f"{unbuilt:,} bytes" if unbuilt else ""
 
     def evaluate(self) -> None:
         """The control plane's recorder triggers (golden, growth_over)."""
@@ -322,9 +357,15 @@ class Daemon:
         if self.watcher is not None:
             self.watcher.stop()
         self.oracle.refresh()
-        self.drain.poll()
-        close_killed(self.block, self.builder, self.drain)
-        self.flush()
+        if not self.stopping:  # stopped by a signal, a backlog stays in the logs
+            self.drain.poll()
+            close_killed(self.block, self.builder, self.drain)
+        self.flush(idle=True)
+        behind = self._backlog()
+        if behind:
+            log.info("stopped with %s of the record logs not in the derived files yet: they "
+                     "stay in the logs; the next control plane (or `msprobe-atb rebuild`) "
+                     "builds them", behind)
         # The next process to attach must wait for a fresh publish by the next
         # daemon rather than trust this daemon's last config.
         if not self.alive_procs():
@@ -354,6 +395,11 @@ def run_daemon(output: str, config: str | None, foreground: bool) -> int:
         return 0  # another daemon serves this output dir
     if not foreground:
         detach(dump_root)
+    map_big_buffers()
+    # one thread of polars (the manifest's writer, loaded later): the daemon
+    # keeps pace on one core, and a merge's many-threaded streaming held up to
+    # 250 MB more than one thread's, in a daemon that must stay in flat memory
+    os.environ.setdefault("POLARS_MAX_THREADS", "1")
     setup_logging(dump_root, foreground)
     config_path = Path(os.path.abspath(config)) if config else None
     block.daemon_pid = os.getpid()

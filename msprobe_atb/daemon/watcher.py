@@ -67,7 +67,7 @@ class ConfigWatcher:
         if not parent.is_dir():
             return  # retried at the next poll: the directory may appear later
         try:
-            from watchdog.events import FileSystemEventHandler
+            from watchdog import events
             from watchdog.observers import Observer
         except ImportError as exc:
             log.warning("watchdog is not available (%s); config edits are noticed by the "
@@ -77,7 +77,7 @@ class ConfigWatcher:
         target = os.path.normpath(str(self.path))
         watcher = self
 
-        class Handler(FileSystemEventHandler):
+        class Handler(events.FileSystemEventHandler):
             def on_any_event(self, event) -> None:
                 paths = [getattr(event, "src_path", ""), getattr(event, "dest_path", "")]
                 if any(os.path.normpath(os.fsdecode(p)) == target for p in paths if p):
@@ -88,7 +88,14 @@ class ConfigWatcher:
         try:
             observer = Observer()
             observer.daemon = True
-            observer.schedule(Handler(), str(parent), recursive=False)
+            # what an edit does to a path; not opens and reads: the daemon opens its
+            # dump dir thousands of times a second when that is where the config is
+            # (each event woke a thread that took the GIL from the daemon's work)
+            edits = [events.FileCreatedEvent, events.FileModifiedEvent, events.FileAttribEvent,
+                     events.FileClosedEvent, events.FileMovedEvent, events.FileDeletedEvent,
+                     events.DirCreatedEvent, events.DirModifiedEvent, events.DirMovedEvent,
+                     events.DirDeletedEvent]
+            observer.schedule(Handler(), str(parent), recursive=False, event_filter=edits)
             observer.start()
         except Exception as exc:  # inotify limits, unsupported file systems, ...
             log.warning("cannot watch %s for changes (%s); using the %.1f s poll only",

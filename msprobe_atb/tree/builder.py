@@ -1,21 +1,30 @@
 """The derived dump tree, built from the record logs.
 
-The daemon feeds records as they arrive and flushes periodically; `rebuild`
-feeds every log at once and flushes once. Both go through this one class, and
-every output depends only on the records (their order within each process's
-log) and on whether each process is still running, so the two agree byte for
-byte once the processes are gone.
+The daemon feeds the logs' lines as they arrive and flushes periodically;
+`rebuild` feeds every log at once and flushes once. Both go through this one
+class, and every output depends only on the records (their order within each
+process's log) and on whether each process is still running, so the two agree
+byte for byte once the processes are gone.
+
+The files only grow: the ingest kernel (tree/ingest.py) turns each process's
+tensor records into rows and holds a round's rows until they may be appended
+in sequence order (the process said the round has all its records, or had none
+in flight, or ended); a flush appends them to statistic.csv and
+statistic_extra.csv and hands their manifest lines to the manifest. A round's
+ROUND_COMPLETE.json is its commit, written last, once its files are synced. A
+round this builder has not written yet (an earlier daemon's, or none) is written
+anew at its first flush, so a restarted daemon and `rebuild` replace whatever a
+crash left.
 """
 
 from __future__ import annotations
 
-import bisect
-import csv
 import datetime as _dt
-import io
 import json
 import logging
+import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,34 +32,34 @@ from msprobe_atb.tree import fsio
 from msprobe_atb.tree.csvfmt import (
     EXTRA_HEADER,
     HEADER,
-    csv_line,
     extra_row,
     parse_tensor_path,
     statistic_row,
 )
 from msprobe_atb.tree.evicted import EvictedRounds
 from msprobe_atb.tree.incidents import IncidentBook
-from msprobe_atb.tree.info import (
-    GraphError,
-    InfoBudget,
-    dumps,
-    layer_json,
-    model_json,
-    parse_json_object,
+from msprobe_atb.tree.info import dumps
+from msprobe_atb.tree.ingest import (
+    Ingest,
+    IngestMemoryError,
+    RoundInfo,
+    Taken,
+    key_bytes,
+    manifest_cells,
 )
-from msprobe_atb.tree.manifest import ManifestWriter, record_row
+from msprobe_atb.tree.manifest import COLUMN_NAMES, ManifestWriter, record_row
+from msprobe_atb.tree.procinfo import ProcInfo, iso_time
 from msprobe_atb.tree.records import ProcKey
+from msprobe_atb.tree.rounddir import MARKER, STAT, RoundDir, sync_pairs
 
 log = logging.getLogger("msprobe_atb")
 
 RoundKey = tuple[str, str]  # ("{dev}_{pid}", "{exec}")
-MARKER = "ROUND_COMPLETE.json"
-OVERFLOW_HEADER = "Sequence,Time,Device and PID,Op Id,Kernel Name,Report"
-# The overflow events a process's info/overflow CSV lists (the file is rewritten
-# whole and its rows are held in memory): with overflow_nums -1 a long service
-# reports without end. Later ones are counted (the control block's
-# overflow_events, in `status`) and the cut is logged.
-OVERFLOW_ROWS = 10_000
+# Rows all processes together may hold in the kernel before the biggest holders'
+# are let out of order: a round that never ends and never has a moment with
+# nothing in flight would otherwise hold all of its rows in memory.
+HELD_BYTES = 64 << 20
+END = 1 << 62  # a log offset past every record
 
 
 class ProcOracle(Protocol):
@@ -63,12 +72,16 @@ class ProcOracle(Protocol):
         never will) in the first `fed` bytes of its record log."""
         ...
 
+    def quiet_at(self, key: ProcKey) -> int | None:
+        """A size its record log had when no tensor of the process was between
+        its selection and its record (every lower seq was in the log), or None."""
+        ...
+
+    def watermark_at(self, key: ProcKey) -> tuple[int, int] | None:
+        """(S, W): every row of a seq below W is in the first S bytes of its log."""
+        ...
+
     def asleep(self) -> bool: ...
-
-
-def iso_time(t_ns: int) -> str:
-    return _dt.datetime.fromtimestamp(t_ns / 1e9, _dt.timezone.utc).isoformat(
-        timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _named_round(key: object) -> RoundKey | None:
@@ -80,41 +93,36 @@ def _named_round(key: object) -> RoundKey | None:
 @dataclass
 class Round:
     key: RoundKey
-    # (sort key, statistic.csv line, statistic_extra.csv line); None once the round
-    # is complete and written: its rows live on disk until a later record reopens it
-    # (the builder then drops the round itself, see tree/evicted.py).
-    rows: list[tuple[tuple[int, int], str, str]] | None = field(default_factory=list)
-    count: int = 0
+    dir: RoundDir
+    count: int = 0  # rows in its files
     lost: int = 0
     unlisted: int = 0  # of `lost`: tensors without a row (no record of their own)
     params_lost: int = 0  # op_param.json files not written
     last_t: int = 0
+    last_seq: int = -1  # the highest seq in its files (-1: not known, read back)
     procs: set[ProcKey] = field(default_factory=set)
     # processes whose shim said the round has all its records (a `round` record)
     said_done: set[ProcKey] = field(default_factory=set)
-    dirty: bool = True
+    on_disk: bool = False  # its CSVs are this builder's: rows are appended to them
+    synced: bool = True  # no row appended since its files were last synced
+    dirty: bool = True  # changed since the last flush
     flushed_once: bool = False
     marker: bytes | None = None  # the marker on disk, as we wrote it
+    # rows taken from the kernel that a failed write (a full disk) left to write
+    pending: list[Taken] = field(default_factory=list)
 
 
 @dataclass
 class Proc:
     key: ProcKey
+    ingest: Ingest
+    info: ProcInfo
     output_root: str | None = None
-    dev_hint: int | None = None
     exited: bool = False
     fed: int = 0  # bytes of its record log fed to the builder
+    lines: int = 0  # lines in them
     last_round: RoundKey | None = None  # of its record with the highest seq
-    last_seq: int = -1
-    graphs: dict[str, dict] = field(default_factory=dict)
-    layers: dict[str, tuple[int, bytes]] = field(default_factory=dict)  # name -> (dev, json)
-    models: dict[str, tuple[int, bytes]] = field(default_factory=dict)
-    model_counter: int = 0
-    overflow: list[tuple[int, list[str]]] = field(default_factory=list)  # (dev, cells)
-    overflow_cut: bool = False  # more than OVERFLOW_ROWS came
-    info_dirty: bool = True
-    written: dict[tuple[str, ...], bytes] = field(default_factory=dict)  # info files on disk
-    info_budget: InfoBudget = field(default_factory=InfoBudget)
+    held_said: bool = False  # rows were let out of order for memory (logged once)
 
 
 # Names that are not UTF-8 come from the record log as surrogate escapes
@@ -124,12 +132,13 @@ def _bytes(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
-def _text(data: bytes | None) -> str:
-    return (data or b"").decode("utf-8", "surrogateescape")
-
-
 def _int(value: Any, default: int = -1) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _seq(rec: dict) -> int | None:
+    seq = rec.get("seq")
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
 
 
 class TreeBuilder:
@@ -150,8 +159,10 @@ class TreeBuilder:
         self.unwritten_procs: set[ProcKey] = set()  # whose files the last flush missed
         self.progress_error = ""  # `rebuild` could not write .probe/built.json
         # rounds the shims said are complete since the last flush: the daemon
-        # flushes at once, so that their rows leave memory however far it is behind
+        # flushes at once, so that their markers follow however far it is behind
         self.said_done = 0
+        self.late_rows = 0  # rows merged into place after rows of a higher seq
+        self._manifest_since: float | None = None  # when the oldest row not in a file came
 
     # ---- problems are logged, a few times per kind, never raised ----
     def _problem(self, kind: str, message: str) -> None:
@@ -164,39 +175,69 @@ class TreeBuilder:
     def proc(self, key: ProcKey) -> Proc:
         p = self.procs.get(key)
         if p is None:
-            p = self.procs[key] = Proc(key)
+            p = self.procs[key] = Proc(key, Ingest(key.start_ns), ProcInfo(key.pid))
+            p.ingest.set_root(_bytes(self._output_root(p).rstrip("/")))
         return p
 
     # ---- feeding ----
+    def feed(self, key: ProcKey, data: bytes, offset: int, line: int, parse) -> int:
+        """Reads `data`, whole lines of the process's log from byte `offset` and
+        line `line` on; the kernel takes the lines it can, `parse(line)` makes a
+        record of each other one (None: none) for the Python path. Returns the
+        lines read."""
+        p = self.proc(key)
+        pos, first = 0, line
+        while pos < len(data):
+            try:
+                taken, lines, stopped = p.ingest.feed(data, pos, offset + pos, line)
+            except IngestMemoryError as exc:
+                self._problem("memory", f"pid {key.pid}: {exc}; reading its records in Python")
+                taken, lines, stopped = 0, 0, True
+            line += lines
+            pos += taken
+            if not stopped:
+                break
+            end = data.index(b"\n", pos)
+            rec = parse(data[pos:end])
+            if rec is not None:
+                self._add_python(p, rec, offset + pos, line)
+            pos, line = end + 1, line + 1
+        p.fed = offset + len(data)
+        p.lines = line
+        return line - first
+
     def add(self, key: ProcKey, records: list[dict]) -> None:
+        """Records that are not in the log (an exit record it had no room for)."""
         p = self.proc(key)
         for rec in records:
-            try:
-                self._add_one(p, rec)
-            except Exception as exc:  # a bad record must never stop the tree
-                self._problem("record", f"record log of pid {key.pid}: skipped a "
-                              f"{rec.get('k')!r} record: {type(exc).__name__}: {exc}")
+            self._add_python(p, rec, p.fed, p.lines)
 
-    def _add_one(self, p: Proc, rec: dict) -> None:
+    def _add_python(self, p: Proc, rec: dict, offset: int, line: int) -> None:
+        try:
+            self._add_one(p, rec, offset, line)
+        except Exception as exc:  # a bad record must never stop the tree
+            self._problem("record", f"record log of pid {p.key.pid}: skipped a "
+                          f"{rec.get('k')!r} record: {type(exc).__name__}: {exc}")
+
+    def _add_one(self, p: Proc, rec: dict, offset: int, line: int) -> None:
         kind = rec.get("k")
         if kind == "tensor":
-            self._add_tensor(p, rec)
+            self._add_tensor(p, rec, offset, line)
         elif kind == "param":
             tp = parse_tensor_path(str(rec.get("path", "")))
             if tp:
-                self._learn_device(p, tp.dev_pid)
-                self._moved_to(p, tp.round_key, rec)
-                if rec.get("file") == "lost":
-                    self._counted_in(p, tp.round_key, rec).params_lost += 1
+                p.ingest.param(key_bytes(tp.round_key), _seq(rec),
+                               _int(rec.get("t"), 0), rec.get("file") == "lost")
         elif kind == "graph":
-            self._add_graph(p, rec)
+            p.info.add_graph(rec, self._problem)
         elif kind == "topo":
-            self._add_topo(p, rec)
+            p.info.add_topo(rec, self._problem)
         elif kind == "overflow":
-            self._add_overflow(p, rec)
+            p.info.add_overflow(rec)
         elif kind == "attach":
             if isinstance(rec.get("output"), str) and rec["output"]:
                 p.output_root = rec["output"]
+                p.ingest.set_root(_bytes(rec["output"].rstrip("/")))
         elif kind == "exit":
             p.exited = True
             self.exits_seen += 1
@@ -205,68 +246,40 @@ class TreeBuilder:
             self.incidents.add_record(p.key, rec)
         elif kind == "round":
             parts = str(rec.get("round", "")).split("/")
-            rnd = self.rounds.get((parts[0], parts[-1])) if len(parts) == 2 else None
-            if rnd is not None:  # complete rounds were let go of already
-                rnd.said_done.add(p.key)
-                self.said_done += 1
+            if len(parts) == 2:
+                p.ingest.round_said(key_bytes((parts[0], parts[-1])))
 
-    def _learn_device(self, p: Proc, dev_pid: str) -> None:
-        if p.dev_hint is None:
-            dev = dev_pid.partition("_")[0]
-            if dev.isdigit():
-                p.dev_hint = int(dev)
-                p.info_dirty = True
-
-    @staticmethod
-    def _moved_to(p: Proc, round_key: RoundKey, rec: dict) -> None:
-        """The round of the latest selection: writer threads finish out of
-        order, so the record with the highest seq (taken in execution order)
-        tells, not the last one appended."""
-        seq = _int(rec.get("seq"))
-        if seq >= p.last_seq:
-            p.last_seq = seq
-            p.last_round = round_key
-
-    def _round(self, key: RoundKey) -> Round:
-        """The round, with its rows in memory (read back from disk if it was
-        let go of)."""
-        rnd = self.rounds.get(key)
-        if rnd is None:
-            rnd = self.rounds[key] = Round(key)
-            owner = self.evicted.take(key)
-            if owner is not None:
-                self._restore(rnd, owner)
-        if rnd.rows is None:
-            self._reload(rnd)
-        return rnd
-
-    def _output_root(self, p: Proc) -> str:
-        return p.output_root or str(self.dump_root.parent)
-
-    def _add_tensor(self, p: Proc, rec: dict) -> None:
+    def _add_tensor(self, p: Proc, rec: dict, offset: int, line: int) -> None:
+        """A tensor record the kernel left: its rows made here, by the reference."""
         path = rec.get("path")
         tp = parse_tensor_path(path) if isinstance(path, str) else None
         if tp is None:
             self._problem("path", f"pid {p.key.pid}: tensor record with unusable path {path!r}")
             return
-        self._learn_device(p, tp.dev_pid)
-        self._moved_to(p, tp.round_key, rec)
-        rnd = self._round(tp.round_key)
-        sort_key = (p.key.start_ns, _int(rec.get("seq"), 0))
         root = self._output_root(p)
-        row = (sort_key, statistic_row(rec, tp, root), extra_row(rec, tp, root))
-        bisect.insort(rnd.rows, row)
-        self.manifest.add(tp.round_key, sort_key, record_row(rec, tp, p.key.start_ns))
-        rnd.count = len(rnd.rows)
-        rnd.lost += rec.get("file") == "lost"
+        stat = _bytes(statistic_row(rec, tp, root))
+        extra = _bytes(extra_row(rec, tp, root))
+        man = manifest_cells(dict(zip(COLUMN_NAMES, record_row(rec, tp, p.key.start_ns))))
         if rec.get("file") == "stub" and str(rec.get("note", "")).startswith("hard link refused"):
             self._problem("link-refused", f"pid {p.key.pid}: {path}: {rec['note']} (the file "
                           "system of the dump refuses hard links; msProbe's tools cannot read "
                           "such stubs)")
-        rnd.last_t = max(rnd.last_t, _int(rec.get("t"), 0))
-        rnd.procs.add(p.key)
-        rnd.said_done.discard(p.key)  # a later request reuses the round number
-        rnd.dirty = True
+        p.ingest.add_row(key_bytes(tp.round_key), _seq(rec),
+                         _int(rec.get("t"), 0), offset, line, rec.get("file") == "lost", stat,
+                         extra, man)
+
+    def _round(self, key: RoundKey) -> Round:
+        """The round, read back from its marker if it was let go of."""
+        rnd = self.rounds.get(key)
+        if rnd is None:
+            rnd = self.rounds[key] = Round(key, RoundDir(self.dump_root, key))
+            owner = self.evicted.take(key)
+            if owner is not None:
+                self._restore(rnd, owner)
+        return rnd
+
+    def _output_root(self, p: Proc) -> str:
+        return p.output_root or str(self.dump_root.parent)
 
     def _counted_in(self, p: Proc, round_key: RoundKey, rec: dict) -> Round:
         """The round a loss record `rec` of process p counts in, marked as touched."""
@@ -282,6 +295,7 @@ class TreeBuilder:
         daemon's), counted per round; "" is a round the shim could not name. And
         op_param.json files not written whose record found no room (in no round:
         counted in the process's last one)."""
+        self._sync(p)  # the process's last round, from what was read before this record
         unrecorded = rec.get("unrecorded")
         if not isinstance(unrecorded, dict):
             unrecorded = {}
@@ -303,73 +317,96 @@ class TreeBuilder:
             rnd.lost += n
             rnd.unlisted += n
 
-    def _info_doc(self, p: Proc, rec: dict, kind: str, name_key: str, what: str, build):
-        """(name, parsed JSON, the built doc) of a graph or topo record, or None when
-        it is unusable (logged). build(parsed) -> (doc, warnings)."""
-        name = rec.get(name_key)
-        if not isinstance(name, str) or not fsio.valid_component(name + ".json"):
-            self._problem(kind, f"pid {p.key.pid}: {what} with unusable name {name!r}")
-            return None
-        try:
-            parsed = parse_json_object(rec.get("json"), f"{what} {name}")
-            doc, warnings = build(parsed)
-            data = dumps(doc)
-            # kept: the document, and the parsed graph (about 4 bytes per byte of text)
-            refused = p.info_budget.admit(kind, name, len(data) + 4 * len(rec["json"]))
-            if refused:
-                raise GraphError(refused)
-        except (GraphError, RecursionError) as exc:
-            self._problem(kind, f"pid {p.key.pid}: skipped {what} {name}: {exc}")
-            return None
-        for w in warnings:
-            self._problem("graph-warning", f"pid {p.key.pid}: {w}")
-        p.info_dirty = True
-        return name, parsed, (_int(rec.get("dev")), data)
+    def _sync(self, p: Proc) -> list[RoundInfo]:
+        """What the kernel read since the last look: per round, its tensors (a
+        later request reusing the round reopens it), the shim's word that it
+        has all its records, lost params; the process's last round and device."""
+        infos = p.ingest.rounds()
+        for info in infos:
+            if info.tensors or info.params_lost or info.held:
+                rnd = self._round(info.key)
+            elif info.key in self.rounds:
+                rnd = self.rounds[info.key]
+            else:
+                continue  # the shim's word on a round already complete
+            rnd.procs.add(p.key)
+            if info.tensors:
+                rnd.said_done.discard(p.key)
+                rnd.dirty = True
+            if info.said:
+                rnd.said_done.add(p.key)
+                self.said_done += 1
+            if info.params_lost:
+                rnd.params_lost += info.params_lost
+                rnd.dirty = True
+            rnd.last_t = max(rnd.last_t, info.max_t)
+        state = p.ingest.state()
+        p.last_round = state.last_round
+        p.info.learn_device(state.dev)
+        return infos
 
-    def _add_graph(self, p: Proc, rec: dict) -> None:
-        got = self._info_doc(p, rec, "graph", "name", "layer graph",
-                             lambda graph: layer_json(rec["name"], graph))
-        if got:
-            name, graph, entry = got
-            p.graphs[name] = graph
-            p.layers[name] = entry
-
-    def _add_topo(self, p: Proc, rec: dict) -> None:
-        counter = [p.model_counter]
-
-        def build(topo):
-            doc, counter[0], warnings = model_json(topo, p.graphs, p.model_counter)
-            return doc, warnings
-
-        got = self._info_doc(p, rec, "topo", "model", "model topology", build)
-        if got:
-            name, _, entry = got
-            p.models[name] = entry
-            p.model_counter = counter[0]
-
-    def _add_overflow(self, p: Proc, rec: dict) -> None:
-        if len(p.overflow) >= OVERFLOW_ROWS:
-            if not p.overflow_cut:
-                p.overflow_cut = True
-                log.warning("process %s: more than %d overflow events; its info/overflow CSV "
-                            "lists the first %d, `status` counts them all (overflow_events)",
-                            p.key.pid, OVERFLOW_ROWS, OVERFLOW_ROWS)
+    def _release(self, p: Proc) -> None:
+        """Lets the rows go that may be appended: every row of a process whose exit
+        record was read, and, once the log is read that far, the rows below a log
+        size at which it had nothing in flight (any later tensor has a higher seq),
+        and the rows below its writer-head watermark once the log is read to where
+        the watermark holds."""
+        if p.exited:
+            p.ingest.release(END)
             return
-        kernel = str(rec.get("kernel", ""))
-        op_id, sep, name = kernel.partition(":")
-        dev = _int(rec.get("dev"))
-        t = _int(rec.get("t"), 0)
-        p.overflow.append((dev, [str(_int(rec.get("seq"), 0)), iso_time(t) if t else "",
-                                 op_id if sep else "", name if sep else kernel, kernel]))
-        p.info_dirty = True
+        # below that size: every record of a lower seq than any still to come, once
+        # read (a dead process gets its exit record once its log is read)
+        quiet = self.oracle.quiet_at(p.key)
+        if quiet is not None and p.fed >= quiet:
+            p.ingest.release(quiet)
+        # while tensors are in flight: below the writer-head watermark
+        mark = self.oracle.watermark_at(p.key)
+        if mark is not None and p.fed >= mark[0]:
+            p.ingest.release_seq(mark[1])
+
+    def _release_for_memory(self) -> None:
+        """Over HELD_BYTES of rows waiting in all processes (not released: the
+        released ones go in this flush), the biggest holders let all their rows go
+        (their order then rests on the late-row merge)."""
+        held = sorted(((p.ingest.state().waiting_bytes, p.key) for p in self.procs.values()),
+                      reverse=True)
+        total = sum(n for n, _ in held)
+        for n, key in held:
+            if total <= HELD_BYTES:
+                return
+            p = self.procs[key]
+            if not p.held_said:
+                p.held_said = True
+                log.warning("pid %d: its rows and other processes' take over %d MiB waiting "
+                            "for the end of their rounds; appending its rows now (a row that "
+                            "arrives later is merged into place)", key.pid, HELD_BYTES >> 20)
+            p.ingest.release(END)
+            total -= n
+
+    def built(self, key: ProcKey) -> tuple[int, int]:
+        """(bytes, lines) of the process's log whose records are in the derived
+        files: up to the first record of a row still held."""
+        p = self.procs[key]
+        state = p.ingest.state()
+        return (state.min_offset, state.min_line) if state.min_offset >= 0 else (p.fed, p.lines)
+
+    def held_rows(self) -> int:
+        return sum(p.ingest.state().held_rows for p in self.procs.values())
+
+    def last_seqs(self) -> dict[ProcKey, int]:
+        """The highest seq read of each process (-1: none yet)."""
+        return {key: p.ingest.state().last_seq for key, p in self.procs.items()}
+
+    def held_bytes(self) -> int:
+        """Memory the rows not yet written take in the kernel."""
+        return sum(p.ingest.state().held_bytes for p in self.procs.values())
 
     def _restore(self, rnd: Round, owner: ProcKey) -> None:
-        """Takes back a round it let go of: its counts from its marker (its rows
-        are read back by _reload)."""
-        base = ("data", rnd.key[0], rnd.key[1])
+        """Takes back a round it let go of: its counts from its marker; its rows
+        stay in its files, and new ones are appended."""
         rnd.procs.add(owner)
-        rnd.rows, rnd.dirty, rnd.flushed_once = None, False, True
-        marker = fsio.read_file(self.dump_root, base + (MARKER,))
+        rnd.dirty, rnd.flushed_once, rnd.on_disk = False, True, True
+        marker = rnd.dir.read(MARKER)
         try:
             fields = json.loads(marker or b"")
             rnd.count, rnd.lost = fields["rows"], fields["lost"]
@@ -380,53 +417,21 @@ class TreeBuilder:
                                .timestamp() * 1e3) * 1_000_000 if done else 0
             rnd.marker = marker
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            self._problem("reload", f"cannot read back {'/'.join(base + (MARKER,))} ({exc}); "
-                          "the round's earlier rows are missing until `msprobe-atb rebuild`")
-
-    def _reload(self, rnd: Round) -> None:
-        """Reads back the rows of an evicted round (one process, so the sort key
-        is that process's start_ns and the Sequence column)."""
-        base = ("data", rnd.key[0], rnd.key[1])
-        (start_ns,) = {k.start_ns for k in rnd.procs}
-        rnd.rows = []
-        try:
-            stat = fsio.read_file(self.dump_root, base + ("statistic.csv",))
-            extra = fsio.read_file(self.dump_root, base + ("statistic_extra.csv",))
-            stat_rows = list(csv.reader(io.StringIO(_text(stat))))[1:]
-            extra_rows = list(csv.reader(io.StringIO(_text(extra))))[1:]
-            if len(stat_rows) != rnd.count or len(extra_rows) != rnd.count:
-                raise ValueError(f"expected {rnd.count} rows")
-            rnd.rows = [((start_ns, int(e[0]) if e[0].isdigit() else 0), csv_line(r), csv_line(e))
-                        for r, e in zip(stat_rows, extra_rows)]
-        except (OSError, ValueError, IndexError) as exc:
-            self._problem("reload", f"cannot read back {'/'.join(base)} ({exc}); its earlier "
-                          "rows are missing until `msprobe-atb rebuild`")
+            self._problem("reload", f"cannot read back {rnd.dir.name(MARKER)} ({exc}); "
+                          "its counts restart from 0 until `msprobe-atb rebuild`")
+        # the seq of its last row: a row that sorts before it is merged into place
+        rnd.last_seq = rnd.dir.last_seq()
 
     # ---- output ----
-    def _info_dir(self, p: Proc, dev: int) -> str:
-        if dev < 0:
-            dev = p.dev_hint if p.dev_hint is not None else -1
-        return f"{dev}_{p.key.pid}" if dev >= 0 else str(p.key.pid)
-
-    def _info_files(self, p: Proc) -> dict[tuple[str, ...], bytes]:
-        files: dict[tuple[str, ...], bytes] = {}
-        for kind, docs in (("layer", p.layers), ("model", p.models)):
-            for name, (dev, data) in docs.items():
-                files[("info", kind, self._info_dir(p, dev), f"{name}.json")] = data
-        if p.overflow:
-            # The overflow file is per process; its device is the first known one.
-            dev = next((d for d, _ in p.overflow if d >= 0), -1)
-            sub = self._info_dir(p, dev)
-            body = "".join(csv_line(cells[:2] + [sub] + cells[2:]) for _, cells in p.overflow)
-            files[("info", "overflow", f"{sub}.csv")] = _bytes(OVERFLOW_HEADER + "\n" + body)
-        return files
-
-    def _write(self, *files: tuple[tuple[str, ...], bytes]) -> bool:
-        """Writes files as a unit (all or none replaced); False, logged, on failure;
-        a failure of the file system (a full disk, not a refused name) is kept in
-        `unwritten`."""
+    def _write(self, *files: tuple[tuple[str, ...], bytes], append: bool = False) -> bool:
+        """Writes files as a unit (all or none replaced, or appended to); False,
+        logged, on failure; a failure of the file system (a full disk, not a
+        refused name) is kept in `unwritten`."""
         try:
-            fsio.write_files(self.dump_root, files)
+            if append:
+                fsio.append_files(self.dump_root, files)
+            else:
+                fsio.write_files(self.dump_root, files)
             return True
         except (OSError, fsio.UnsafePath) as exc:
             names = ", ".join("/".join(rel) for rel, _ in files)
@@ -449,87 +454,200 @@ class TreeBuilder:
                 "manifest_rows": manifest_rows, "names": names[:5], "reason": reason}
 
     def _flush_info(self, p: Proc) -> None:
-        want = self._info_files(p)
-        if not p.written:
+        info = p.info
+        want = info.files()
+        if not info.written:
             # A previous daemon may have written these under {pid} before the
             # device was known.
             for rel in want:
                 if rel[2] != str(p.key.pid) and len(rel) == 4:
                     fsio.remove_file(self.dump_root, (*rel[:2], str(p.key.pid), rel[3]))
-        for rel in [r for r in p.written if r not in want]:
+        for rel in [r for r in info.written if r not in want]:
             fsio.remove_file(self.dump_root, rel)  # moved: the device became known
-            del p.written[rel]
-        p.info_dirty = False
+            del info.written[rel]
+        info.dirty = False
         for rel, data in want.items():
-            if p.written.get(rel) != data:
+            if info.written.get(rel) != data:
                 if self._write((rel, data)):
-                    p.written[rel] = data
+                    info.written[rel] = data
                 else:
-                    p.info_dirty = True  # the next flush tries again
+                    info.dirty = True  # the next flush tries again
                     self.unwritten_procs.add(p.key)
+
+    def _take(self, rnd: Round) -> None:
+        """Takes the round's released rows from its processes' kernels (the
+        older process first: rows sort by process start, then seq)."""
+        keyb = key_bytes(rnd.key)
+        for key in sorted(rnd.procs):
+            p = self.procs.get(key)
+            base = rnd.count + sum(t.rows for t in rnd.pending)
+            taken = p.ingest.take(keyb, base, rnd.last_seq) if p is not None else None
+            if taken is not None:
+                rnd.pending.append(taken)
+                rnd.dirty = True
+
+    def _round_io(self, rnd: Round, what: str, write) -> bool:
+        """Runs write() on the round's files; False, logged, on failure; a failure
+        of the file system (a full disk, not a refused name) is kept in
+        `unwritten`, with the rows the round's statistic.csv misses."""
+        try:
+            write()
+            return True
+        except (OSError, fsio.UnsafePath) as exc:
+            self._problem("write", f"cannot write {rnd.dir.name(what)}: {exc}")
+            if isinstance(exc, OSError):
+                self.unwritten[rnd.dir.name(what)] = exc.strerror or str(exc)
+                if what == STAT:
+                    self.unwritten_rows += sum(t.rows for t in rnd.pending)
+            self.unwritten_procs |= rnd.procs
+            return False
+
+    def _append(self, rnd: Round) -> bool:
+        """Writes the round's taken rows: a new file pair (the round's first write
+        by this builder), an append, or for rows that sort before rows already
+        there, the pair rewritten in order. False when they stay pending."""
+        d, taken = rnd.dir, rnd.pending
+        stat = b"".join(t.stat for t in taken)
+        extra = b"".join(t.extra for t in taken)
+        late = rnd.on_disk and any(t.late for t in taken)
+        if late:
+            def write() -> None:
+                d.merge_pair(stat, extra)
+        elif rnd.on_disk:
+            def write() -> None:
+                d.append_pair(stat, extra)
+        else:
+            def write() -> None:
+                d.write_pair(_bytes(HEADER + "\n") + stat, _bytes(EXTRA_HEADER + "\n") + extra)
+        if not self._round_io(rnd, STAT, write):
+            return False
+        rows = sum(t.rows for t in taken)
+        if late:
+            self.late_rows += rows
+            log.info("%s: %d row(s) arrived after rows of a higher seq; merged into place",
+                     "/".join(d.rel), rows)
+        for t in taken:
+            rnd.count += t.rows
+            rnd.lost += t.lost
+            rnd.last_seq = max(rnd.last_seq, t.last_seq)
+        rnd.pending = []
+        rnd.on_disk = True
+        rnd.synced = rnd.synced and not rows
+        return True
 
     def _proc_done_with(self, key: ProcKey, rnd: Round) -> bool:
         p = self.procs.get(key)
-        if p is None or p.exited or key in rnd.said_done or not self.oracle.alive(key):
+        if p is not None and p.ingest.held(key_bytes(rnd.key)):
+            return False  # rows of it still to come
+        if p is None or p.exited or key in rnd.said_done:
             return True
+        if not self.oracle.alive(key):
+            # once its log is read: behind a dead process's log, part of a round
+            # may have gone out (HELD_BYTES), the rest still unread
+            quiet = self.oracle.quiet_at(key)
+            return quiet is not None and p.fed >= quiet
         return (self.oracle.settled(key, p.fed)
                 and (p.last_round != rnd.key or self.oracle.asleep()))
 
-    def _flush_round(self, rnd: Round) -> None:
-        base = ("data", rnd.key[0], rnd.key[1])
-        if rnd.dirty:
-            rows = rnd.rows or []
-            stat = HEADER + "\n" + "".join(r[1] for r in rows)
-            extra = EXTRA_HEADER + "\n" + "".join(r[2] for r in rows)
-            # the pair is row-aligned: never replace one without the other
-            if not self._write((base + ("statistic.csv",), _bytes(stat)),
-                               (base + ("statistic_extra.csv",), _bytes(extra))):
-                if "/".join(base + ("statistic.csv",)) in self.unwritten:
-                    self.unwritten_rows += len(rows)
-                    self.unwritten_procs |= rnd.procs
-                return
+    def _marker(self, rnd: Round) -> bytes:
+        fields = {"rows": rnd.count, "lost": rnd.lost,
+                  "complete_at": iso_time(rnd.last_t) if rnd.last_t else None}
+        if rnd.unlisted:
+            fields["lost_without_row"] = rnd.unlisted
+        if rnd.params_lost:
+            fields["params_lost"] = rnd.params_lost
+        return dumps(fields)
+
+    def _flush_round(self, rnd: Round) -> bool:
+        """Appends the round's released rows; True when the round is complete
+        and its marker is to be written (after its files are synced)."""
+        self._take(rnd)
+        if rnd.pending or not rnd.on_disk:
+            if rnd.marker is not None or not rnd.on_disk:
+                # reopened (a later request reuses the round number), or its files
+                # written anew over an earlier daemon's: not complete while its new
+                # rows go in
+                rnd.dir.remove_marker()
+                rnd.marker = None
+            if not self._append(rnd):
+                return False
         complete = all(self._proc_done_with(k, rnd) for k in rnd.procs)
-        if complete:
-            self.manifest.round_complete(rnd.key, rnd.count)
-            fields = {"rows": rnd.count, "lost": rnd.lost,
-                      "complete_at": iso_time(rnd.last_t) if rnd.last_t else None}
-            if rnd.unlisted:
-                fields["lost_without_row"] = rnd.unlisted
-            if rnd.params_lost:
-                fields["params_lost"] = rnd.params_lost
-            marker = dumps(fields)
-            if marker != rnd.marker:
-                if self._write((base + (MARKER,), marker)):
-                    rnd.marker = marker
-                else:
-                    self.unwritten_procs |= rnd.procs
-            if rnd.marker is not None and len(rnd.procs) == 1:
-                rnd.rows = None  # done: keep memory bounded on long runs
-                if self.evicted.add(rnd.key, next(iter(rnd.procs))):
-                    del self.rounds[rnd.key]
-        elif rnd.marker is not None or not rnd.flushed_once:
-            # Reopened (a later request reuses this round number), or left by a
-            # previous daemon: the round is not complete any more.
-            fsio.remove_file(self.dump_root, base + (MARKER,))
+        if not complete and (rnd.marker is not None or not rnd.flushed_once):
+            # left by a previous daemon, or the round is open again
+            rnd.dir.remove_marker()
             rnd.marker = None
         rnd.dirty = False
         rnd.flushed_once = True
+        return complete and self._marker(rnd) != rnd.marker
 
-    def flush(self) -> None:
-        """Writes what changed: CSVs of rounds with new records, info files,
-        and the completion markers of rounds whose processes are done."""
+    def _commit(self, rounds: list[Round]) -> None:
+        """The markers of rounds now complete, each once its pair is on disk (the
+        syncs side by side); a round of one process is then let go of."""
+        synced = [r for r in rounds if not r.synced]
+        for rnd, failed in zip(synced, sync_pairs([r.dir for r in synced])):
+            if failed is None:
+                rnd.synced = True
+            else:
+                self._problem("sync", f"cannot sync {'/'.join(rnd.dir.rel)}: {failed}")
+        for rnd in rounds:
+            marker = self._marker(rnd)
+            if rnd.synced and self._round_io(rnd, MARKER, partial(rnd.dir.write_marker, marker)):
+                rnd.marker = marker
+            if rnd.marker is not None and len(rnd.procs) == 1:
+                # done: keep memory bounded on long runs
+                if self.evicted.add(rnd.key, next(iter(rnd.procs))):
+                    del self.rounds[rnd.key]
+                    rnd.dir.close()
+
+    def flush(self, idle: bool = False) -> None:
+        """Appends the rows that may go, writes what changed of info/, and the
+        markers of the rounds whose processes are done with them; `idle` (no
+        record came since the last flush): the manifest's buffered rows too."""
         self.unwritten = {}
         self.unwritten_rows = 0
         self.unwritten_procs = set()
         for p in self.procs.values():
-            if p.info_dirty:
+            self._release(p)
+        self._release_for_memory()
+        for p in self.procs.values():
+            self._sync(p)
+        for p in self.procs.values():
+            if p.info.dirty:
                 self._flush_info(p)
+        complete = []
         for rnd in list(self.rounds.values()):
-            if rnd.dirty or rnd.marker is None or not rnd.flushed_once:
-                self._flush_round(rnd)
-        self.manifest.flush()
+            try:
+                if self._flush_round(rnd):
+                    complete.append(rnd)
+            except Exception as exc:  # one round must not stop the others or the daemon
+                self._problem("round", f"cannot build round {'/'.join(rnd.key)}: "
+                              f"{type(exc).__name__}: {exc} (`msprobe-atb rebuild` retries)")
+        self._commit(complete)
+        self._flush_manifest(idle)
         self.incidents.flush()
         self.said_done = 0
+
+    def _flush_manifest(self, idle: bool) -> None:
+        """The manifest rows of the rows appended, a part of each process's, when
+        the manifest says all processes' rows together are worth files, or
+        nothing new comes (`idle`): they wait in the kernel's memory, so its
+        bound holds however many processes there are."""
+        rows = sum(p.ingest.manifest_rows() for p in self.procs.values())
+        if not rows:
+            self._manifest_since = None
+            return
+        now = time.monotonic()
+        if self._manifest_since is None:
+            self._manifest_since = now
+        if idle or self.manifest.due(rows, now - self._manifest_since):
+            for p in self.procs.values():
+                if p.ingest.manifest_rows():
+                    self.manifest.write(p.ingest.manifest_frame())
+            self._manifest_since = None
+
+    def finish(self) -> None:
+        """The last flush of a builder: the manifest's rows all in its files."""
+        self.flush(idle=True)
 
     def round_count(self) -> int:
         """Rounds built, those let go of included."""

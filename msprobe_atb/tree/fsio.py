@@ -61,36 +61,46 @@ def open_dir(dump_root: Path, parts: Sequence[str], create: bool) -> int:
     return fd
 
 
-def write_files(dump_root: Path, files: Sequence[tuple[Sequence[str], bytes]]) -> None:
-    """Replaces <dump_root>/<rel...> with data (mode 0640) for each (rel, data).
-    As a unit, as far as a full disk or a bad name goes: every temporary is
-    written before any is renamed, so a failure replaces none (a crash between
-    the renames can still replace only the first ones)."""
-    staged: list[tuple[int, str, str]] = []  # (dir fd, temporary, name)
+def _open_temporary(dir_fd: int, name: str) -> tuple[str, int]:
+    """(name, fd) of a new temporary beside `name` in dir_fd, open for writing (one
+    a dead writer of this pid left is replaced)."""
+    if not valid_component(name):
+        raise UnsafePath(f"refusing file name {name!r}")
+    tmp = f".{name}.{os.getpid()}.tmp"
     try:
-        for rel, data in files:
-            *dirs, name = rel
-            if not valid_component(name):
-                raise UnsafePath(f"refusing file name {name!r}")
-            fd = open_dir(dump_root, dirs, create=True)
-            tmp = f".{name}.{os.getpid()}.tmp"
-            staged.append((fd, tmp, name))
-            try:
-                os.unlink(tmp, dir_fd=fd)
-            except FileNotFoundError:
-                pass
-            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                          | os.O_CLOEXEC, 0o640, dir_fd=fd)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(out, view):]
-            finally:
-                os.close(out)
+        os.unlink(tmp, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                  0o640, dir_fd=dir_fd)
+    return tmp, out
+
+
+def _staged(dir_fd: int, name: str, data: bytes) -> str:
+    """Writes data to a temporary beside `name` in dir_fd; returns the temporary."""
+    tmp, out = _open_temporary(dir_fd, name)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(out, view):]
+    except BaseException:
+        os.close(out)
+        os.unlink(tmp, dir_fd=dir_fd)
+        raise
+    os.close(out)
+    return tmp
+
+
+def _replace_staged(files: Sequence[tuple[int, str, bytes]]) -> None:
+    """Writes each (dir fd, name, data) to a temporary, then renames them all: a
+    failure before the renames replaces none."""
+    staged: list[tuple[int, str, str]] = []
+    try:
+        for fd, name, data in files:
+            staged.append((fd, _staged(fd, name, data), name))
         while staged:
             fd, tmp, name = staged[0]
             os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
-            os.close(fd)
             staged.pop(0)
     finally:
         for fd, tmp, _ in staged:  # only on failure: nothing of these was renamed
@@ -98,7 +108,68 @@ def write_files(dump_root: Path, files: Sequence[tuple[Sequence[str], bytes]]) -
                 os.unlink(tmp, dir_fd=fd)
             except OSError:
                 pass
+
+
+def write_files(dump_root: Path, files: Sequence[tuple[Sequence[str], bytes]]) -> None:
+    """Replaces <dump_root>/<rel...> with data (mode 0640) for each (rel, data).
+    As a unit, as far as a full disk or a bad name goes: every temporary is
+    written before any is renamed, so a failure replaces none (a crash between
+    the renames can still replace only the first ones)."""
+    fds: list[int] = []
+    try:
+        for rel, _ in files:
+            fds.append(open_dir(dump_root, rel[:-1], create=True))
+        _replace_staged([(fd, rel[-1], data) for fd, (rel, data) in zip(fds, files)])
+    finally:
+        for fd in fds:
             os.close(fd)
+
+
+def write_files_at(dir_fd: int, files: Sequence[tuple[str, bytes]]) -> None:
+    """write_files for files of one directory (an fd of open_dir)."""
+    _replace_staged([(dir_fd, name, data) for name, data in files])
+
+
+def append_files_at(dir_fd: int, files: Sequence[tuple[str, bytes]]) -> None:
+    """Appends data to each existing file `name` of the directory, as a unit as
+    far as a full disk goes: a failed write takes every file of the unit back to
+    its size before (a crash between the writes can still leave the first ones
+    longer: a later `rebuild` writes them anew)."""
+    done: list[tuple[int, int]] = []  # (fd, size before)
+    try:
+        for name, data in files:
+            if not valid_component(name):
+                raise UnsafePath(f"refusing file name {name!r}")
+            out = os.open(name, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+                          | os.O_NONBLOCK, dir_fd=dir_fd)
+            st = os.fstat(out)
+            done.append((out, st.st_size))
+            if not stat.S_ISREG(st.st_mode):
+                raise UnsafePath(f"not a regular file: {name}")
+            view = memoryview(data)
+            while view:
+                view = view[os.write(out, view):]
+        for out, _ in done:
+            os.close(out)
+        done = []
+    finally:
+        for out, size in done:  # only on failure: no torn row stays behind
+            try:
+                os.ftruncate(out, size)
+            except OSError:
+                pass
+            os.close(out)
+
+
+def sync_files_at(dir_fd: int, names: Sequence[str]) -> None:
+    """Makes the contents of the directory's files durable (fdatasync)."""
+    for name in names:
+        f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                    dir_fd=dir_fd)
+        try:
+            os.fdatasync(f)
+        finally:
+            os.close(f)
 
 
 def overwrite_in_place(dump_root: Path, rel: Sequence[str], data: bytes) -> bool:
@@ -139,15 +210,7 @@ def write_streamed(dump_root: Path, rel: Sequence[str], write: Callable[[BinaryI
 def write_streamed_at(dir_fd: int, name: str, write: Callable[[BinaryIO], None]) -> None:
     """write_streamed into the directory `dir_fd` (from open_dir or open_subdir):
     a temporary, renamed to `name` once `write(f)` has written it all."""
-    if not valid_component(name):
-        raise UnsafePath(f"refusing file name {name!r}")
-    tmp = f".{name}.{os.getpid()}.tmp"
-    try:
-        os.unlink(tmp, dir_fd=dir_fd)
-    except FileNotFoundError:
-        pass
-    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                  0o640, dir_fd=dir_fd)
+    tmp, out = _open_temporary(dir_fd, name)
     try:
         with os.fdopen(out, "wb") as f:
             write(f)
@@ -164,28 +227,45 @@ def remove_file(dump_root: Path, rel: Sequence[str]) -> None:
     except (FileNotFoundError, NotADirectoryError, UnsafePath):
         return
     try:
-        os.unlink(name, dir_fd=fd)
-    except FileNotFoundError:
-        pass
+        remove_at(fd, name)
     finally:
         os.close(fd)
 
 
-def read_file(dump_root: Path, rel: Sequence[str]) -> bytes | None:
+def remove_at(dir_fd: int, name: str) -> None:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+
+
+def read_at(dir_fd: int, name: str, tail: int | None = None) -> bytes | None:
+    """A regular file of the directory (its last `tail` bytes), None if it
+    cannot be read. O_NONBLOCK: a FIFO planted at the name is not waited on."""
+    try:
+        f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                    dir_fd=dir_fd)
+    except OSError:
+        return None
+    with os.fdopen(f, "rb") as fh:
+        st = os.fstat(f)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        if tail is not None:
+            fh.seek(max(0, st.st_size - tail))
+        return fh.read()
+
+
+def read_file(dump_root: Path, rel: Sequence[str], tail: int | None = None) -> bytes | None:
     *dirs, name = rel
     try:
         fd = open_dir(dump_root, dirs, create=False)
     except (OSError, UnsafePath):
         return None
-    try:  # O_NONBLOCK: a FIFO planted at the name is not waited on (and not read)
-        f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-                    dir_fd=fd)
-    except OSError:
-        return None
+    try:
+        return read_at(fd, name, tail)
     finally:
         os.close(fd)
-    with os.fdopen(f, "rb") as fh:
-        return fh.read() if stat.S_ISREG(os.fstat(f).st_mode) else None
 
 
 # Temporary names of the shim (.<name>.<pid>.<tid>.tmp) and of the control

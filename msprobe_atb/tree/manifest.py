@@ -5,10 +5,12 @@ Layout (hive-style, so DuckDB, polars, Spark and Trino read it as one dataset):
     <dump root>/manifest/host=<host>/device=<dev>/pid=<pid>/part-<n>-L<level>.parquet
     <dump root>/manifest/_manifest.json     who made it, for which host (readers skip `_` files)
 
-A round's rows are written when the round is complete (the moment its marker is
-written), sorted in execution order, so `round_seq` (the position within the
-round) is final; a round reopened by a later request adds its new rows after
-the earlier ones. The partition columns live in the directory names only. `seq` is the process's
+A row is written when it is appended to its round's statistic.csv (rows go in in
+sequence order, so `round_seq`, the position within the round, is its line
+there); a round reopened by a later request adds its new rows after the
+earlier ones. The ingest kernel keeps a process's rows in columns until the tree
+builder takes them as a frame worth a file (tree/ingest.py). The partition
+columns live in the directory names only. `seq` is the process's
 SaveTensor sequence (null in a manifest that `index` made from a dump without
 one). `stat_step` is the rounding step of the statistics: 0 (full precision)
 from the records, 1e-6 for msProbe's 6-decimal CSVs. `bytes` is the tensor's
@@ -16,12 +18,17 @@ data size (a stub's data is in its alias' file). Cells that statistic.csv
 also has are spelt as there (`index` "0" or "0_query", `shape` "4x64", dtype and
 format names), so the two read alike.
 
-File count: every flush that completes rounds adds at most one small file per
-process; whenever FANIN files of one level pile up they are merged into one file
-of the next level (named after the first of them, so the names sort as the rows
-were emitted, i.e. in execution order), until a file holds BIG_ROWS rows. A service running 100,000
-rounds therefore keeps O(FANIN x levels) small files per process plus one file per
-BIG_ROWS rows, never a file per tensor or per round.
+File count and memory: the rows not in a file yet wait in the ingest kernel,
+PART_ROWS of them at most for all processes together (~30 MB): then, or when
+they are PART_AGE_S old, or the builder is idle or finishes, each process's
+rows become a file (with 8 processes at full rate, ~8,000 rows); whenever FANIN files
+of one level pile up they are merged into one file of the next level (named after
+the first of them, so the names sort as the rows were emitted, i.e. in execution
+order), until a file holds BIG_ROWS rows. A merge copies the files' row groups as
+they are (tree/parquet_concat.py), so a big file is made of its parts' row
+groups. A service running 100,000 rounds therefore keeps O(FANIN x levels) small
+files per process plus one file per BIG_ROWS rows, never a file per tensor or per
+round.
 
 Why polars writes it (and not pyarrow's ParquetWriter, which appends row groups
 to an open file): a Parquet file is readable only once its footer is written, so a
@@ -32,6 +39,7 @@ no second Arrow stack into the daemon.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -44,7 +52,7 @@ from typing import Any
 
 from msprobe_atb.tree import fsio
 from msprobe_atb.tree.csvfmt import TensorPath
-from msprobe_atb.tree.names import text_of
+from msprobe_atb.tree.parquet_concat import NotConcatenable, concatenate
 from msprobe_atb.tree.records import record_float
 from msprobe_atb.tree.vocab import dtype_name, format_name
 
@@ -53,8 +61,11 @@ log = logging.getLogger("msprobe_atb")
 DIR = "manifest"
 META = "_manifest.json"
 VERSION = 1
-FANIN = 8
+FANIN = 16
 BIG_ROWS = 1_000_000
+PART_ROWS = 65_536
+PART_AGE_S = 2.0
+MERGE_ROW_GROUP = 65_536  # rows a decoding merge holds at once (its output's row groups)
 HOST_ENV = "MSPROBE_ATB_HOST"
 
 # The record's `file` -> the manifest's status (unknown values are kept as they are).
@@ -75,7 +86,6 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("status", "Utf8"), ("note", "Utf8"), ("time", "Datetime(ns, UTC)"),
 )
 COLUMN_NAMES = tuple(c for c, _ in COLUMNS)
-_ROUND_SEQ = COLUMN_NAMES.index("round_seq")
 PARTITION_TYPES = {"host": "VARCHAR", "device": "INTEGER", "pid": "BIGINT"}
 
 Partition = tuple[int, int]  # (device, pid)
@@ -163,13 +173,6 @@ def partition_of(dev_pid: str) -> Partition | None:
         return None
 
 
-def _utf8(value):
-    """Parquet strings are UTF-8: a name that is not (surrogate escapes from the
-    record log, see native/core/mechanisms/jsonw.h) is stored in names.py's text form, which
-    gives its bytes back. Other cells pass unchanged."""
-    return text_of(value) if isinstance(value, str) else value
-
-
 @dataclass
 class _Part:
     name: str
@@ -182,20 +185,19 @@ class _Part:
 class _Partition:
     parts: list[_Part] = field(default_factory=list)
     next_n: int = 0
-    ready: list[tuple] = field(default_factory=list)
+    failed: list = field(default_factory=list)  # frames a failed write left to write
     replaced: bool = False  # what an earlier writer left of it is removed
 
 
 class ManifestWriter:
-    """Collects rows per round, emits them at round completion, writes and compacts
-    the partition files. Problems are logged, never raised: the manifest is an
-    addition and must not stop the CSVs."""
+    """Buffers rows per process partition, writes and compacts the partition
+    files. Problems are logged, never raised: the manifest is an addition and
+    must not stop the CSVs."""
 
     def __init__(self, dump_root: Path, made_by: str):
         self.dump_root = Path(dump_root)
         self.made_by = made_by
         self.host = host_name(self.dump_root)
-        self.pending: dict[tuple[str, str], list[tuple[tuple[int, int], tuple]]] = {}
         self.partitions: dict[Partition, _Partition] = {}
         self._started = False
         self.failed = 0
@@ -206,22 +208,6 @@ class ManifestWriter:
 
     def _pdir(self, part: Partition) -> tuple[str, ...]:
         return (*self._host_dir(), f"device={part[0]}", f"pid={part[1]}")
-
-    def add(self, round_key: tuple[str, str], sort_key: tuple[int, int], row: tuple) -> None:
-        self.pending.setdefault(round_key, []).append((sort_key, row))
-
-    def round_complete(self, round_key: tuple[str, str], total: int) -> None:
-        """Emits the round's rows not emitted yet; `total` counts its rows so
-        far, the earlier emissions included (their round_seq come first)."""
-        rows = self.pending.pop(round_key, None)
-        part = partition_of(round_key[0])
-        if not rows or part is None:
-            return
-        rows.sort(key=lambda r: r[0])
-        base = max(0, total - len(rows))
-        dest = self.partitions.setdefault(part, _Partition()).ready
-        for i, (_, row) in enumerate(rows):
-            dest.append(row[:_ROUND_SEQ] + (base + i,) + row[_ROUND_SEQ + 1:])
 
     def _start(self) -> None:
         """This writer derives its host's manifest from the record logs, as the
@@ -236,21 +222,35 @@ class ManifestWriter:
                 "partitions": ["host", "device", "pid"], "types": PARTITION_TYPES}
         fsio.write_files(self.dump_root, [((DIR, META), json.dumps(meta, indent=1).encode())])
 
-    def flush(self) -> None:
-        if not any(p.ready for p in self.partitions.values()):
-            return
+    @staticmethod
+    def due(rows: int, age_s: float) -> bool:
+        """A process's rows are worth a file: PART_ROWS of them, or PART_AGE_S old."""
+        return rows >= PART_ROWS or age_s >= PART_AGE_S
+
+    def write(self, frame) -> None:
+        """Writes a frame of rows (COLUMNS and `_part`, "{dev}_{pid}") as a new
+        file of each process partition they belong to; rows of a `_part` that
+        names no partition have none. What a failed write (a full disk)
+        left is tried again first."""
         try:
             if not self._started:
                 self._start()
+            parts = frame.get_column("_part")
+            # a process's rows are of one partition but for odd paths ("-1_4711")
+            if parts.len() and (parts == parts[0]).all():
+                groups = {(parts[0],): frame}
+            else:
+                groups = frame.partition_by("_part", as_dict=True)
+            for (dev_pid,), rows in groups.items():
+                part = partition_of(str(dev_pid))
+                if part is not None:
+                    state = self.partitions.setdefault(part, _Partition())
+                    state.failed.append(rows.drop("_part"))
             for part, state in self.partitions.items():
-                if state.ready:
-                    rows, state.ready = state.ready, []
-                    try:
-                        self._write_part(part, state, rows, 0)
-                    except (OSError, fsio.UnsafePath):
-                        state.ready = rows + state.ready  # a full disk: next flush again
-                        raise
-                    self._compact(part, state)
+                while state.failed:
+                    self._write_part(part, state, state.failed[0], 0)
+                    state.failed.pop(0)
+                self._compact(part, state)
             self.last_error = ""
         except Exception as exc:  # the manifest must never stop the daemon or the CSVs
             self.failed += 1
@@ -262,14 +262,9 @@ class ManifestWriter:
                             manifest_dir(self.dump_root), type(exc).__name__, exc)
 
     def unwritten_rows(self) -> int:
-        """Rows of complete rounds not in a manifest file yet (a failed write)."""
-        return sum(len(p.ready) for p in self.partitions.values()) if self.last_error else 0
-
-    def _frame(self, rows: list[tuple]):
-        import polars as pl
-
-        return pl.DataFrame([tuple(_utf8(v) for v in r) for r in rows], schema=polars_schema(),
-                            orient="row")
+        """Rows not in a manifest file because a write failed."""
+        return sum(f.height for p in self.partitions.values() for f in p.failed) \
+            if self.last_error else 0
 
     def _replace(self, part: Partition, state: _Partition) -> None:
         if not state.replaced:
@@ -278,9 +273,8 @@ class ManifestWriter:
             shutil.rmtree(self.dump_root.joinpath(*self._pdir(part)), ignore_errors=True)
             state.replaced = True
 
-    def _write_part(self, part: Partition, state: _Partition, rows, level: int) -> _Part:
+    def _write_part(self, part: Partition, state: _Partition, df, level: int) -> _Part:
         self._replace(part, state)
-        df = rows if not isinstance(rows, list) else self._frame(rows)
         buf = io.BytesIO()
         df.write_parquet(buf, compression="zstd", statistics=True)
         p = _Part(f"part-{state.next_n:08d}-L{level}.parquet", level, df.height, state.next_n)
@@ -290,17 +284,29 @@ class ManifestWriter:
         return p
 
     def _merge(self, part: Partition, group: list[_Part]) -> _Part:
-        """One file of the next level from `group`, streamed (a merge of 1M rows
-        held at once took 300 MB, which the daemon's memory then kept)."""
-        import polars as pl
-
+        """One file of the next level from `group`: their row groups copied as
+        they are (tree/parquet_concat.py); files it cannot put together so (of
+        an earlier version's schema) are merged by polars, streamed."""
         base = self.dump_root.joinpath(*self._pdir(part))
         first = group[0]
         new = _Part(f"part-{first.first:08d}-L{first.level + 1}.parquet", first.level + 1,
                     sum(p.rows for p in group), first.first)
-        lazy = pl.scan_parquet([base / p.name for p in group])
-        fsio.write_streamed(self.dump_root, (*self._pdir(part), new.name),
-                            lambda f: lazy.sink_parquet(f, compression="zstd", statistics=True))
+        paths = [base / p.name for p in group]
+        rel = (*self._pdir(part), new.name)
+
+        def copy(f) -> None:
+            with contextlib.ExitStack() as stack:
+                concatenate([stack.enter_context(open(p, "rb")) for p in paths], f)
+
+        try:
+            fsio.write_streamed(self.dump_root, rel, copy)
+        except NotConcatenable as exc:
+            import polars as pl
+
+            log.info("merging %s by decoding it: %s", base, exc)
+            lazy = pl.scan_parquet(paths)
+            fsio.write_streamed(self.dump_root, rel, lambda f: lazy.sink_parquet(
+                f, compression="zstd", statistics=True, row_group_size=MERGE_ROW_GROUP))
         return new
 
     def _compact(self, part: Partition, state: _Partition) -> None:

@@ -79,7 +79,7 @@ def list_logs(dump_root: Path) -> list[tuple[ProcKey, Path]]:
 
 
 class LogTailer:
-    """Incremental reader of one record log."""
+    """Incremental reader of one record log: whole lines, in chunks."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -88,24 +88,25 @@ class LogTailer:
         self.bad_lines = 0
         self.last_bad: str | None = None
 
-    def read_new(self) -> list[dict]:
-        """Records appended since the last call (about CHUNK bytes' worth; a longer
-        single record, e.g. a big graph, is read whole)."""
+    def read_chunk(self, limit: int | None = None) -> bytes:
+        """The whole lines after `offset`, about `limit` bytes of them (a longer
+        single line, e.g. a big graph, whole); b"" when no line is complete. A line
+        longer than MAX_LINE is no record: it is skipped (counted bad)."""
         try:
             with open(os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
                 f.seek(self.offset)
-                data = f.read(CHUNK)
+                data = f.read(limit or CHUNK)
                 while b"\n" not in data and len(data) < MAX_LINE:
                     more = f.read(CHUNK)
                     if not more:
                         break
                     data += more
         except (FileNotFoundError, IsADirectoryError):
-            return []
+            return b""
         except OSError as exc:  # ELOOP: replaced by a link since it was listed
             self.bad_lines += 1
             self.last_bad = f"{self.path.name}: not read ({exc.strerror})"
-            return []
+            return b""
         end = data.rfind(b"\n")
         if end < 0:
             if len(data) >= MAX_LINE:  # never a record: skip to the next line
@@ -113,27 +114,39 @@ class LogTailer:
                 self.lines += 1
                 self.bad_lines += 1
                 self.last_bad = f"{self.path.name}: a line longer than {MAX_LINE} bytes"
-            return []
-        self.offset += end + 1
-        self.lines += data.count(b"\n", 0, end + 1)
-        out = []
-        for line in data[: end + 1].split(b"\n")[:-1]:
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except (ValueError, RecursionError) as exc:
-                self.bad_lines += 1
-                self.last_bad = f"{self.path.name}: unreadable record ({exc}): {line[:120]!r}"
-                rec = self._glued(line)
-                if rec is None:
-                    continue
-            if isinstance(rec, dict):
-                out.append(rec)
-            else:
-                self.bad_lines += 1
-                self.last_bad = f"{self.path.name}: record is not an object: {line[:120]!r}"
-        return out
+            return b""
+        return data[:end + 1]
+
+    def advance(self, chunk: bytes, lines: int | None = None) -> None:
+        """`chunk` (from read_chunk, `lines` lines if counted already) was read."""
+        self.offset += len(chunk)
+        self.lines += chunk.count(b"\n") if lines is None else lines
+
+    def parse(self, line: bytes) -> dict | None:
+        """One line (without its newline) as a record; None for a blank or bad
+        line (counted, the last one kept in `last_bad`)."""
+        if not line.strip():
+            return None
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            self.bad_lines += 1
+            self.last_bad = f"{self.path.name}: unreadable record ({exc}): {line[:120]!r}"
+            rec = self._glued(line)
+            if rec is None:
+                return None
+        if not isinstance(rec, dict):
+            self.bad_lines += 1
+            self.last_bad = f"{self.path.name}: record is not an object: {line[:120]!r}"
+            return None
+        return rec
+
+    def read_new(self) -> list[dict]:
+        """The records of the next chunk, parsed here (readers other than the
+        tree builder, which hands most lines to its kernel)."""
+        chunk = self.read_chunk()
+        self.advance(chunk)
+        return [rec for line in chunk.split(b"\n")[:-1] if (rec := self.parse(line)) is not None]
 
     @staticmethod
     def _glued(line: bytes) -> dict | None:

@@ -15,6 +15,11 @@
 // param <path> <text> | graph <name> <json> | topo <model> <json> |
 // overflow <kernel> | sleep <ms> | stress <threads> <per-thread> <bytes> |
 // bench <runners> (prints ns per runner of UpdateConfig + 3 predicate pairs) |
+// dirrace <threads> <iters> <dirs file> <A answers> <B answers> <key=value of B...>
+//   (threads ask IsSaveTensorInSpecificDir of each dir, one per line, while B is
+//   published mid-run, until each asked <iters> times under B: every answer must
+//   be A's or B's, B's once B was published before the thread's UpdateConfig;
+//   prints "dirrace ok ..." or what went wrong) |
 // fork <command...> (run one command in a forked child and wait) |
 // thread <command...> (run one command on a new thread and join it) |
 // threads (prints threads=<this process's thread count>) | exit <code>
@@ -56,6 +61,8 @@ static std::vector<std::string> split(const std::string &s, char sep)
     }
 }
 
+static int publish_into(msp_control *ctl, int argc, char **argv);
+
 static int publish(const char *root, int argc, char **argv)
 {
     msp_control *ctl;
@@ -64,6 +71,14 @@ static int publish(const char *root, int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         return 1;
     }
+    int rc = publish_into(ctl, argc, argv);
+    msp_ctl_close(ctl);
+    return rc;
+}
+
+// Publishes the config in force in ctl with the fields of argv changed.
+static int publish_into(msp_control *ctl, int argc, char **argv)
+{
     msp_config c;
     msp_ctl_read_config(ctl, &c);
     for (int i = 0; i < argc; i++) {
@@ -118,7 +133,6 @@ static int publish(const char *root, int argc, char **argv)
         }
     }
     msp_ctl_publish(ctl, &c);
-    msp_ctl_close(ctl);
     return 0;
 }
 
@@ -192,6 +206,121 @@ static void *stress_main(void *p)
         }
     }
     return nullptr;
+}
+
+struct dirrace {
+    std::vector<std::string> dirs;
+    std::string a, b;           // the answers under A and B, '0'/'1' per dir
+    const volatile uint64_t *gen; // the block's generation
+    uint64_t gen_b = 0;         // B's, once published
+    long iters = 0;
+    long asked = 0, after_b = 0, bad = 0;
+    std::string first_bad;
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    long started = 0;
+};
+
+static void *dirrace_main(void *p)
+{
+    auto *r = (dirrace *)p;
+    long asked = 0, after_b = 0, bad = 0;
+    std::string first_bad;
+    for (long i = 0, under_b = 0; under_b < r->iters; i++) {
+        uint64_t g = __atomic_load_n(r->gen, __ATOMIC_ACQUIRE);
+        uint64_t gb = __atomic_load_n(&r->gen_b, __ATOMIC_ACQUIRE);
+        bool b_in_force = gb != 0 && g >= gb;
+        under_b += b_in_force;
+        Probe::UpdateConfig(); // follows the block, as ATB's runners do at each setup
+        for (size_t d = 0; d < r->dirs.size(); d++) {
+            char got = Probe::IsSaveTensorInSpecificDir(r->dirs[d]) ? '1' : '0';
+            asked++;
+            after_b += b_in_force;
+            if (got != r->b[d] && (b_in_force || got != r->a[d])) {
+                if (!bad++)
+                    first_bad = r->dirs[d] + " answered " + got + (b_in_force ? " after B" : "");
+            }
+        }
+        if (i == 0) {
+            pthread_mutex_lock(&r->mu);
+            r->started++;
+            pthread_mutex_unlock(&r->mu);
+        }
+    }
+    pthread_mutex_lock(&r->mu);
+    r->asked += asked;
+    r->after_b += after_b;
+    r->bad += bad;
+    if (r->first_bad.empty())
+        r->first_bad = first_bad;
+    pthread_mutex_unlock(&r->mu);
+    return nullptr;
+}
+
+static int publish_into(msp_control *ctl, int argc, char **argv);
+
+// dirrace <threads> <iters> <dirs file> <A answers> <B answers> <B's key=value...>
+static int dir_race(const std::vector<std::string> &f)
+{
+    if (f.size() < 6) {
+        fprintf(stderr, "dirrace: too few arguments\n");
+        return 2;
+    }
+    dirrace r;
+    FILE *fp = fopen(f[3].c_str(), "r");
+    if (!fp) {
+        perror(f[3].c_str());
+        return 2;
+    }
+    char line[4096];
+    while (fgets(line, sizeof line, fp)) {
+        std::string d(line);
+        while (!d.empty() && d.back() == '\n')
+            d.pop_back();
+        r.dirs.push_back(d);
+    }
+    fclose(fp);
+    r.a = f[4];
+    r.b = f[5];
+    r.iters = atol(f[2].c_str());
+    if (r.a.size() != r.dirs.size() || r.b.size() != r.dirs.size()) {
+        fprintf(stderr, "dirrace: %zu dirs, %zu A answers, %zu B answers\n", r.dirs.size(),
+                r.a.size(), r.b.size());
+        return 2;
+    }
+    std::string root = std::string(getenv("ATB_OUTPUT_DIR")) + "/atb_dump_data";
+    msp_control *ctl;
+    char err[512];
+    if (msp_ctl_open(root.c_str(), 1, &ctl, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    r.gen = &ctl->generation;
+    int threads = atoi(f[1].c_str());
+    std::vector<pthread_t> ts((size_t)threads);
+    for (auto &t : ts)
+        pthread_create(&t, nullptr, dirrace_main, &r);
+    for (;;) { // B mid-run: once every thread asked under A
+        pthread_mutex_lock(&r.mu);
+        bool all = r.started == threads;
+        pthread_mutex_unlock(&r.mu);
+        if (all)
+            break;
+        usleep(100);
+    }
+    std::vector<std::string> kv(f.begin() + 6, f.end());
+    std::vector<char *> av;
+    for (auto &x : kv)
+        av.push_back(&x[0]);
+    if (publish_into(ctl, (int)av.size(), av.data()) != 0)
+        return 2;
+    __atomic_store_n(&r.gen_b, msp_ctl_generation(ctl), __ATOMIC_RELEASE);
+    for (auto &t : ts)
+        pthread_join(t, nullptr);
+    msp_ctl_close(ctl);
+    printf("dirrace %s asked=%ld after_b=%ld bad=%ld %s\n", r.bad || !r.after_b ? "FAILED" : "ok",
+           r.asked, r.after_b, r.bad, r.first_bad.c_str());
+    fflush(stdout);
+    return -1;
 }
 
 static int run(const std::vector<std::string> &f);
@@ -271,6 +400,8 @@ static int run(const std::vector<std::string> &f)
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
         printf("bench_ns_per_runner=%.1f selected=%ld\n", ns / (double)n, yes);
+    } else if (c == "dirrace") {
+        return dir_race(f);
     } else if (c == "fork") {
         pid_t pid = fork();
         if (pid == 0) {

@@ -108,6 +108,42 @@ lazy_writers() {
 }
 lazy_writers "$BIN/stress_asan_abi1"
 
+# IsSaveTensorInSpecificDir's cached verdicts (selcache.h) under threads: 4 host
+# threads ask about the same dirs while config B (other filters, and a device
+# filter, which is checked before the cache) replaces A mid-run. Every
+# answer must be the one a fresh process gives under A or under B, and B's
+# once B was published before the thread's UpdateConfig (each thread asks
+# 3000 times under B).
+dir_race() {
+    local name=$1 bin=$2 out="$work/$1" a b
+    mkdir -p "$out/atb_dump_data/.probe"
+    : >"$out/config.json"
+    local A="ids=2 names= save_child=0 devices=" B="ids= names=linear save_child=1 devices=1"
+    printf '%s\n' 0_1/0/2_Layer 0_1/3/2_Layer/1_LinearOperation 0_1/0/2_Layer/1_LinearOperation/0_MatMulKernel \
+        0_1/0/5_Layer 0_1/8/5_Layer/0_LinearOperation 0_1/8/5_Layer/0_LinearOperation/1_AddKernel \
+        1_1/0/2_Layer/3_Other 1_1/2/2_Layer/1_LinearOperation LinearOpsRunner LinearOpsRunner/0_MatMulKernel 0_1/0 \
+        >"$out/dirs"
+    host() { # the config's fields, then a script on stdin
+        "$bin" publish "$out/atb_dump_data" state=1 task=1 exec=all $1 &&
+            flock "$out/atb_dump_data/.probe/daemon.lock" env ATB_OUTPUT_DIR="$out" \
+                ATB_DUMP_CONFIG="$out/config.json" MSPROBE_ATB_ATTACH_WAIT_MS=0 "$bin" 2>>"$out/host.log"
+    }
+    answers() { # a fresh process's answers under config $1
+        sed 's/^/dir\t/' "$out/dirs" | host "$1" | sed -n 's/^dir=//p' | tr -d '\n'
+    }
+    a=$(answers "$A") b=$(answers "$B")
+    echo "dir race: answers under A $a, under B $b"
+    local race
+    race=$(printf 'dirrace\t4\t3000\t%s\t%s\t%s\t%s\n' "$out/dirs" "$a" "$b" "${B// /$'\t'}" | host "$A" | grep '^dirrace')
+    echo "$race"
+    [ "$a" != "$b" ] && [[ "$race" == "dirrace ok "* ]] &&
+        ! grep -E "ERROR|WARNING: ThreadSanitizer|runtime error" "$out/host.log"
+    result "$name" $?
+}
+# a publish leaves the old snapshot to the threads that may hold it (snapshot.c)
+ASAN_OPTIONS=detect_leaks=0 dir_race dir-race-asan "$BIN/stress_asan_abi1"
+TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" dir_race dir-race-tsan "$BIN/stress_tsan_abi1"
+
 stress stress-asan-abi0 "$BIN/stress_asan_abi0"
 stress stress-asan-abi1 "$BIN/stress_asan_abi1"
 TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" stress stress-tsan-abi1 "$BIN/stress_tsan_abi1"

@@ -22,8 +22,11 @@
 #include "pending.h"
 #include "rounds.h"
 #include "queue.h"
+#include "selcache.h"
 #include "stats.h"
 #include "stats_simd.h"
+#include "util.h"
+#include "window.h"
 
 static int g_pass, g_fail;
 
@@ -97,6 +100,12 @@ static void test_filters(void)
     CHECK(sel(&c, "0_1/0/3_Embedding") == 0);
     /* a segment without '_' and filters set */
     CHECK(sel(&c, "0_1/0/Layer") == 0);
+    /* a runner's name (ATB's dirs while IsSaveTensorDesc says no) is no dump
+     * dir, whatever follows it */
+    c = cfg_with("1", "", 1);
+    CHECK(sel(&c, "-1_4/0/1_Layer") == 1);
+    CHECK(sel(&c, "LinearOpsRunner/5/1_Foo") == 0);
+    CHECK(sel(&c, "/5/1_Foo") == 0);
 
     c = cfg_with("", "", 0);
     CHECK(msp_device_selected(&c, "3_77/0/1_A", 10) == 1);
@@ -766,6 +775,7 @@ static struct msp_item *reserved(struct msp_queue *q, uint64_t payload, uint64_t
     int rc = msp_queue_reserve(q, META, payload, budget, 0, &it);
     CHECK(rc == MSP_PUSH_OK && it && it->cost >= META + payload);
     if (it) { /* ASan: both parts are ours, whole */
+        it->seq = 0;
         memset(it + 1, 0x11, 32);
         memset(it->data, 0x5a, payload);
     }
@@ -802,7 +812,7 @@ static void test_queue(void)
     CHECK(msp_queue_reserve(&q, META, budget * 3 / 4, budget, 0, &b) == MSP_PUSH_DROPPED && !b);
     CHECK(msp_queue_pop(&q, 0, 1) == a);
     void *abuf = a->data;
-    msp_queue_done(&q, a);
+    msp_queue_done(&q, 0, a, NULL);
     CHECK(q.bytes == 0 && q.rhead == 0 && q.rtail == 0);
     /* the ring's memory comes back (already faulted in) */
     struct msp_item *a2 = reserved(&q, budget / 3, budget);
@@ -817,7 +827,7 @@ static void test_queue(void)
     for (int i = 0; i < 40; i++) {
         if (live[i % 2]) {
             CHECK(one_of_run(&q, 1, &rest) == live[i % 2]);
-            msp_queue_done(&q, live[i % 2]);
+            msp_queue_done(&q, 1, live[i % 2], rest);
         }
         uint64_t n = budget / 6 + (uint64_t)(i % 5) * 97;
         struct msp_item *it = live[i % 2] = reserved(&q, n, budget);
@@ -832,7 +842,7 @@ static void test_queue(void)
     CHECK(wrapped > 0 && q.maps == 1 && q.heap_items == 0 && q.rhead > q.ring_size);
     for (int i = 40; i < 42; i++) {
         CHECK(one_of_run(&q, 1, &rest) == live[i % 2]);
-        msp_queue_done(&q, live[i % 2]);
+        msp_queue_done(&q, 1, live[i % 2], rest);
     }
     CHECK(rest == NULL);
     /* out of order: the tail waits for the oldest region */
@@ -854,7 +864,7 @@ static void test_queue(void)
     CHECK(depth == 1 && bytes == big->cost);
     CHECK(msp_queue_reserve(&q, META, 100, budget, 0, &b) == MSP_PUSH_DROPPED);
     CHECK(msp_queue_pop(&q, 1, 1) == big);
-    msp_queue_done(&q, big);
+    msp_queue_done(&q, 1, big, NULL);
     CHECK(q.bytes == 0);
     /* the next item maps the ring again; a new budget remaps it */
     struct msp_item *e = reserved(&q, 100, budget);
@@ -872,10 +882,10 @@ static void test_queue(void)
     struct msp_item *f = reserved(&q, 300, budget);
     CHECK(msp_queue_push(&q, 0, f) == MSP_PUSH_OK);
     CHECK(msp_queue_wait_idle(&q, 0) == 0);
-    uint64_t inflight;
-    struct msp_item *left = msp_queue_close(&q, &inflight);
-    CHECK(left == f && left->next == NULL && inflight == 0);
-    msp_queue_release(&q, left);
+    uint64_t inflight, kept;
+    struct msp_item *left = msp_queue_close(&q, NULL, &inflight, &kept);
+    CHECK(left == f && left->next == NULL && inflight == 0 && kept == 0);
+    msp_queue_forget(&q, left);
     CHECK(q.bytes == 0);
     CHECK(msp_queue_reserve(&q, META, 100, budget, 1, &b) == MSP_PUSH_CLOSED);
     CHECK(msp_queue_pop(&q, 0, 1) == NULL);
@@ -923,10 +933,10 @@ static void test_queue_runs(void)
     struct msp_item *run = msp_queue_pop(&q, 0, 1);
     CHECK(run == first && run_length(run) == MSP_QUEUE_POP_ITEMS);
     CHECK(q.depth == 6 && q.inflight == MSP_QUEUE_POP_ITEMS);
-    msp_queue_done(&q, run);
+    msp_queue_done(&q, 0, run, NULL);
     run = msp_queue_pop(&q, 0, 1);
     CHECK(run_length(run) == 6 && q.depth == 0);
-    msp_queue_done(&q, run);
+    msp_queue_done(&q, 0, run, NULL);
     CHECK(msp_queue_pop(&q, 0, 0) == NULL && q.inflight == 0 && q.bytes == 0);
     const uint64_t big = MSP_QUEUE_POP_BYTES * 3 / 5;
     for (int i = 0; i < 3; i++)
@@ -934,7 +944,7 @@ static void test_queue_runs(void)
     for (int i = 0; i < 3; i++) {
         run = msp_queue_pop(&q, 0, 1);
         CHECK(run_length(run) == 1);
-        msp_queue_done(&q, run);
+        msp_queue_done(&q, 0, run, NULL);
     }
     msp_queue_trim_idle(&q);
     msp_queue_trim_idle(&q);
@@ -952,12 +962,12 @@ static void test_queue_block(void)
     CHECK(pthread_create(&t, NULL, reserve_blocking, &arg) == 0);
     CHECK(msp_queue_pop(&q, 0, 1) == a);
     void *abuf = a->data;
-    msp_queue_done(&q, a);
+    msp_queue_done(&q, 0, a, NULL);
     pthread_join(t, NULL);
     CHECK(arg.rc == MSP_PUSH_OK && arg.got && arg.got->data == abuf);
     msp_queue_release(&q, arg.got);
-    uint64_t inflight;
-    CHECK(msp_queue_close(&q, &inflight) == NULL);
+    uint64_t inflight, kept;
+    CHECK(msp_queue_close(&q, NULL, &inflight, &kept) == NULL);
     msp_queue_trim_idle(&q);
     msp_queue_trim_idle(&q);
 }
@@ -992,8 +1002,8 @@ static void test_queue_borrow(void)
     struct msp_queue q;
     msp_queue_init(&q, 2);
     const uint64_t budget = (uint64_t)sysconf(_SC_PAGESIZE);
-    CHECK(msp_queue_borrow(&q, 0) == 1);
-    CHECK(msp_queue_borrow(&q, 0) == 0); /* lent once */
+    CHECK(msp_queue_borrow(&q, 0, 0) == 1);
+    CHECK(msp_queue_borrow(&q, 0, 0) == 0); /* lent once */
     CHECK(msp_queue_wait_idle(&q, 0) == 0); /* the exit drain waits for it */
     struct msp_item *a = reserved(&q, 100, budget);
     CHECK(msp_queue_push(&q, 0, a) == MSP_PUSH_OK);
@@ -1007,19 +1017,19 @@ static void test_queue_borrow(void)
     void *got;
     pthread_join(t, &got);
     CHECK(got == a);
-    CHECK(msp_queue_borrow(&q, 0) == 0); /* busy with a until it asks for more */
-    msp_queue_done(&q, a);
+    CHECK(msp_queue_borrow(&q, 0, 0) == 0); /* busy with a until it asks for more */
+    msp_queue_done(&q, 0, a, NULL);
     /* a list with queued items is not lent: they go first */
     struct msp_item *b = reserved(&q, 100, budget);
     CHECK(msp_queue_push(&q, 1, b) == MSP_PUSH_OK);
-    CHECK(msp_queue_borrow(&q, 1) == 0);
+    CHECK(msp_queue_borrow(&q, 1, 0) == 0);
     CHECK(msp_queue_pop(&q, 1, 1) == b);
-    msp_queue_done(&q, b);
-    CHECK(msp_queue_borrow(&q, 1) == 0);
+    msp_queue_done(&q, 1, b, NULL);
+    CHECK(msp_queue_borrow(&q, 1, 0) == 0);
     CHECK(pthread_create(&t, NULL, pop_writer1, &q) == 0); /* asks for more: idle */
     int lent = 0;
     for (int i = 0; i < 5000 && !lent; i++) /* up to 5 s */
-        if (!(lent = msp_queue_borrow(&q, 1)))
+        if (!(lent = msp_queue_borrow(&q, 1, 0)))
             usleep(1000);
     CHECK(lent);
     /* the lent writer's thread runs its borrower's job */
@@ -1028,12 +1038,12 @@ static void test_queue_borrow(void)
     CHECK(msp_queue_lend_job(&q, 1, &j.job) == 1);
     msp_queue_job_wait(&q, 1);
     CHECK(j.ran == 1 && !pthread_equal(j.by, pthread_self()));
-    uint64_t inflight;
-    CHECK(msp_queue_close(&q, &inflight) == NULL && inflight == 1);
+    uint64_t inflight, kept;
+    CHECK(msp_queue_close(&q, NULL, &inflight, &kept) == NULL && inflight == 1);
     CHECK(msp_queue_lend_job(&q, 1, &j.job) == 0); /* closing: the borrower runs it */
     pthread_join(t, &got);
     CHECK(got == NULL);
-    CHECK(msp_queue_borrow(&q, 0) == 0); /* closed */
+    CHECK(msp_queue_borrow(&q, 0, 0) == 0); /* closed */
     msp_queue_give_back(&q, 1);
     CHECK(msp_queue_wait_idle(&q, 0) == 1);
 }
@@ -1080,7 +1090,7 @@ static void test_queue_warm(void)
     void *got;
     pthread_join(t, &got);
     CHECK(got == a);
-    msp_queue_done(&q, a);
+    msp_queue_done(&q, 0, a, NULL);
     /* no trim while the dump is on; after it, two idle periods give it back */
     msp_queue_trim_idle(&q);
     msp_queue_trim_idle(&q);
@@ -1088,8 +1098,8 @@ static void test_queue_warm(void)
     msp_queue_expect(&q, 0, 0);
     msp_queue_trim_idle(&q);
     CHECK(q.ring == NULL);
-    uint64_t inflight;
-    CHECK(msp_queue_close(&q, &inflight) == NULL);
+    uint64_t inflight, kept;
+    CHECK(msp_queue_close(&q, NULL, &inflight, &kept) == NULL);
 }
 
 /* While the config is awake the ring stays mapped between dumps, so a
@@ -1124,8 +1134,326 @@ static void test_queue_keep(void)
     CHECK(q.ring != NULL && q.maps == 2);
     msp_queue_trim_idle(&q);
     CHECK(q.ring == NULL);
-    uint64_t inflight;
-    CHECK(msp_queue_close(&q, &inflight) == NULL);
+    uint64_t inflight, kept;
+    CHECK(msp_queue_close(&q, NULL, &inflight, &kept) == NULL);
+}
+
+/* An item costs what it takes in memory, so the byte budget bounds the memory
+ * of small items too: a one-element tensor's statistics item (the item, its
+ * strings, a struct msp_stats) is charged its whole ring region, and the ring
+ * bytes the items span are the bytes charged; a malloc'd one, glibc's chunks. */
+static void test_queue_small_items(void)
+{
+    CHECK(msp_malloc_cost(0) == 32 && msp_malloc_cost(24) == 32 && msp_malloc_cost(25) == 48);
+    CHECK(msp_malloc_cost(168) == 176 && msp_malloc_cost(UINT64_C(1) << 20) == (1u << 20) + 4096);
+    struct msp_queue q;
+    msp_queue_init(&q, 1);
+    const uint64_t budget = UINT64_C(1) << 20, meta = sizeof(struct msp_item) + 41;
+    const uint64_t payload = sizeof(struct msp_stats);
+    uint64_t n = 0;
+    struct msp_item *it, *first = NULL;
+    while (msp_queue_reserve(&q, meta, payload, budget, 0, &it) == MSP_PUSH_OK) {
+        CHECK(it->in_ring && it->cost == 64 + ((meta + 63) & ~UINT64_C(63)) + payload + 24);
+        it->seq = n++;
+        first = first ? first : it;
+        CHECK(msp_queue_push(&q, 0, it) == MSP_PUSH_OK);
+    }
+    CHECK(q.bytes <= budget && q.bytes > budget - first->cost && q.bytes == n * first->cost);
+    CHECK(q.rhead - q.rtail == q.bytes); /* no memory of theirs uncharged */
+    struct msp_item *run;
+    while ((run = msp_queue_pop(&q, 0, 0)) != NULL)
+        msp_queue_done(&q, 0, run, NULL);
+    CHECK(q.bytes == 0);
+    uint64_t inflight, kept;
+    CHECK(msp_queue_close(&q, NULL, &inflight, &kept) == NULL);
+    msp_queue_trim_idle(&q);
+    msp_queue_trim_idle(&q);
+}
+
+/* The sliding extremum, against the true one over a window of positions: a
+ * min never above it, a max never below, both exact until the queue is full. */
+static void test_window(void)
+{
+    for (int min = 0; min < 2; min++) {
+        struct msp_window w = {0};
+        uint64_t vals[400];
+        unsigned rnd = 7u + (unsigned)min;
+        int lagged = 0;
+        CHECK(msp_window_get(&w, 99) == 99);
+        for (uint64_t at = 0; at < 400; at++) {
+            rnd = rnd * 1103515245u + 12345u;
+            /* random, then each value worse than the last: all 20 kept, past the 8 */
+            vals[at] = at < 200 ? (rnd >> 8) % 1000 : min ? at : 1000 - at;
+            msp_window_add(&w, at, vals[at], min);
+            uint64_t from = at >= 20 ? at - 19 : 0, best = vals[from];
+            msp_window_drop(&w, from);
+            for (uint64_t i = from; i <= at; i++)
+                best = min ? (vals[i] < best ? vals[i] : best) : (vals[i] > best ? vals[i] : best);
+            uint64_t got = msp_window_get(&w, 0);
+            CHECK(min ? got <= best : got >= best);
+            lagged |= got != best;
+        }
+        CHECK(lagged);
+        msp_window_drop(&w, 1000);
+        CHECK(msp_window_get(&w, 5) == 5);
+    }
+}
+
+/* Writer w's head as the slot shows it (the tests' slot: the dummy). */
+static uint64_t head_of(int w)
+{
+    return __atomic_load_n(&msp_proc_now()->writer_head[w], __ATOMIC_ACQUIRE);
+}
+
+static struct msp_item *pushed(struct msp_queue *q, int w, uint64_t seq, uint64_t payload)
+{
+    struct msp_item *it = reserved(q, payload, UINT64_C(64) << 20);
+    it->seq = seq;
+    CHECK(msp_queue_push(q, w, it) == MSP_PUSH_OK);
+    return it;
+}
+
+/* Writer heads (control.h writer_head[]): idle, covering an item from its push
+ * until its writer is done with it, held by a stalled writer, the lowest of an
+ * out-of-order list, a direct write's, and the items the exit drain gives up. */
+static void test_queue_heads(void)
+{
+    struct msp_queue q;
+    msp_queue_init(&q, 1);
+    msp_queue_set_lists(&q, 2);
+    CHECK(msp_proc_now()->n_writers == 2);
+    CHECK(head_of(0) == MSP_HEAD_IDLE && head_of(1) == MSP_HEAD_IDLE);
+    struct msp_item *a = pushed(&q, 0, 10, 16);
+    CHECK(head_of(0) == 10 && head_of(1) == MSP_HEAD_IDLE);
+    pushed(&q, 0, 11, 16);
+    struct msp_item *run = msp_queue_pop(&q, 0, 0);
+    CHECK(run == a && run_length(run) == 2 && head_of(0) == 10);
+    /* stalled with 10 and 11 in hand: more pushed, its head stays */
+    struct msp_item *c = pushed(&q, 0, 12, 16);
+    CHECK(head_of(0) == 10);
+    /* a direct write (writer 1 is idle): the lent writer's head is its item's
+     * until it is given back */
+    CHECK(msp_queue_borrow(&q, 1, 9) == 1 && head_of(1) == 9);
+    struct msp_item *d = pushed(&q, 1, 13, 16); /* waits for the give back, covered meanwhile */
+    CHECK(head_of(1) == 9);
+    msp_queue_give_back(&q, 1);
+    CHECK(head_of(1) == 13);
+    CHECK(msp_queue_pop(&q, 1, 0) == d);
+    msp_queue_done(&q, 1, d, NULL);
+    CHECK(head_of(1) == MSP_HEAD_IDLE);
+    struct msp_item *b = a->next;
+    a->next = NULL;
+    msp_queue_done(&q, 0, a, b); /* 10's record in the log, 11 still in hand */
+    CHECK(head_of(0) == 11);
+    msp_queue_done(&q, 0, b, NULL);
+    CHECK(head_of(0) == 12);
+    CHECK(msp_queue_pop(&q, 0, 0) == c);
+    msp_queue_done(&q, 0, c, NULL);
+    CHECK(head_of(0) == MSP_HEAD_IDLE);
+    /* several threads pushing: 21 behind 25; one item a pop (large ones) */
+    const uint64_t big = MSP_QUEUE_POP_BYTES * 3 / 5;
+    const uint64_t seqs[] = {20, 25, 21, 30}, heads[] = {20, 21, 21, 30};
+    for (int i = 0; i < 4; i++)
+        pushed(&q, 1, seqs[i], big);
+    CHECK(head_of(1) == 20);
+    for (int i = 0; i < 4; i++) {
+        run = msp_queue_pop(&q, 1, 0);
+        CHECK(run_length(run) == 1 && run->seq == seqs[i] && head_of(1) == heads[i]);
+        msp_queue_done(&q, 1, run, NULL);
+        CHECK(head_of(1) == (i < 3 ? heads[i + 1] : MSP_HEAD_IDLE));
+    }
+    /* exit: the items given up hold every head until their lost records are written */
+    pushed(&q, 0, 50, 16);
+    pushed(&q, 1, 41, 16);
+    uint64_t inflight, kept;
+    struct msp_item *left = msp_queue_close(&q, NULL, &inflight, &kept);
+    CHECK(run_length(left) == 2 && kept == 0 && head_of(0) == 41 && head_of(1) == 41);
+    msp_queue_forget(&q, left);
+    CHECK(head_of(0) == MSP_HEAD_IDLE && head_of(1) == MSP_HEAD_IDLE && q.bytes == 0);
+}
+
+static int odd_seq(const struct msp_item *it)
+{
+    return (int)(it->seq & 1);
+}
+
+/* Close keeping some items (the exit drain's statistics items): the others come
+ * back, the kept stay in order for their writers, who still pop them. */
+static void test_queue_close_keeps(void)
+{
+    struct msp_queue q;
+    msp_queue_init(&q, 1);
+    msp_queue_set_lists(&q, 1);
+    struct msp_item *a = pushed(&q, 0, 1, 16), *b = pushed(&q, 0, 2, 16);
+    struct msp_item *c = pushed(&q, 0, 3, 16);
+    uint64_t inflight, kept;
+    struct msp_item *left = msp_queue_close(&q, odd_seq, &inflight, &kept);
+    CHECK(left == b && b->next == NULL && kept == 2 && inflight == 0 && q.depth == 2);
+    CHECK(head_of(0) == 1 && msp_queue_wait_idle(&q, 0) == 0);
+    struct msp_item *run = msp_queue_pop(&q, 0, 1); /* closed, but items are left */
+    CHECK(run == a && a->next == c && c->next == NULL);
+    msp_queue_done(&q, 0, run, NULL);
+    CHECK(head_of(0) == 2); /* b's lost record is still to come */
+    msp_queue_forget(&q, left);
+    CHECK(head_of(0) == MSP_HEAD_IDLE && q.bytes == 0 && msp_queue_wait_idle(&q, 0) == 1);
+    CHECK(msp_queue_pop(&q, 0, 1) == NULL);
+}
+
+/* Heads against a model of what each writer has (queued and in hand), over
+ * random pushes from "several threads" (seqs pushed a little out of order, more
+ * dips than a head keeps), pops and dones in parts: a head is never above the
+ * seq of an item its writer has, IDLE when it has none, and, with one thread
+ * pushing in order, exactly the lowest. */
+#define MODEL_MAX 4096
+struct model {
+    struct msp_item *queued[MODEL_MAX], *hand[MODEL_MAX];
+    int nq, nh;
+};
+
+static uint64_t model_low(const struct model *m)
+{
+    uint64_t low = MSP_HEAD_IDLE;
+    for (int i = 0; i < m->nq; i++)
+        low = m->queued[i]->seq < low ? m->queued[i]->seq : low;
+    for (int i = 0; i < m->nh; i++)
+        low = m->hand[i]->seq < low ? m->hand[i]->seq : low;
+    return low;
+}
+
+static void test_queue_heads_random(void)
+{
+    static struct model m[2];
+    for (int pass = 0; pass < 2; pass++) { /* several threads, then one */
+        struct msp_queue q;
+        msp_queue_init(&q, 2);
+        msp_queue_set_lists(&q, 2);
+        memset(m, 0, sizeof m);
+        unsigned rnd = 12345u + (unsigned)pass;
+        uint64_t pool[6], next_seq = 0;
+        int npool = 0, exact = 1;
+        for (int step = 0; step < 20000; step++) {
+            rnd = rnd * 1103515245u + 12345u;
+            unsigned r = rnd >> 8;
+            int w = (int)(r & 1), op = (int)(r >> 1) % 8;
+            struct model *mw = &m[w];
+            if (op < 4 && mw->nq + mw->nh < MODEL_MAX - 64) {
+                /* a seq taken by one of the threads, pushed now or later */
+                while (npool < (pass ? 1 : 6))
+                    pool[npool++] = next_seq++;
+                int k = pass ? 0 : (int)((r >> 4) % (unsigned)npool);
+                struct msp_item *it = pushed(&q, w, pool[k], (r >> 8) % 7 ? 16 : MSP_QUEUE_POP_BYTES / 2);
+                pool[k] = pool[--npool];
+                mw->queued[mw->nq++] = it;
+            } else if (op < 6) {
+                struct msp_item *run = msp_queue_pop(&q, w, 0);
+                for (; run; run = run->next) {
+                    CHECK(mw->nq > 0 && mw->queued[0] == run);
+                    mw->hand[mw->nh++] = mw->queued[0];
+                    memmove(mw->queued, mw->queued + 1, (size_t)--mw->nq * sizeof *mw->queued);
+                }
+            } else if (mw->nh) {
+                /* the first k in hand done, the rest still in hand */
+                int k = 1 + (int)((r >> 4) % (unsigned)mw->nh);
+                for (int i = 0; i < mw->nh; i++)
+                    mw->hand[i]->next = i + 1 < mw->nh && i + 1 != k ? mw->hand[i + 1] : NULL;
+                msp_queue_done(&q, w, mw->hand[0], k < mw->nh ? mw->hand[k] : NULL);
+                mw->nh -= k;
+                memmove(mw->hand, mw->hand + k, (size_t)mw->nh * sizeof *mw->hand);
+            }
+            for (int v = 0; v < 2; v++) {
+                uint64_t low = model_low(&m[v]), head = head_of(v);
+                CHECK(head <= low && (low != MSP_HEAD_IDLE || head == MSP_HEAD_IDLE));
+                exact &= head == low;
+            }
+        }
+        CHECK(pass == 0 || exact); /* in order: no dips, the head is the lowest */
+        for (int v = 0; v < 2; v++) { /* drained: idle */
+            struct msp_item *run;
+            while ((run = msp_queue_pop(&q, v, 0)) != NULL)
+                msp_queue_done(&q, v, run, NULL);
+            if (m[v].nh) {
+                for (int i = 0; i < m[v].nh; i++)
+                    m[v].hand[i]->next = i + 1 < m[v].nh ? m[v].hand[i + 1] : NULL;
+                msp_queue_done(&q, v, m[v].hand[0], NULL);
+            }
+            CHECK(head_of(v) == MSP_HEAD_IDLE);
+        }
+        CHECK(q.bytes == 0);
+        uint64_t inflight, kept;
+        CHECK(msp_queue_close(&q, NULL, &inflight, &kept) == NULL);
+        msp_queue_trim_idle(&q);
+        msp_queue_trim_idle(&q);
+    }
+}
+
+/* Pages of [p, p+n) in memory. */
+static uint64_t resident_bytes(const unsigned char *p, uint64_t n)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), in = 0;
+    unsigned char *vec = malloc(n / page + 1);
+    CHECK(vec && mincore((void *)p, n, vec) == 0);
+    for (uint64_t i = 0; vec && i < n / page; i++)
+        in += vec[i] & 1;
+    free(vec);
+    return in * page;
+}
+
+/* One small item in and out: the service dumping a little. */
+static void trickle(struct msp_queue *q, uint64_t budget)
+{
+    msp_queue_release(q, reserved(q, 100, budget));
+}
+
+/* A service that goes on dumping a little after a burst keeps only what the
+ * ring has needed within the last keep_trims trim periods: the burst's memory
+ * stays through them (the next burst finds it), then what lies past that need
+ * goes back to the kernel and the ring keeps below it while a trickle goes on,
+ * even one that never lets it empty; a new burst takes the whole ring again. */
+static void test_queue_fit(void)
+{
+    struct msp_queue q;
+    msp_queue_init(&q, 1);
+    const uint64_t mib = UINT64_C(1) << 20, budget = 16 * mib;
+    q.keep_trims = 2;
+    msp_queue_expect(&q, 0, 1); /* awake, nothing to warm */
+    struct msp_item *burst[24];
+    for (int i = 0; i < 24; i++) /* 12 MiB live at once, faulted in */
+        burst[i] = reserved(&q, mib / 2 - 1024, budget);
+    CHECK(q.maps == 1 && q.soft == budget && q.reached >= 11 * mib);
+    for (int i = 0; i < 24; i++)
+        msp_queue_release(&q, burst[i]);
+    msp_queue_trim_idle(&q); /* the burst's period */
+    trickle(&q, budget);
+    msp_queue_trim_idle(&q);
+    /* the burst's need (12 MiB in whole huge pages): kept, faulted in */
+    CHECK(q.trimmed == 0 && q.soft == 12 * mib && resident_bytes(q.ring, 11 * mib) == 11 * mib);
+    trickle(&q, budget);
+    msp_queue_trim_idle(&q); /* the burst left the window: a huge page is enough */
+    CHECK(q.trimmed == 1 && q.soft == 2 * mib && q.ring && q.maps == 1);
+    CHECK(resident_bytes(q.ring + 2 * mib, budget - 2 * mib) == 0);
+    /* a trickle that never empties the ring: regions start again at 0 past soft */
+    struct msp_item *live = reserved(&q, 100 << 10, budget);
+    for (int i = 0; i < 200; i++) {
+        struct msp_item *next = reserved(&q, 100 << 10, budget);
+        CHECK(in_ring(&q, next, 100 << 10) && next->data + (100 << 10) <= q.ring + q.soft);
+        msp_queue_release(&q, live);
+        live = next;
+    }
+    msp_queue_trim_idle(&q);
+    CHECK(q.soft == 2 * mib && resident_bytes(q.ring + 2 * mib, budget - 2 * mib) == 0);
+    /* a new burst: past the soft end, the whole ring again */
+    for (int i = 0; i < 24; i++)
+        burst[i] = reserved(&q, mib / 2 - 1024, budget);
+    CHECK(q.soft == budget && q.maps == 1 && q.heap_items == 0 && q.reached >= 11 * mib);
+    for (int i = 0; i < 24; i++)
+        msp_queue_release(&q, burst[i]);
+    msp_queue_release(&q, live);
+    uint64_t inflight, kept;
+    CHECK(msp_queue_close(&q, NULL, &inflight, &kept) == NULL);
+    msp_queue_expect(&q, 0, 0);
+    msp_queue_trim_idle(&q);
+    msp_queue_trim_idle(&q);
+    CHECK(q.ring == NULL);
 }
 
 /* The pending and rounds calls for a tensor path, as pending.h makes them. */
@@ -1261,9 +1589,70 @@ static void test_rounds(void)
     CHECK(msp_rounds_recorded(&r2, key, len, 5, done) && !strcmp(done, "0_7/1"));
 }
 
+/* The cached verdicts (selcache.h) against the filters' own over their truth
+ * table: ids and op_name forms, save_child, dirs of every shape, each config
+ * an epoch, asked in turn (the second time from the cache), with an edit
+ * between epochs and with a table so small that entries are replaced all the
+ * time. The cache may never answer other than msp_op_selected. */
+static void test_selcache(void)
+{
+    static const char *const filters[][2] = {
+        {"", ""}, {"5", ""}, {"50", ""}, {"2_1", ""}, {"0,2_1", ""}, {"5,2_1_0", ""},
+        {"", "linear"}, {"", "word,linear"}, {"", "LINEAR"}, {"", "matmul"}, {"9", "layer"},
+        {"2", "matmulkernel"}, {"7_Prefill", ""}, {"-1", ""}};
+    static const char *const dirs[] = {
+        "0_1/0/2_Layer", "0_1/7/2_Layer", "0_1/0/5_Layer", "3_77/123456/5_Layer",
+        "0_1/0/50_Layer", "0_1/0/5_Layer/0_Linear", "0_1/9/5_Layer/0_Linear",
+        "0_1/0/2_Layer/1_LinearOperation", "0_1/0/2_Layer/1_LinearOperation/0_MatMulKernel",
+        "0_1/0/2_Layer/10_Linear", "0_1/0/2_Layer/1_Linear/0_K", "0_1/0/2_Layer/0_LinearKernel",
+        "0_1/0/2_Layer/1_Other", "0_1/0/9_Embedding", "0_1/0/3_Embedding", "0_1/0/Layer",
+        "0_1/0/7_Prefill_5/0_Linear", "0_1/0/2_Layer/1_LinearOperation/0_MatMulKernel/x",
+        "LinearOpsRunner", "LinearOpsRunner/0_MatMulKernel", "0_1/0", "0_1/0/", "a/b/c",
+        "/0/2_Layer", "0_1//2_Layer", "0_1/0/2_Layer/", "0_1/0/2_L", "1/2/", "x", "",
+        "0_1/0/-1_Layer", "0_1/0/_Layer", "0_1/0/2_Layer//1_Linear",
+        "0_1/0/2_Layer/1_LinearOperation/0_MatMulKernel/2_LinearOperation/3_LinearOperation/"
+        "4_LinearOperation/5_LinearOperation/6_LinearOperation/7_LinearOperation/"
+        "8_LinearOperation/9_LinearOperation/10_LinearOperation/11_LinearKernel"};
+    size_t nf = sizeof filters / sizeof filters[0], nd = sizeof dirs / sizeof dirs[0];
+    struct msp_selcache *caches[2] = {msp_selcache_new(13), msp_selcache_new(1)};
+    CHECK(caches[0] && caches[1]);
+    if (!caches[0] || !caches[1])
+        return;
+    int bad = 0, differs = 0;
+    uint32_t epoch = 0;
+    for (int c = 0; c < 2; c++)
+        for (int pass = 0; pass < 2; pass++) /* the second pass: every edit again */
+            for (size_t f = 0; f < nf; f++)
+                for (int child = 0; child < 2; child++) {
+                    struct msp_config cfg = cfg_with(filters[f][0], filters[f][1], child);
+                    epoch++;
+                    for (int ask = 0; ask < 3; ask++)
+                        for (size_t d = 0; d < nd; d++) {
+                            /* a copy with nothing readable past it, as ASan sees it */
+                            size_t n = strlen(dirs[d]);
+                            char *dir = malloc(n ? n : 1);
+                            memcpy(dir, dirs[d], n);
+                            int want = msp_op_selected(&cfg, dir, n);
+                            int got = msp_selcache_op_selected(caches[c], epoch, &cfg, dir, n);
+                            if (got != want && bad++ < 5)
+                                printf("FAIL selcache: filters \"%s\" \"%s\" save_child %d, "
+                                       "dir %s: cached %d, filters %d\n", filters[f][0],
+                                       filters[f][1], child, dirs[d], got, want);
+                            differs += want != msp_op_selected(&cfg, dirs[0], strlen(dirs[0]));
+                            free(dir);
+                        }
+                }
+    CHECK(bad == 0);
+    CHECK(differs > 0); /* the table has verdicts of both kinds */
+    /* epoch 0 is never cached */
+    struct msp_config cfg = cfg_with("2", "", 0);
+    CHECK(msp_selcache_op_selected(caches[0], 0, &cfg, "0_1/0/2_Layer", 13) == 1);
+}
+
 int main(void)
 {
     test_filters();
+    test_selcache();
     test_paths();
     test_fs();
     test_binfile();
@@ -1277,7 +1666,13 @@ int main(void)
     test_queue();
     test_queue_warm();
     test_queue_keep();
+    test_queue_fit();
     test_queue_borrow();
+    test_window();
+    test_queue_small_items();
+    test_queue_heads();
+    test_queue_heads_random();
+    test_queue_close_keeps();
     test_queue_block();
     test_queue_runs();
     test_pending();

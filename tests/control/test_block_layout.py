@@ -41,10 +41,11 @@ def test_compiled_config_is_struct_msp_config():
 
 def test_proc_slot_is_struct_msp_proc():
     p = layout_fields("msp_proc")
-    _same("msp_proc", set(p.numbers), ProcSlot, _names(ProcSlot, "slot", "models"),
-          "control/block.py")
+    _same("msp_proc", set(p.numbers), ProcSlot,
+          _names(ProcSlot, "slot", "models", "writer_head"), "control/block.py")
     assert p.lists == ("models",)
-    assert p.arrays == ("pending",)  # read by ControlBlock.pending
+    # pending[] is read by ControlBlock.pending, writer_head[] (n_writers of it) by procs()
+    assert p.arrays == ("pending", "writer_head")
 
 
 def test_proc_model_is_struct_msp_proc_model():

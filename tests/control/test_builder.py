@@ -14,6 +14,7 @@ from cp_helpers import derived
 from testkit import REPO
 
 from msprobe_atb.config import compile_config, validate
+from msprobe_atb.control.block import HEAD_IDLE
 from msprobe_atb.tree.builder import TreeBuilder
 from msprobe_atb.tree.drain import BlockOracle, RecordDrain, rebuild
 
@@ -248,8 +249,12 @@ def test_drain_budget(out_dir, shims, monkeypatch):
         a.tensor(0, "2_Layer", f"before/intensor{i}.bin")
     builder = TreeBuilder(dump_root, BlockOracle(a.block))
     drain = RecordDrain(dump_root, builder)
-    assert drain.poll(budget=3) == 3 and not drain.drained()
-    assert drain.poll(budget=3) == 3 and drain.drained()  # attach + 5 tensors
+    lines = a.log.read_bytes().splitlines(keepends=True)  # attach + 5 tensors
+    # the budget is in bytes; a read takes whole lines, at least one
+    assert drain.poll(budget=len(lines[0]) + 1) == len(lines[0]) + len(lines[1])
+    assert not drain.drained()
+    assert drain.poll(budget=1) == len(lines[2]) and not drain.drained()
+    assert drain.poll() == sum(map(len, lines[3:])) and drain.drained()
     assert drain.poll() == 0
 
 
@@ -270,9 +275,9 @@ def test_overflow_rows_are_bounded(out_dir, shims, monkeypatch, caplog):
     """overflow_nums -1 lets a long service report overflows without end: the
     builder held every row and rewrote the whole CSV at each flush. Past
     OVERFLOW_ROWS it lists no more, and says so once."""
-    from msprobe_atb.tree import builder
+    from msprobe_atb.tree import procinfo
 
-    monkeypatch.setattr(builder, "OVERFLOW_ROWS", 3)
+    monkeypatch.setattr(procinfo, "OVERFLOW_ROWS", 3)
     a = shims(out_dir, dev=0)
     for seq in range(7):
         a.record({"k": "overflow", "seq": seq, "kernel": f"2_{seq}:MatMulKernel", "dev": 0})
@@ -283,6 +288,103 @@ def test_overflow_rows_are_bounded(out_dir, shims, monkeypatch, caplog):
     live.flush()
     rows = list(csv.reader(open(dump_root / "info" / "overflow" / f"0_{a.pid}.csv")))
     assert [r[0] for r in rows[1:]] == ["0", "1", "2"]
-    assert len(live.procs[next(iter(live.procs))].overflow) == 3
+    assert len(live.procs[next(iter(live.procs))].info.overflow) == 3
     said = [r.message for r in caplog.records if "overflow events" in r.message]
     assert len(said) == 1 and "lists the first 3" in said[0]
+
+
+def test_a_row_arriving_after_a_higher_seq_is_merged_into_place(out_dir, shims):
+    """Rows are appended once released; one that comes later with a lower seq (a
+    writer far behind) is put in sequence order: the pair is rewritten, the
+    manifest and a rebuild agree."""
+    a = shims(out_dir, dev=0)
+    dump_root = out_dir / "atb_dump_data"
+    oracle = BlockOracle(a.block)
+    live = TreeBuilder(dump_root, oracle)
+    drain = RecordDrain(dump_root, live)
+    a.seq = 5
+    for name in ("before/intensor0.bin", "after/outtensor0.bin"):
+        a.tensor(0, "2_Layer", name)  # seq 5, 6
+    for step in (lambda: None, lambda: (setattr(a, "seq", 3), a.tensor(0, "1_Op", "x.bin")),
+                 a.exit):
+        step()
+        oracle.refresh()  # the fake slot has nothing pending: what was read may go
+        drain.poll()
+        live.flush()
+    rows = list(csv.reader(open(dump_root / "data" / f"0_{a.pid}" / "0" / "statistic_extra.csv",
+                                newline="")))
+    assert [r[0] for r in rows[1:]] == ["3", "5", "6"], rows
+    assert live.late_rows == 1
+    files = derived(dump_root)
+    for rel in files:
+        (dump_root / rel).unlink()
+    rebuild(dump_root, a.block)
+    assert derived(dump_root) == files
+
+
+def test_rows_below_the_writer_head_watermark_go_before_their_round_ends(out_dir, shims):
+    """With tensors in flight (a queue, no round record), rows go once their seq is
+    below min(smallest writer head, highest seq read before the heads + 1) and
+    the log is read to the size seen after the heads (docs/contracts.md §3); the
+    rest wait. A record read in the same turn as the heads waits one turn."""
+    a = shims(out_dir, dev=0)
+    dump_root = out_dir / "atb_dump_data"
+    oracle = BlockOracle(a.block)
+    live = TreeBuilder(dump_root, oracle)
+    drain = RecordDrain(dump_root, live)
+    a.block.set_proc_counter(a.slot, "queue_depth", 3)  # never quiet
+    a.block.set_proc_counter(a.slot, "n_writers", 2)
+    heads = a.block._ctl.procs[a.slot].writer_head
+    extra = dump_root / "data" / f"0_{a.pid}" / "0" / "statistic_extra.csv"
+
+    def turn(head0: int) -> list[int]:
+        heads[0], heads[1] = head0, HEAD_IDLE
+        oracle.refresh(live.last_seqs())
+        drain.poll()
+        live.flush()
+        rows = list(csv.reader(open(extra, newline=""))) if extra.exists() else [[]]
+        return [int(r[0]) for r in rows[1:]]
+
+    for i in range(6):
+        a.tensor(0, "2_Layer", f"after/outtensor{i}.bin")  # seq 0..5
+    assert turn(HEAD_IDLE) == []  # nothing read before the heads: no watermark yet
+    assert turn(3) == [0, 1, 2]
+    assert turn(HEAD_IDLE) == [0, 1, 2, 3, 4, 5]
+    a.tensor(0, "2_Layer", "after/outtensor6.bin")
+    assert turn(HEAD_IDLE) == [0, 1, 2, 3, 4, 5]  # seq 6 read after the heads: not yet
+    assert turn(HEAD_IDLE) == list(range(7))
+    assert not (extra.parent / "ROUND_COMPLETE.json").exists()  # the round goes on
+
+
+def test_released_rows_do_not_count_against_the_waiting_bound(out_dir, shims, monkeypatch):
+    """HELD_BYTES bounds the rows waiting for their order to be known. Rows a round
+    record released go in the same flush: counting them forced the next round's
+    rows out before a lower seq came (a backlog of 8 processes' logs hit the
+    bound at every flush and merged thousands of rows into place)."""
+    import msprobe_atb.tree.builder as builder
+
+    monkeypatch.setattr(builder, "HELD_BYTES", 8192)  # a round of 1 row, not one of 40
+    a = shims(out_dir, dev=0)
+    dump_root = out_dir / "atb_dump_data"
+    a.block.set_proc_counter(a.slot, "queue_depth", 3)  # tensors in flight: never quiet
+    oracle = BlockOracle(a.block)
+    live = TreeBuilder(dump_root, oracle)
+    drain = RecordDrain(dump_root, live)
+    for i in range(40):
+        a.tensor(0, "2_Layer", f"after/outtensor{i}.bin")  # seq 0..39
+    a.record({"k": "round", "round": f"0_{a.pid}/0"})
+    a.seq = 41
+    a.tensor(1, "2_Layer", "after/outtensor0.bin")  # a writer ahead: seq 41 before 40
+    oracle.refresh()
+    drain.poll()
+    live.flush()
+    a.seq = 40
+    a.tensor(1, "2_Layer", "before/intensor0.bin")
+    a.record({"k": "round", "round": f"0_{a.pid}/1"})
+    oracle.refresh()
+    drain.poll()
+    live.flush()
+    assert live.late_rows == 0
+    rows = list(csv.reader(open(dump_root / "data" / f"0_{a.pid}" / "1" / "statistic_extra.csv",
+                                newline="")))
+    assert [r[0] for r in rows[1:]] == ["40", "41"]

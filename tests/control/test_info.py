@@ -143,3 +143,52 @@ def test_expansion_budget_keeps_large_real_graphs_and_refuses_bombs():
         layer_json("L_0", bomb)
     with pytest.raises(GraphError, match="characters of JSON"):
         parse_json_object(" " * (16 << 20) + "{}", "graph L_0")
+
+
+def test_processes_reporting_the_same_graphs_share_their_documents(monkeypatch):
+    """The devices of a service report the same graphs: each document is built
+    once (a daemon over 8 devices' 80-layer models spent a second on it), and
+    what differs (a graph's text, the model counter, the graphs a model merges)
+    is built anew."""
+    import msprobe_atb.tree.procinfo as procinfo
+
+    monkeypatch.setattr(procinfo, "_BUILT", {})
+    calls = {"layer": 0, "model": 0}
+
+    def counted(kind, fn):
+        def call(*args):
+            calls[kind] += 1
+            return fn(*args)
+        return call
+
+    monkeypatch.setattr(procinfo, "layer_json", counted("layer", procinfo.layer_json))
+    monkeypatch.setattr(procinfo, "model_json", counted("model", procinfo.model_json))
+    topo = {"modelName": "m", "inTensors": ["m_input_0"], "outTensors": ["m_output_0"],
+            "nodes": [{"opName": "Layer", "inTensors": ["m_input_0"],
+                       "outTensors": ["m_output_0"]}]}
+
+    problems: list = []
+
+    def problem(kind, message):
+        problems.append(message)
+
+    def report(proc, layer):
+        proc.add_graph({"name": "Layer_0", "dev": -1, "json": json.dumps(layer)}, problem)
+        proc.add_topo({"model": "m", "dev": -1, "json": json.dumps(topo)}, problem)
+
+    procs = [procinfo.ProcInfo(pid) for pid in (11, 12)]
+    for p in procs:
+        report(p, {**LAYER, "opName": "Layer_0"})
+    assert calls == {"layer": 1, "model": 1}
+    assert procs[0].files().keys() != procs[1].files().keys()  # each its own files ...
+    assert sorted(procs[0].files().values()) == sorted(procs[1].files().values())  # ... alike
+    assert procs[0].model_counter == procs[1].model_counter == 1
+
+    report(procs[0], {**LAYER, "opName": "Layer_0"})  # the counter moved on: a new model
+    assert calls == {"layer": 1, "model": 2}
+    other = procinfo.ProcInfo(13)  # another graph of that name: both built anew
+    report(other, {**LAYER, "opName": "Layer_0", "opType": "Other"})
+    assert calls == {"layer": 2, "model": 3}
+    assert other.files() != procs[1].files()
+    # a shared document's warnings are each process's own
+    assert {m.split(":")[0] for m in problems} == {"pid 11", "pid 12", "pid 13"}

@@ -5,6 +5,7 @@ shim, record/trace readers and a Python oracle of the selection rules."""
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import json
 import os
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from testkit import BUILD, atbsim_bin, shim_lib
 
 
@@ -124,6 +126,33 @@ class Dump:
         """Every file under the output dir except the control plane's state."""
         return {str(p.relative_to(self.root)) for p in self.root.rglob("*")
                 if p.is_file() and ".probe" not in p.parts}
+
+
+class HeldThreads:
+    """Threads of a child process held still with ptrace (the others run on), and
+    let go: as a stopped disk would hold a writer, but only those threads."""
+
+    SEIZE, INTERRUPT, DETACH, WALL = 0x4206, 0x4207, 17, 0x40000000
+
+    def __init__(self, pid: int, name: str):
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.ptrace.argtypes = [ctypes.c_long] * 2 + [ctypes.c_void_p] * 2
+        self.tids: list[int] = []
+        for tid in map(int, os.listdir(f"/proc/{pid}/task")):
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if not f.read().startswith(name):
+                    continue
+            if self.libc.ptrace(self.SEIZE, tid, None, None) != 0:
+                self.release()
+                pytest.skip(f"cannot ptrace a thread (errno {ctypes.get_errno()})")
+            self.tids.append(tid)
+            self.libc.ptrace(self.INTERRUPT, tid, None, None)
+            os.waitpid(tid, self.WALL)  # in its ptrace stop
+
+    def release(self) -> None:
+        for tid in self.tids:
+            self.libc.ptrace(self.DETACH, tid, None, None)
+        self.tids = []
 
 
 # ---- .bin files ----

@@ -7,15 +7,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
 import pytest
-from probe_helpers import Dump, host_bin, oracle_selected, read_bin
+from probe_helpers import Dump, HeldThreads, host_bin, oracle_selected, read_bin
 from testkit import REPO, shim_messages, wait_until
 
 from msprobe_atb.tree.records import record_float
@@ -639,6 +641,146 @@ def test_exit_drain_is_bounded_and_counts_what_is_left(dump):
     # no partial file is ever visible under a final name
     for r in dump.tensors("bin"):
         assert (dump.data / r["path"]).stat().st_size > size
+
+
+def _save_one(i: int) -> str:
+    """probe_host's save of a one-element fp16 tensor, the i-th of layer L."""
+    return f"save\t2\t1\t1\t{f16(i % 1024)}\t{L}/before/intensor{i}.bin\n"
+
+
+def _held_host(dump: Dump, **env: str) -> tuple[subprocess.Popen, list[str], HeldThreads]:
+    """probe_host awake (its first tensor written) with its 2 writers held still;
+    the shim's stderr lines gather in the list as they come."""
+    host = subprocess.Popen([str(host_bin(1))], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True,
+                            env=dump.env(MSPROBE_ATB_WRITERS="2", **env))
+    err: list[str] = []
+    threading.Thread(target=lambda: err.extend(host.stderr), daemon=True).start()
+    host.stdin.write(_save_one(0))  # wakes the shim: its writers start
+    host.stdin.flush()
+    from msprobe_atb.control.block import ControlBlock
+
+    with ControlBlock(dump.root, create=True) as block:
+        wait_until(lambda: [s for s in block.procs() if s.n_writers == 2 and s.tensors_written],
+                   what="the first tensor written")
+    held = HeldThreads(host.pid, "msp-writer")
+    assert len(held.tids) == 2
+    return host, err, held
+
+
+def test_exit_drain_finishes_statistics_items(dump):
+    """queue_full_policy block: the statistics items still queued at the exit
+    drain's deadline (MSPROBE_ATB_EXIT_DRAIN_S=0) write no file, so they are
+    finished anyway, none lost; a finish that takes over a second says so, how
+    many and how long. The writers are held while the host saves and exits, so
+    the items are all still queued and the finish waits for them."""
+    dump.publish({"dump_enable": True, "task": "statistics", "exec_range": "all"})
+    n = 2000
+    host, err, held = _held_host(dump, MSPROBE_ATB_EXIT_DRAIN_S="0")
+    try:
+        host.stdin.write("".join(_save_one(i) for i in range(1, n)))
+        host.stdin.close()  # the host exits, its drain's deadline at once
+        wait_until(lambda: any("statistics items were still queued" in line for line in err),
+                   timeout=60, what="the exit drain saying it finishes the statistics items")
+    finally:
+        held.release()
+    assert host.wait(timeout=60) == 0
+    said = shim_messages(err, "process exit")
+    assert any(f"{n - 1} statistics items were still queued after 0 s" in m for m in said), said
+    assert any(re.search(rf"the {n - 1} statistics items took [0-9.]+ s more", m)
+               for m in said), said
+    assert not any("not written" in line for line in err)
+    ex = [r for r in dump.records() if r["k"] == "exit"][0]
+    assert (ex["lost"], ex["drained"], ex["tensors_written"]) == (0, True, n)
+    tensors = dump.tensors()
+    assert len(tensors) == n and all(r["file"] == "none" and r["stats"] for r in tensors)
+
+
+def test_statistics_items_hold_no_more_memory_than_their_budget(dump):
+    """An item costs what it takes in memory (its ring region: the item, its
+    strings, the statistics, alignment), so with the writers held the host's
+    one-element tensors fill queue_budget_mb and wait (policy block): the slot's
+    queue_bytes never above the budget, each item charged several hundred bytes,
+    not its 168 bytes of statistics alone. Then everything is written."""
+    budget = 1 << 20
+    dump.publish({"dump_enable": True, "task": "statistics", "exec_range": "all",
+                  "queue_budget_mb": 1})
+    n = 5000  # more than a MiB of them
+    host, _, held = _held_host(dump)
+    from msprobe_atb.control.block import ControlBlock
+
+    def feed():  # the host stops reading while it waits for room
+        host.stdin.write("".join(_save_one(i) for i in range(1, n)))
+        host.stdin.close()
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    try:
+        with ControlBlock(dump.root) as block:
+            def full():
+                (slot,) = block.procs()
+                assert slot.queue_bytes <= budget
+                return slot if slot.queue_bytes > budget - 1024 else None
+
+            slot = wait_until(full, what="the queue filling its budget")
+            for _ in range(50):  # the host waits for room: the queue stays within it
+                full()
+    finally:
+        held.release()
+    assert host.wait(timeout=60) == 0
+    feeder.join()
+    assert 1 < slot.queue_depth < n and 300 < slot.queue_bytes / slot.queue_depth < 1024
+    ex = [r for r in dump.records() if r["k"] == "exit"][0]
+    assert (ex["lost"], ex["tensors_written"]) == (0, n)
+
+
+def _rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+def test_ring_memory_goes_back_after_a_burst_while_dumps_go_on(dump):
+    """The memory a burst faulted into the copy ring goes back once the ring has
+    not needed it for MSPROBE_ATB_RING_IDLE_S (2 s here), though the host goes on
+    saving a tensor now and then (the ring stays mapped, and used, below what
+    those need). The burst: one-element statistics tensors filling a 32 MiB
+    budget while the writers are held."""
+    budget = 32 << 20
+    dump.publish({"dump_enable": True, "task": "statistics", "exec_range": "all",
+                  "queue_budget_mb": budget >> 20})
+    n = budget // 400  # more than the budget holds (448 B an item)
+    host, _, held = _held_host(dump, MSPROBE_ATB_RING_IDLE_S="2")
+    before = _rss_mib(host.pid)
+    from msprobe_atb.control.block import ControlBlock
+
+    def feed():  # the host stops reading while it waits for room
+        host.stdin.write("".join(_save_one(i) for i in range(1, n)))
+        host.stdin.flush()
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    with ControlBlock(dump.root) as block:
+        def slot():
+            (s,) = block.procs()
+            return s
+
+        try:
+            wait_until(lambda: slot().queue_bytes > budget - 1024, timeout=60,
+                       what="the burst filling the copy queue")
+            peak = _rss_mib(host.pid)
+        finally:
+            held.release()
+        feeder.join(timeout=60)
+        wait_until(lambda: slot().tensors_written == n, timeout=60, what="the burst written")
+
+        def back():  # a tensor now and then, as a service goes on
+            host.stdin.write(_save_one(0))
+            host.stdin.flush()
+            return _rss_mib(host.pid) <= before + 8
+        wait_until(back, timeout=60, step=0.1, what="the host's RSS back near its size before")
+    assert peak - before > 0.8 * (budget >> 20), (before, peak)
+    host.stdin.close()
+    assert host.wait(timeout=60) == 0
 
 
 def test_closed_stderr_pipe_does_not_kill_the_host(dump):

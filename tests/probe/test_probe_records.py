@@ -18,7 +18,7 @@ from pathlib import Path
 from probe_helpers import Dump
 from testkit import BUILD, shim_lib
 
-from msprobe_atb.control.block import ControlBlock
+from msprobe_atb.control.block import HEAD_IDLE, ControlBlock
 
 STATS = {"dump_enable": True, "task": "statistics", "exec_range": "all"}
 ROUNDS, OPS = 400, 20  # 4 tensors an op
@@ -53,16 +53,19 @@ def test_batched_records_agree_with_the_slot(dump: Dump):
     """4 writers, 1500 rounds. Sampled while the host runs: a tensor counted
     written has its line in the log; once every pending count reads 0, every
     tensor that took its seq before has its line (so a reader may order rows by
-    seq); an empty queue with every selected tensor accounted for means every
-    line is in. Then the log: whole lines, each seq once, every round's record
-    after all of its tensors' records, one write(2) for many records."""
+    seq); the writers' heads (one host thread): every seq below the lowest head
+    read and below the highest seq in the log before that read has its line
+    (docs/contracts.md §3); an empty queue with every selected tensor accounted
+    for means every line is in. Then the log: whole lines, each seq once, every
+    round's record after all of its tensors' records, one write(2) for many
+    records; the heads idle."""
     dump.publish(STATS)
     log = LogReader(dump.root)
     proc = subprocess.Popen([str(BUILD / "probe" / "bin" / "record_bench"), str(ROUNDS), str(OPS),
                              str(PAUSE_US)],
                             env=dump.env(LD_PRELOAD=str(shim_lib(1)), MSPROBE_ATB_WRITERS="4"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    samples = {"pending 0": 0, "queue empty": 0}
+    samples = {"pending 0": 0, "queue empty": 0, "heads": 0}
     with ControlBlock(dump.root) as block:
         while proc.poll() is None:
             before = tensor_seqs(log.read())
@@ -73,6 +76,11 @@ def test_batched_records_agree_with_the_slot(dump: Dump):
             pending = block.pending(slot.slot)
             after = tensor_seqs(log.read())
             assert len(after) >= slot.tensors_written
+            if before and slot.n_writers:
+                assert slot.n_writers == 4 and len(slot.writer_head) == 4
+                mark = min(*slot.writer_head, max(before) + 1)
+                samples["heads"] += mark > 0
+                assert set(range(mark)) <= after, "a seq below the heads came later"
             if not any(pending.values()) and before:
                 samples["pending 0"] += 1
                 assert set(range(max(before) + 1)) <= after, "a lower seq came later"
@@ -99,7 +107,10 @@ def test_batched_records_agree_with_the_slot(dump: Dump):
     assert all(last[key] < i for key, i in rounds.items())
     (ex,) = [r for r in records if r["k"] == "exit"]
     assert ex["drained"] and ex["tensors_written"] == n and ex["unrecorded"] == {}
-    assert samples["pending 0"] + samples["queue empty"] > 0, samples
+    assert samples["pending 0"] + samples["queue empty"] > 0 and samples["heads"] > 0, samples
+    with ControlBlock(dump.root) as block:
+        (slot,) = block.procs()
+    assert slot.exited and slot.writer_head == (HEAD_IDLE,) * 4
 
 
 def test_a_flushed_tensor_takes_its_seq_when_flushed(dump: Dump):

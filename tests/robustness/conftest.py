@@ -10,6 +10,7 @@ import pytest
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "e2e"))  # the e2e Service: atbsim serve the user's way
+sys.path.insert(0, str(HERE.parent / "control"))  # cp_helpers' DaemonProc: a daemon of our own
 
 from robust_helpers import require_built  # noqa: E402
 from testkit import tmpfs_mounter  # noqa: E402

@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from testkit import BUILD, REPO, atb_home, atbsim_bin, shim_lib, wait_until
+from testkit import (  # noqa: F401 (derived_files: the robustness tests take it from here)
+    BUILD,
+    REPO,
+    atb_home,
+    atbsim_bin,
+    derived_files,
+    shim_lib,
+    wait_until,
+)
 
 ABI = 1
 DUMP_ALL = {"task": "tensor", "dump_enable": True, "exec_range": "all", "ids": "",
@@ -28,9 +36,6 @@ def no_compute_model(requests: int) -> list[str]:
     so the copy queue fills up."""
     return ["--no-compute", "--layers", "4", "--hidden", "64", "--heads", "2",
             "--prompt-len", "16", "--decode-steps", "2", "--requests", str(requests)]
-
-
-DERIVED = ("statistic.csv", "statistic_extra.csv", "ROUND_COMPLETE.json")
 
 
 def require_built() -> None:
@@ -144,16 +149,6 @@ def records(root: Path) -> list[dict[str, Any]]:
         for line in data[: data.rfind(b"\n") + 1].splitlines():
             out.append(json.loads(line))
     return out
-
-
-def derived_files(root: Path) -> dict[str, bytes]:
-    """What the daemon (and `rebuild`) derive from the record logs."""
-    files = {}
-    for p in root.rglob("*"):
-        rel = p.relative_to(root)
-        if p.is_file() and (p.name in DERIVED or rel.parts[0] == "info"):
-            files[str(rel)] = p.read_bytes()
-    return files
 
 
 def temp_files(base: Path) -> list[Path]:

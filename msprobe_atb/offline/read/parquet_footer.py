@@ -21,75 +21,59 @@ from __future__ import annotations
 import os
 import struct
 
+from msprobe_atb.tree.thrift_compact import (
+    T_BINARY,
+    T_BYTE,
+    T_DOUBLE,
+    T_FALSE,
+    T_I16,
+    T_I32,
+    T_I64,
+    T_LIST,
+    T_MAP,
+    T_SET,
+    T_STRUCT,
+    T_TRUE,
+    CompactReader,
+)
+
 MAX_FOOTER = 16 << 20
 MAX_DEPTH = 16
-# Compact protocol type ids.
-_TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = \
-    range(1, 13)
 
 
 class FooterError(ValueError):
     pass
 
 
-class _Reader:
+class _Reader(CompactReader):
     def __init__(self, buf: bytes):
-        self.buf, self.pos = buf, 0
-
-    def byte(self) -> int:
-        if self.pos >= len(self.buf):
-            raise FooterError("metadata ends early")
-        self.pos += 1
-        return self.buf[self.pos - 1]
-
-    def varint(self) -> int:
-        out = shift = 0
-        while True:
-            b = self.byte()
-            out |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return out
-            shift += 7
-            if shift > 63:
-                raise FooterError("varint longer than 64 bits")
-
-    def zigzag(self) -> int:
-        n = self.varint()
-        return (n >> 1) ^ -(n & 1)
-
-    def skip(self, n: int) -> None:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise FooterError("a length runs past the metadata")
-        self.pos += n
+        super().__init__(buf, FooterError)
 
     def value(self, kind: int, depth: int, want: dict | None = None):
         """Reads (or skips) one value; a struct's wanted fields go into `want`."""
         if depth > MAX_DEPTH:
             raise FooterError("metadata nested too deep")
-        if kind in (_TRUE, _FALSE):
-            return kind == _TRUE
-        if kind == _BYTE:
+        if kind in (T_TRUE, T_FALSE):
+            return kind == T_TRUE
+        if kind == T_BYTE:
             return self.byte()
-        if kind in (_I16, _I32, _I64):
+        if kind in (T_I16, T_I32, T_I64):
             return self.zigzag()
-        if kind == _DOUBLE:
+        if kind == T_DOUBLE:
             self.skip(8)
-        elif kind == _BINARY:
+        elif kind == T_BINARY:
             self.skip(self.varint())
-        elif kind in (_LIST, _SET):
-            head = self.byte()
-            n = head >> 4 if head >> 4 != 15 else self.varint()
-            if n > len(self.buf) - self.pos:
-                raise FooterError("a list longer than the metadata")
-            return [self.value(head & 0x0F, depth + 1, want) for _ in range(n)]
-        elif kind == _MAP:
+        elif kind in (T_LIST, T_SET):
+            n, et = self.list_head()
+            return [self.value(et, depth + 1, want) for _ in range(n)]
+        elif kind == T_MAP:
             n = self.varint()
             if n:
                 kv = self.byte()
                 for _ in range(n):
                     self.value(kv >> 4, depth + 1)
                     self.value(kv & 0x0F, depth + 1)
-        elif kind == _STRUCT:
+        elif kind == T_STRUCT:
             return self.struct(depth + 1, want)
         else:
             raise FooterError(f"unknown field type {kind}")

@@ -19,6 +19,7 @@
 #include "record.h"
 #include "recorder.h"
 #include "ring_overwrite.h"
+#include "selcache.h"
 #include "snapshot.h"
 #include "stats.h"
 #include "topo.h"
@@ -126,11 +127,10 @@ __attribute__((constructor)) static void register_answerers(void)
     msp_hot_register(&answerers);
 }
 
-int msp_hook_in_dir_awake(msp_sv dir)
+/* The device filter and exec_range "next" (a model's own rounds) on dir;
+ * the overflow task: the kernel that just overflowed. */
+static __attribute__((noinline)) int in_dir_checked(const struct msp_snap *s, msp_sv dir)
 {
-    const struct msp_snap *s = awake_snapshot();
-    if (!s)
-        return 0;
     if (!msp_device_selected(&s->cfg, dir.p, dir.n))
         return 0;
     if (!overflow_task(s) && s->cfg.next_request) {
@@ -144,12 +144,23 @@ int msp_hook_in_dir_awake(msp_sv dir)
             return 0;
     }
     if (!overflow_task(s))
-        return msp_op_selected(&s->cfg, dir.p, dir.n);
+        return msp_selcache_op_selected(s->sel, s->sel_epoch, &s->cfg, dir.p, dir.n);
     if (t_pending_n && msp_kernel_dir_matches(t_pending, t_pending_n, dir.p, dir.n)) {
         t_pending_n = 0; /* this kernel's after save is now allowed, once */
         return 1;
     }
     return 0;
+}
+
+int msp_hook_in_dir_awake(msp_sv dir)
+{
+    const struct msp_snap *s = awake_snapshot();
+    if (!s)
+        return 0;
+    /* most configs: the op's verdict alone, cached (selcache.h) */
+    if (s->sel_plain)
+        return msp_selcache_op_selected(s->sel, s->sel_epoch, &s->cfg, dir.p, dir.n);
+    return in_dir_checked(s, dir);
 }
 
 void msp_hook_report_overflow_kernel(msp_sv kernel)
@@ -367,7 +378,7 @@ static int write_direct(const struct msp_snap *s, uint64_t seq, msp_sv format, m
         fsize.rlim_cur != RLIM_INFINITY)
         return 0;
     int w = msp_writer_for(path.p, path.n, g_msp.nwriters);
-    if (!msp_queue_borrow(&g_msp.q, w))
+    if (!msp_queue_borrow(&g_msp.q, w, seq))
         return 0;
     struct msp_item *it = malloc(sizeof *it + strings_len(format, dtype, dims, path));
     if (it) {

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "filter.h"
 #include "hot.h"
 
 #ifdef __cplusplus
@@ -96,9 +97,11 @@ static inline msp_bool msp_hook_is_save_param(void)
     return MSP_HOT_LOAD(msp_hot.answer.param)();
 }
 
+/* A dir of another shape (a runner's name: ATB passes those while
+ * IsSaveTensorDesc says no) is no dump dir, told from its first byte. */
 static inline msp_bool msp_hook_is_save_in_dir(msp_sv dir)
 {
-    return msp_hot_is_awake() && msp_hook_in_dir_awake(dir);
+    return msp_hot_is_awake() && msp_dump_dir_shape(dir.p, dir.n) && msp_hook_in_dir_awake(dir);
 }
 
 static inline msp_bool msp_hook_is_overflow_check(void)

@@ -1,6 +1,7 @@
 /* The atexit drain: empties the copy queue for a bounded time, records what
- * is left as lost, then waits, bounded, for the control plane to build this
- * process's derived files (exitdrain.h). */
+ * is left as lost (but statistics items, finished anyway under the block
+ * policy), then waits, bounded, for the control plane to build this process's
+ * derived files (exitdrain.h). */
 #define _GNU_SOURCE
 #include "exitdrain.h"
 
@@ -83,6 +84,45 @@ static void exit_record(int drained, uint64_t lost)
     msp_rec_release_reserve();
 }
 
+/* An item that writes no file: its record, with its statistics, is all of it
+ * (task statistics). Small and quick, so under the block policy, where the user
+ * chose waiting over losing tensors, it is finished after the deadline too. */
+static int writes_no_file(const struct msp_item *it)
+{
+    return it->kind == MSP_ITEM_TENSOR && (it->task & (MSP_TASK_TENSOR | MSP_TASK_OVERFLOW)) == 0;
+}
+
+/* Records the items the closed queue handed back as lost; returns the tensors. */
+static uint64_t give_up(struct msp_item *left)
+{
+    uint64_t tensors = 0;
+    for (struct msp_item *it = left; it; it = it->next) {
+        msp_item_lost(it, "process exited before it was written");
+        MSP_UNCOUNT(queue_depth, 1);
+        MSP_UNCOUNT(queue_bytes, it->cost);
+        tensors += it->kind == MSP_ITEM_TENSOR;
+    }
+    msp_queue_forget(&g_msp.q, left); /* their records are in the log */
+    return tensors;
+}
+
+/* The statistics items kept past the deadline: waits for the writers to finish
+ * them, saying so once it has taken a second (a process that seems to hang at
+ * its exit says why), and how long it took. */
+static void finish_kept(uint64_t kept)
+{
+    uint64_t t0 = msp_mono_ns();
+    if (msp_queue_wait_idle(&g_msp.q, t0 + 1000000000ULL))
+        return;
+    msp_log("process exit: %llu statistics items were still queued after %llu s "
+            "(MSPROBE_ATB_EXIT_DRAIN_S); they write no file and are finished anyway "
+            "(queue_full_policy block)",
+            (unsigned long long)kept, (unsigned long long)g_drain_s);
+    msp_queue_wait_idle(&g_msp.q, UINT64_MAX);
+    msp_log("process exit: the %llu statistics items took %.1f s more", (unsigned long long)kept,
+            (double)(msp_mono_ns() - t0) / 1e9);
+}
+
 void msp_exit_drain(void)
 {
     if (__atomic_load_n(&g_msp.attach_state, __ATOMIC_ACQUIRE) != MSP_ATTACH_DONE ||
@@ -94,23 +134,18 @@ void msp_exit_drain(void)
     __atomic_store_n(&g_msp.closing, 1, __ATOMIC_RELEASE);
     msp_monitor_kick();
     int drained = msp_queue_wait_idle(&g_msp.q, msp_mono_ns() + g_drain_s * 1000000000ULL);
-    uint64_t inflight = 0, lost, bytes;
-    struct msp_item *left = msp_queue_close(&g_msp.q, &inflight);
-    if (inflight) {
+    int keep = !drained && snap && snap->cfg.queue_policy == MSP_POLICY_BLOCK;
+    uint64_t inflight = 0, kept = 0, bytes;
+    struct msp_item *left = msp_queue_close(&g_msp.q, keep ? writes_no_file : NULL, &inflight, &kept);
+    uint64_t lost = give_up(left);
+    if (kept) {
+        finish_kept(kept); /* the items in the writers' hands too */
+    } else if (inflight) {
         /* a writer in the middle of one file gets a short grace to finish
          * it, so its own record (written or lost) stays the truth */
         msp_queue_wait_idle(&g_msp.q, msp_mono_ns() + INFLIGHT_GRACE_NS);
         msp_queue_stats(&g_msp.q, &inflight, &bytes);
-    }
-    lost = inflight;
-    while (left) {
-        struct msp_item *next = left->next;
-        msp_item_lost(left, "process exited before it was written");
-        MSP_UNCOUNT(queue_depth, 1);
-        MSP_UNCOUNT(queue_bytes, left->cost);
-        lost += left->kind == MSP_ITEM_TENSOR;
-        msp_queue_release(&g_msp.q, left);
-        left = next;
+        lost += inflight;
     }
     if (lost) {
         MSP_COUNT(errors, lost);
@@ -120,7 +155,7 @@ void msp_exit_drain(void)
     }
     MSP_COUNT(host_ns, msp_mono_ns() - t0);
     msp_monitor_flush_counters();
-    exit_record(drained && !lost, lost);
+    exit_record((drained || kept) && !lost, lost);
     wait_built();
     if (msp_slot.index >= 0)
         msp_ctl_release_proc(msp_slot.ctl, msp_slot.index);

@@ -1,5 +1,6 @@
 /* Process exit: drain the copy queue for a bounded time, then record what
- * is left as lost, loudly; then wait, bounded, until the control plane has
+ * is left as lost, loudly (under the block policy, items that write no file,
+ * statistics, are finished anyway); then wait, bounded, until the control plane has
  * written this process's derived files (statistic.csv, info/, the round
  * markers), so that a script running `model && msprobe-atb compare ...`
  * finds them, as it finds msProbe's. */

@@ -119,6 +119,7 @@ int msp_reattach_if_removed(void)
      * pointer loaded before the swap (56 KiB of address space per removal). */
     __atomic_store_n(&msp_slot.proc, p, __ATOMIC_RELEASE);
     move_gauges(old_proc, p);
+    msp_queue_show(&g_msp.q); /* the writers' heads, which go on from here */
     msp_models_to_slot(p);
     msp_slot.index = slot;
     __atomic_store_n(&msp_slot.ctl, ctl, __ATOMIC_RELEASE);

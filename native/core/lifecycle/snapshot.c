@@ -248,6 +248,25 @@ static int wake_up(uint64_t generation)
     return 1;
 }
 
+/* The verdicts IsSaveTensorInSpecificDir reaches for an awake snapshot
+ * (selcache.h): one table for the process, made at the first such snapshot,
+ * a new epoch for each (0 once they run out: not cached). */
+static void give_sel_cache(struct msp_snap *s)
+{
+    static struct msp_selcache *cache;
+    static uint32_t epoch;
+    s->sel = NULL;
+    s->sel_epoch = 0;
+    s->sel_plain = 0;
+    if (!hooks_awake(s) || (s->cfg.task & MSP_TASK_OVERFLOW))
+        return;
+    s->sel_plain = s->cfg.n_devices == 0 && !s->cfg.next_request;
+    if (!cache)
+        cache = msp_selcache_new(13);
+    s->sel = cache;
+    s->sel_epoch = cache && epoch < UINT32_MAX ? ++epoch : 0;
+}
+
 /* Snapshots are leaked by design: the hot path reads a snapshot through a
  * plain pointer with no reference count or RCU, so a reader on another
  * thread may still use the old one. A new snapshot is made only when the
@@ -288,6 +307,7 @@ void msp_snap_refresh(void)
             int ring_dump = s->awake && (s->cfg.task & MSP_TASK_TENSOR) && !s->cfg.rec_armed &&
                             s->cfg.exec_mode != MSP_EXEC_NONE;
             msp_queue_expect(&g_msp.q, ring_dump ? s->cfg.queue_budget_bytes : 0, s->awake);
+            give_sel_cache(s);
             __atomic_store_n(&g_msp.snap, s, __ATOMIC_RELEASE);
             msp_rec_budget(s->cfg.queue_budget_bytes);
             if (!hooks_awake(s)) /* executions begin unseen (models.h) */

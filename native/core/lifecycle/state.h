@@ -11,6 +11,7 @@
 #include "models.h"
 #include "msprobe_atb/control.h"
 #include "queue.h"
+#include "selcache.h"
 #include "slot.h"
 
 /* A copy of the published config plus what the hot path derives from it.
@@ -27,6 +28,13 @@ struct msp_snap {
     int64_t tops[MSP_MAX_IDS];
     /* per op id below MSP_MODEL_OP_IDS: 1 if they can select it (a larger one: tops) */
     uint8_t selectable[MSP_MODEL_OP_IDS];
+    /* IsSaveTensorInSpecificDir's verdicts on op paths, those of this
+     * snapshot under sel_epoch (NULL or 0: not cached) */
+    struct msp_selcache *sel;
+    uint32_t sel_epoch;
+    /* the op's verdict is all IsSaveTensorInSpecificDir asks (no device
+     * filter, no exec_range "next", not the overflow task) */
+    int sel_plain;
     struct msp_config cfg;
 };
 

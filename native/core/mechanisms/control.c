@@ -333,6 +333,9 @@ int msp_ctl_claim_proc(struct msp_control *ctl, uint64_t pid, uint64_t start_ns)
             STORE(&p->pending_other, 0);
             for (int k = 0; k < MSP_PENDING_ROUNDS; k++)
                 STORE(&p->pending[k].state, 0);
+            STORE(&p->n_writers, 0);
+            for (int w = 0; w < MSP_MAX_WRITERS; w++)
+                STORE(&p->writer_head[w], MSP_HEAD_IDLE);
             return i;
         }
     }
@@ -369,6 +372,11 @@ void msp_ctl_read_proc(const struct msp_control *ctl, int slot, struct msp_proc 
         out->models[i].next_request = __atomic_load_n(&p->models[i].next_request, __ATOMIC_ACQUIRE);
         out->models[i].next_first = LOAD(&p->models[i].next_first);
     }
+    out->n_writers = LOAD(&p->n_writers);
+    /* a head is raised after its records' write(2) (release): a reader that
+     * then looks at the log's size sees them */
+    for (int w = 0; w < MSP_MAX_WRITERS; w++)
+        out->writer_head[w] = __atomic_load_n(&p->writer_head[w], __ATOMIC_ACQUIRE);
 }
 
 uint64_t msp_ctl_claim_incident(struct msp_control *ctl, uint64_t base, uint64_t max,

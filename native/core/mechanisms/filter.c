@@ -172,6 +172,8 @@ int msp_op_selected(const struct msp_config *cfg, const char *dir, size_t n)
 {
     struct msp_seg segs[MSP_MAX_SEGS];
     struct op_seg ops[MSP_MAX_SEGS];
+    if (!msp_dump_dir_shape(dir, n))
+        return 0;
     int nseg = msp_split(dir, n, segs, MSP_MAX_SEGS);
     if (nseg < 3)
         return 0;
@@ -204,6 +206,15 @@ int msp_op_selected(const struct msp_config *cfg, const char *dir, size_t n)
                 return 1;
     }
     return 0;
+}
+
+const char *msp_dir_op_path_short(const char *dir, size_t n)
+{
+    int seen = 0;
+    for (size_t i = 0; i < n; i++)
+        if (dir[i] == '/' && seen++)
+            return dir + i + 1;
+    return NULL;
 }
 
 int msp_top_ids(const struct msp_config *cfg, int64_t *tops, int cap)

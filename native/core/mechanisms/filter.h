@@ -6,8 +6,13 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "msprobe_atb/control.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define MSP_MAX_SEGS 64
 
@@ -30,8 +35,52 @@ uint64_t msp_exec_end(const struct msp_config *cfg);
 int msp_dir_round(const char *dir, size_t n, uint64_t *round, int64_t *top);
 /* Device filter: the number before the first '_' of the first segment. */
 int msp_device_selected(const struct msp_config *cfg, const char *dir, size_t n);
-/* Op selection by ids / op_name / save_child (device not included). */
+/* Can dir be a dump directory, "{dev}_{pid}/..."? Its first byte is a digit
+ * or '-' (a device id). What ATB passes while IsSaveTensorDesc says no,
+ * its runners' names ("LinearOpsRunner", "LinearOpsRunner/0_MatMulKernel"),
+ * is not, and is never selected: the hooks tell it from one byte. */
+static inline int msp_dump_dir_shape(const char *dir, size_t n)
+{
+    return n > 0 && ((unsigned char)(dir[0] - '0') < 10 || dir[0] == '-');
+}
+/* Op selection by ids / op_name / save_child (device not included); no for
+ * a dir not of msp_dump_dir_shape. Otherwise its answer depends only on the op
+ * path, what follows "{dev}_{pid}/{exec}/" (selcache.h caches it by that). */
 int msp_op_selected(const struct msp_config *cfg, const char *dir, size_t n);
+/* The op path of dir: past its second '/'; NULL if it has fewer (then
+ * msp_op_selected says no). Inline, a word at a time: IsSaveTensorInSpecificDir
+ * asks it at every call. */
+/* msp_dir_op_path of a dir under 8 bytes (out of line: the inline one then
+ * needs no stack). */
+const char *msp_dir_op_path_short(const char *dir, size_t n);
+
+static inline uint64_t msp_slash_bytes(uint64_t w) /* 0x80 in each '/' byte of w */
+{
+    const uint64_t low7 = UINT64_C(0x7F7F7F7F7F7F7F7F);
+    uint64_t x = w ^ UINT64_C(0x2F2F2F2F2F2F2F2F);
+    return ~(((x & low7) + low7) | x | low7);
+}
+
+static inline const char *msp_dir_op_path(const char *dir, size_t n)
+{
+    uint64_t w, slash;
+    int seen = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, dir + i, 8);
+        if ((slash = msp_slash_bytes(w)) && (seen++ || (slash &= slash - 1)))
+            return dir + i + (__builtin_ctzll(slash) >> 3) + 1;
+    }
+    if (i == n)
+        return NULL;
+    if (n < 8)
+        return msp_dir_op_path_short(dir, n);
+    memcpy(&w, dir + n - 8, 8); /* the last bytes, from a load that ends at n */
+    w >>= 8 * (i + 8 - n);
+    if ((slash = msp_slash_bytes(w)) && (seen || (slash &= slash - 1)))
+        return dir + i + (__builtin_ctzll(slash) >> 3) + 1;
+    return NULL;
+}
 
 /* The top-level op ids the config's filters can select at all, when only
  * `ids` filters ops (the first token of each entry; an op_name can pick an
@@ -49,5 +98,9 @@ int msp_default_stage(const char *path, size_t n);
  * The op ids, the op's type (the parent segment's name) and the kernel
  * name must all match. */
 int msp_kernel_dir_matches(const char *kernel, size_t kn, const char *dir, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

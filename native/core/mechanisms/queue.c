@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "slot.h"
 #include "util.h"
 
 /* Keeps the region arithmetic far from overflow (malloc would fail anyway). */
@@ -38,23 +39,106 @@ void msp_queue_init(struct msp_queue *q, int nlists)
     pthread_cond_init(&q->warmed, NULL);
     pthread_cond_init(&q->job_done, NULL);
     q->nlists = clamp_lists(nlists);
-    for (int i = 0; i < MSP_MAX_WRITERS; i++)
+    q->given_up = MSP_HEAD_IDLE;
+    for (int i = 0; i < MSP_MAX_WRITERS; i++) {
         cond_init_mono(&q->work[i]); /* naps are timed */
+        q->heads[i].held = q->heads[i].shown = MSP_HEAD_IDLE;
+    }
+}
+
+/* Under mu: writer w's head (control.h writer_head[]): the lowest seq of its
+ * list, of what it has in hand, and of what msp_queue_close handed back. */
+static uint64_t head_now(const struct msp_queue *q, int w)
+{
+    const struct msp_head *h = &q->heads[w];
+    uint64_t low = q->head[w] ? q->head[w]->seq : MSP_HEAD_IDLE;
+    uint64_t dip = msp_window_get(&h->dips, MSP_HEAD_IDLE);
+    if (dip < low)
+        low = dip;
+    if (h->held < low)
+        low = h->held;
+    return q->given_up < low ? q->given_up : low;
+}
+
+/* Under mu: writer w's head into the slot, if it moved. Called after every
+ * change that can move it, so the slot always holds the head of the last
+ * change; a raise comes after the write(2) of the records it passes, and is a
+ * release, so a reader that sees it and then the log's size sees them. */
+static void show_head(struct msp_queue *q, int w)
+{
+    uint64_t now = head_now(q, w);
+    if (now == q->heads[w].shown)
+        return;
+    q->heads[w].shown = now;
+    __atomic_store_n(&msp_proc_now()->writer_head[w], now, __ATOMIC_RELEASE);
+}
+
+static void show_heads(struct msp_queue *q)
+{
+    for (int w = 0; w < q->nlists; w++)
+        show_head(q, w);
+}
+
+/* Under mu: every head and the number of writers, into a slot that may not
+ * have them (a fresh one). */
+static void show_all(struct msp_queue *q)
+{
+    struct msp_proc *p = msp_proc_now();
+    __atomic_store_n(&p->n_writers, (uint64_t)q->nlists, __ATOMIC_RELAXED);
+    for (int w = 0; w < q->nlists; w++) {
+        q->heads[w].shown = head_now(q, w);
+        __atomic_store_n(&p->writer_head[w], q->heads[w].shown, __ATOMIC_RELEASE);
+    }
 }
 
 void msp_queue_set_lists(struct msp_queue *q, int nlists)
 {
     pthread_mutex_lock(&q->mu);
     q->nlists = clamp_lists(nlists);
+    show_all(q);
     pthread_mutex_unlock(&q->mu);
 }
 
+void msp_queue_show(struct msp_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    show_all(q);
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* Under mu: appends `it` to list w. 1 if the list's lowest seq may have gone
+ * down: it is the front, or a dip (queue.h struct msp_head). */
+static int append(struct msp_queue *q, int w, struct msp_item *it)
+{
+    struct msp_head *h = &q->heads[w];
+    struct msp_item *tail = q->tail[w];
+    uint64_t at = h->pushed++;
+    it->next = NULL;
+    if (tail)
+        tail->next = it;
+    else
+        q->head[w] = it;
+    q->tail[w] = it;
+    if (!tail || it->seq > tail->seq)
+        return !tail;
+    msp_window_add(&h->dips, at, it->seq, 1);
+    return 1;
+}
+
+/* Under mu: n items were popped off list w: the dips among them are gone. */
+static void popped(struct msp_head *h, uint64_t n)
+{
+    h->popped += n;
+    msp_window_drop(&h->dips, h->popped);
+}
+
 /* A ring region: this header, the item with its strings, then the payload
- * (each 64-byte aligned). */
+ * (each 64-byte aligned); or a pad, the unused end of a lap. */
 struct region {
     uint64_t len; /* header included, multiple of REGION_ALIGN */
-    uint64_t busy;
+    uint64_t busy; /* REGION_* */
 };
+enum { REGION_FREE, REGION_BUSY, REGION_PAD };
 #define REGION_ALIGN 64
 #define REGION_HDR REGION_ALIGN
 
@@ -65,43 +149,54 @@ static struct region *region_at(struct msp_queue *q, uint64_t off)
 
 /* Under mu: a region of len bytes at the ring's head, or NULL if the
  * free space (tail to head) is too small. A region never runs past the
- * end: the bytes left there become a free pad region, which the tail
- * steps over like any released one, and the region starts at offset 0. */
+ * end, nor past the soft end while the front has room for it: the bytes
+ * left there become a pad region (only its header is written), which the
+ * tail steps over like a released one, and the region starts at offset 0. */
 static struct region *ring_alloc(struct msp_queue *q, uint64_t len)
 {
     uint64_t at = q->rhead % q->ring_size;
-    uint64_t pad = at + len > q->ring_size ? q->ring_size - at : 0;
+    uint64_t pad = at + len > q->soft ? q->ring_size - at : 0;
+    if (pad && at + len <= q->ring_size && !q->trimming &&
+        q->rhead + pad + len - q->rtail > q->ring_size) {
+        pad = 0; /* no room at the front: a burst, which may take the whole ring */
+        q->soft = q->ring_size;
+    }
     if (q->rhead + pad + len - q->rtail > q->ring_size)
         return NULL;
     if (pad) {
         struct region *p = region_at(q, q->rhead);
         p->len = pad;
-        p->busy = 0;
+        p->busy = REGION_PAD;
+        q->pads += pad;
         q->rhead += pad;
     }
     struct region *r = region_at(q, q->rhead);
     r->len = len;
-    r->busy = 1;
+    r->busy = REGION_BUSY;
     q->rhead += len;
-    uint64_t end = q->rhead >= q->ring_size ? q->ring_size : q->rhead;
+    uint64_t end = (uint64_t)((unsigned char *)r - q->ring) + len;
     if (end > q->reached)
         q->reached = end;
+    uint64_t span = q->rhead - q->rtail - q->pads;
+    if (span > q->span_peak)
+        q->span_peak = span;
     return r;
 }
 
 /* Under mu: releases a region; the tail moves over every released region
- * in front of it, and an empty ring starts again at offset 0. */
+ * (and pad) in front of it, and an empty ring starts again at offset 0. */
 static void ring_free(struct msp_queue *q, struct region *r)
 {
-    r->busy = 0;
+    r->busy = REGION_FREE;
     while (q->rtail < q->rhead) {
         struct region *t = region_at(q, q->rtail);
-        if (t->busy)
+        if (t->busy == REGION_BUSY)
             break;
+        q->pads -= t->busy == REGION_PAD ? t->len : 0;
         q->rtail += t->len;
     }
     if (q->rtail == q->rhead)
-        q->rtail = q->rhead = 0;
+        q->rtail = q->rhead = q->pads = 0;
 }
 
 #define HUGE_PAGE (UINT64_C(2) << 20)
@@ -143,19 +238,20 @@ static struct mapping ring_resize(struct msp_queue *q, uint64_t size)
     struct mapping old = {NULL, 0};
     if (q->ring && q->ring_size == size)
         return old;
-    while (q->warming) /* writer 0 is faulting a chunk of this mapping in */
+    while (q->warming || q->trimming) /* a chunk of this mapping is faulted in, or given back */
         pthread_cond_wait(&q->warmed, &q->mu);
     q->warm = q->reached = 0;
     old.p = q->ring;
     old.n = q->ring_size;
     q->ring = NULL;
-    q->ring_size = 0;
-    q->rhead = q->rtail = 0;
+    q->ring_size = q->soft = 0;
+    q->rhead = q->rtail = q->pads = q->span_peak = 0;
+    q->spans.n = 0;
     if (size == 0)
         return old;
     q->ring = map_ring(size); /* on failure payloads fall back to malloc */
     if (q->ring) {
-        q->ring_size = size;
+        q->ring_size = q->soft = size;
         q->maps++;
     }
     return old;
@@ -219,6 +315,9 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
     uint64_t len = (REGION_HDR + meta_len + payload + REGION_ALIGN - 1) &
                    ~(uint64_t)(REGION_ALIGN - 1);
     uint64_t ring_want = ring_size_for(budget);
+    /* what it takes in memory: its region of the ring (header, the item and its
+     * strings, the payload, each 64-byte aligned), or its two mallocs */
+    const uint64_t heap_cost = msp_malloc_cost(meta) + msp_malloc_cost(payload);
     struct mapping old = {NULL, 0};
     struct region *r = NULL;
     uint64_t cost;
@@ -233,8 +332,16 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
         if (alone) /* the ring is empty: fit it to this budget and item (once: alone never waits) */
             old = ring_resize(q, len > ring_want ? 0 : ring_want);
         int heap = q->ring == NULL;
-        cost = heap ? meta + payload : len;
-        if ((alone || q->bytes + cost <= budget) && (heap || (r = ring_alloc(q, len)) != NULL)) {
+        cost = heap ? heap_cost : len;
+        int room = alone || q->bytes + cost <= budget;
+        if (room && !heap && (r = ring_alloc(q, len)) == NULL && q->trimming) {
+            /* no room below the soft end while a trim gives back what is past
+             * it: mallocs, not a wait for that */
+            heap = 1;
+            cost = heap_cost;
+            room = alone || q->bytes + cost <= budget;
+        }
+        if (room && (heap || r)) {
             rc = MSP_PUSH_OK;
             break;
         }
@@ -289,12 +396,8 @@ int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it)
         pthread_mutex_unlock(&q->mu);
         return MSP_PUSH_CLOSED;
     }
-    it->next = NULL;
-    if (q->tail[w])
-        q->tail[w]->next = it;
-    else
-        q->head[w] = it;
-    q->tail[w] = it;
+    if (append(q, w, it))
+        show_head(q, w);
     q->depth++;
     if (q->sleeping[w]) /* a napping or busy writer finds it without a wake-up */
         pthread_cond_signal(&q->work[w]);
@@ -317,7 +420,7 @@ int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it)
  * (the caller looks at its list again), 0 if there is nothing to warm. */
 static int warm_step(struct msp_queue *q)
 {
-    if (!q->warm_budget || q->warm_off || q->closed)
+    if (!q->warm_budget || q->warm_off || q->closed || q->trimming)
         return 0;
     if (!q->ring) {
         uint64_t size = ring_size_for(q->warm_budget);
@@ -328,8 +431,8 @@ static int warm_step(struct msp_queue *q)
     }
     if (q->warm < q->reached) /* the head has been there: it faulted it in */
         q->warm = q->reached & ~(HUGE_PAGE - 1);
-    uint64_t target = q->reached + WARM_AHEAD < q->ring_size ? q->reached + WARM_AHEAD
-                                                              : q->ring_size;
+    /* not past the soft end: what the ring needs lately (a burst lifts it) */
+    uint64_t target = q->reached + WARM_AHEAD < q->soft ? q->reached + WARM_AHEAD : q->soft;
     if (q->warm >= target)
         return 0;
     uint64_t from = q->warm, n = target - from < HUGE_PAGE ? target - from : HUGE_PAGE;
@@ -347,13 +450,15 @@ static int warm_step(struct msp_queue *q)
     return 1;
 }
 
-int msp_queue_borrow(struct msp_queue *q, int w)
+int msp_queue_borrow(struct msp_queue *q, int w, uint64_t seq)
 {
     pthread_mutex_lock(&q->mu);
     int ok = !q->closed && !q->head[w] && !q->busy[w] && !q->lent[w];
     if (ok) {
         q->lent[w] = 1;
         q->inflight++;
+        q->heads[w].held = seq; /* it holds nothing else: idle, its list empty */
+        show_head(q, w);
     }
     pthread_mutex_unlock(&q->mu);
     return ok;
@@ -364,6 +469,8 @@ void msp_queue_give_back(struct msp_queue *q, int w)
     pthread_mutex_lock(&q->mu);
     q->lent[w] = 0;
     q->inflight--;
+    q->heads[w].held = MSP_HEAD_IDLE; /* the item's record is in the log */
+    show_head(q, w);
     if (q->depth == 0 && q->inflight == 0)
         pthread_cond_broadcast(&q->idle);
     pthread_cond_signal(&q->work[w]);
@@ -436,11 +543,12 @@ struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait)
     }
     struct msp_item *run = q->lent[w] ? NULL : q->head[w], *last = run;
     if (run) {
-        uint64_t n = 1, bytes = run->cost;
+        uint64_t n = 1, bytes = run->cost, low = run->seq;
         while (last->next && n < MSP_QUEUE_POP_ITEMS &&
                bytes + last->next->cost <= MSP_QUEUE_POP_BYTES) {
             last = last->next;
             bytes += last->cost;
+            low = last->seq < low ? last->seq : low;
             n++;
         }
         q->head[w] = last->next;
@@ -450,31 +558,59 @@ struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait)
         q->depth -= n;
         q->inflight += n;
         q->busy[w] = 1;
+        popped(&q->heads[w], n);
+        if (low < q->heads[w].held)
+            q->heads[w].held = low;
+        show_head(q, w);
     }
     pthread_mutex_unlock(&q->mu);
     return run;
 }
 
-void msp_queue_done(struct msp_queue *q, struct msp_item *list)
+/* Gives the items of `list` back to the budget and the ring, up to 64 a lock
+ * (the heap ones freed after it); then, under the last lock, they leave the
+ * heads: writer w's (w >= 0: they were in its hands, which now hold no lower
+ * seq than `held`), or all of them (w < 0: msp_queue_close handed them back). */
+static void give_back(struct msp_queue *q, struct msp_item *list, int w, uint64_t held)
 {
-    while (list) {
-        /* up to 64 items a lock; the heap ones are freed after it */
+    do {
         struct msp_item *heap[64];
         int n = 0;
         pthread_mutex_lock(&q->mu);
         for (int k = 0; list && k < 64; k++) {
             struct msp_item *it = list;
             list = it->next; /* before a ring item's memory goes back */
-            q->inflight--;
+            q->inflight -= w >= 0;
             if (put_back(q, it))
                 heap[n++] = it;
+        }
+        if (!list && w >= 0) {
+            q->heads[w].held = held;
+            show_head(q, w);
+        } else if (!list) {
+            q->given_up = MSP_HEAD_IDLE;
+            show_heads(q);
         }
         if (q->depth == 0 && q->inflight == 0)
             pthread_cond_broadcast(&q->idle);
         pthread_mutex_unlock(&q->mu);
         for (int i = 0; i < n; i++)
             free_item(heap[i]);
-    }
+    } while (list);
+}
+
+void msp_queue_done(struct msp_queue *q, int w, struct msp_item *list,
+                    const struct msp_item *rest)
+{
+    uint64_t held = MSP_HEAD_IDLE;
+    for (; rest; rest = rest->next)
+        held = rest->seq < held ? rest->seq : held;
+    give_back(q, list, w, held);
+}
+
+void msp_queue_forget(struct msp_queue *q, struct msp_item *list)
+{
+    give_back(q, list, -1, MSP_HEAD_IDLE);
 }
 
 void msp_queue_release(struct msp_queue *q, struct msp_item *it)
@@ -498,19 +634,36 @@ int msp_queue_wait_idle(struct msp_queue *q, uint64_t deadline)
     return drained;
 }
 
-struct msp_item *msp_queue_close(struct msp_queue *q, uint64_t *inflight)
+struct msp_item *msp_queue_close(struct msp_queue *q, int (*keep)(const struct msp_item *),
+                                 uint64_t *inflight, uint64_t *kept)
 {
     struct msp_item *all = NULL, **end = &all;
+    uint64_t n = 0;
     pthread_mutex_lock(&q->mu);
     q->closed = 1;
     for (int w = 0; w < q->nlists; w++) {
-        *end = q->head[w];
-        while (*end)
-            end = &(*end)->next;
+        struct msp_item *it = q->head[w], *next;
         q->head[w] = q->tail[w] = NULL;
+        struct msp_head *h = &q->heads[w];
+        h->pushed = h->popped = 0;
+        h->dips.n = 0;
+        for (; it; it = next) {
+            next = it->next;
+            if (keep && keep(it)) { /* in its order again, its dips noted anew */
+                append(q, w, it);
+                n++;
+                continue;
+            }
+            q->given_up = it->seq < q->given_up ? it->seq : q->given_up;
+            *end = it;
+            end = &it->next;
+        }
         pthread_cond_broadcast(&q->work[w]);
     }
-    q->depth = 0;
+    *end = NULL;
+    show_heads(q);
+    q->depth = n;
+    *kept = n;
     *inflight = q->inflight;
     pthread_cond_broadcast(&q->space);
     pthread_mutex_unlock(&q->mu);
@@ -535,6 +688,51 @@ void msp_queue_expect(struct msp_queue *q, uint64_t budget, int keep)
     pthread_mutex_unlock(&q->mu);
 }
 
+/* Under mu: no region lives at or past `cut`, and the head is below it (so is
+ * the header of a pad the next region may leave there). A live span that wraps
+ * round the end is taken as not below (a later trim sees). */
+static int ring_below(const struct msp_queue *q, uint64_t cut)
+{
+    return q->rtail == q->rhead || q->rtail % q->ring_size + (q->rhead - q->rtail) < cut;
+}
+
+/* Under mu, at a trim while awake with the ring mapped: the soft end comes down
+ * to what the ring has needed within the last keep_trims periods, and what was
+ * faulted in past it goes back to the kernel (mu released meanwhile, nothing
+ * placed past it, see `trimming`). */
+static void fit_to_need(struct msp_queue *q)
+{
+    uint64_t k = ++q->trims;
+    msp_window_add(&q->spans, k, q->span_peak, 0);
+    msp_window_drop(&q->spans, k >= q->keep_trims ? k - q->keep_trims + 1 : 0);
+    q->span_peak = q->rhead - q->rtail - q->pads; /* what lives on counts in the next period */
+    /* in whole huge pages, at least one: the ring is faulted in by them */
+    uint64_t need = msp_window_get(&q->spans, 0);
+    uint64_t cut = need > HUGE_PAGE ? (need + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1) : HUGE_PAGE;
+    if (cut >= q->soft)
+        return;
+    q->soft = cut;
+    while (q->warming) /* writer 0 is faulting a chunk in, maybe past the cut */
+        pthread_cond_wait(&q->warmed, &q->mu);
+    /* to the end of the huge page of the furthest byte faulted in, which the
+     * kernel may have faulted in whole */
+    uint64_t touched = q->reached > q->warm ? q->reached : q->warm;
+    touched = (touched + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    touched = touched < q->ring_size ? touched : q->ring_size;
+    if (touched <= cut || !ring_below(q, cut))
+        return; /* nothing to give back yet, or regions still live past it */
+    unsigned char *ring = q->ring;
+    q->trimming = 1;
+    pthread_mutex_unlock(&q->mu);
+    madvise(ring + cut, touched - cut, MADV_DONTNEED);
+    pthread_mutex_lock(&q->mu);
+    q->trimming = 0;
+    q->reached = q->reached < cut ? q->reached : cut;
+    q->warm = q->warm < cut ? q->warm : cut;
+    q->trimmed++;
+    pthread_cond_broadcast(&q->warmed);
+}
+
 void msp_queue_trim_idle(struct msp_queue *q)
 {
     struct mapping old = {NULL, 0};
@@ -544,6 +742,8 @@ void msp_queue_trim_idle(struct msp_queue *q)
     if (quiet && (!q->keep || (q->keep_trims && q->quiet_trims > q->keep_trims))) {
         old = ring_resize(q, 0);
         q->warm_budget = 0; /* idle too long: no warming until the next config change */
+    } else if (q->ring && q->keep && q->keep_trims) {
+        fit_to_need(q);
     }
     q->used = 0;
     pthread_mutex_unlock(&q->mu);

@@ -14,7 +14,9 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#define MSP_MAX_WRITERS 32
+#include "msprobe_atb/control.h"
+#include "window.h"
+
 enum msp_item_kind { MSP_ITEM_TENSOR, MSP_ITEM_PARAM };
 
 /* The struct, then its strings, then the payload: one region of the queue's
@@ -37,6 +39,21 @@ struct msp_item {
                               msp_stats, the payload is gone */
 };
 
+/* What it takes to know writer w's head (control.h writer_head[]): the lowest
+ * seq of the items handed to it. Its list's lowest is its front's while the list
+ * is in seq order (one host thread pushes in the order it took the seqs); items
+ * pushed below the one before them (several threads pushing at once) are its
+ * dips, and the list's lowest seq is its front's or a dip's: the dips still
+ * queued are a sliding minimum over push numbers (window.h), which may lag,
+ * so the head may lag then, never lead. */
+struct msp_head {
+    uint64_t pushed, popped; /* items ever pushed to / popped from list w */
+    struct msp_window dips;  /* (push number, seq) of the dips */
+    uint64_t held;          /* lowest seq writer w has in hand: popped and not done,
+                               or the item of a direct write it is lent for */
+    uint64_t shown;         /* the value in the slot's writer_head[w] */
+};
+
 struct msp_queue {
     pthread_mutex_t mu;
     pthread_cond_t space;   /* bytes went down / closed */
@@ -55,6 +72,9 @@ struct msp_queue {
     struct msp_queue_job *job[MSP_MAX_WRITERS];
     pthread_cond_t job_done;
     int nlists;
+    struct msp_head heads[MSP_MAX_WRITERS];
+    uint64_t given_up;      /* lowest seq msp_queue_close handed back, until forgotten:
+                               every head stays at or below it (their records follow) */
     uint64_t depth, inflight;   /* inflight: popped or lent, not yet done */
     uint64_t bytes;         /* cost of the items reserved, queued or in flight */
     /* The payload ring: `ring_size` bytes (the budget rounded down to
@@ -90,12 +110,32 @@ struct msp_queue {
     int keep;
     uint64_t keep_trims;    /* MSPROBE_ATB_RING_IDLE_S / MSP_QUEUE_TRIM_PERIOD_S */
     uint64_t quiet_trims;   /* trim periods in a row with no reservation */
+    /* A service that goes on dumping a little after a burst keeps only what the
+     * ring has needed within the last keep_trims trim periods: `soft`, where a
+     * region starts again at offset 0 if the ring's front has room (else it
+     * grows on, and soft goes back to the ring's end: a burst may use it all),
+     * is lowered at each trim to the most bytes the live regions spanned in
+     * those periods (`spans`, a sliding maximum of `span_peak`), in whole huge
+     * pages, at least one; what was faulted in past it is given back
+     * (MADV_DONTNEED) once no region lives there. */
+    uint64_t soft;
+    uint64_t pads;          /* bytes of pad regions between the tail and the head */
+    uint64_t span_peak;     /* the most bytes live regions spanned this trim period */
+    struct msp_window spans; /* (trim number, span_peak) of the recent periods */
+    uint64_t trims;         /* trim periods with the ring mapped */
+    int trimming;           /* memory past soft is being given back, outside mu:
+                               nothing may be placed there meanwhile */
+    uint64_t trimmed;       /* times memory past soft was given back (tests, bench) */
     int closed;
 };
 
 void msp_queue_init(struct msp_queue *q, int nlists);
-/* Sets the number of writer lists (before anything is queued). */
+/* Sets the number of writer lists (before anything is queued) and shows it
+ * and the heads in the slot (msp_queue_show). */
 void msp_queue_set_lists(struct msp_queue *q, int nlists);
+/* Writes n_writers and every writer's head into this process's slot (a fresh
+ * slot after a re-attach); the queue keeps them there as they change. */
+void msp_queue_show(struct msp_queue *q);
 
 enum { MSP_PUSH_OK = 0, MSP_PUSH_DROPPED = 1, MSP_PUSH_CLOSED = 2, MSP_PUSH_NOMEM = 3 };
 /* Reserves an item within the byte budget: `meta` bytes for the struct and
@@ -113,16 +153,18 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
  * in its own malloc) to the budget, with no wait: its memory is already
  * taken. Then push it like a reserved one. */
 void msp_queue_adopt(struct msp_queue *q, struct msp_item *it);
-/* Queues a reserved item on list `w`: MSP_PUSH_OK, or MSP_PUSH_CLOSED
- * (the caller keeps it and releases it). */
+/* Queues a reserved item (its seq set) on list `w`: MSP_PUSH_OK, or
+ * MSP_PUSH_CLOSED (the caller keeps it and releases it). Writer w's head
+ * covers it once this returns. */
 int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it);
 /* Lends writer w to the calling hook thread if it is idle and list w is
- * empty: the caller then writes its item itself, with writer w's state,
- * straight from the host's buffer (no copy, no ring, no budget), and the
- * items queued on list w meanwhile wait for msp_queue_give_back, so the
- * order of a list stays the order of its saves. Counted in flight (the
- * exit drain waits for it). 1 if lent. */
-int msp_queue_borrow(struct msp_queue *q, int w);
+ * empty: the caller then writes its item (of this seq) itself, with writer
+ * w's state, straight from the host's buffer (no copy, no ring, no budget),
+ * and the items queued on list w meanwhile wait for msp_queue_give_back, so
+ * the order of a list stays the order of its saves. Counted in flight (the
+ * exit drain waits for it), and writer w's head is the item's seq until it
+ * is given back (after its record). 1 if lent. */
+int msp_queue_borrow(struct msp_queue *q, int w, uint64_t seq);
 void msp_queue_give_back(struct msp_queue *q, int w);
 /* Work for the thread of a lent writer, which is otherwise parked: the
  * borrower does one part of a write and that thread another, on two cores. */
@@ -148,19 +190,27 @@ void msp_queue_job_wait(struct msp_queue *q, int w);
  * writer stays busy (it still has work of the items it popped, see
  * msp_queue_borrow). */
 struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait);
-/* The writer finished the popped items of `list` (chained by ->next):
- * releases their budget and ring regions and frees them. */
-void msp_queue_done(struct msp_queue *q, struct msp_item *list);
-/* The same for a reserved item that was never queued, or one
- * msp_queue_close handed back. */
+/* Writer w finished the popped items of `list` (chained by ->next), their
+ * records in the log: releases their budget and ring regions and frees
+ * them. `rest`: the popped items it still has in hand (chained by ->next,
+ * NULL: none); its head moves up to the lowest of theirs and its list's. */
+void msp_queue_done(struct msp_queue *q, int w, struct msp_item *list,
+                    const struct msp_item *rest);
+/* The same for a reserved item that was never queued. */
 void msp_queue_release(struct msp_queue *q, struct msp_item *it);
 /* Waits until nothing is queued or in flight, or until deadline
  * (CLOCK_MONOTONIC ns). Returns 1 if drained. */
 int msp_queue_wait_idle(struct msp_queue *q, uint64_t deadline_mono_ns);
-/* Closes the queue and hands back every queued item (a list via ->next,
- * to be released); *inflight gets the number of items writers are still
- * working on. */
-struct msp_item *msp_queue_close(struct msp_queue *q, uint64_t *inflight);
+/* Closes the queue: nothing more is reserved, pushed or lent. Hands back
+ * every queued item (a list via ->next) but those `keep` keeps (NULL: none),
+ * which stay on their lists for their writers to finish; *inflight gets the
+ * number of items writers are working on, *kept the number kept. The heads
+ * stay at or below the seqs of the items handed back until msp_queue_forget. */
+struct msp_item *msp_queue_close(struct msp_queue *q, int (*keep)(const struct msp_item *),
+                                 uint64_t *inflight, uint64_t *kept);
+/* Releases the items msp_queue_close handed back, once their records (lost)
+ * are in the log: the heads no longer wait for them. */
+void msp_queue_forget(struct msp_queue *q, struct msp_item *list);
 void msp_queue_stats(struct msp_queue *q, uint64_t *depth, uint64_t *bytes);
 /* The budget of the dump now in progress whose payloads go through the
  * ring (0: none; the snapshot calls it at each config change). While it

@@ -538,16 +538,19 @@ void msp_rec_scan(const struct msp_config *c, const struct msp_item *it)
     pthread_mutex_unlock(&g_mu);
 }
 
-/* statistics task: only the statistics are kept, in place of the payload */
+/* statistics task: only the statistics are kept, in place of the payload. A
+ * fresh malloc, not a realloc, which keeps a page of a large (mmap'd) payload:
+ * the item's cost is then what it holds. */
 static void keep_stats_only(struct msp_item *it, const struct msp_stats *st)
 {
-    void *small = realloc(it->data, sizeof *st);
+    void *small = malloc(sizeof *st);
     if (!small)
         return;
     memcpy(small, st, sizeof *st);
+    free(it->data);
     it->data = small;
-    it->cost -= it->size;
-    it->cost += sizeof *st;
+    it->cost -= msp_malloc_cost(it->size); /* a tensor's payload is its size */
+    it->cost += msp_malloc_cost(sizeof *st);
     it->stats_in_data = 1;
 }
 

@@ -26,7 +26,7 @@ int msp_ring_item_alloc(uint64_t meta, uint64_t payload, struct msp_item **out)
     }
     it->next = NULL;
     it->in_ring = 0;
-    it->cost = meta + payload;
+    it->cost = msp_malloc_cost(meta) + msp_malloc_cost(payload); /* what it takes */
     *out = it;
     return MSP_PUSH_OK;
 }

@@ -30,6 +30,21 @@ uint64_t msp_mono_ns(void); /* CLOCK_MONOTONIC */
 /* A CLOCK_MONOTONIC deadline (ns) as a timed wait's timespec. */
 struct timespec msp_mono_timespec(uint64_t deadline_ns);
 
+/* The memory a malloc of n bytes takes (glibc, 64-bit): a chunk of the request
+ * and its 8-byte size word rounded up to 16, at least 32; from its default mmap
+ * threshold (128 KiB) on, pages of its own with a 16-byte header (more than
+ * the heap would take if the threshold has grown: an upper bound). What a
+ * malloc'd item is charged to a byte budget, so the budget bounds the memory
+ * of the small items too (a one-element tensor's statistics), not only their
+ * payloads. */
+static inline uint64_t msp_malloc_cost(uint64_t n)
+{
+    if (n >= (UINT64_C(128) << 10))
+        return (n + 16 + 4095) & ~(uint64_t)4095;
+    uint64_t chunk = (n + 8 + 15) & ~(uint64_t)15;
+    return chunk < 32 ? 32 : chunk;
+}
+
 /* Integer from the environment, clamped to [lo, hi]; def if unset or bad. */
 long msp_env_long(const char *name, long def, long lo, long hi);
 

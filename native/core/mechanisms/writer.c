@@ -575,8 +575,9 @@ struct held {
 /* A flush of writer w's batch, then its held items: out of the slot's queue
  * gauges only now (the control plane reads an empty queue as every record in
  * the log), and done for the queue (the exit drain waits for that before the
- * exit record). */
-static void finish(struct writer *w, struct held *h)
+ * exit record; the writer's head moves past them, to the lowest seq of `rest`,
+ * the items of its run still to come, or of its list). */
+static void finish(struct writer *w, struct held *h, const struct msp_item *rest)
 {
     if (w->batch)
         msp_recbatch_flush(w->batch);
@@ -587,7 +588,7 @@ static void finish(struct writer *w, struct held *h)
     }
     MSP_UNCOUNT(queue_depth, n);
     MSP_UNCOUNT(queue_bytes, bytes);
-    msp_queue_done(g_q, h->head);
+    msp_queue_done(g_q, w->idx, h->head, rest);
     *h = (struct held){NULL, &h->head, 0};
 }
 
@@ -602,7 +603,7 @@ static void *writer_main(void *arg)
         if (!it && !h.head)
             return NULL; /* the queue is closed */
         if (!it)
-            finish(w, &h);
+            finish(w, &h, NULL);
         for (struct msp_item *next; it; it = next) {
             next = it->next;
             it->next = NULL;
@@ -611,7 +612,7 @@ static void *writer_main(void *arg)
             h.tail = &it->next;
             h.bytes += it->cost;
             if (!w->batch || msp_recbatch_full(w->batch) || h.bytes >= HELD_MAX)
-                finish(w, &h);
+                finish(w, &h, next);
         }
     }
 }
@@ -641,6 +642,10 @@ int msp_writers_start(struct msp_queue *q, int n)
             errno = rc;
             break;
         }
+        /* named, so `top -H` (and a test that holds them) tells them from the host's */
+        char name[16];
+        snprintf(name, sizeof name, "msp-writer%d", i % 100);
+        pthread_setname_np(t, name);
         pthread_detach(t);
         started++;
     }

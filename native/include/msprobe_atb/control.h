@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #define MSP_CTL_MAGIC 0x4c54434250534d31
-#define MSP_CTL_VERSION 10
+#define MSP_CTL_VERSION 11
 
 #define MSP_MAX_RANGES 32
 #define MSP_MAX_IDS 128
@@ -45,6 +45,8 @@
 #define MSP_ROUND_KEY_LEN 40
 #define MSP_MAX_MODELS 8
 #define MSP_MODEL_NAME_LEN 128
+#define MSP_MAX_WRITERS 32
+#define MSP_HEAD_IDLE 0xffffffffffffffff /* writer_head[] of a writer with nothing */
 
 /* config.state */
 #define MSP_STATE_ASLEEP 0
@@ -206,7 +208,7 @@ struct msp_proc {
     uint64_t tensors_written;  /* records of complete .bin / stub / stats-only entries */
     uint64_t bytes_written;    /* payload bytes written to .bin files */
     uint64_t queue_depth;      /* items currently queued */
-    uint64_t queue_bytes;      /* bytes currently queued */
+    uint64_t queue_bytes;      /* memory the queued items take (queue_budget_bytes bounds it) */
     uint64_t drops;            /* selected but dropped by the drop policy */
     uint64_t errors;           /* selected but failed (disk full, bad input, ...) */
     uint64_t records;          /* lines appended to this process's record log */
@@ -240,6 +242,13 @@ struct msp_proc {
     struct msp_pending pending[MSP_PENDING_ROUNDS];
     uint64_t n_models;         /* entries of models[] in use (layout version 6) */
     struct msp_proc_model models[MSP_MAX_MODELS];
+    /* Writer heads (layout version 11): per writer thread, the lowest seq of the
+     * items handed to it (queued, in its hands, or lent to a hook thread for a
+     * direct write) whose records are not in the log yet; MSP_HEAD_IDLE when it has
+     * none. Raised only after those records' write(2); an item is covered from its
+     * push. docs/contracts.md §3 says what a reader may conclude. */
+    uint64_t n_writers;        /* writer threads started (0 before the first wake) */
+    uint64_t writer_head[MSP_MAX_WRITERS];
 };
 
 struct msp_control {

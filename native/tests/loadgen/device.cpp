@@ -33,29 +33,40 @@ DeviceResult RunDevice(const std::vector<Model> &models, const DeviceOptions &op
     ModelRunner prefill(models[0], opt.withState), decode(models[1], opt.withState);
     DeviceResult res;
     Sleep(opt.idleBefore, stop);
-    const Clock::time_point start = Clock::now();
-    auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-    // Paced per node (a layer's ~50 tensors), on the records the probe writes
-    // by default: one per tensor of the default stages and per op_param.json.
-    auto pace = [&] {
-        if (opt.rate > 0) {
-            const double records = (double)(res.counts.saved + res.counts.params);
-            const double ahead = records / opt.rate - elapsed();
-            if (ahead > 0)
-                Sleep(ahead, stop);
-        }
+    auto since = [](Clock::time_point t) {
+        return std::chrono::duration<double>(Clock::now() - t).count();
     };
-    auto more = [&] { return !stop && (opt.seconds <= 0 || elapsed() < opt.seconds); };
-    while (more()) {
-        prefill.Execute(res.counts, pace);
-        res.prefills++;
-        for (int k = 0; k < opt.decodeSteps && more(); ++k) {
-            decode.Execute(res.counts, pace);
-            res.decodes++;
+    // Requests at `rate` records a second (0: as fast as it can) for `seconds`
+    // (0: until a stop signal), paced per node (a layer's ~50 tensors), on the
+    // records the probe writes by default: one per tensor of the default stages
+    // and per op_param.json.
+    auto run = [&](double rate, double seconds) {
+        const Clock::time_point start = Clock::now();
+        const uint64_t base = res.counts.saved + res.counts.params;
+        auto pace = [&] {
+            if (rate > 0) {
+                const double records = (double)(res.counts.saved + res.counts.params - base);
+                const double ahead = records / rate - since(start);
+                if (ahead > 0)
+                    Sleep(ahead, stop);
+            }
+        };
+        auto more = [&] { return !stop && (seconds <= 0 || since(start) < seconds); };
+        while (more()) {
+            prefill.Execute(res.counts, pace);
+            res.prefills++;
+            for (int k = 0; k < opt.decodeSteps && more(); ++k) {
+                decode.Execute(res.counts, pace);
+                res.decodes++;
+            }
         }
-    }
-    res.seconds = elapsed();
-    Sleep(opt.idleAfter, stop);
+        return since(start);
+    };
+    res.seconds = run(opt.rate, opt.seconds);
+    if (opt.trickle > 0)
+        run(opt.trickle, 0);
+    else
+        Sleep(opt.idleAfter, stop);
     return res;
 }
 

@@ -19,6 +19,8 @@ struct DeviceOptions {
     double rate = 0;       // records per second (Counts: saved + params); 0: as fast as it can
     double idleBefore = 0; // seconds idle before the first op
     double idleAfter = 0;  // and after the last round
+    double trickle = 0;    // after the run time, records per second until a stop signal
+                           // (in place of idleAfter): a service dumping a little on
     bool withState = false;
 };
 
@@ -26,6 +28,7 @@ struct DeviceResult {
     Counts counts;
     uint64_t prefills = 0, decodes = 0;  // model executions (rounds)
     double seconds = 0;                  // from the first op to the end of the last round
+                                         // of the run time (a trickle after it apart)
 };
 
 // models[0] is the prefill model, models[1] the decode model.

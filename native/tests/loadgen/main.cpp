@@ -54,7 +54,10 @@ const char USAGE[] =
     "  --idle-before S     idle S seconds before the first op (0)\n"
     "  --idle-after S      idle S seconds after the last round, before exit (0): with\n"
     "                      --idle-before, a process's RSS can be read before and after\n"
-    "                      its burst; SIGTERM ends either at once\n";
+    "                      its burst; SIGTERM ends either at once\n"
+    "  --trickle R         after the run time, go on at R records/s until SIGTERM (in\n"
+    "                      place of --idle-after): a service that dumps a little after\n"
+    "                      a burst\n";
 
 [[noreturn]] void Usage(const char *why)
 {
@@ -108,6 +111,8 @@ Options Parse(int argc, char **argv)
             o.device.idleBefore = number(0);
         else if (a == "--idle-after")
             o.device.idleAfter = number(0);
+        else if (a == "--trickle")
+            o.device.trickle = number(0);
         else if (a == "--tiny")
             o.tree.tiny = true;
         else if (a == "--weights")
