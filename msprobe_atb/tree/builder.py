@@ -49,12 +49,11 @@ from msprobe_atb.tree.ingest import (
 )
 from msprobe_atb.tree.manifest import COLUMN_NAMES, ManifestWriter, record_row
 from msprobe_atb.tree.procinfo import ProcInfo, iso_time
-from msprobe_atb.tree.records import ProcKey, record_int
+from msprobe_atb.tree.records import ProcKey, RoundKey, record_int
 from msprobe_atb.tree.rounddir import MARKER, STAT, RoundDir, sync_pairs
 
 log = logging.getLogger("msprobe_atb")
 
-RoundKey = tuple[str, str]  # ("{dev}_{pid}", "{exec}")
 # Rows all processes together may hold in the kernel before the biggest holders'
 # are let out of order: a round that never ends and never has a moment with
 # nothing in flight would otherwise hold all of its rows in memory.

@@ -62,6 +62,10 @@ class ProcKey:
     start_ns: int
 
 
+# A round of a process's executions: ("{dev}_{pid}", "{exec}"), its dir under data/.
+RoundKey = tuple[str, str]
+
+
 def records_dir(dump_root: Path) -> Path:
     return dump_root / ".probe" / "records"
 
