@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from msprobe_atb.tree import fsio
 from msprobe_atb.tree.csvfmt import (
@@ -49,12 +49,11 @@ from msprobe_atb.tree.ingest import (
 )
 from msprobe_atb.tree.manifest import COLUMN_NAMES, ManifestWriter, record_row
 from msprobe_atb.tree.procinfo import ProcInfo, iso_time
-from msprobe_atb.tree.records import ProcKey
+from msprobe_atb.tree.records import ProcKey, RoundKey, record_int
 from msprobe_atb.tree.rounddir import MARKER, STAT, RoundDir, sync_pairs
 
 log = logging.getLogger("msprobe_atb")
 
-RoundKey = tuple[str, str]  # ("{dev}_{pid}", "{exec}")
 # Rows all processes together may hold in the kernel before the biggest holders'
 # are let out of order: a round that never ends and never has a moment with
 # nothing in flight would otherwise hold all of its rows in memory.
@@ -131,14 +130,6 @@ class Proc:
 def _bytes(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
-
-def _int(value: Any, default: int = -1) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
-
-
-def _seq(rec: dict) -> int | None:
-    seq = rec.get("seq")
-    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
 
 
 class TreeBuilder:
@@ -226,8 +217,8 @@ class TreeBuilder:
         elif kind == "param":
             tp = parse_tensor_path(str(rec.get("path", "")))
             if tp:
-                p.ingest.param(key_bytes(tp.round_key), _seq(rec),
-                               _int(rec.get("t"), 0), rec.get("file") == "lost")
+                p.ingest.param(key_bytes(tp.round_key), record_int(rec.get("seq"), None),
+                               record_int(rec.get("t"), 0), rec.get("file") == "lost")
         elif kind == "graph":
             p.info.add_graph(rec, self._problem)
         elif kind == "topo":
@@ -264,8 +255,8 @@ class TreeBuilder:
             self._problem("link-refused", f"pid {p.key.pid}: {path}: {rec['note']} (the file "
                           "system of the dump refuses hard links; msProbe's tools cannot read "
                           "such stubs)")
-        p.ingest.add_row(key_bytes(tp.round_key), _seq(rec),
-                         _int(rec.get("t"), 0), offset, line, rec.get("file") == "lost", stat,
+        p.ingest.add_row(key_bytes(tp.round_key), record_int(rec.get("seq"), None),
+                         record_int(rec.get("t"), 0), offset, line, rec.get("file") == "lost", stat,
                          extra, man)
 
     def _round(self, key: RoundKey) -> Round:
@@ -284,7 +275,7 @@ class TreeBuilder:
     def _counted_in(self, p: Proc, round_key: RoundKey, rec: dict) -> Round:
         """The round a loss record `rec` of process p counts in, marked as touched."""
         rnd = self._round(round_key)
-        rnd.last_t = max(rnd.last_t, _int(rec.get("t"), 0))
+        rnd.last_t = max(rnd.last_t, record_int(rec.get("t"), 0))
         rnd.procs.add(p.key)
         rnd.dirty = True
         return rnd
@@ -299,7 +290,7 @@ class TreeBuilder:
         unrecorded = rec.get("unrecorded")
         if not isinstance(unrecorded, dict):
             unrecorded = {}
-        params = _int(rec.get("params_unrecorded"), 0)
+        params = record_int(rec.get("params_unrecorded"), 0)
         if params > 0:  # their rounds are not known: the process's last one
             named = [k for k in map(_named_round, unrecorded) if k]
             round_key = p.last_round or (named[-1] if named else None)
@@ -309,7 +300,7 @@ class TreeBuilder:
             else:
                 self._counted_in(p, round_key, rec).params_lost += params
         for key, n in unrecorded.items():
-            n = _int(n, 0)
+            n = record_int(n, 0)
             round_key = _named_round(key) or p.last_round
             if n <= 0 or round_key is None:
                 continue

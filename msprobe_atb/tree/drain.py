@@ -12,7 +12,7 @@ from msprobe_atb.control.liveness import is_alive
 from msprobe_atb.tree import fsio, progress
 from msprobe_atb.tree.builder import TreeBuilder
 from msprobe_atb.tree.progress import Progress
-from msprobe_atb.tree.records import LogTailer, ProcKey, list_logs, records_dir
+from msprobe_atb.tree.records import LogTailer, ProcKey, list_logs, log_path
 
 log = logging.getLogger("msprobe_atb")
 
@@ -56,11 +56,10 @@ class BlockOracle:
             return
         self._slots = {ProcKey(s.pid, s.start_ns): s for s in self.block.procs()}
         self._idle_at, self._quiet_at, self._marks = {}, {}, {}
-        logs = records_dir(self.block.dump_root)
         seen, self._seen = self._seen, {}
         for key, slot in self._slots.items():
             try:
-                size = os.stat(logs / f"{key.pid}-{key.start_ns}.jsonl").st_size
+                size = os.stat(log_path(self.block.dump_root, key)).st_size
             except OSError:
                 size = 0
             if last_seqs is not None and key in last_seqs:
@@ -91,7 +90,7 @@ class BlockOracle:
         if key in self._slots:
             return self._quiet_at.get(key)
         try:  # no slot: nothing of it in flight, its log is whole
-            return os.stat(records_dir(self.dump_root) / f"{key.pid}-{key.start_ns}.jsonl").st_size
+            return os.stat(log_path(self.dump_root, key)).st_size
         except (OSError, TypeError):
             return None
 

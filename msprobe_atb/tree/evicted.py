@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import bisect
 
-from msprobe_atb.tree.records import ProcKey
-
-RoundKey = tuple[str, str]  # ("{dev}_{pid}", "{exec}")
+from msprobe_atb.tree.records import ProcKey, RoundKey
 
 
 class EvictedRounds:

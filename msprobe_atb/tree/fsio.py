@@ -61,6 +61,12 @@ def open_dir(dump_root: Path, parts: Sequence[str], create: bool) -> int:
     return fd
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def _open_temporary(dir_fd: int, name: str) -> tuple[str, int]:
     """(name, fd) of a new temporary beside `name` in dir_fd, open for writing (one
     a dead writer of this pid left is replaced)."""
@@ -80,9 +86,7 @@ def _staged(dir_fd: int, name: str, data: bytes) -> str:
     """Writes data to a temporary beside `name` in dir_fd; returns the temporary."""
     tmp, out = _open_temporary(dir_fd, name)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(out, view):]
+        _write_all(out, data)
     except BaseException:
         os.close(out)
         os.unlink(tmp, dir_fd=dir_fd)
@@ -146,9 +150,7 @@ def append_files_at(dir_fd: int, files: Sequence[tuple[str, bytes]]) -> None:
             done.append((out, st.st_size))
             if not stat.S_ISREG(st.st_mode):
                 raise UnsafePath(f"not a regular file: {name}")
-            view = memoryview(data)
-            while view:
-                view = view[os.write(out, view):]
+            _write_all(out, data)
         for out, _ in done:
             os.close(out)
         done = []

@@ -17,11 +17,10 @@ import os
 from dataclasses import dataclass
 
 from msprobe_atb.tree.names import text_of
+from msprobe_atb.tree.records import RoundKey
 from msprobe_atb.tree.vocab import DTYPE_NAMES, FORMAT_NAMES
 
 from ._ingest import ffi, lib
-
-RoundKey = tuple[str, str]  # ("{dev}_{pid}", "{exec}")
 
 for _kind, _table in enumerate((DTYPE_NAMES, FORMAT_NAMES)):
     for _code, _name in _table.items():

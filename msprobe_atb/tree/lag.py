@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_atb.tree.progress import Progress
-from msprobe_atb.tree.records import CHUNK, list_logs
+from msprobe_atb.tree.records import CHUNK, list_logs, log_name
 
 WINDOW = 64 << 10  # read past a log's built offset: its first record, a sample of sizes
 FIRST_LINE_MAX = CHUNK  # a first record longer than this (a big graph) gets no age
@@ -56,7 +56,7 @@ def _ago(t_ns: int | None, now_ns: int) -> float | None:
 
 def appended_of(slots: Iterable[Any]) -> dict[str, int]:
     """{record log name: lines its process appended} from control-block slots."""
-    return {f"{s.pid}-{s.start_ns}.jsonl": s.records for s in slots}
+    return {log_name(s.pid, s.start_ns): s.records for s in slots}
 
 
 def appended_in_block(dump_root: Path) -> dict[str, int]:

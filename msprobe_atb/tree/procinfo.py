@@ -10,7 +10,6 @@ import datetime as _dt
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from msprobe_atb.tree import fsio
 from msprobe_atb.tree.csvfmt import csv_line
@@ -22,6 +21,7 @@ from msprobe_atb.tree.info import (
     model_json,
     parse_json_object,
 )
+from msprobe_atb.tree.records import record_int
 
 log = logging.getLogger("msprobe_atb")
 
@@ -60,9 +60,6 @@ def iso_time(t_ns: int) -> str:
     return _dt.datetime.fromtimestamp(t_ns / 1e9, _dt.timezone.utc).isoformat(
         timespec="milliseconds").replace("+00:00", "Z")
 
-
-def _int(value: Any, default: int = -1) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 @dataclass
@@ -116,7 +113,7 @@ class ProcInfo:
         for w in warnings:
             problem("graph-warning", f"pid {self.pid}: {w}")
         self.dirty = True
-        return name, parsed, (_int(rec.get("dev")), data), extra
+        return name, parsed, (record_int(rec.get("dev")), data), extra
 
     def add_graph(self, rec: dict, problem: Problem) -> None:
         got = self._doc(rec, "graph", "name", "layer graph",
@@ -153,9 +150,9 @@ class ProcInfo:
             return
         kernel = str(rec.get("kernel", ""))
         op_id, sep, name = kernel.partition(":")
-        t = _int(rec.get("t"), 0)
-        self.overflow.append((_int(rec.get("dev")), [
-            str(_int(rec.get("seq"), 0)), iso_time(t) if t else "", op_id if sep else "",
+        t = record_int(rec.get("t"), 0)
+        self.overflow.append((record_int(rec.get("dev")), [
+            str(record_int(rec.get("seq"), 0)), iso_time(t) if t else "", op_id if sep else "",
             name if sep else kernel, kernel]))
         self.dirty = True
 

@@ -30,6 +30,11 @@ def hex_float(text: str) -> float | None:
         return None
 
 
+def record_int(value: object, default: int | None = -1) -> int | None:
+    """An integer field of a record; `default` for anything else (a bool included)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
 def record_float(value: object) -> float | None:
     """A double of a record: a hex-float string (hex_float), a JSON number (the
     torch dumper, logs of earlier versions), or "nan", "inf", "-inf"; None for
@@ -57,8 +62,21 @@ class ProcKey:
     start_ns: int
 
 
+# A round of a process's executions: ("{dev}_{pid}", "{exec}"), its dir under data/.
+RoundKey = tuple[str, str]
+
+
 def records_dir(dump_root: Path) -> Path:
     return dump_root / ".probe" / "records"
+
+
+def log_name(pid: int, start_ns: int) -> str:
+    """The record log of process (pid, start_ns), as LOG_NAME reads it back."""
+    return f"{pid}-{start_ns}.jsonl"
+
+
+def log_path(dump_root: Path, key: ProcKey) -> Path:
+    return records_dir(dump_root) / log_name(key.pid, key.start_ns)
 
 
 def list_logs(dump_root: Path) -> list[tuple[ProcKey, Path]]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from msprobe_atb.tree import fsio
 from msprobe_atb.tree.csvfmt import EXTRA_HEADER, HEADER
+from msprobe_atb.tree.records import RoundKey
 
 STAT = "statistic.csv"
 EXTRA = "statistic_extra.csv"
@@ -33,7 +34,7 @@ def _seq_of(extra_row: bytes) -> int:
 
 
 class RoundDir:
-    def __init__(self, dump_root: Path, key: tuple[str, str]):
+    def __init__(self, dump_root: Path, key: RoundKey):
         self.dump_root = dump_root
         self.rel = ("data", key[0], key[1])
         self._fd: int | None = None

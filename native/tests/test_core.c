@@ -24,6 +24,7 @@
 #include "queue.h"
 #include "selcache.h"
 #include "stats.h"
+#include "stats_simd.h"
 #include "util.h"
 #include "window.h"
 
@@ -372,6 +373,220 @@ static void test_stats_simd(void)
     char note[64];
     CHECK(msp_stats_compute(0, nans, sizeof nans, &s, note, sizeof note) == 0 &&
           s.has_minmax && s.max == 2.0 && s.min == 2.0 && s.nan == 8);
+}
+
+/* ---- every path of the float statistics against a reference ---- */
+
+/* fp32, fp16, bf16: their dtype codes and element sizes */
+static const int g_fdt[3] = {0, 1, 27};
+static const size_t g_fsize[3] = {4, 2, 2};
+static const char *const g_fname[3] = {"fp32", "fp16", "bf16"};
+
+static uint64_t g_rng = 88172645463325252ull;
+
+static uint32_t rnd32(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (uint32_t)(g_rng >> 16);
+}
+
+static double decoded(int k, const unsigned char *p, size_t i)
+{
+    if (k == 0) {
+        float f;
+        memcpy(&f, p + 4 * i, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, p + 2 * i, 2);
+    return k == 1 ? msp_fp16_to_float(h) : msp_bf16_to_float(h);
+}
+
+static void put_bits(int k, unsigned char *p, size_t i, uint32_t bits)
+{
+    if (k == 0) {
+        memcpy(p + 4 * i, &bits, 4);
+    } else {
+        uint16_t h = (uint16_t)bits;
+        memcpy(p + 2 * i, &h, 2);
+    }
+}
+
+/* v: 0, or a normal value of at most 8 significant bits, as all three dtypes hold it */
+static void put_value(int k, unsigned char *p, size_t i, float v)
+{
+    uint32_t bits;
+    memcpy(&bits, &v, 4);
+    if (k == 1) {
+        int e;
+        float f = frexpf(fabsf(v), &e); /* |v| = f * 2^e, f in [0.5, 1) */
+        bits = (bits >> 16 & 0x8000) |
+               (v == 0 ? 0 : (uint32_t)(e + 14) << 10 | (uint32_t)((f * 2 - 1) * 1024));
+    } else if (k == 2) {
+        bits >>= 16;
+    }
+    put_bits(k, p, i, bits);
+}
+
+/* Raw patterns of the special values, both NaN signs and several payloads. */
+static uint32_t special_bits(int k, uint32_t which)
+{
+    static const uint32_t f32[] = {0x7fc00000, 0x7f800001, 0xffc00000, 0xffffffff, 0x7f800000,
+                                   0xff800000, 0x00000000, 0x80000000, 0x00000001, 0x80000001};
+    static const uint32_t f16[] = {0x7e00, 0x7c01, 0xfe00, 0xffff, 0x7c00,
+                                   0xfc00, 0x0000, 0x8000, 0x0001, 0x8001};
+    static const uint32_t b16[] = {0x7fc0, 0x7f81, 0xffc0, 0xffff, 0x7f80,
+                                   0xff80, 0x0000, 0x8000, 0x0001, 0x8001};
+    const uint32_t *t = k == 0 ? f32 : k == 1 ? f16 : b16;
+    return t[which % 10]; /* NaN x4, +Inf, -Inf, +0, -0, ± the smallest subnormal */
+}
+
+/* What a plain double loop over the decoded values gives; max prefers +0 to -0
+ * and min -0 to +0. abssum bounds the rounding of the sums. */
+struct float_ref {
+    uint64_t nan, pinf, ninf, zero;
+    int seen;
+    double max, min, sum, sumsq, abssum;
+};
+
+static struct float_ref float_reference(int k, const unsigned char *p, size_t n)
+{
+    struct float_ref r = {0};
+    for (size_t i = 0; i < n; i++) {
+        double v = decoded(k, p, i);
+        r.sum += v;
+        r.sumsq += v * v;
+        r.abssum += fabs(v);
+        if (v != v) {
+            r.nan++;
+            continue;
+        }
+        r.pinf += v == INFINITY;
+        r.ninf += v == -INFINITY;
+        r.zero += v == 0;
+        if (!r.seen || v > r.max || (v == r.max && !signbit(v)))
+            r.max = v;
+        if (!r.seen || v < r.min || (v == r.min && signbit(v)))
+            r.min = v;
+        r.seen = 1;
+    }
+    return r;
+}
+
+/* got within n roundings of want (scale: the sum of magnitudes behind it), or both
+ * the same non-finite value; exact when exact is set. */
+static int near(double got, double want, double scale, size_t n, int exact)
+{
+    if (want != want)
+        return got != got;
+    if (isinf(want) || exact)
+        return got == want;
+    return fabs(got - want) <= 2.0 * (double)n * 0x1p-53 * scale;
+}
+
+static int same_double(double a, double b)
+{
+    return !memcmp(&a, &b, sizeof a);
+}
+
+/* The statistics of n elements at p, by the vector pass and by the scalar loop
+ * alone, each against the reference; exact: the sums are exact in any order. */
+static void check_float_paths(int k, const unsigned char *p, size_t n, int exact, const char *what)
+{
+    struct float_ref r = float_reference(k, p, n);
+    for (int scalar = 0; scalar < 2; scalar++) {
+        msp_stats_simd_off(scalar);
+        struct msp_stats s;
+        char note[64];
+        int ok = msp_stats_compute(g_fdt[k], p, n * g_fsize[k], &s, note, sizeof note) == 0 &&
+                 s.count == n && s.nan == r.nan && s.pinf == r.pinf && s.ninf == r.ninf &&
+                 s.zero == r.zero && s.has_minmax == r.seen &&
+                 (!r.seen || (same_double(s.max, r.max) && same_double(s.min, r.min))) &&
+                 near(s.mean, r.sum / (double)n, r.abssum / (double)n, n, exact) &&
+                 near(s.norm, sqrt(r.sumsq), sqrt(r.sumsq), n, exact);
+        CHECK(ok);
+        if (!ok)
+            printf("  %s %s n=%zu %s: nan %llu/%llu pinf %llu/%llu ninf %llu/%llu zero %llu/%llu"
+                   " max %a/%a min %a/%a mean %a/%a norm %a/%a\n",
+                   g_fname[k], scalar ? "scalar" : "vector", n, what,
+                   (unsigned long long)s.nan, (unsigned long long)r.nan,
+                   (unsigned long long)s.pinf, (unsigned long long)r.pinf,
+                   (unsigned long long)s.ninf, (unsigned long long)r.ninf,
+                   (unsigned long long)s.zero, (unsigned long long)r.zero, s.max, r.max, s.min,
+                   r.min, s.mean, r.sum / (double)n, s.norm, sqrt(r.sumsq));
+    }
+    msp_stats_simd_off(0);
+}
+
+/* Fills n elements: k/16 values (|k| < 256, exact in all three dtypes, so every
+ * sum is exact in any order), and 1 in `every` a special value (0: none). */
+static void fill_exact(int k, unsigned char *p, size_t n, uint32_t every)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x = rnd32();
+        if (every && x % every == 0)
+            put_bits(k, p, i, special_bits(k, x / every));
+        else
+            put_value(k, p, i, (float)((int)(x % 511) - 255) / 16.0f);
+    }
+}
+
+static void test_stats_paths(void)
+{
+    enum { BIG = (2 << 14) * 16 + 37 }; /* two blocks of lane counters and a tail */
+    unsigned char *buf = malloc(BIG * 4 + 4);
+    CHECK(buf);
+    if (!buf)
+        return;
+    struct msp_float_acc probe = {0};
+    uint16_t ones[16] = {0};
+    if (!msp_stats_simd(1, ones, 16, &probe))
+        printf("  (this CPU has no AVX2/F16C/FMA: the vector pass is not tested)\n");
+    for (int k = 0; k < 3; k++) {
+        for (size_t n = 1; n <= 70; n++) {
+            /* unaligned too: the start one element in */
+            for (size_t off = 0; off < 2; off++) {
+                unsigned char *p = buf + off * g_fsize[k];
+                fill_exact(k, p, n, 0);
+                check_float_paths(k, p, n, 1, "k/16");
+                fill_exact(k, p, n, 3);
+                check_float_paths(k, p, n, 0, "k/16, dense specials");
+                fill_exact(k, p, n, 23);
+                check_float_paths(k, p, n, 0, "k/16, sparse specials");
+                for (size_t i = 0; i < n; i++) /* any pattern: all exponents, subnormals */
+                    put_bits(k, p, i, rnd32());
+                check_float_paths(k, p, n, 0, "random patterns");
+                for (size_t i = 0; i < n; i++)
+                    put_bits(k, p, i, special_bits(k, rnd32() % 4));
+                check_float_paths(k, p, n, 0, "all NaN");
+                put_value(k, p, n - 1, -2.5f);
+                check_float_paths(k, p, n, 0, "NaN and a last -2.5");
+                for (size_t i = 0; i < n; i++) /* only negative values, -Inf and -0 */
+                    put_bits(k, p, i, rnd32() % 3 ? special_bits(k, rnd32() % 2 ? 5 : 7)
+                                                  : special_bits(k, 9));
+                put_value(k, p, n / 2, -1.0f);
+                check_float_paths(k, p, n, 0, "negative");
+                for (size_t i = 0; i < n; i++) /* zeros of both signs */
+                    put_bits(k, p, i, special_bits(k, 6 + rnd32() % 2));
+                check_float_paths(k, p, n, 1, "zeros");
+                for (size_t i = 0; i < n; i++)
+                    put_bits(k, p, i, special_bits(k, 7));
+                check_float_paths(k, p, n, 1, "-0 only");
+            }
+        }
+        fill_exact(k, buf, BIG, 0);
+        check_float_paths(k, buf, BIG, 1, "large k/16");
+        fill_exact(k, buf, BIG, 4099);
+        check_float_paths(k, buf, BIG, 0, "large k/16, sparse specials");
+        memset(buf, 0, BIG * g_fsize[k]); /* every lane counts zeros across blocks */
+        check_float_paths(k, buf, BIG, 1, "large zeros");
+        for (size_t i = 0; i < BIG; i++)
+            put_bits(k, buf, i, special_bits(k, 4 + i % 2));
+        check_float_paths(k, buf, BIG, 0, "large ±Inf");
+    }
+    free(buf);
 }
 
 static void test_stats(void)
@@ -1471,6 +1686,7 @@ int main(void)
     test_binfile();
     test_stats();
     test_stats_simd();
+    test_stats_paths();
     test_json();
     test_json_f64();
     test_json_strings();

@@ -64,8 +64,10 @@ def test_daemon_memory_does_not_grow_with_rounds(out_dir, shims, daemons, daemon
     xs, ys = xs[len(xs) // 3:], samples[len(samples) // 3:]
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    # before the fix each round kept its rows (~1.7 KiB each, 50 KiB per round)
-    assert slope < 4, f"daemon RSS grows {slope:.1f} KiB per round: {samples} KiB"
+    # before the fix each round kept its rows (~1.7 KiB each, 50 KiB per round);
+    # without a leak the daemon's RSS moves in steps of its 1 MiB mmap threshold
+    # (a clean clone's run read 5.1 KiB a round from such steps on a flat line)
+    assert slope < 12, f"daemon RSS grows {slope:.1f} KiB per round: {samples} KiB"
     for r in (0, done - 1):  # complete while the process is busy
         marker = dump_root / "data" / f"0_{shim.pid}" / str(r) / "ROUND_COMPLETE.json"
         assert json.loads(marker.read_text())["rows"] == ROWS

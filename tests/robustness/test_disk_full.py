@@ -150,11 +150,14 @@ def test_rebuild_once_there_is_room_again(full_run):
     assert sum(m.get("params_lost", 0) for m in markers) == lost_params(records(root)) > 0
     assert sum(e["Data Status"] == "lost" for _, _, e in csv_rows(root)) == lost
     # The offline tools read a dump with lost rows (their files do not exist), and
-    # compare says it is not a pass: the lost tensors could not be compared.
-    for args, rc in ((("stats", str(out)), 0), (("compare", "-gp", str(out), "-tp", str(out),
-                                                  "-o", str(fs.parent / "cmp.csv")), 1)):
+    # compare says it is not a pass: the lost tensors could not be compared (exit 1,
+    # or 3 when the disk filled so early that too few pairs are left to call the
+    # comparison complete: how much fits before it fills depends on timing).
+    for args, rcs in ((("stats", str(out)), (0,)),
+                      (("compare", "-gp", str(out), "-tp", str(out), "-o",
+                        str(fs.parent / "cmp.csv")), (1, 3))):
         r = cli(*args)
-        assert r.returncode == rc and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
+        assert r.returncode in rcs and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
     assert "LOST: " in r.stdout and "NOT A PASS" in r.stdout
     r = cli("stats", str(out))
     assert "op_param.json files were not written (round markers)" in r.stdout, r.stdout

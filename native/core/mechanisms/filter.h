@@ -47,9 +47,6 @@ static inline int msp_dump_dir_shape(const char *dir, size_t n)
  * a dir not of msp_dump_dir_shape. Otherwise its answer depends only on the op
  * path, what follows "{dev}_{pid}/{exec}/" (selcache.h caches it by that). */
 int msp_op_selected(const struct msp_config *cfg, const char *dir, size_t n);
-/* The op path of dir: past its second '/'; NULL if it has fewer (then
- * msp_op_selected says no). Inline, a word at a time: IsSaveTensorInSpecificDir
- * asks it at every call. */
 /* msp_dir_op_path of a dir under 8 bytes (out of line: the inline one then
  * needs no stack). */
 const char *msp_dir_op_path_short(const char *dir, size_t n);
@@ -61,6 +58,9 @@ static inline uint64_t msp_slash_bytes(uint64_t w) /* 0x80 in each '/' byte of w
     return ~(((x & low7) + low7) | x | low7);
 }
 
+/* The op path of dir: past its second '/'; NULL if it has fewer (then
+ * msp_op_selected says no). Inline, a word at a time: IsSaveTensorInSpecificDir
+ * asks it at every call. */
 static inline const char *msp_dir_op_path(const char *dir, size_t n)
 {
     uint64_t w, slash;

@@ -122,16 +122,12 @@ static inline int cacheable(size_t pn, size_t n)
     return pn - 1 < MSP_SEL_KEY_BYTES && n >= 8;
 }
 
-/* Past the home slot: the other ways, else the filters' verdict, kept. */
+/* Past the home slot of op path [p, p + pn) (hash h): the other ways, else
+ * the filters' verdict, kept. */
 static __attribute__((noinline)) int decide(struct msp_selcache *c, uint32_t epoch,
                                             const struct msp_config *cfg, const char *dir,
-                                            size_t n)
+                                            size_t n, const char *p, size_t pn, uint64_t h)
 {
-    const char *p = msp_dir_op_path(dir, n);
-    size_t pn = (size_t)(dir + n - p);
-    if (!epoch || !cacheable(pn, n))
-        return msp_op_selected(cfg, dir, n);
-    uint64_t h = key_hash(p, pn);
     for (uint64_t w = 1; w < MSP_SEL_WAYS; w++) {
         int verdict = entry_verdict(&c->e[(h + w) & c->mask], epoch, p, pn, h);
         if (verdict >= 0)
@@ -149,11 +145,9 @@ int msp_selcache_op_selected(struct msp_selcache *c, uint32_t epoch,
     if (!p)
         return 0; /* no dump dir, or no op segment: msp_op_selected says no */
     size_t pn = (size_t)(dir + n - p);
-    if (epoch && cacheable(pn, n)) { /* the home slot; decide looks further */
-        uint64_t h = key_hash(p, pn);
-        int verdict = entry_verdict(&c->e[h & c->mask], epoch, p, pn, h);
-        if (verdict >= 0)
-            return verdict;
-    }
-    return decide(c, epoch, cfg, dir, n);
+    if (!epoch || !cacheable(pn, n))
+        return msp_op_selected(cfg, dir, n);
+    uint64_t h = key_hash(p, pn);
+    int verdict = entry_verdict(&c->e[h & c->mask], epoch, p, pn, h); /* the home slot */
+    return verdict >= 0 ? verdict : decide(c, epoch, cfg, dir, n, p, pn, h);
 }

@@ -82,9 +82,9 @@ static inline void acc_f(struct msp_float_acc *a, double v)
     if (!a->seen) {
         a->max = a->min = v;
         a->seen = 1;
-    } else if (v > a->max) {
+    } else if (msp_stats_above(v, a->max)) {
         a->max = v;
-    } else if (v < a->min) {
+    } else if (msp_stats_above(a->min, v)) {
         a->min = v;
     }
 }
@@ -200,14 +200,15 @@ int msp_stats_compute(int dtype, const void *data, uint64_t size, struct msp_sta
     }
     uint64_t n = size / esize;
     struct msp_float_acc a = {0};
-    /* fp32/fp16/bf16: the vectorised pass takes all but the tail */
-    uint64_t first = msp_stats_simd(dtype, data, n, &a);
+    /* fp32/fp16/bf16: the vectorised pass takes them all, where the CPU allows */
+    uint64_t first = msp_stats_simd(dtype, data, n, &a) ? n : 0;
     out->kind = MSP_STATS_FLOAT;
     switch (dtype) {
     case MSP_DT_FLOAT: LOOP_FLOAT(float, raw_); break;
     case MSP_DT_DOUBLE: LOOP_FLOAT(double, raw_); break;
     case MSP_DT_FLOAT16:
-        pthread_once(&g_fp16_once, build_fp16);
+        if (first < n) /* no vector pass */
+            pthread_once(&g_fp16_once, build_fp16);
         LOOP_FLOAT(uint16_t, g_fp16[raw_]);
         break;
     case MSP_DT_BF16: LOOP_FLOAT(uint16_t, msp_bf16_to_float(raw_)); break;
