@@ -19,7 +19,7 @@ FUZZ_TARGETS :=
 # Artifacts only `make bench` needs (reference probes).
 BENCH_TARGETS :=
 
-.PHONY: all native deps pyext bytecode test native-test pytest lint demo bench clean fuzz fuzz-config fuzz-manifest
+.PHONY: all native deps pyext bytecode test native-test pytest lint demo bench clean fuzz
 all: native pyext bytecode
 
 include native/atbsim/atbsim.mk
@@ -77,42 +77,30 @@ pytest: all deps
 test: all native-test lint pytest
 
 # ---- standing fuzzers (`make test` runs a short version of each) ----
+# fuzz-NAME runs tests/fuzz/NAME_fuzz.py with FUZZ_ARGS_NAME:
+#   config     crafted config.json edits through the validator and the shim's reader
+#   reader     crafted incident files and non-UTF-8 op names through every offline reader
+#   manifest   crafted manifests, part files, CSV paths and stubs through stats, compare,
+#              report, query (about 5 s an input on the 2-core machine, after 40 s making
+#              the real dumps)
+#   scheduler  the Dask scheduler's inputs
+#   replay     crafted op_param.json and tensors through replay (param values, shapes,
+#              dtypes, bombs)
+#   hostile    hostile mapping YAML, safetensors headers and configs, SQL for query, FIFOs
+#              and devices in place of every file a reader opens
 CONFIG_FUZZ_EXAMPLES ?= 10000
-FUZZ_TARGETS += fuzz-config
-fuzz-config: all deps
-	$(VPY) tests/fuzz/config_fuzz.py --examples $(CONFIG_FUZZ_EXAMPLES)
-# Crafted incident files and non-UTF-8 op names through every offline reader.
-FUZZ_TARGETS += fuzz-readers
-.PHONY: fuzz-readers
-fuzz-readers: all deps
-	$(VPY) tests/fuzz/reader_fuzz.py
-
-# Crafted manifests, part files, CSV paths and stubs through stats, compare, report, query
-# (about 5 s an input on the 2-core machine, after 40 s making the real dumps).
 MANIFEST_FUZZ_INPUTS ?= 200
-FUZZ_TARGETS += fuzz-manifest
-fuzz-manifest: all deps
-	$(VPY) tests/fuzz/manifest_fuzz.py --inputs $(MANIFEST_FUZZ_INPUTS)
-
 SCHEDULER_FUZZ_EXAMPLES ?= 2000
-FUZZ_TARGETS += fuzz-scheduler
-.PHONY: fuzz-scheduler
-fuzz-scheduler: all deps
-	$(VPY) tests/fuzz/scheduler_fuzz.py --examples $(SCHEDULER_FUZZ_EXAMPLES)
-
-# Crafted op_param.json and tensors through replay (param values, shapes, dtypes, bombs).
 REPLAY_FUZZ_EXAMPLES ?= 3000
-FUZZ_TARGETS += fuzz-replay
-.PHONY: fuzz-replay
-fuzz-replay: all deps
-	$(VPY) tests/fuzz/replay_fuzz.py --examples $(REPLAY_FUZZ_EXAMPLES)
-
-# Hostile mapping YAML, safetensors headers and configs, SQL for query, FIFOs and
-# devices in place of every file a reader opens.
-FUZZ_TARGETS += fuzz-hostile
-.PHONY: fuzz-hostile
-fuzz-hostile: all deps
-	$(VPY) tests/fuzz/hostile_fuzz.py
+FUZZ_ARGS_config = --examples $(CONFIG_FUZZ_EXAMPLES)
+FUZZ_ARGS_manifest = --inputs $(MANIFEST_FUZZ_INPUTS)
+FUZZ_ARGS_scheduler = --examples $(SCHEDULER_FUZZ_EXAMPLES)
+FUZZ_ARGS_replay = --examples $(REPLAY_FUZZ_EXAMPLES)
+PY_FUZZ_TARGETS := $(addprefix fuzz-,config reader manifest scheduler replay hostile)
+FUZZ_TARGETS += $(PY_FUZZ_TARGETS)
+.PHONY: $(PY_FUZZ_TARGETS)
+$(PY_FUZZ_TARGETS): fuzz-%: all deps
+	$(VPY) tests/fuzz/$*_fuzz.py $(FUZZ_ARGS_$*)
 
 # Every target runs even if an earlier one finds something; the summary lines come last.
 fuzz:

@@ -206,17 +206,21 @@ def _checkpoint_copies(base: Path):
     return copy
 
 
-def _safetensors(base: Path):
+def _atbsim_run(checkpoint: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
+    """The stand-in model run on the checkpoint `checkpoint`."""
     from testkit import atbsim_bin
 
+    return subprocess.run([str(atbsim_bin(0)), "run", "--weights", str(checkpoint), *args],
+                          capture_output=True, text=True, timeout=HANG, **kwargs)
+
+
+def _safetensors(base: Path):
     copies = _checkpoint_copies(base)
 
     def check(which: str, content: bytes) -> None:
         with copies() as d:
             (d / ("model.safetensors" if which == "header" else "config.json")).write_bytes(content)
-            res = subprocess.run([str(atbsim_bin(0)), "run", "--weights", str(d),
-                                  "--decode-steps", "1"], capture_output=True, text=True,
-                                 timeout=HANG, preexec_fn=_limit_memory)
+            res = _atbsim_run(d, "--decode-steps", "1", preexec_fn=_limit_memory)
             assert res.returncode in (0, 2), (res.returncode, res.stderr[-2000:])
             if res.returncode == 2:
                 assert res.stderr.startswith("atbsim: --weights: "), res.stderr[-2000:]
@@ -282,8 +286,6 @@ def _nonregular(base: Path):
 
 def _mapping_and_checkpoint_files(base: Path):
     """The files a user names (the mapping) and a checkpoint holds, as nonregular."""
-    from testkit import atbsim_bin
-
     copies = _checkpoint_copies(base)
 
     def check(name: str, kind: str) -> None:
@@ -298,8 +300,7 @@ def _mapping_and_checkpoint_files(base: Path):
                 assert not res.stderr and "not a regular file" in res.stdout, res
             else:
                 _plant(d / name, kind)
-                res = subprocess.run([str(atbsim_bin(0)), "run", "--weights", str(d)],
-                                     capture_output=True, text=True, timeout=HANG)
+                res = _atbsim_run(d)
                 assert res.returncode == 2 and "not a regular file" in res.stderr, res.stderr
     return check
 

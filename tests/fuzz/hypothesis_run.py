@@ -55,3 +55,12 @@ def run_targets(names: list[str], run_one: Callable[[str], tuple[int, list[BaseE
               flush=True)
         total += len(findings)
     return 1 if total else 0
+
+
+def run_short(run: Callable[..., tuple[int, list[BaseException]]], target: str,
+              examples: int) -> None:
+    """`make test`'s short run of one target: fixed inputs, the first finding raised."""
+    tried, findings = run(target, examples, derandomize=True)
+    assert tried >= examples
+    if findings:
+        raise findings[0]
