@@ -37,19 +37,19 @@ deps: $(VENV)/.stamp
 # The cffi extension compiles native/core/mechanisms/control.c with control.h,
 # the same sources the shim uses, so both sides share one layout.
 PYEXT_STAMP := msprobe_atb/control/.ext_stamp
-$(PYEXT_STAMP): $(VENV)/.stamp native/include/msprobe_atb/control.h native/core/mechanisms/control.c msprobe_atb/control/_build.py
+$(PYEXT_STAMP): $(VENV)/.stamp native/include/msprobe_atb/control.h native/core/mechanisms/control.c msprobe_atb/control/_build.py msprobe_atb/cffi_build.py
 	$(VPY) msprobe_atb/control/_build.py
 	touch $@
 # The fused compare-metrics kernel (native/compare) and the shim's statistics
 # (native/core/mechanisms/stats.c), cffi extensions of offline/read.
 KERNEL_STAMP := msprobe_atb/offline/read/.kernel_stamp
-$(KERNEL_STAMP): $(VENV)/.stamp native/compare/pair_kernel.c native/compare/pair_kernel.h $(addprefix native/core/mechanisms/,stats.c stats.h stats_simd.c stats_simd.h dtype.c dtype.h jsonw.c jsonw.h) msprobe_atb/offline/read/_build_kernel.py
+$(KERNEL_STAMP): $(VENV)/.stamp native/compare/pair_kernel.c native/compare/pair_kernel.h $(addprefix native/core/mechanisms/,stats.c stats.h stats_simd.c stats_simd.h dtype.c dtype.h jsonw.c jsonw.h) msprobe_atb/offline/read/_build_kernel.py msprobe_atb/cffi_build.py
 	$(VPY) msprobe_atb/offline/read/_build_kernel.py
 	touch $@
 # The control plane's ingest kernel (native/ingest): record lines in, CSV and
 # manifest rows out, a cffi extension of tree/.
 INGEST_STAMP := msprobe_atb/tree/.ingest_stamp
-$(INGEST_STAMP): $(VENV)/.stamp $(wildcard native/ingest/*.c native/ingest/*.h) msprobe_atb/tree/_build_ingest.py
+$(INGEST_STAMP): $(VENV)/.stamp $(wildcard native/ingest/*.c native/ingest/*.h) msprobe_atb/tree/_build_ingest.py msprobe_atb/cffi_build.py
 	$(VPY) msprobe_atb/tree/_build_ingest.py
 	touch $@
 pyext: $(PYEXT_STAMP) $(KERNEL_STAMP) $(INGEST_STAMP)

@@ -8,12 +8,12 @@ the shim compiles. Run from anywhere: `python msprobe_atb/control/_build.py`.
 from __future__ import annotations
 
 import re
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from cffi import FFI
+
+from msprobe_atb.cffi_build import build_into
 
 REPO = Path(__file__).resolve().parents[2]
 HEADER = REPO / "native" / "include" / "msprobe_atb" / "control.h"
@@ -41,14 +41,7 @@ def make_builder() -> FFI:
 
 
 def main() -> int:
-    ffi = make_builder()
-    with tempfile.TemporaryDirectory(prefix="msprobe_atb_pyext.") as tmp:
-        built = Path(ffi.compile(tmpdir=tmp, verbose=False))
-        for old in PACKAGE_DIR.glob("_ctl*.so"):
-            old.unlink()
-        target = PACKAGE_DIR / built.name
-        shutil.copy2(built, target)
-    print(f"built {target.relative_to(REPO)}")
+    build_into(PACKAGE_DIR, "_ctl", lambda _tmp: make_builder())
     return 0
 
 

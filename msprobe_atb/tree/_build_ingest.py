@@ -6,12 +6,12 @@ the build's temporary directory). Run by `make` (pyext)."""
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from cffi import FFI
+
+from msprobe_atb.cffi_build import build_into, cdef_of
 
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "native" / "ingest"
@@ -41,8 +41,7 @@ def pow5_tables() -> str:
 def builder(generated: Path) -> FFI:
     (generated / "ing_pow5.h").write_text(pow5_tables())
     ffi = FFI()
-    header = (SRC / "ingest.h").read_text()
-    ffi.cdef("\n".join(x for x in header.splitlines() if not x.lstrip().startswith("#")))
+    ffi.cdef(cdef_of(SRC / "ingest.h"))
     ffi.set_source("msprobe_atb.tree._ingest", '#include "ingest.h"',
                    sources=[str(SRC / s) for s in SOURCES],
                    include_dirs=[str(SRC), str(generated)],
@@ -51,13 +50,7 @@ def builder(generated: Path) -> FFI:
 
 
 def main() -> int:
-    with tempfile.TemporaryDirectory(prefix="msprobe_atb_ingest.") as tmp:
-        built = Path(builder(Path(tmp)).compile(tmpdir=tmp))
-        dest = Path(__file__).resolve().parent
-        for old in dest.glob("_ingest*.so"):
-            old.unlink()
-        shutil.copy2(built, dest / built.name)
-    print(f"built {built.name}")
+    build_into(Path(__file__).resolve().parent, "_ingest", builder)
     return 0
 
 

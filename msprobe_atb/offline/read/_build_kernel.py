@@ -7,12 +7,12 @@ the preprocessor lines. Run by `make` (pyext)."""
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from cffi import FFI
+
+from msprobe_atb.cffi_build import build_into, cdef_of
 
 REPO = Path(__file__).resolve().parents[3]
 PAIR_SRC = REPO / "native" / "compare"
@@ -22,8 +22,7 @@ FLAGS = ["-std=gnu11", "-O3", "-ffp-contract=off", "-Wall", "-Wextra"]
 
 def _ffi(name: str, header: Path, sources: list[Path]) -> FFI:
     ffi = FFI()
-    ffi.cdef("\n".join(x for x in header.read_text().splitlines()
-                       if not x.lstrip().startswith("#")))
+    ffi.cdef(cdef_of(header))
     ffi.set_source(f"msprobe_atb.offline.read.{name}", f'#include "{header.name}"',
                    sources=[str(s) for s in sources], include_dirs=[str(header.parent)],
                    extra_compile_args=FLAGS)
@@ -43,12 +42,7 @@ def builders() -> dict[str, FFI]:
 def main() -> int:
     dest = Path(__file__).resolve().parent
     for name, ffi in builders().items():
-        with tempfile.TemporaryDirectory(prefix="msprobe_atb_kernel.") as tmp:
-            built = Path(ffi.compile(tmpdir=tmp))
-            for old in dest.glob(f"{name}*.so"):
-                old.unlink()
-            shutil.copy2(built, dest / built.name)
-        print(f"built {built.name}")
+        build_into(dest, name, lambda _tmp, ffi=ffi: ffi)
     return 0
 
 

@@ -13,6 +13,15 @@
  * max/min. The last n % 8 (fp32) or 16 elements make one more, padded vector. */
 #include "stats_simd.h"
 
+static int g_simd; /* 0 unknown, 1 no, 2 yes; every thread finds the same */
+
+void msp_stats_simd_off(int off)
+{
+    __atomic_store_n(&g_simd, off ? 1 : 0, __ATOMIC_RELAXED);
+}
+
+/* Elsewhere (aarch64: Kunpeng hosts) stats.c's scalar loop does all. */
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #include <string.h>
 
@@ -27,8 +36,6 @@
 /* Vectors a block of lane counters: a 16-bit lane counts at most one element
  * a vector, so stays below 2^15; a multiple of CHUNK. */
 #define BLOCK (1 << 14)
-
-static int g_simd; /* 0 unknown, 1 no, 2 yes; every thread finds the same */
 
 /* ---- one format's lanes: 16 bits (fp16, bf16) or 32 (fp32) ---- */
 
@@ -331,11 +338,6 @@ SIMD static void pass_bf16(const void *p, uint64_t n, struct msp_float_acc *a)
     pass(MSP_DT_BF16, p, n, a);
 }
 
-void msp_stats_simd_off(int off)
-{
-    __atomic_store_n(&g_simd, off ? 1 : 0, __ATOMIC_RELAXED);
-}
-
 int msp_stats_simd(int dtype, const void *data, uint64_t n, struct msp_float_acc *a)
 {
     int k = __atomic_load_n(&g_simd, __ATOMIC_RELAXED);
@@ -354,3 +356,10 @@ int msp_stats_simd(int dtype, const void *data, uint64_t n, struct msp_float_acc
     default: return 0;
     }
 }
+#else
+int msp_stats_simd(int dtype, const void *data, uint64_t n, struct msp_float_acc *a)
+{
+    (void)dtype, (void)data, (void)n, (void)a;
+    return 0;
+}
+#endif
