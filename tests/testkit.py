@@ -154,7 +154,9 @@ def save_config(path: Path, raw: str | None = None, **fields) -> None:
     os.replace(tmp, path)
 
 
-SHIM_CONTINUED = "[msprobe-atb]   "  # a wrapped console message's next lines
+SHIM_PREFIX = "[msprobe-atb] "
+SHIM_CONTINUED = SHIM_PREFIX + "  "  # a wrapped console message's next lines
+SHIM_WIDTH = 100  # util.h MSP_LOG_WIDTH: the columns the shim wraps its messages at
 
 
 def shim_message_lines(lines: list[str], head: str) -> list[list[str]]:
@@ -170,6 +172,14 @@ def shim_message_lines(lines: list[str], head: str) -> list[list[str]]:
         if taking:
             out.append([line])
     return out
+
+
+def unwrapped_lines(message_lines: list[str]) -> list[str]:
+    """The lines of a shim message wider than SHIM_WIDTH that it could have broken:
+    only one word too long for a line (a path the user gave, kept whole for copying)
+    may run past the width, on a line of its own."""
+    return [line for line in message_lines if len(line) > SHIM_WIDTH
+            and len(line.removeprefix(SHIM_CONTINUED).removeprefix(SHIM_PREFIX).split()) > 1]
 
 
 def shim_messages(lines: list[str], head: str) -> list[str]:

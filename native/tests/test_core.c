@@ -926,6 +926,7 @@ struct blocked_arg {
     struct msp_queue *q;
     struct msp_item *got;
     int rc;
+    int returned; /* under q->mu: msp_queue_reserve came back */
 };
 
 static void *reserve_blocking(void *p)
@@ -933,7 +934,23 @@ static void *reserve_blocking(void *p)
     struct blocked_arg *a = p;
     uint64_t budget = (uint64_t)sysconf(_SC_PAGESIZE);
     a->rc = msp_queue_reserve(a->q, META, budget * 3 / 4, 0, budget, 1, &a->got);
+    pthread_mutex_lock(&a->q->mu);
+    a->returned = 1;
+    pthread_mutex_unlock(&a->q->mu);
     return NULL;
+}
+
+/* Until the reservation waits in the queue or came back: 1 if it waits. */
+static int reservation_waits(struct blocked_arg *a)
+{
+    for (;;) {
+        pthread_mutex_lock(&a->q->mu);
+        int blocked = a->q->blocked, returned = a->returned;
+        pthread_mutex_unlock(&a->q->mu);
+        if (blocked || returned)
+            return blocked == 1 && !returned;
+        usleep(1000);
+    }
 }
 
 static int run_length(struct msp_item *run)
@@ -984,15 +1001,19 @@ static void test_queue_block(void)
     uint64_t budget = (uint64_t)sysconf(_SC_PAGESIZE);
     struct msp_item *a = reserved(&q, budget * 3 / 4, budget);
     CHECK(msp_queue_push(&q, 0, a) == MSP_PUSH_OK);
-    struct blocked_arg arg = {&q, NULL, -1};
+    struct blocked_arg arg = {&q, NULL, -1, 0};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, reserve_blocking, &arg) == 0);
+    /* no room while a is queued: the reservation waits, and only then is a
+     * written (else it would find the room without ever waiting) */
+    CHECK(reservation_waits(&arg));
     CHECK(msp_queue_pop(&q, 0, 1) == a);
     void *abuf = a->data;
     msp_queue_done(&q, 0, a, NULL);
     pthread_join(t, NULL);
-    CHECK(arg.rc == MSP_PUSH_OK && arg.got && arg.got->data == abuf);
-    msp_queue_release(&q, arg.got);
+    CHECK(arg.rc == MSP_PUSH_OK && arg.got && arg.got->data == abuf && q.blocked == 0);
+    if (arg.got)
+        msp_queue_release(&q, arg.got);
     uint64_t inflight, kept;
     CHECK(msp_queue_close(&q, NULL, &inflight, &kept) == NULL);
     msp_queue_trim_idle(&q);

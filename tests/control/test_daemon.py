@@ -16,6 +16,7 @@ from cp_helpers import derived
 from testkit import REPO, save_config, wait_until
 
 from msprobe_atb.control.block import ControlBlock
+from msprobe_atb.tree import progress
 from msprobe_atb.tree.drain import rebuild
 
 WAKE = {"dump_enable": True, "exec_range": "none"}
@@ -30,6 +31,12 @@ def block_of(out_dir) -> ControlBlock:
 
 def config_of(block):
     return block.read_config()[1]
+
+
+def handled(out_dir, cfg) -> bool:
+    """The daemon has judged the config file as it is now (applied or refused it)."""
+    built = progress.read(out_dir / "atb_dump_data")
+    return built is not None and built.config_sha256 in progress.config_tokens(str(cfg))
 
 
 def cli(*args, env=None):
@@ -78,8 +85,10 @@ def test_bad_edit_keeps_previous_config_and_reports_once(out_dir, daemons, daemo
         wait_until(lambda: block.error, timeout=15, what="the error in the block")
         assert '"exec_range": "3,1" is reversed' in block.error
         assert block.error_seq == 1
+        # new content, the same problem: once the daemon has judged it (built.json
+        # names it), it has not reported the problem again
         save_config(cfg, raw='{"dump_enable": true, "exec_range": "3,1",  "ids": "2"}')
-        time.sleep(1.0)  # several polls: the same problem is not reported again
+        wait_until(lambda: handled(out_dir, cfg), timeout=15, what="the edit judged")
         assert block.generation == gen and config_of(block).ids == ("2",)
         assert block.error_seq == 1
         assert d.log_text.count("config rejected") == 1

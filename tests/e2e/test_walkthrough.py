@@ -16,7 +16,14 @@ from pathlib import Path
 
 import pytest
 from e2e_helpers import require_artifacts, unload
-from testkit import save_config, shim_message_lines, shim_messages, wait_until
+from testkit import (
+    SHIM_CONTINUED,
+    save_config,
+    shim_message_lines,
+    shim_messages,
+    unwrapped_lines,
+    wait_until,
+)
 
 from msprobe_atb.control.block import PROC_AWAKE_SEEN, ControlBlock
 from msprobe_atb.control.liveness import pid_alive
@@ -206,7 +213,11 @@ def dumping_layer_2(tmp_path: Path, services, service_env):
 def test_bad_edit_mid_run_with_polling_only(tmp_path, services, service_env):
     service_env["MSPROBE_ATB_NO_EVENTS"] = "1"
     service_env["MSPROBE_ATB_POLL_S"] = "0.5"
-    svc, out, dump_root, block = dumping_layer_2(tmp_path, services, service_env)
+    # a config path longer than a console line wherever the tests run: the rejection
+    # names it, and must wrap around it
+    base = tmp_path / ("a-directory-whose-name-alone-is-wider-than-a-console-line-" * 2)
+    base.mkdir()
+    svc, out, dump_root, block = dumping_layer_2(base, services, service_env)
     with block:
         n_before = len(bins(dump_root))
         gen = block.generation
@@ -236,9 +247,9 @@ def test_bad_edit_mid_run_with_polling_only(tmp_path, services, service_env):
     said = shim_messages(svc.lines, "config rejected (")
     workers = {re.search(r"\(pid (\d+), device (\d)\)", m).groups() for m in said}
     assert len(said) == 2 and {d for _, d in workers} == {"0", "1"} and len(workers) == 2
-    long = [line for m in shim_message_lines(svc.lines, "config rejected (") for line in m
-            if len(line) > 100]
-    assert not long, long
+    for lines in shim_message_lines(svc.lines, "config rejected ("):
+        assert not unwrapped_lines(lines), lines
+        assert f"{SHIM_CONTINUED}{svc.config}:" in lines  # whole, on a line of its own
 
 
 def test_daemon_killed_mid_run_is_restarted_and_nothing_is_lost(tmp_path, services,

@@ -591,6 +591,8 @@ def test_overflow_dumps_the_after_tensors_of_the_overflowing_kernel(dump, abi):
 
 
 def test_config_changes_apply_at_the_next_op_and_errors_print_once(dump, abi):
+    from msprobe_atb.control.block import ControlBlock
+
     dump.publish({"dump_enable": False})
     proc = subprocess.Popen([str(host_bin(abi))], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=dump.env())
@@ -602,10 +604,25 @@ def test_config_changes_apply_at_the_next_op_and_errors_print_once(dump, abi):
 
     assert ask("update\nrange\t0\n", 1) == ["range=0"]
     dump.publish(AWAKE, error="line 3: dump_enable must be true or false")
-    woke, answer = ask("update\nrange\t0\nsleep\t800\n", 2)
+    woke, answer = ask("update\nrange\t0\n", 2)
     assert woke.endswith("Ready to dump ATB data, the running speed of the model will be affected"
                          f" (pid {proc.pid})")
     assert answer == "range=1"
+    # Each round of the monitor's duties shows the op count, then says a new error.
+    # Counts 2, 3, 4 shown one after another: the round that showed 2 came after the
+    # edit (it said the error, or one before it did), and the one that showed 3 began
+    # only after it ended; so by the time 4 shows, a whole round has looked at the
+    # error again after it was said, and would have said it twice.
+    with ControlBlock(dump.root) as block:
+        def shown(ops: int) -> None:
+            wait_until(lambda: [s for s in block.procs() if s.pid == proc.pid][0].ops_seen == ops,
+                       what=f"the monitor to show {ops} ops")
+
+        shown(2)
+        ask("update\n", 0)
+        shown(3)
+        ask("update\n", 0)
+        shown(4)
     dump.publish({"dump_enable": False})  # back to sleep, cheaply
     proc.stdin.write("update\nrange\t0\nupdate\n")
     rest, err = proc.communicate(timeout=30)

@@ -388,7 +388,9 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
             break;
         }
         wake_nappers(q); /* what they hold back is the room this waits for */
+        q->blocked++;
         pthread_cond_wait(&q->space, &q->mu);
+        q->blocked--;
     }
     if (rc == MSP_PUSH_OK) {
         q->used = 1;

@@ -90,6 +90,8 @@ struct msp_queue {
     unsigned char *ring;
     uint64_t ring_size, rhead, rtail;
     uint64_t maps, heap_items; /* ring mappings / payloads malloc'd (tests, bench) */
+    int blocked;            /* reservations waiting for room now (tests: one is really
+                               waiting before they free room) */
     /* Warming: while a dump that writes payloads is on (warm_budget, set by
      * msp_queue_expect), writer 0 maps the ring when it is idle and faults
      * it in (MADV_POPULATE_WRITE) up to WARM_AHEAD bytes past the furthest
