@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import random
 import re
@@ -147,6 +148,43 @@ def test_a_stub_leading_out_of_its_round_is_refused(real_dumps, tmp_path):
     from msprobe_atb.offline import BinFileError, load_bin
     with pytest.raises(BinFileError, match="outside its round dir"):
         load_bin(victim)
+
+
+# ---- counts from data stay in their range ----
+
+def nonfinite_tensors(out: Path) -> tuple[int, list[str]]:
+    """`stats --json`: (tensors holding NaN/Inf, problems)."""
+    rc, text = run_cli("stats", str(out), "--json")
+    s = json.loads(text)
+    return s["nonfinite_tensors"], s["problems"]
+
+
+def test_counts_out_of_range_are_refused(real_dumps, tmp_path):
+    """Issue 30 §6: a manifest whose Inf tensors had `nan` = -inf count made stats
+    report fewer NaN/Inf tensors, no problem noted. Such a round is read from its
+    CSVs, and a CSV row out of range has its counts taken as unknown."""
+    truth, problems = nonfinite_tensors(real_dumps["injected"])
+    assert truth > 0 and not problems
+    evil = copy(real_dumps["injected"], tmp_path / "evil")
+    inf = pl.col("pinf") + pl.col("ninf")
+    rows = pl.read_parquet(the_part(evil))
+    rows.with_columns(pl.when(inf > 0).then(-inf).otherwise(pl.col("nan")).alias("nan")
+                      ).write_parquet(the_part(evil))
+    n, problems = nonfinite_tensors(evil)
+    assert n == truth
+    assert any("round 0 refused: 'nan' count -" in p and "is negative; that round is read "
+               "from its CSVs" in p for p in problems), problems
+    # the CSV too: a count larger than the tensor's elements
+    shutil.rmtree(evil / "atb_dump_data" / "manifest")
+    extra = next((evil / "atb_dump_data" / "data").glob("*/0/statistic_extra.csv"))
+    head, first, *rest = extra.read_text().splitlines()
+    cells = first.split(",")
+    cells[7] = str(int(cells[5]) + 1)  # Pos Inf Count past Element Count
+    extra.write_text("\n".join([head, ",".join(cells), *rest]) + "\n")
+    n, problems = nonfinite_tensors(evil)
+    assert n == truth  # that tensor holds no Inf: its statistics say so
+    assert any("the counts of 1 row(s) refused: 'pinf' count" in p
+               and "is more than the tensor's" in p for p in problems), problems
 
 
 # ---- sizes from data are bounded before they are read ----
