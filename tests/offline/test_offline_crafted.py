@@ -105,7 +105,7 @@ def test_a_csv_tensor_path_leaving_the_root_is_refused(real_dumps, tmp_path):
     df = dump.tensors
     assert df.filter(pl.col("status") == "refused").height == df.height == N_TENSORS
     assert df.get_column("path").null_count() == df.height
-    assert any("row(s) refused: their file path leaves the dump root" in p
+    assert any("row(s) refused: path '" in p and "' leaves the dump root" in p
                for p in dump.problems)
     res = compare_dumps(open_dumps([str(golden)]), open_dumps([str(evil)]), jobs=1)
     assert res.count("pass") == 0 and res.count("unreadable") == N_TENSORS
@@ -113,6 +113,28 @@ def test_a_csv_tensor_path_leaving_the_root_is_refused(real_dumps, tmp_path):
     assert "leaves the dump root" in res.rows.get_column("reason")[0]
     rc, out = run_cli("stats", str(evil))
     assert f"refused {N_TENSORS}" in out
+
+
+def test_a_bin_linked_out_of_the_root_is_refused_as_a_link(real_dumps, tmp_path):
+    """Issue 30 §6: a .bin that is a symbolic link to a file outside was refused in
+    words that did not say it was a link; they say so now, and where it leads."""
+    evil = copy(real_dumps["injected"], tmp_path / "evil")
+    root = evil / "atb_dump_data"
+    victim = next(p for p in sorted(root.rglob("outtensor0*.bin")) if p.stat().st_nlink == 1)
+    outside = tmp_path / "outside.bin"
+    shutil.copy(victim, outside)
+    victim.unlink()
+    victim.symlink_to(outside)
+    link = f"refused: a link out of the dump root {root} (to {outside})"
+    dump = open_dump(evil)
+    assert any(f"row(s) {link}, e.g. '{victim}'" in p for p in dump.problems), dump.problems
+    assert any(f"round 0 {link}; that round is read from its CSVs" in p
+               for p in dump.problems), dump.problems
+    res = compare_dumps(open_dumps([str(real_dumps["injected"])]), open_dumps([str(evil)]),
+                        jobs=1)
+    assert res.count("unreadable") == 1 and res.exit_code() == 1
+    assert res.rows.filter(pl.col("verdict") == "unreadable").get_column("reason")[0] \
+        == f"target {link}"
 
 
 def test_a_symlinked_round_dir_or_csv_is_not_read(real_dumps, tmp_path):

@@ -90,11 +90,12 @@ def _confined(df: pl.DataFrame, root: Path, dp: str,
               problems: list[str]) -> tuple[pl.DataFrame, set[int]]:
     """The rows with their `path` made absolute (confine.py), and the rounds
     holding a row whose path leaves the root (each named in problems)."""
-    full = Confinement(root).confine(str(root) + "/" + df.get_column("path"))
+    box = Confinement(root)
+    full = box.confine(str(root) + "/" + df.get_column("path"))
     bad = df.with_columns(full.alias("_full")).filter(
-        pl.col("path").is_not_null() & pl.col("_full").is_null()).with_columns(
-        (pl.lit("path '") + pl.col("path") + pl.lit(f"' leaves the dump root {root}"))
-        .alias("_why"))
+        pl.col("path").is_not_null() & pl.col("_full").is_null())
+    bad = bad.with_columns(pl.Series("_why", [box.refusal(p).removeprefix("refused: ")
+                                              for p in bad.get_column("path")], pl.Utf8))
     return df.with_columns(full.alias("path")), _refuse_rounds(bad, root, dp, problems)
 
 
