@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Set
 from pathlib import Path
 from typing import Any
 
@@ -125,21 +126,27 @@ def _next_config_text(exec_range: str) -> str:
             "process fixes the rounds when the model next begins (see each process)")
 
 
-def round_counts(dump_root: Path) -> tuple[int, int]:
-    rounds = complete = 0
+def round_counts(dump_root: Path, running: Set[int] = frozenset()) -> tuple[int, int, int]:
+    """(round dirs, of them marked complete, of the open ones those whose process
+    is not in `running`: ended, so no longer what keeps them open)."""
+    rounds = complete = ended = 0
     data = dump_root / "data"
     try:
         procs = list(os.scandir(data))
     except OSError:
-        return 0, 0
+        return 0, 0, 0
     for proc in procs:
         if not proc.is_dir(follow_symlinks=False):
             continue
+        pid = proc.name.rpartition("_")[2]
+        gone = not (pid.isdigit() and int(pid) in running)
         for rnd in os.scandir(proc.path):
             if rnd.is_dir(follow_symlinks=False):
                 rounds += 1
-                complete += os.path.exists(os.path.join(rnd.path, "ROUND_COMPLETE.json"))
-    return rounds, complete
+                marked = os.path.exists(os.path.join(rnd.path, "ROUND_COMPLETE.json"))
+                complete += marked
+                ended += gone and not marked
+    return rounds, complete, ended
 
 
 def _derived_view(dump_root: Path, appended: dict[str, int]) -> dict[str, Any]:
@@ -213,8 +220,9 @@ def collect(dump_root: Path) -> dict[str, Any]:
                 "models": _models_view(s.models, bool(s.flags & PROC_MODELS_EXACT), cfg),
                 "next_picking": s.next_picking if cfg.next_request else 0,
             })
-    rounds, complete = round_counts(dump_root)
-    out["rounds"] = {"total": rounds, "complete": complete}
+    rounds, complete, ended = round_counts(
+        dump_root, {p["pid"] for p in out["processes"] if p["alive"]})
+    out["rounds"] = {"total": rounds, "complete": complete, "open_ended": ended}
     out["derived"] = _derived_view(dump_root, appended_of(slots))
     out["all_written"] = all(p["all_written"] for p in out["processes"])
     return out
@@ -322,12 +330,7 @@ def render(st: dict[str, Any]) -> str:
                          "(`msprobe-atb replay` cannot replay their ops)")
     if "recorder" in cfg or st["recorder"]["incidents_total"]:
         lines.append(recorder_status.render_block(st["recorder"]))
-    r = st["rounds"]
-    open_rounds = r["total"] - r["complete"]
-    lines.append(f"rounds:      {r['total']} execution-round directories, {r['complete']} marked "
-                 "complete (ROUND_COMPLETE.json)"
-                 + (f"; {open_rounds} still open: a round is marked once its process has "
-                    "moved to another round, gone to sleep or exited" if open_rounds else ""))
+    lines.append(_rounds_text(st["rounds"], st.get("derived") or {}, d["alive"]))
     lines += _derived_lines(st.get("derived") or {}, d["alive"])
     if st["all_written"]:
         lines.append("everything selected so far has been written"
@@ -337,6 +340,29 @@ def render(st: dict[str, Any]) -> str:
     else:
         lines.append("still writing: some selected tensors are queued or in flight")
     return "\n".join(lines)
+
+
+def _rounds_text(r: dict[str, Any], derived: dict[str, Any], daemon_alive: bool) -> str:
+    """The round dirs, and why the open ones are open: a live process's wait for it
+    to move on; an ended process's are the derived files' (a full disk kept their
+    files or markers out, or their records are not built yet)."""
+    ended = r.get("open_ended", 0)
+    waiting = r["total"] - r["complete"] - ended
+    text = (f"rounds:      {r['total']} execution-round directories, {r['complete']} marked "
+            "complete (ROUND_COMPLETE.json)")
+    if waiting:
+        text += (f"; {waiting} still open: a round is marked once its process has moved to "
+                 "another round, gone to sleep or exited")
+    if ended:
+        unwritten = derived.get("unwritten")
+        why = (f"their files or markers could not be written "
+               f"({unwritten.get('reason') or 'unknown error'}; NOT WRITTEN below)"
+               if unwritten else "their records are not built yet (derived files below)"
+               if derived.get("behind") else "the control plane marks them once it has "
+               "read their process's last records" if daemon_alive
+               else "no control plane marked them (`msprobe-atb rebuild` does)")
+        text += f"; {ended} of processes that have ended still open: {why}"
+    return text
 
 
 def _derived_lines(derived: dict[str, Any], daemon_alive: bool) -> list[str]:

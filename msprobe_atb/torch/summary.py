@@ -48,7 +48,7 @@ def render(dump_root: Path, config: str, logs: list[tuple[ProcKey, list[dict]]])
                      f"{len(tensors)} written ({size_text(size)}), errors "
                      f"{len(tensors) - len(ok)}, non-tensor values skipped "
                      f"{exit_.get('skipped', 0) if exit_ else '?'}")
-    total, complete = round_counts(dump_root)
+    total, complete, _ = round_counts(dump_root)
     lines.append(f"rounds:      {total} execution-round directories, {complete} marked "
                  "complete (ROUND_COMPLETE.json)")
     lines.append(f"{dump_root}: {written} selected tensors written by {len(logs)} process(es)")

@@ -85,3 +85,14 @@ def test_a_control_block_another_user_may_only_read(dump, args):
     block = root / ".probe" / "control.block"
     assert r.returncode == 2 and f"have no write (w) permission on {block}" in line
     assert not (root / "incidents").exists()
+
+
+def test_convert_names_the_directory_it_cannot_read(dump):
+    """Issue 30 §6: convert of a dump another user cannot enter said "converted 0
+    ... errors 0", exit 0."""
+    root = dump / "atb_dump_data"
+    r = as_nobody(["convert", "-o", str(dump.parent / "npy")], dump)
+    assert r.returncode == 1 and "converted 0," in r.stdout and "errors 1" in r.stdout
+    assert (f"error: {root}: permission denied: you (nobody, uid "
+            f"{pwd.getpwnam('nobody').pw_uid}) have no read (r) permission on {root}") \
+        in r.stderr, r.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import random
 import re
@@ -104,7 +105,7 @@ def test_a_csv_tensor_path_leaving_the_root_is_refused(real_dumps, tmp_path):
     df = dump.tensors
     assert df.filter(pl.col("status") == "refused").height == df.height == N_TENSORS
     assert df.get_column("path").null_count() == df.height
-    assert any("row(s) refused: their file path leaves the dump root" in p
+    assert any("row(s) refused: path '" in p and "' leaves the dump root" in p
                for p in dump.problems)
     res = compare_dumps(open_dumps([str(golden)]), open_dumps([str(evil)]), jobs=1)
     assert res.count("pass") == 0 and res.count("unreadable") == N_TENSORS
@@ -112,6 +113,28 @@ def test_a_csv_tensor_path_leaving_the_root_is_refused(real_dumps, tmp_path):
     assert "leaves the dump root" in res.rows.get_column("reason")[0]
     rc, out = run_cli("stats", str(evil))
     assert f"refused {N_TENSORS}" in out
+
+
+def test_a_bin_linked_out_of_the_root_is_refused_as_a_link(real_dumps, tmp_path):
+    """Issue 30 §6: a .bin that is a symbolic link to a file outside was refused in
+    words that did not say it was a link; they say so now, and where it leads."""
+    evil = copy(real_dumps["injected"], tmp_path / "evil")
+    root = evil / "atb_dump_data"
+    victim = next(p for p in sorted(root.rglob("outtensor0*.bin")) if p.stat().st_nlink == 1)
+    outside = tmp_path / "outside.bin"
+    shutil.copy(victim, outside)
+    victim.unlink()
+    victim.symlink_to(outside)
+    link = f"refused: a link out of the dump root {root} (to {outside})"
+    dump = open_dump(evil)
+    assert any(f"row(s) {link}, e.g. '{victim}'" in p for p in dump.problems), dump.problems
+    assert any(f"round 0 {link}; that round is read from its CSVs" in p
+               for p in dump.problems), dump.problems
+    res = compare_dumps(open_dumps([str(real_dumps["injected"])]), open_dumps([str(evil)]),
+                        jobs=1)
+    assert res.count("unreadable") == 1 and res.exit_code() == 1
+    assert res.rows.filter(pl.col("verdict") == "unreadable").get_column("reason")[0] \
+        == f"target {link}"
 
 
 def test_a_symlinked_round_dir_or_csv_is_not_read(real_dumps, tmp_path):
@@ -147,6 +170,43 @@ def test_a_stub_leading_out_of_its_round_is_refused(real_dumps, tmp_path):
     from msprobe_atb.offline import BinFileError, load_bin
     with pytest.raises(BinFileError, match="outside its round dir"):
         load_bin(victim)
+
+
+# ---- counts from data stay in their range ----
+
+def nonfinite_tensors(out: Path) -> tuple[int, list[str]]:
+    """`stats --json`: (tensors holding NaN/Inf, problems)."""
+    rc, text = run_cli("stats", str(out), "--json")
+    s = json.loads(text)
+    return s["nonfinite_tensors"], s["problems"]
+
+
+def test_counts_out_of_range_are_refused(real_dumps, tmp_path):
+    """Issue 30 §6: a manifest whose Inf tensors had `nan` = -inf count made stats
+    report fewer NaN/Inf tensors, no problem noted. Such a round is read from its
+    CSVs, and a CSV row out of range has its counts taken as unknown."""
+    truth, problems = nonfinite_tensors(real_dumps["injected"])
+    assert truth > 0 and not problems
+    evil = copy(real_dumps["injected"], tmp_path / "evil")
+    inf = pl.col("pinf") + pl.col("ninf")
+    rows = pl.read_parquet(the_part(evil))
+    rows.with_columns(pl.when(inf > 0).then(-inf).otherwise(pl.col("nan")).alias("nan")
+                      ).write_parquet(the_part(evil))
+    n, problems = nonfinite_tensors(evil)
+    assert n == truth
+    assert any("round 0 refused: 'nan' count -" in p and "is negative; that round is read "
+               "from its CSVs" in p for p in problems), problems
+    # the CSV too: a count larger than the tensor's elements
+    shutil.rmtree(evil / "atb_dump_data" / "manifest")
+    extra = next((evil / "atb_dump_data" / "data").glob("*/0/statistic_extra.csv"))
+    head, first, *rest = extra.read_text().splitlines()
+    cells = first.split(",")
+    cells[7] = str(int(cells[5]) + 1)  # Pos Inf Count past Element Count
+    extra.write_text("\n".join([head, ",".join(cells), *rest]) + "\n")
+    n, problems = nonfinite_tensors(evil)
+    assert n == truth  # that tensor holds no Inf: its statistics say so
+    assert any("the counts of 1 row(s) refused: 'pinf' count" in p
+               and "is more than the tensor's" in p for p in problems), problems
 
 
 # ---- sizes from data are bounded before they are read ----

@@ -8,7 +8,9 @@ back into the file's path).
 It reads exactly the parts each manifest owns (read/manifest_parts.py): a planted,
 left-over, linked or unreadable file is skipped and named, never counted twice.
 A part that fails only when the query reads its data (a flipped bit) is
-skipped, named, and the query run again without it. File names go to DuckDB with
+skipped, named, and the query run again without it. What a dump lost, and the
+rows of its record logs its manifest lacks (a full disk kept them out), are said
+as `stats` says them: the answer covers only the manifest's rows. File names go to DuckDB with
 its glob characters escaped, so a name is never read as a pattern.
 
 The query is read-only over the dumps it was given: only SELECT (with WITH, DESCRIBE,
@@ -29,6 +31,7 @@ from msprobe_atb.tree.csvfmt import is_number
 from msprobe_atb.tree.manifest import PARTITION_TYPES
 
 from ..read.layout import DumpNotFound, find_layout
+from ..read.losses import format_losses, losses_summary
 from ..read.manifest_parts import owned_parts
 
 
@@ -60,8 +63,10 @@ def manifest_files(dirs: list[str], problems: list[str]) -> tuple[list[str], lis
         root = find_layout(d).root
         found = owned_parts(root, problems) if root else []
         if not found:
+            behind = losses_summary(find_layout(d))["derived_behind"] if root else ""
             raise NoManifest(f"{d}: no manifest (atb_dump_data/manifest) with a readable "
-                             f"part; make one with `msprobe-atb index {d}`")
+                             "part; " + (f"INCOMPLETE: {behind}" if behind else
+                                         f"make one with `msprobe-atb index {d}`"))
         files += found
         roots.append(str(root))
     return files, roots
@@ -163,6 +168,19 @@ def _unreadable(con, files: list[str]) -> list[str]:
     return bad
 
 
+def _losses(con, dirs: list[str], roots: list[str], problems: list[str]) -> None:
+    """What each dump lost, and the record-log rows its manifest lacks (a full disk
+    kept them out, or they are not built yet), as the other tools say it
+    (read/losses.py): the answer covers only the manifest's rows."""
+    for d, root in zip(dirs, roots):
+        s = losses_summary(find_layout(d))
+        if not (s["derived_behind"] or s["lost"] or s["params_lost"]):
+            continue
+        (rows,) = con.execute("SELECT count(*) FROM tensors WHERE dump_root = ?",
+                              [root]).fetchone()
+        problems += [f"{root}: {line.strip()}" for line in format_losses(s, rows)]
+
+
 def run(dirs: list[str], sql: str, fmt: str = "table",
         problems: list[str] | None = None) -> str:
     """The query's rows rendered in `fmt`; what was skipped goes to `problems`."""
@@ -181,7 +199,9 @@ def run(dirs: list[str], sql: str, fmt: str = "table",
             if cur is None or cur.description is None:  # a statement without rows
                 return ""
             columns = [d[0] for d in cur.description]
-            return render(columns, cur.fetchall(), fmt)
+            out = render(columns, cur.fetchall(), fmt)
+            _losses(con, dirs, roots, problems)
+            return out
         except duckdb.PermissionException as e:
             raise Refused(f"refused: {_first_line(e).removeprefix('Permission Error: ')}; "
                           "query reads only the dumps it was given") from None

@@ -80,6 +80,15 @@ class Confinement:
         p = self.allows(os_path(path))
         return None if p is None else text_of(p)
 
+    def refusal(self, path: str) -> str:
+        """Why `allows_text` refused a path (tree/names.py's text form): by its name,
+        or by a symbolic link on its way that resolves elsewhere."""
+        p = os.path.normpath(os.path.join(self.root, os_path(path)))
+        if p.startswith((self._named, self._resolved)):
+            return (f"refused: a link out of the dump root {self.root} "
+                    f"(to {text_of(os.path.realpath(p))})")
+        return f"refused: path {path!r} leaves the dump root {self.root}"
+
     def plain_dir(self, d: str) -> bool:
         """`d` (normalised, absolute) lies under the root, resolves under it, and
         holds no symbolic link: every file named in it is allowed as it is."""
@@ -121,13 +130,13 @@ def refuse_outside(df, box: Confinement, problems: list[str]):
 
     out = df.with_columns(box.confine(df.get_column("path")).alias("_full"))
     bad = pl.col("path").is_not_null() & pl.col("_full").is_null()
-    refused = out.filter(bad)
-    for (rd,), rows in refused.group_by("round_dir", maintain_order=True):
-        problems.append(f"{rd}: {rows.height} row(s) refused: their file path leaves the dump "
-                        f"root {box.root}, e.g. {rows.get_column('path')[0]!r}")
+    out = out.with_columns(pl.when(bad).then(pl.col("path")).alias("_why"))
+    why = {p: box.refusal(p) for p in out.get_column("_why").drop_nulls().unique()}
+    out = out.with_columns(pl.col("_why").replace_strict(why, default=None, return_dtype=pl.Utf8))
+    for (rd,), rows in out.filter(bad).group_by("round_dir", maintain_order=True):
+        problems.append(f"{rd}: {rows.height} row(s) {rows.get_column('_why')[0]}, e.g. "
+                        f"{rows.get_column('path')[0]!r}")
     return out.with_columns(
         pl.when(bad).then(pl.lit(REFUSED)).otherwise(pl.col("status")).alias("status"),
-        pl.when(bad).then(pl.lit("refused: path ") + pl.col("path")
-                          + pl.lit(f" leaves the dump root {box.root}"))
-        .otherwise(pl.col("note")).alias("note"),
-        pl.col("_full").alias("path")).drop("_full")
+        pl.coalesce("_why", "note").alias("note"),
+        pl.col("_full").alias("path")).drop("_full", "_why")

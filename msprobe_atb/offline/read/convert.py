@@ -7,7 +7,8 @@ up to date (skipped on a rerun) if it is newer than its source and the file
 that source resolves to; outputs are written to a temporary name and renamed,
 so an interrupted run never leaves a partial `.npy` that looks done. A `.bin`
 that is a symbolic link leading out of the directory converted (confine.py) is
-not read: it is named as an error."""
+not read: it is named as an error, and so is a directory that cannot be listed
+(another user's dump: which permission is missing, where)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from msprobe_atb.access import denied
 
 from .binfile import BinFileError, TensorNotSaved, load_payload, resolve
 from .confine import Confinement
@@ -31,14 +34,24 @@ class ConvertReport:
     errors: list[str] = field(default_factory=list)
 
 
+def _unlisted(errors: list[str]):
+    """os.walk's onerror: a directory it cannot list goes to errors, by name (a
+    dump of another user's would otherwise convert nothing, and say no error)."""
+    def note(e: OSError) -> None:
+        errors.append(denied(e) if isinstance(e, PermissionError)
+                      else f"{e.filename}: cannot be listed: {e.strerror}; not converted")
+    return note
+
+
 def _sources(src: Path, errors: list[str]) -> list[Path]:
-    """The .bin files under src (or src itself); a link leading out of src goes
-    to errors. os.walk does not enter linked directories."""
+    """The .bin files under src (or src itself); a link leading out of src, and a
+    directory that cannot be listed, go to errors. os.walk does not enter linked
+    directories."""
     if src.is_file():
         return [src]
     out = []
     box = Confinement(src)
-    for dirpath, dirs, files in os.walk(src):
+    for dirpath, dirs, files in os.walk(src, onerror=_unlisted(errors)):
         dirs[:] = [d for d in dirs if d != ".probe"]
         for f in files:
             if not f.endswith(".bin"):

@@ -23,6 +23,7 @@ import polars as pl
 from msprobe_atb.tree.manifest import META, manifest_dir
 
 from .confine import Confinement
+from .counts import count_problem
 from .datafile import read_small
 from .layout import DumpLayout, RoundDir
 from .manifest_parts import owned_parts, wrong_types
@@ -75,19 +76,34 @@ def _marker_rows(rd: RoundDir) -> int | None:
         return None
 
 
+def _refuse_rounds(bad: pl.DataFrame, root: Path, dp: str, problems: list[str]) -> set[int]:
+    """The rounds of `bad` (rows with a `_why`), each named once in problems: it is
+    read from its CSVs instead."""
+    for (r,), rows in bad.group_by("round", maintain_order=True):
+        problems.append(f"{manifest_dir(root)}: {rows.height} row(s) of process {dp} round {r} "
+                        f"refused: {rows.get_column('_why')[0]}; that round is read from its "
+                        "CSVs")
+    return set(bad.get_column("round").to_list())
+
+
 def _confined(df: pl.DataFrame, root: Path, dp: str,
               problems: list[str]) -> tuple[pl.DataFrame, set[int]]:
     """The rows with their `path` made absolute (confine.py), and the rounds
     holding a row whose path leaves the root (each named in problems)."""
-    full = Confinement(root).confine(str(root) + "/" + df.get_column("path"))
+    box = Confinement(root)
+    full = box.confine(str(root) + "/" + df.get_column("path"))
     bad = df.with_columns(full.alias("_full")).filter(
         pl.col("path").is_not_null() & pl.col("_full").is_null())
-    for (r,), rows in bad.group_by("round", maintain_order=True):
-        problems.append(f"{manifest_dir(root)}: {rows.height} row(s) of process {dp} round {r} "
-                        f"refused: path {rows.get_column('path')[0]!r} leaves the dump root "
-                        f"{root}; that round is read from its CSVs")
-    return (df.with_columns(full.alias("path")),
-            set(bad.get_column("round").to_list()))
+    bad = bad.with_columns(pl.Series("_why", [box.refusal(p).removeprefix("refused: ")
+                                              for p in bad.get_column("path")], pl.Utf8))
+    return df.with_columns(full.alias("path")), _refuse_rounds(bad, root, dp, problems)
+
+
+def _miscounted(df: pl.DataFrame, root: Path, dp: str, problems: list[str]) -> set[int]:
+    """The rounds holding a row whose counts are out of range (counts.py), each
+    named in problems."""
+    bad = df.with_columns(count_problem().alias("_why")).filter(pl.col("_why").is_not_null())
+    return _refuse_rounds(bad, root, dp, problems)
 
 
 def _too_long(df: pl.DataFrame) -> str | None:
@@ -132,6 +148,7 @@ def read(layout: DumpLayout, problems: list[str]) -> tuple[pl.DataFrame | None, 
     frames, used = [], set()
     for dp, df in procs.items():
         df, refused = _confined(df, layout.root, dp, problems)
+        refused |= _miscounted(df, layout.root, dp, problems)
         counts = dict(df.get_column("round").value_counts().iter_rows())
         use = [r for r, n in counts.items() if (rd := wanted.get((dp, r))) is not None
                and r not in refused

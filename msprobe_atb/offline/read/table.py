@@ -33,6 +33,7 @@ from msprobe_atb.tree.names import BACKSLASH, os_path, text_of, text_of_bytes
 
 from .binfile import BinFileError, TensorNotSaved, read_header, resolve
 from .confine import Confinement, refuse_outside
+from .counts import drop_miscounted
 from .datafile import not_regular
 from .filestats import FileStats
 from .layout import DumpLayout, RoundDir, find_layout
@@ -400,8 +401,8 @@ def open_dump(path: str | Path, *, fill_stats: bool = False) -> Dump:
 
     # The Parquet manifest, where it holds whole rounds; the CSVs for the rest.
     man, in_manifest = read_manifest(layout, problems)
-    csv = confined(_from_csvs([r for r in layout.rounds if str(r.path) not in in_manifest],
-                              problems, box))
+    csv = drop_miscounted(confined(_from_csvs(
+        [r for r in layout.rounds if str(r.path) not in in_manifest], problems, box)), problems)
     covered = set(in_manifest)
     if csv is not None:
         covered |= set(csv.get_column("round_dir").unique().to_list())
