@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import csv
 import json
+import random
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -133,6 +135,56 @@ def test_next_n_from_awake_takes_n_executions_and_wait_waits_for_them(
         f"prefill rounds {prefill}-{prefill + 1} (DecoderModel_Prefill), decode rounds "
         f"{decode}-{decode + 1} (DecoderModel_Decoder)") == 2, done.stdout
     check_rounds(out, [0, prefill, prefill + 1], [0, decode, decode + 1])
+
+
+def test_an_edit_storm_marks_no_round_complete_that_lacks_ops(tmp_path, service_env,
+                                                              services):
+    """Issue 30 §5: two request threads and a storm of edits (next, next:2, none),
+    most of them published while an execution runs (a wider model's executions last
+    longer than the daemon takes to publish). An execution begun under a config that
+    dumps it ("all" before the storm, "next" in it) is dumped whole: every round
+    marked complete holds all of each model's ops or none of them. Before, an edit
+    between two ops of such an execution left the rest unselected (a decode round of
+    2 of its 4 ops, marked complete): over a dozen rounds a run."""
+    require_artifacts()
+    out = tmp_path / "out"
+    out.mkdir()
+    svc = services(out, service_env, devices=1, extra="--hidden 256")
+    save_config(svc.config, **STATS, exec_range="all")
+    assert cli("wait", str(out), "--timeout", "60", env=service_env).returncode == 0
+    svc.request(max_tokens=3)
+    assert cli("wait", str(out), "--timeout", "60", env=service_env).returncode == 0
+    (proc,) = (out / "atb_dump_data" / "data").iterdir()
+    # round 0 holds the first prefill and decode step, round 1 a decode step alone
+    decode = top_ops(proc / "1")
+    models = [top_ops(proc / "0") - decode, decode]
+    assert all(len(ops) == 4 for ops in models), models
+
+    stop = threading.Event()
+
+    def client() -> None:
+        while not stop.is_set():
+            svc.request(max_tokens=8)
+
+    clients = [threading.Thread(target=client) for _ in range(2)]
+    for c in clients:
+        c.start()
+    pace = random.Random(30)
+    try:
+        for i in range(90):
+            save_config(svc.config, **STATS, exec_range=("next", "next:2", "none")[i % 3])
+            stop.wait(pace.uniform(0.02, 0.05))  # the daemon publishes most of them
+    finally:
+        stop.set()
+        for c in clients:
+            c.join()
+    save_config(svc.config, **STATS, exec_range="none")
+    assert cli("wait", str(out), "--timeout", "120", env=service_env).returncode == 0
+    marked = [m.parent for m in proc.glob("*/ROUND_COMPLETE.json")]
+    assert len(marked) > 2  # the storm's edits took rounds
+    short = {rnd.name: sorted(top_ops(rnd)) for rnd in marked
+             if any(top_ops(rnd) & ops and ops - top_ops(rnd) for ops in models)}
+    assert not short, short
 
 
 def check_rounds(out: Path, prefill: list[int], decode: list[int]) -> None:

@@ -16,12 +16,13 @@ def execution(r: int, *, publish: str | None = None) -> list[list[str] | str]:
     """One execution (round r) of model M, ops 1 and 2, as ATB-Models issues it: each
     top-level op set up (IsTensorNeedSave, then UpdateConfig at the end of its runner's
     setup) and run (IsExecuteCountInRange, IsSaveTensorInSpecificDir); the end reported
-    by IsReportModelTopoInfo. `publish`: the control plane publishes between the ops."""
+    by IsReportModelTopoInfo. `publish`: the control plane publishes these fields
+    ("key=value ...") between the ops."""
     lines: list[list[str] | str] = []
     for op in (1, 2):
         lines += [["need", "X", str(op)], "update", ["range", str(r)], ["dir", f"0_7/{r}/{op}_X"]]
         if publish and op == 1:
-            lines.append(["publish", "state=1", f"next={publish}"])
+            lines.append(["publish", *publish.split()])
     return lines + [["topo?", "M"]]
 
 
@@ -62,7 +63,7 @@ def test_an_execution_under_way_at_the_edit_is_not_taken_and_n_counts_on(dump):
     """The edit lands between two ops of round 1: that execution began before it, so
     rounds 2 and 3 are the next two (N=2), whole, and round 4 is not."""
     dump.publish({"dump_enable": False})
-    script = execution(0) + execution(1, publish="42:2")
+    script = execution(0) + execution(1, publish="state=1 next=42:2")
     for r in (2, 3, 4):
         script += execution(r)
     p = dump.host(1, script)
@@ -70,6 +71,35 @@ def test_an_execution_under_way_at_the_edit_is_not_taken_and_n_counts_on(dump):
     # no model), the dir (round and op) decides
     assert answers(p) == [(0, 0)] * 3 + [(1, 0)] + [(1, 1)] * 4 + [(0, 0)] * 2
     assert fixed(dump) == [("M", 5, 42, 2)]
+
+
+@pytest.mark.parametrize("edit", ["state=1 next=42:1", "exec=none", "state=0"],
+                         ids=["next", "none", "asleep"])
+@pytest.mark.parametrize("start", ["asleep", "awake"])
+def test_an_edit_during_a_dumped_execution_takes_effect_at_its_end(dump, start, edit):
+    """Issue 30 §5: an edit published between two ops of an execution that exec_range
+    "next" dumps (its model known, or not yet) changes nothing of that execution: it is
+    dumped whole, and the edit takes effect from the next one (another "next" then takes
+    round 3). Before, the execution's ops after the edit were not selected: a round
+    short of ops, which the control plane then marked complete."""
+    dump.publish({"dump_enable": False})
+    # awake, the ops are mapped to their model as they run; asleep they are not
+    script = [["publish", "state=1", "exec=0,0"]] if start == "awake" else []
+    script += execution(0) + [["publish", "state=1", "next=41:2"]] + execution(1)
+    script += execution(2, publish=edit) + execution(3) + execution(4)
+    p = dump.host(1, script)
+    after = [(1, 1)] * 2 if "next" in edit else [(0, 0)] * 2
+    first = [(1, 1)] * 2 if start == "awake" else [(0, 0)] * 2
+    assert answers(p) == first + [(1, 1)] * 4 + after + [(0, 0)] * 2
+
+
+def test_an_edit_during_an_execution_dumped_under_all_takes_effect_at_its_end(dump):
+    """The same for an execution "all" dumps (its model known from round 0): "none"
+    published between its ops stops the dump from the next execution on."""
+    script = [["publish", "state=1", "exec=all"]] + execution(0)
+    script += execution(1, publish="exec=none") + execution(2)
+    p = dump.host(1, script)
+    assert answers(p) == [(1, 1)] * 4 + [(0, 0)] * 2
 
 
 def test_a_process_started_under_next_takes_its_first_executions(dump):

@@ -48,11 +48,18 @@ void msp_hot_need_save_slow(const int64_t *ids, size_t n)
         msp_hot_refresh();
     if (n != 1) /* a child or a kernel, asked once and cached by ATB */
         return;
+    /* Under snap_mu: a setup that begins an execution does not fall between a
+     * refresh's check that no execution it must finish runs and the publish of an
+     * edit (snapshot.c: held). Awake, most setups of an op stay in the adapter
+     * (msp_hot_quiet_setup): this is about once an execution, every top-level op
+     * under exec_range "next". */
+    pthread_mutex_lock(&g_msp.snap_mu);
     const struct msp_snap *s = msp_hot_awake();
     if (!s || s == MSP_HOT_UNATTACHED) { /* asleep; or no memory for a snapshot yet */
         msp_t_top_desc = 1;
-        return;
+    } else {
+        msp_t_top_desc = (uint8_t)!top_excluded(s, ids[0]);
+        msp_models_note_setup(&s->cfg, ids[0]);
     }
-    msp_t_top_desc = (uint8_t)!top_excluded(s, ids[0]);
-    msp_models_note_setup(&s->cfg, ids[0]);
+    pthread_mutex_unlock(&g_msp.snap_mu);
 }

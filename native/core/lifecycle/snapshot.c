@@ -267,6 +267,19 @@ static void give_sel_cache(struct msp_snap *s)
     s->sel_epoch = cache && epoch < UINT32_MAX ? ++epoch : 0;
 }
 
+/* Does snapshot cur stay in force past an edit? While an execution it dumps runs
+ * (its model's round selected, models.h), so that the execution is dumped whole,
+ * under the config it began under (issue 30 §5: an edit between two of its ops,
+ * another "next" or "none", left the rest of its round unselected, and the round
+ * was marked complete). The edit takes effect at the first hook after the
+ * execution's end: until then each IsTensorNeedSave and UpdateConfig comes here
+ * (the generation moved). An execution begins under snap_mu (hot.c), so none
+ * begins between this check and the publish of the new snapshot. */
+static int held(const struct msp_snap *cur)
+{
+    return hooks_awake(cur) && msp_models_holding(&cur->cfg);
+}
+
 /* Snapshots are leaked by design: the hot path reads a snapshot through a
  * plain pointer with no reference count or RCU, so a reader on another
  * thread may still use the old one. A new snapshot is made only when the
@@ -277,7 +290,8 @@ void msp_snap_refresh(void)
     pthread_mutex_lock(&g_msp.snap_mu);
     struct msp_snap *cur = msp_snap_get();
     struct msp_control *ctl = msp_ctl_now();
-    if (!cur || cur->ctl != ctl || cur->generation != msp_ctl_generation(ctl)) {
+    if (!cur || cur->ctl != ctl ||
+        (cur->generation != msp_ctl_generation(ctl) && !held(cur))) {
         struct msp_snap *s = malloc(sizeof *s);
         if (s) {
             s->ctl = ctl;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "filter.h"
 #include "opcount.h"
 #include "slot.h"
 
@@ -279,6 +280,15 @@ void msp_models_executed(const struct msp_config *cfg, const char *name, size_t 
     msp_ops_mark();
 }
 
+/* Is `round` of model m among the rounds fixed for cfg's exec_range "next" request? */
+static int next_fixed(const struct model *m, const struct msp_config *cfg, uint64_t round)
+{
+    if (__atomic_load_n(&m->next_req, __ATOMIC_ACQUIRE) != cfg->next_request)
+        return 0; /* its next execution has not begun yet */
+    uint64_t first = __atomic_load_n(&m->next_first, __ATOMIC_RELAXED);
+    return round >= first && round - first < cfg->next_count;
+}
+
 int msp_models_next_selected(const struct msp_config *cfg, int64_t top, uint64_t round)
 {
     if (top < 0 || top >= MSP_MODEL_OP_IDS)
@@ -289,11 +299,7 @@ int msp_models_next_selected(const struct msp_config *cfg, int64_t top, uint64_t
     if (i < 0) /* of a model not known yet (its execution began before the edit), or
                   of none: the config's ranges only while the process knows no model */
         return __atomic_load_n(&g_n, __ATOMIC_ACQUIRE) ? 0 : -1;
-    const struct model *m = &g_models[i];
-    if (__atomic_load_n(&m->next_req, __ATOMIC_ACQUIRE) != cfg->next_request)
-        return 0; /* its next execution has not begun yet */
-    uint64_t first = __atomic_load_n(&m->next_first, __ATOMIC_RELAXED);
-    return round >= first && round - first < cfg->next_count;
+    return next_fixed(&g_models[i], cfg, round);
 }
 
 int msp_models_next_count(const struct msp_config *cfg, uint64_t count)
@@ -301,12 +307,24 @@ int msp_models_next_count(const struct msp_config *cfg, uint64_t count)
     if (__atomic_load_n(&g_pickers, __ATOMIC_RELAXED))
         return 1;
     uint32_t have = __atomic_load_n(&g_n, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < have; i++)
+        if (next_fixed(&g_models[i], cfg, count))
+            return 1;
+    return 0;
+}
+
+int msp_models_holding(const struct msp_config *cfg)
+{
+    if (cfg->next_request && __atomic_load_n(&g_pickers, __ATOMIC_RELAXED))
+        return 1; /* ops of a model not known yet, picked for this request */
+    uint32_t have = __atomic_load_n(&g_n, __ATOMIC_ACQUIRE);
     for (uint32_t i = 0; i < have; i++) {
         const struct model *m = &g_models[i];
-        if (__atomic_load_n(&m->next_req, __ATOMIC_ACQUIRE) != cfg->next_request)
-            continue;
-        uint64_t first = __atomic_load_n(&m->next_first, __ATOMIC_RELAXED);
-        if (count >= first && count - first < cfg->next_count)
+        uint64_t started = __atomic_load_n(&m->started, __ATOMIC_RELAXED);
+        if (started == __atomic_load_n(&m->executed, __ATOMIC_RELAXED))
+            continue; /* none under way: else round started - 1 runs */
+        if (cfg->next_request ? next_fixed(m, cfg, started - 1)
+                              : msp_exec_selected(cfg, started - 1))
             return 1;
     }
     return 0;

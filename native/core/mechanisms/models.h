@@ -81,6 +81,11 @@ void msp_models_executed(const struct msp_config *cfg, const char *name, size_t 
 int msp_models_next_selected(const struct msp_config *cfg, int64_t top, uint64_t round);
 /* IsExecuteCountInRange's share: may a runner of execute count `count` be selected? */
 int msp_models_next_count(const struct msp_config *cfg, uint64_t count);
+/* Is an execution the config dumps under way: a model's round it selects (its exec
+ * ranges, or the rounds fixed for its exec_range "next" request), or, under "next",
+ * ops of a model not known yet picked for it? The config it began under then stays
+ * in force until it ends (snapshot.c), so it is dumped whole. */
+int msp_models_holding(const struct msp_config *cfg);
 /* The models whose rounds were fixed since the last call, as "M round R, N rounds
  * S-T" in out; 1 if any. Called by one thread at a time (the monitor's duties). */
 int msp_models_next_news(const struct msp_config *cfg, char *out, size_t cap);
