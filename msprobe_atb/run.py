@@ -9,7 +9,9 @@ like `msit llm dump --exec`.
 
 With `--torch` the command is a Python script running a torch model: the torch
 dumper is set up in its Python at start-up (torch/autostart.py) instead of the
-probe, and builds the derived files itself when the script exits.
+probe, and builds the derived files itself when the script exits. Either way the
+run waits for the processes CMD started that dump, too (a forked child, a
+service left running), up to --timeout.
 """
 
 from __future__ import annotations
@@ -105,11 +107,11 @@ def run(args: argparse.Namespace) -> int:
               f"msprobe-atb); {cmd[0]} was not started", file=sys.stderr)
         return 2
     if args.torch:
-        return _run_torch(cmd, output, config)
+        return _run_torch(cmd, output, config, args.timeout)
     return _run_probe(cmd, output, config, args.timeout)
 
 
-def _run_torch(cmd: list[str], output: str, config: str) -> int:
+def _run_torch(cmd: list[str], output: str, config: str, timeout: float) -> int:
     from msprobe_atb.torch.runcmd import finish, prepare
 
     env = prepare(cmd, output, config)
@@ -117,12 +119,13 @@ def _run_torch(cmd: list[str], output: str, config: str) -> int:
         return 2
     since = time.time_ns()
     rc = run_command(cmd, env)
-    finish(cmd, rc, output, config, since)
+    finish(cmd, rc, output, config, since, timeout)
     return rc
 
 
 def _run_probe(cmd: list[str], output: str, config: str, timeout: float) -> int:
     from msprobe_atb.control.block import dump_root_of
+    from msprobe_atb.control.probefiles import has_control_block
     from msprobe_atb.daemon.cli import stop
     from msprobe_atb.status import collect, render
     from msprobe_atb.wait import EXIT_TIMEOUT, outcome, wait_reporting
@@ -134,7 +137,7 @@ def _run_probe(cmd: list[str], output: str, config: str, timeout: float) -> int:
         return 2
     rc = run_command(cmd, env)
     dump_root = dump_root_of(output)
-    if not (dump_root / ".probe" / "control.block").exists():
+    if not has_control_block(dump_root):
         print(f"msprobe-atb run: {cmd[0]} exited ({rc}) without attaching the probe (is it an "
               "ATB process of the environment in ATB_HOME_PATH?); nothing was dumped",
               file=sys.stderr)

@@ -151,9 +151,7 @@ def check(dump_root: Path) -> State:
 
 def _written(dump_root: Path, st: dict[str, Any], lost: int, built) -> State:
     """Whether every selected tensor is written and every record built."""
-    from msprobe_atb.control.liveness import is_alive
     from msprobe_atb.tree import progress
-    from msprobe_atb.tree.records import list_logs
 
     queued = [p for p in st["processes"] if not p["all_written"]]
     if queued:
@@ -161,11 +159,7 @@ def _written(dump_root: Path, st: dict[str, Any], lost: int, built) -> State:
                 for p in queued)
         return State(False, f"{n} selected tensors of {len(queued)} process(es) to be written",
                      lost, st)
-    unbuilt = progress.unbuilt(dump_root, built)
-    finished = set(built.finished) if built else set()
-    unbuilt += [path.name for key, path in list_logs(dump_root)
-                if path.name not in unbuilt and path.name not in finished
-                and not is_alive(key.pid, key.start_ns)]
+    unbuilt = progress.outdated(dump_root, built)
     if unbuilt:
         return State(False, f"statistic.csv and info/ of {len(unbuilt)} process(es) to be built",
                      lost, st, building=True)

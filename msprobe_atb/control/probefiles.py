@@ -24,6 +24,11 @@ def resolve_dump_root(dump_root: str | os.PathLike) -> Path:
     return Path(os.path.realpath(root)) if root.is_symlink() else root
 
 
+def has_control_block(dump_root: Path) -> bool:
+    """Whether a probe attached here: a torch dump has none (and so no daemon)."""
+    return (Path(dump_root) / ".probe" / "control.block").exists()
+
+
 def probe_dir_fd(dump_root: Path, create: bool = True) -> int:
     """A verified fd of <dump_root>/.probe (the caller closes it)."""
     ffi, lib = ext()

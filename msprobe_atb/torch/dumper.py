@@ -24,6 +24,12 @@ Every file is written before its record; at the end the records are built into
 statistic.csv, info/, ROUND_COMPLETE.json and the manifest by the same builder as
 the shim's (`msprobe-atb rebuild`). An error while writing a tensor is recorded as
 `lost` and counted, never raised into the model.
+
+Threads: each thread's forward calls of the top module are rounds of their own,
+numbered in the order they begin; one lock keeps the hooks of different threads
+apart (the files and records are written one tensor at a time anyway). A module
+called on another thread than its round's is in no round. A process forked while
+the dump runs dumps as a process of its own (torch/forkhook.py).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +49,7 @@ from msprobe_atb.config import Config
 from msprobe_atb.offline.read.binwrite import bin_header
 from msprobe_atb.tree import fsio
 
-from . import tensors
+from . import forkhook, tensors
 from .build import build_tree
 from .dataflow import ModelNames, Pool, Slot
 from .recordlog import RecordLog
@@ -78,6 +85,26 @@ class _Frame:
 
 
 @dataclass
+class _Round:
+    """A forward call of the top module in progress, on one thread."""
+
+    number: int
+    dumping: bool
+    stack: list[_Frame]  # the model, then the ops under way, innermost last
+    names: ModelNames | None  # the model-level names of its tensors (when dumping)
+    # its top-level ops: node, model names of its ins and outs
+    topo: list[tuple[dict, list[str], list[str]]] = field(default_factory=list)
+    fd: int | None = None  # its directory, once something is in it
+
+    def close(self) -> None:
+        for frame in self.stack:
+            frame.close()
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+@dataclass
 class _Counts:
     ops_seen: int = 0
     tensors_selected: int = 0
@@ -110,19 +137,18 @@ class Dumper:
         self._wrappers = {id(model)} | ({id(base)} if isinstance(base, torch.nn.Module) else set())
         self._names = {id(m): n for n, m in model.named_modules()}
         self.device = _device_of(model)
-        self.counts = _Counts()
         self._handles: list = []
         self._log: RecordLog | None = None
-        self._stack: list[_Frame] = []
-        self._round_fd: int | None = None  # the round's directory, once something is in it
-        self._round = -1
-        self._dumping = False
+        self._reset()
+
+    def _reset(self) -> None:
+        """The state of one process's dump: at the start, and anew in a forked child."""
+        self.counts = _Counts()
+        self._lock = threading.Lock()  # the hooks of one thread at a time
+        self._rounds: dict[int, _Round] = {}  # thread id -> its round under way
         self._seq = 0
         self._calls = 0
         self._graphs: dict[str, str] = {}  # info/layer graphs reported: name -> JSON
-        # the top-level ops of the current round: node, model names of its ins and outs
-        self._topo: list[tuple[dict, list[str], list[str]]] = []
-        self._model_names: ModelNames | None = None
         self._topo_reported = False
 
     # ---- start and end ----
@@ -137,6 +163,21 @@ class Dumper:
         """Registers the hooks; with `dump_enable: false` nothing at all (no file)."""
         if not self.cfg.dump_enable:
             return
+        self._attach()
+        for key in ignored_keys(self.cfg):
+            _say(f'"{key}" is ignored by the torch dumper (every tensor is written in full, '
+                 "synchronously)")
+        for module in self.model.modules():
+            self._handles.append(module.register_forward_pre_hook(self._pre, with_kwargs=True))
+            self._handles.append(module.register_forward_hook(self._post, with_kwargs=True,
+                                                              always_call=True))
+        forkhook.track(self)
+        _say(f"Ready to dump {type(self.model).__name__} (torch), task {self.cfg.task}, "
+             f"exec_range {self.cfg.exec_range}, into {self.dump_root} "
+             f"(pid {self.pid}, device {self.device})")
+
+    def _attach(self) -> None:
+        """This process's record log and its attach record."""
         self.pid = os.getpid()
         self.start_ns = time.time_ns()
         self.dev_pid = f"{self.device}_{self.pid}"
@@ -151,31 +192,49 @@ class Dumper:
                         output=self.output, config=self.config_path, exe=sys.executable,
                         framework=FRAMEWORK, model=type(self.model).__name__,
                         torch=torch.__version__)
-        for key in ignored_keys(self.cfg):
-            _say(f'"{key}" is ignored by the torch dumper (every tensor is written in full, '
-                 "synchronously)")
-        for module in self.model.modules():
-            self._handles.append(module.register_forward_pre_hook(self._pre, with_kwargs=True))
-            self._handles.append(module.register_forward_hook(self._post, with_kwargs=True,
-                                                              always_call=True))
-        _say(f"Ready to dump {type(self.model).__name__} (torch), task {self.cfg.task}, "
-             f"exec_range {self.cfg.exec_range}, into {self.dump_root} "
-             f"(pid {self.pid}, device {self.device})")
 
-    def close(self) -> None:
-        """Removes the hooks, writes the exit record and builds the derived files."""
-        if self._log is None:
-            return
+    def forked(self) -> bool:
+        """In a forked child (torch/forkhook.py): the child's own dump begins, the
+        rounds under way at the fork are the parent's. False if it cannot (said:
+        the child runs on undumped)."""
+        if self._log is None:  # closed meanwhile, by another thread
+            return False
+        parent = self.pid
+        for rnd in self._rounds.values():
+            rnd.close()
+        self._log.close()  # the child's copy of the parent's log
+        self._log = None
+        self._reset()
+        try:
+            self._attach()
+        except Exception as exc:  # an unwritable output, a reused pid's directory
+            self._unhook()
+            _say(f"pid {os.getpid()}, forked from pid {parent}, is not dumped: "
+                 f"{type(exc).__name__}: {exc}")
+            return False
+        _say(f"pid {self.pid}, forked from pid {parent}, is dumped as a process of its own")
+        return True
+
+    def _unhook(self) -> None:
+        forkhook.untrack(self)
         for h in self._handles:
             h.remove()
         self._handles.clear()
-        c = self.counts
-        self._log.write("exit", drained=True, lost=0, ops_seen=c.ops_seen,
-                        tensors_selected=c.tensors_selected, tensors_written=c.tensors_written,
-                        bytes_written=c.bytes_written, drops=0, errors=c.errors,
-                        overflow_events=0, unrecorded={}, skipped=c.skipped)
-        self._log.close()
-        self._log = None
+
+    def close(self) -> None:
+        """Removes the hooks, writes the exit record and builds the derived files."""
+        with self._lock:  # a hook of another thread under way ends first
+            if self._log is None:
+                return
+            self._unhook()
+            c = self.counts
+            self._log.write("exit", drained=True, lost=0, ops_seen=c.ops_seen,
+                            tensors_selected=c.tensors_selected,
+                            tensors_written=c.tensors_written, bytes_written=c.bytes_written,
+                            drops=0, errors=c.errors, overflow_events=0, unrecorded={},
+                            skipped=c.skipped)
+            self._log.close()
+            self._log = None
         self._build()
 
     def _build(self) -> None:
@@ -191,41 +250,52 @@ class Dumper:
 
     # ---- the hooks ----
     def _pre(self, module, args, kwargs) -> None:
-        try:
-            if not self._stack:
-                if module is self.model:
-                    self._begin_round(args, kwargs)
-                return
-            if not self._dumping:
-                return
-            parent = self._stack[-1]
-            if not parent.segs and id(module) in self._wrappers:
-                self._stack.append(_Frame(module, (), parent.counter, parent))
-                return
-            self._begin_op(module, parent, args, kwargs)
-        except Exception as exc:  # never into the model
-            self._failed("a forward pre-hook", exc)
+        with self._lock:
+            try:
+                rnd = self._rounds.get(threading.get_ident())
+                if rnd is None:
+                    if module is self.model and self._log is not None:
+                        self._begin_round(args, kwargs)
+                    return
+                if not rnd.dumping:
+                    return
+                parent = rnd.stack[-1]
+                if not parent.segs and id(module) in self._wrappers:
+                    rnd.stack.append(_Frame(module, (), parent.counter, parent))
+                    return
+                self._begin_op(rnd, module, parent, args, kwargs)
+            except Exception as exc:  # never into the model
+                self._failed("a forward pre-hook", exc)
 
     def _post(self, module, args, kwargs, output) -> None:
-        try:
-            if not self._stack or not (self._dumping or module is self.model):
-                return
-            at = next((i for i in range(len(self._stack) - 1, -1, -1)
-                       if self._stack[i].module is module), None)
-            if at is None:
-                return  # a call the pre-hook did not see
-            while len(self._stack) > at + 1:  # calls whose forward hook never came
-                self._stack.pop().close()
-            frame = self._stack[-1]
+        with self._lock:
             try:
-                if len(self._stack) == 1:
-                    self._end_round()
-                elif frame.segs:
-                    self._end_op(frame, output)
-            finally:
-                self._stack.pop().close()
-        except Exception as exc:
-            self._failed("a forward hook", exc)
+                self._after(module, output)
+            except Exception as exc:
+                self._failed("a forward hook", exc)
+
+    def _after(self, module, output) -> None:
+        thread = threading.get_ident()
+        rnd = self._rounds.get(thread)
+        if rnd is None or not (rnd.dumping or module is self.model):
+            return
+        stack = rnd.stack
+        at = next((i for i in range(len(stack) - 1, -1, -1) if stack[i].module is module), None)
+        if at is None:
+            return  # a call the pre-hook did not see
+        while len(stack) > at + 1:  # calls whose forward hook never came
+            stack.pop().close()
+        frame = stack[-1]
+        try:
+            if len(stack) == 1:
+                self._end_round(rnd)
+            elif frame.segs:
+                self._end_op(rnd, frame, output)
+        finally:
+            stack.pop().close()
+            if not stack:
+                del self._rounds[thread]
+                rnd.close()
 
     def _failed(self, where: str, exc: Exception) -> None:
         self.counts.errors += 1
@@ -235,29 +305,23 @@ class Dumper:
 
     # ---- rounds and ops ----
     def _begin_round(self, args, kwargs) -> None:
-        self._round = self._calls
+        number = self._calls
         self._calls += 1
-        self._dumping = (round_selected(self.cfg, self._round)
-                         and device_selected(self.cfg, self.device))
-        self._topo = []
-        if self._dumping:
-            self._model_names = ModelNames(type(self.model).__name__,
-                                           [t for _, t in tensors.flatten(args, kwargs)[0]])
-        self._stack.append(_Frame(self.model, (), [0]))
+        dumping = round_selected(self.cfg, number) and device_selected(self.cfg, self.device)
+        names = ModelNames(type(self.model).__name__,
+                           [t for _, t in tensors.flatten(args, kwargs)[0]]) if dumping else None
+        self._rounds[threading.get_ident()] = _Round(number, dumping,
+                                                     [_Frame(self.model, (), [0])], names)
 
-    def _end_round(self) -> None:
-        if self._round_fd is not None:
-            os.close(self._round_fd)
-            self._round_fd = None
-        if not self._dumping:
+    def _end_round(self, rnd: _Round) -> None:
+        if not rnd.dumping:
             return
-        self._dumping = False
-        self.counts.rounds.append(self._round)
-        if self._topo and not self._topo_reported:
-            self._report_topo()
-        self._log.write("round", round=f"{self.dev_pid}/{self._round}")
+        self.counts.rounds.append(rnd.number)
+        if rnd.topo and not self._topo_reported:
+            self._report_topo(rnd.topo)
+        self._log.write("round", round=f"{self.dev_pid}/{rnd.number}")
 
-    def _begin_op(self, module, parent: _Frame, args, kwargs) -> None:
+    def _begin_op(self, rnd: _Round, module, parent: _Frame, args, kwargs) -> None:
         op_id = parent.counter[0]
         parent.counter[0] += 1
         name = type(module).__name__
@@ -274,14 +338,14 @@ class Dumper:
             parent.node["nodes"].append(node)
             frame.in_slots = parent.pool.slots(found_tensors)
         else:
-            frame.model_ins = self._model_names.names(found_tensors)
-        self._stack.append(frame)
+            frame.model_ins = rnd.names.names(found_tensors)
+        rnd.stack.append(frame)
         self.counts.ops_seen += 1
         if frame.selected:
             self.counts.skipped += skipped
-            self._write_all(frame, "before", "intensor", found)
+            self._write_all(rnd, frame, "before", "intensor", found)
 
-    def _end_op(self, frame: _Frame, output) -> None:
+    def _end_op(self, rnd: _Round, frame: _Frame, output) -> None:
         found, skipped = tensors.flatten((output,))
         frame.node["outTensorNum"] = len(found)
         found_tensors = [t for _, t in found]
@@ -291,42 +355,41 @@ class Dumper:
             parent.pool.children.append((frame.node, frame.in_slots,
                                          parent.pool.slots(found_tensors)))
         else:
-            self._topo.append((frame.node, frame.model_ins,
-                               self._model_names.names(found_tensors)))
+            rnd.topo.append((frame.node, frame.model_ins, rnd.names.names(found_tensors)))
         if frame.selected:
             self.counts.skipped += skipped
-            self._write_all(frame, "after", "outtensor", found)
+            self._write_all(rnd, frame, "after", "outtensor", found)
         if len(frame.segs) == 1:
             self._report_graph(frame.node)
 
     # ---- tensors ----
-    def _write_all(self, frame: _Frame, stage: str, kind: str, found) -> None:
+    def _write_all(self, rnd: _Round, frame: _Frame, stage: str, kind: str, found) -> None:
         for i, (name, t) in enumerate(found):
             code = tensors.CODES.get(t.dtype)
             if code is None:
                 self.counts.skipped += 1
                 continue
-            self._write_one(frame, stage, tensors.file_name(kind, i, name), t, code)
+            self._write_one(rnd, frame, stage, tensors.file_name(kind, i, name), t, code)
 
-    def _dir(self, frame: _Frame) -> int:
+    def _dir(self, rnd: _Round, frame: _Frame) -> int:
         """The op's directory (the round's for the model), made and opened once."""
         if not frame.segs:
-            if self._round_fd is None:
-                self._round_fd = fsio.open_dir(self.dump_root,
-                                               ("data", self.dev_pid, str(self._round)), True)
-            return self._round_fd
+            if rnd.fd is None:
+                rnd.fd = fsio.open_dir(self.dump_root, ("data", self.dev_pid, str(rnd.number)),
+                                       True)
+            return rnd.fd
         if frame.fd is None:
-            frame.fd = fsio.open_subdir(self._dir(frame.parent), frame.segs[-1])
+            frame.fd = fsio.open_subdir(self._dir(rnd, frame.parent), frame.segs[-1])
         return frame.fd
 
-    def _stage_dir(self, frame: _Frame, stage: str) -> int:
+    def _stage_dir(self, rnd: _Round, frame: _Frame, stage: str) -> int:
         if stage not in frame.stages:
-            frame.stages[stage] = fsio.open_subdir(self._dir(frame), stage)
+            frame.stages[stage] = fsio.open_subdir(self._dir(rnd, frame), stage)
         return frame.stages[stage]
 
-    def _write_one(self, frame: _Frame, stage: str, fname: str, t: torch.Tensor,
+    def _write_one(self, rnd: _Round, frame: _Frame, stage: str, fname: str, t: torch.Tensor,
                    code: int) -> None:
-        rel = (self.dev_pid, str(self._round), *frame.segs, stage, fname)
+        rel = (self.dev_pid, str(rnd.number), *frame.segs, stage, fname)
         self.counts.tensors_selected += 1
         seq = self._seq
         self._seq += 1
@@ -343,7 +406,7 @@ class Dumper:
             else:
                 data = tensors.payload(t)
                 header = bin_header(len(data), code, t.shape)
-                fsio.write_streamed_at(self._stage_dir(frame, stage), fname,
+                fsio.write_streamed_at(self._stage_dir(rnd, frame, stage), fname,
                                        lambda f: (f.write(header), f.write(data)))
                 rec["file"] = "bin"
                 self.counts.bytes_written += len(header) + len(data)
@@ -365,11 +428,11 @@ class Dumper:
             self._graphs[node["opName"]] = text
             self._log.write("graph", name=node["opName"], dev=self.device, json=text)
 
-    def _report_topo(self) -> None:
+    def _report_topo(self, top: list[tuple[dict, list[str], list[str]]]) -> None:
         self._topo_reported = True
         model = type(self.model).__name__
         topo = {"modelName": model, "framework": FRAMEWORK,
                 "nodes": [{"opName": n["opType"], "module": n["param"]["module"],
-                           "inTensors": ins, "outTensors": outs} for n, ins, outs in self._topo]}
+                           "inTensors": ins, "outTensors": outs} for n, ins, outs in top]}
         self._log.write("topo", model=model, dev=self.device,
                         json=json.dumps(topo, separators=(",", ":")))

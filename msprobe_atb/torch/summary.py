@@ -23,13 +23,10 @@ def dumped_since(dump_root: Path, since_ns: int) -> list[tuple[ProcKey, list[dic
     return out
 
 
-def unfinished(logs: list[tuple[ProcKey, list[dict]]]) -> bool:
-    """A process ended without its exit record (killed, os._exit): the derived
-    files are not built yet."""
-    return any(not any(r.get("k") == "exit" for r in recs) for _, recs in logs)
-
-
-def render(dump_root: Path, config: str, logs: list[tuple[ProcKey, list[dict]]]) -> str:
+def render(dump_root: Path, config: str, logs: list[tuple[ProcKey, list[dict]]],
+           final: bool = True) -> str:
+    """The summary; its last line, the count of tensors written, only if `final`
+    (every process that dumped has exited)."""
     lines = [f"dump root:   {dump_root}", f"config file: {config}",
              f"processes:   {len(logs)} dumped a torch model"]
     written = 0
@@ -51,5 +48,7 @@ def render(dump_root: Path, config: str, logs: list[tuple[ProcKey, list[dict]]])
     total, complete, _ = round_counts(dump_root)
     lines.append(f"rounds:      {total} execution-round directories, {complete} marked "
                  "complete (ROUND_COMPLETE.json)")
-    lines.append(f"{dump_root}: {written} selected tensors written by {len(logs)} process(es)")
+    if final:
+        lines.append(f"{dump_root}: {written} selected tensors written by {len(logs)} "
+                     "process(es)")
     return "\n".join(lines)

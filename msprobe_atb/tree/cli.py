@@ -10,6 +10,7 @@ from pathlib import Path
 
 from msprobe_atb.control.liveness import pid_alive
 from msprobe_atb.control.lockfile import try_lock
+from msprobe_atb.control.probefiles import has_control_block
 from msprobe_atb.tree.fsio import sweep_stale_temps
 from msprobe_atb.tree.records import records_dir
 
@@ -31,7 +32,7 @@ def find_dump_root(path: str | os.PathLike) -> Path:
 
 def no_control_block(path: str | os.PathLike, dump_root: Path) -> str | None:
     """Why `status`/`wait` cannot read DIR, in words a user can act on; None if they can."""
-    if (dump_root / ".probe" / "control.block").exists():
+    if has_control_block(dump_root):
         return None
     if not os.path.isdir(path):
         return (f"{path}: no such directory; give the --output dir that load_atb_probe.sh "

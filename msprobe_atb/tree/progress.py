@@ -156,3 +156,16 @@ def unbuilt(dump_root: Path, progress: Progress | None) -> list[str]:
         if offsets.get(log_path.name, -1) < size:
             out.append(log_path.name)
     return out
+
+
+def outdated(dump_root: Path, progress: Progress | None) -> list[str]:
+    """`unbuilt`, and the logs of processes that ended after the tree was built
+    (the markers of their last rounds wait for the end)."""
+    from msprobe_atb.control.liveness import is_alive
+    from msprobe_atb.tree.records import list_logs
+
+    out = unbuilt(dump_root, progress)
+    finished = set(progress.finished) if progress else set()
+    return out + [path.name for key, path in list_logs(dump_root)
+                  if path.name not in out and path.name not in finished
+                  and not is_alive(key.pid, key.start_ns)]

@@ -249,3 +249,34 @@ def test_stats_traces_a_nan_through_the_modules_that_fed_it(tiny_llama_checkpoin
     rotary, layer0, layer1 = doc["nodes"][1:4]
     assert layer1["inTensors"][0] == layer0["outTensors"][0]  # the hidden state passed on
     assert layer0["inTensors"][1:3] == layer1["inTensors"][1:3] == rotary["outTensors"]
+
+
+def test_a_build_waits_for_another_torch_process_s_build(tmp_path, monkeypatch):
+    """Without a control block the lock's holder is another torch process of the dump
+    (a forked child's close beside its parent's): its build ends, then this one runs,
+    rather than leaving the tree unbuilt with "a control-plane daemon runs"."""
+    import torch
+    from torch import nn
+
+    from msprobe_atb.control import lockfile
+    from msprobe_atb.torch import Dumper
+    from msprobe_atb.torch.build import build_tree
+
+    model = nn.Sequential(nn.Linear(4, 4))
+    with torch.no_grad(), Dumper(model, output=tmp_path, config={"dump_enable": True}):
+        model(torch.ones(1, 4))
+    root = tmp_path / "atb_dump_data"
+    (marker,) = root.glob("data/*/0/ROUND_COMPLETE.json")
+    marker.unlink()
+    held = [lockfile.try_lock(root)]  # the other process's build
+    real = lockfile.try_lock
+
+    def try_lock(dump_root, *args):
+        fd = real(dump_root, *args)
+        if fd is None and held:  # refused once: the other build ends now
+            os.close(held.pop())
+        return fd
+
+    monkeypatch.setattr(lockfile, "try_lock", try_lock)
+    assert build_tree(root) is None
+    assert not held and marker.exists()

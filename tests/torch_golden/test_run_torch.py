@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -28,15 +30,16 @@ sys.exit(int(sys.argv[2]))
 
 
 def run_torch(tmp_path: Path, *args: str, config: dict | None = None,
-              env: dict | None = None) -> subprocess.CompletedProcess:
+              env: dict | None = None, options: tuple[str, ...] = ()
+              ) -> subprocess.CompletedProcess:
     cfg = tmp_path / "config.json"
     if config is not None:
         cfg.write_text(json.dumps(config))
         os.chmod(cfg, 0o600)
     script = tmp_path / "script.py"
     script.write_text(SCRIPT)
-    return subprocess.run([sys.executable, "-m", "msprobe_atb", "run", "--torch", "--output",
-                           str(tmp_path / "out"), "--config", str(cfg), "--", *args],
+    return subprocess.run([sys.executable, "-m", "msprobe_atb", "run", "--torch", *options,
+                           "--output", str(tmp_path / "out"), "--config", str(cfg), "--", *args],
                           capture_output=True, text=True, timeout=300, cwd=REPO,
                           env={**os.environ, **(env or {})})
 
@@ -106,3 +109,86 @@ def test_the_first_module_holding_parameters_called_at_top_level_is_the_model(tm
     (proc,) = (tmp_path / "out" / "atb_dump_data" / "data").iterdir()
     assert sorted(p.name for p in (proc / "1").iterdir() if p.is_dir()) == [
         "0_Linear", "1_ReLU", "2_Linear"]
+
+
+# The child runs the model only once its parent has exited (the pipe's end of file):
+# a run that returned with its command would miss it.
+FORKED = """
+import multiprocessing, os, sys
+import torch
+from torch import nn
+
+def child_rounds():
+    with torch.no_grad():
+        model(x)
+        model(x)
+
+model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+x = torch.randn(2, 4)
+with torch.no_grad():
+    model(x)
+if sys.argv[1] == "os.fork":
+    gone_r, gone_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(gone_w)
+        os.read(gone_r, 1)
+        child_rounds()
+        sys.exit(0)
+else:
+    p = multiprocessing.get_context("fork").Process(target=child_rounds)
+    p.start()
+    pid = p.pid
+print("child", pid, flush=True)
+"""
+
+
+@pytest.mark.parametrize("fork", ["os.fork", "multiprocessing"])
+def test_a_forked_child_is_a_process_of_its_own_and_the_run_waits_for_it(tmp_path, fork):
+    script = tmp_path / "forked.py"
+    script.write_text(FORKED)
+    r = run_torch(tmp_path, sys.executable, str(script), fork,
+                  config={"dump_enable": True, "task": "tensor", "exec_range": "all"})
+    assert r.returncode == 0, r.stderr
+    child = r.stdout.split("child ")[1].split()[0]
+    root = tmp_path / "out" / "atb_dump_data"
+    procs = {p.name.partition("_")[2]: sorted(x.name for x in p.iterdir())
+             for p in (root / "data").iterdir()}
+    (parent,) = set(procs) - {child}
+    assert procs == {parent: ["0"], child: ["0", "1"]}
+    for pid, rounds in procs.items():
+        for rnd in rounds:
+            assert (root / "data" / f"0_{pid}" / rnd / "statistic.csv").exists()
+            assert (root / "data" / f"0_{pid}" / rnd / "ROUND_COMPLETE.json").exists()
+    for log in (root / ".probe" / "records").iterdir():  # each its own, to its exit record
+        recs = [json.loads(line) for line in log.read_text().splitlines()]
+        assert recs[-1]["k"] == "exit" and sum(x["k"] == "exit" for x in recs) == 1
+    assert "processes:   2 dumped a torch model" in r.stdout
+    assert f"pid {parent}: Sequential (torch" in r.stdout
+    assert re.search(rf"pid {parent}: .*exited; rounds 0 dumped, tensors 4/4", r.stdout)
+    assert re.search(rf"pid {child}: .*exited; rounds 0-1 dumped, tensors 8/8", r.stdout)
+    assert "3 execution-round directories, 3 marked complete" in r.stdout
+    assert r.stdout.rstrip().splitlines()[-1] == (
+        f"{root}: 12 selected tensors written by 2 process(es)")
+
+
+def test_a_run_that_times_out_says_which_forked_children_still_run(tmp_path):
+    script = tmp_path / "stays.py"
+    script.write_text("import os, torch\nfrom torch import nn\n"
+                      "model = nn.Linear(2, 2)\nmodel(torch.ones(1, 2))\n"
+                      "r, w = os.pipe()\n"
+                      "if os.fork() == 0:\n"
+                      "    null = os.open(os.devnull, os.O_WRONLY)\n"
+                      "    os.dup2(null, 1), os.dup2(null, 2)  # the run's output can end\n"
+                      "    os.read(r, 1)  # never written: runs on\n")
+    r = run_torch(tmp_path, sys.executable, str(script), options=("--timeout", "0"),
+                  config={"dump_enable": True, "exec_range": "all"})
+    child = re.search(r"1 process\(es\) \S+ started still run and dump \(pid (\d+)\)", r.stderr)
+    try:
+        assert r.returncode == 0 and child, r.stderr
+        assert "msprobe-atb run: the dump is not complete after 0 s" in r.stderr
+        assert "processes:   2 dumped a torch model" in r.stdout
+        assert "selected tensors written by" not in r.stdout  # no count claimed as final
+    finally:
+        if child:
+            os.kill(int(child.group(1)), signal.SIGKILL)
