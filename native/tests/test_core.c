@@ -1321,6 +1321,64 @@ static void test_queue_heads(void)
     CHECK(head_of(0) == MSP_HEAD_IDLE && head_of(1) == MSP_HEAD_IDLE && q.bytes == 0);
 }
 
+/* Items any writer may write (msp_queue_push_near), each hashed to list 0 of 4:
+ * list 0 takes them while its load (queued and in hand) is within
+ * MSP_QUEUE_SLACK of the least loaded list's, the others take the rest, so no
+ * list runs ahead of another by more than the slack (the lists drifted apart
+ * by thousands of items under a full queue, holding every writer's records
+ * back behind the longest list's front). Items bound to a list
+ * (msp_queue_push) stay on it. */
+static void test_queue_push_near(void)
+{
+    struct msp_queue q;
+    msp_queue_init(&q, 4);
+    uint64_t seq = 0;
+    for (int i = 0; i < 200; i++) {
+        struct msp_item *it = reserved(&q, 16, UINT64_C(64) << 20);
+        it->seq = seq++;
+        CHECK(msp_queue_push_near(&q, 0, it) == MSP_PUSH_OK);
+    }
+    uint64_t most = 0, least = UINT64_MAX;
+    for (int w = 0; w < 4; w++) {
+        uint64_t n = q.heads[w].pushed - q.heads[w].popped;
+        most = n > most ? n : most;
+        least = n < least ? n : least;
+    }
+    CHECK(most - least <= MSP_QUEUE_SLACK + 1 && least > 0);
+    CHECK(q.heads[0].pushed - q.heads[0].popped == most);
+    /* writer 1 takes its whole list in hand, writers 2 and 3 finish theirs: 1 is
+     * still loaded, so items hashed to it go to 2 and 3 until it is done */
+    struct msp_item *hand = NULL, **end = &hand;
+    for (struct msp_item *r; (r = msp_queue_pop(&q, 1, 0)) != NULL;) {
+        *end = r;
+        while (*end)
+            end = &(*end)->next;
+    }
+    for (int w = 2; w < 4; w++)
+        for (struct msp_item *r; (r = msp_queue_pop(&q, w, 0)) != NULL;)
+            msp_queue_done(&q, w, r, NULL);
+    uint64_t before = q.heads[1].pushed;
+    for (int i = 0; i < 8; i++) {
+        struct msp_item *it = reserved(&q, 16, UINT64_C(64) << 20);
+        it->seq = seq++;
+        CHECK(msp_queue_push_near(&q, 1, it) == MSP_PUSH_OK);
+    }
+    CHECK(q.heads[1].pushed == before && q.heads[1].in_hand > MSP_QUEUE_SLACK);
+    msp_queue_done(&q, 1, hand, NULL);
+    CHECK(q.heads[1].in_hand == 0);
+    struct msp_item *it = reserved(&q, 16, UINT64_C(64) << 20);
+    it->seq = seq++;
+    CHECK(msp_queue_push_near(&q, 1, it) == MSP_PUSH_OK && q.heads[1].pushed == before + 1);
+    /* bound items: on their list whatever the loads */
+    before = q.heads[0].pushed;
+    for (int i = 0; i < 3 * MSP_QUEUE_SLACK; i++)
+        pushed(&q, 0, seq++, 16);
+    CHECK(q.heads[0].pushed == before + 3 * MSP_QUEUE_SLACK);
+    uint64_t inflight, kept;
+    msp_queue_forget(&q, msp_queue_close(&q, NULL, &inflight, &kept));
+    CHECK(q.bytes == 0);
+}
+
 static int odd_seq(const struct msp_item *it)
 {
     return (int)(it->seq & 1);
@@ -1722,6 +1780,7 @@ int main(void)
     test_queue_heads();
     test_queue_heads_random();
     test_queue_close_keeps();
+    test_queue_push_near();
     test_queue_block();
     test_queue_runs();
     test_pending();

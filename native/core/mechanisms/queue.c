@@ -455,9 +455,29 @@ void msp_queue_adopt(struct msp_queue *q, struct msp_item *it)
     pthread_mutex_unlock(&q->mu);
 }
 
-int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it)
+/* Under mu: the items on list w and in writer w's hands. */
+static uint64_t load_of(const struct msp_queue *q, int w)
+{
+    const struct msp_head *h = &q->heads[w];
+    return h->pushed - h->popped + h->in_hand;
+}
+
+/* Under mu: list w, or the least loaded list if w's load is more than
+ * MSP_QUEUE_SLACK above it (queue.h msp_queue_push_near). */
+static int near_list(const struct msp_queue *q, int w)
+{
+    int least = w;
+    for (int i = 0; i < q->nlists; i++)
+        if (load_of(q, i) < load_of(q, least))
+            least = i;
+    return load_of(q, w) > load_of(q, least) + MSP_QUEUE_SLACK ? least : w;
+}
+
+static int push_locked(struct msp_queue *q, int w, int near, struct msp_item *it)
 {
     pthread_mutex_lock(&q->mu);
+    if (near)
+        w = near_list(q, w);
     if (q->closed) {
         pthread_mutex_unlock(&q->mu);
         return MSP_PUSH_CLOSED;
@@ -469,6 +489,16 @@ int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it)
         pthread_cond_signal(&q->work[w]);
     pthread_mutex_unlock(&q->mu);
     return MSP_PUSH_OK;
+}
+
+int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it)
+{
+    return push_locked(q, w, 0, it);
+}
+
+int msp_queue_push_near(struct msp_queue *q, int w, struct msp_item *it)
+{
+    return push_locked(q, w, 1, it);
 }
 
 #ifndef MADV_POPULATE_WRITE
@@ -558,6 +588,7 @@ struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait)
         q->depth -= n;
         q->inflight += n;
         popped(&q->heads[w], n);
+        q->heads[w].in_hand += n;
         if (low < q->heads[w].held)
             q->heads[w].held = low;
         show_head(q, w);
@@ -580,6 +611,8 @@ static void give_back(struct msp_queue *q, struct msp_item *list, int w, uint64_
             struct msp_item *it = list;
             list = it->next; /* before a ring item's memory goes back */
             q->inflight -= w >= 0;
+            if (w >= 0)
+                q->heads[w].in_hand--;
             if (put_back(q, it))
                 heap[n++] = it;
         }

@@ -57,6 +57,7 @@ struct msp_head {
     struct msp_window dips;  /* (push number, seq) of the dips */
     uint64_t held;          /* lowest seq writer w has in hand: popped and not done,
                                */
+    uint64_t in_hand;       /* items writer w has popped and not yet done */
     uint64_t shown;         /* the value in the slot's writer_head[w] */
 };
 
@@ -170,6 +171,15 @@ uint64_t msp_queue_release_front(struct msp_queue *q, struct msp_item *it,
  * MSP_PUSH_CLOSED (the caller keeps it and releases it). Writer w's head
  * covers it once this returns. */
 int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it);
+/* The same for an item any writer may write (no dedup binds it to one): on list
+ * `w`, unless w's load (queued and in hand) exceeds the least loaded list's by
+ * more than MSP_QUEUE_SLACK items; then on that list. Lists that each take
+ * their share by a hash drift apart under a full queue (a random walk), and
+ * the longest one's front holds every writer's records back (the
+ * control plane releases rows below the lowest head: control.h
+ * writer_head[]); this bounds the drift. */
+int msp_queue_push_near(struct msp_queue *q, int w, struct msp_item *it);
+#define MSP_QUEUE_SLACK 16
 /* How long a writer whose list ran empty waits for more before it sleeps;
  * items pushed meanwhile wait for the nap's end (a hook about to block for
  * the budget wakes it). */

@@ -243,13 +243,14 @@ void msp_item_queue(struct msp_item *it, int adopt)
 {
     if (adopt)
         msp_queue_adopt(g_q, it);
-    int w = msp_writer_for(it->path, strlen(it->path), g_nwriters, dedups(it));
+    int bound = dedups(it); /* its layer scope's writer dedups it */
+    int w = msp_writer_for(it->path, strlen(it->path), g_nwriters, bound);
     /* counted in the slot before it is queued and until its record is
      * written, so the control plane never sees an empty queue too early */
     uint64_t cost = it->cost;
     MSP_COUNT(queue_depth, 1);
     MSP_COUNT(queue_bytes, cost);
-    if (msp_queue_push(g_q, w, it) == MSP_PUSH_OK)
+    if ((bound ? msp_queue_push(g_q, w, it) : msp_queue_push_near(g_q, w, it)) == MSP_PUSH_OK)
         return;
     if (it->kind == MSP_ITEM_TENSOR)
         MSP_COUNT(errors, 1);
