@@ -79,7 +79,7 @@ def dask_cluster(base: Path, roots: dict[str, list[Path]]):
             procs[name] = subprocess.Popen(
                 [str(DASK), "worker", addr, "--name", name, "--nthreads", "1", "--no-nanny",
                  "--no-dashboard", "--host", "127.0.0.1",
-                 "--preload", "msprobe_atb.offline.dask_roots",
+                 "--preload", HOLD_PRELOAD, "--preload", "msprobe_atb.offline.dask_roots",
                  *[a for d in dirs for a in ("--dump-root", str(d))]],
                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         from distributed import Client
@@ -154,14 +154,17 @@ def test_pair_no_worker_can_read_travels_to_the_golden_worker(cluster):
     assert "bytes of target chunks travelled" in res.engine.summary()
 
 
-def fifo_in_place_of(dump: Path, k: int) -> tuple[Path, Path]:
-    """The k-th .bin file of `dump` replaced by a FIFO (a worker reading it blocks
-    there until it is killed); the real file is kept beside it. (FIFO, real)."""
+HOLD_PRELOAD = str(Path(__file__).with_name("dask_hold.py"))
+
+
+def hold_before(dump: Path, k: int) -> tuple[Path, Path]:
+    """A FIFO beside the k-th .bin file of `dump` that a worker (dask_hold.py) reads
+    to its end before it opens that file: it blocks there until the test writes,
+    closes it, or kills the worker. (FIFO, the .bin file)."""
     victim = sorted(dump.rglob("*.bin"))[k]
-    real = victim.with_name(victim.name + ".real")
-    victim.rename(real)
-    os.mkfifo(victim)
-    return victim, real
+    hold = victim.with_name(victim.name + ".hold")
+    os.mkfifo(hold)
+    return hold, victim
 
 
 def fifo_opened(fifo: Path) -> int | None:
@@ -196,11 +199,11 @@ def test_killed_worker_never_turns_a_pair_into_a_pass(cluster):
     local = compare_dumps(open_dumps(_dirs(base, "golden")), open_dumps(_dirs(base, "target")))
     fifo_dump = base / "nodeB" / "target_fifo"
     subprocess.run(["cp", "-r", str(base / "nodeB" / "target"), str(fifo_dump)], check=True)
-    victim, _ = fifo_in_place_of(fifo_dump, 3)
+    hold, _ = hold_before(fifo_dump, 3)
     golden = open_dumps(_dirs(base, "golden"))
     target = open_dumps([str(base / "nodeA" / "target"), str(fifo_dump)])
     th, box = compare_in_thread(golden, target, cluster["addr"])
-    fd = _wait(lambda: fifo_opened(victim), "node B's worker to open the FIFO")
+    fd = _wait(lambda: fifo_opened(hold), "node B's worker to open the FIFO")
     cluster["procs"]["nodeB"].send_signal(signal.SIGKILL)
     cluster["procs"]["nodeB"].wait()
     os.close(fd)
@@ -220,21 +223,21 @@ def test_killed_worker_never_turns_a_pair_into_a_pass(cluster):
 
 def test_killed_worker_s_pairs_are_retried_on_another_that_can_read_them(tmp_path):
     """Both workers read the shared storage holding both dumps. The one blocked
-    on a target tensor (a FIFO) is killed; Dask retries its batch on the other
-    worker, which reads the real file: every pair compared, as in the local run."""
+    on a target tensor (a FIFO holds it there) is killed; Dask retries its batch on
+    the other worker, which reads the file: every pair compared, as in the local run."""
     shared = tmp_path / "shared"
     rank_dump(shared / "golden", 0, 100, np.float32, 1)
     rank_dump(shared / "target", 0, 200, np.float16, 2)
     golden, target = open_dumps([str(shared / "golden")]), open_dumps([str(shared / "target")])
     local = compare_dumps(golden, target)
-    victim, real = fifo_in_place_of(shared / "target", 5)
+    hold, victim = hold_before(shared / "target", 5)
     with dask_cluster(tmp_path, {"w1": [shared], "w2": [shared]}) as c:
         th, box = compare_in_thread(golden, target, c["addr"])
-        fd = _wait(lambda: fifo_opened(victim), "a worker to open the FIFO")
+        fd = _wait(lambda: fifo_opened(hold), "a worker to open the FIFO")
         stuck = _wait(lambda: next((n for n in ("w1", "w2")
-                                    if holds_open(c["procs"][n].pid, victim)), None),
+                                    if holds_open(c["procs"][n].pid, hold)), None),
                       "the worker reading the FIFO")
-        real.replace(victim)  # the retry opens the real file
+        hold.unlink()  # the retry opens the file at once
         c["procs"][stuck].send_signal(signal.SIGKILL)
         c["procs"][stuck].wait()
         os.close(fd)

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import numpy as np
-from test_offline_dask import _wait, dask_cluster, fifo_in_place_of, fifo_opened, rank_dump
+from test_offline_dask import _wait, dask_cluster, fifo_opened, hold_before, rank_dump
 
 from msprobe_atb.offline.compare.dask_run import BLIND
 
@@ -48,10 +48,10 @@ def test_killed_workers_are_named_exit_1(tmp_path):
     FIFO holds it there): its address is named as gone."""
     rank_dump(tmp_path / "g", 0, 100, np.float32, 1, big=False)
     rank_dump(tmp_path / "t", 0, 200, np.float16, 2, big=False)
-    victim, _ = fifo_in_place_of(tmp_path / "t", 0)
+    hold, _ = hold_before(tmp_path / "t", 0)
     with dask_cluster(tmp_path, {"w1": [tmp_path]}) as c:
         p = _compare(tmp_path / "g", tmp_path / "t", c["addr"], tmp_path / "r.csv")
-        fd = _wait(lambda: fifo_opened(victim), "the worker to open the FIFO")
+        fd = _wait(lambda: fifo_opened(hold), "the worker to open the FIFO")
         c["procs"]["w1"].send_signal(signal.SIGKILL)
         c["procs"]["w1"].wait()
         os.close(fd)
