@@ -16,6 +16,7 @@
 
 #include "binfile.h"
 #include "dedup.h"
+#include "dirmemo.h"
 #include "filter.h"
 #include "fsutil.h"
 #include "jsonw.h"
@@ -1696,6 +1697,25 @@ static void test_rounds(void)
     CHECK(msp_rounds_recorded(&r2, key, len, 5, done) && !strcmp(done, "0_7/1"));
 }
 
+/* The filters' truth table: ids and op_name forms, and dirs of every shape. */
+static const char *const sel_filters[][2] = {
+    {"", ""}, {"5", ""}, {"50", ""}, {"2_1", ""}, {"0,2_1", ""}, {"5,2_1_0", ""},
+    {"", "linear"}, {"", "word,linear"}, {"", "LINEAR"}, {"", "matmul"}, {"9", "layer"},
+    {"2", "matmulkernel"}, {"7_Prefill", ""}, {"-1", ""}};
+static const char *const sel_dirs[] = {
+    "0_1/0/2_Layer", "0_1/7/2_Layer", "0_1/0/5_Layer", "3_77/123456/5_Layer",
+    "0_1/0/50_Layer", "0_1/0/5_Layer/0_Linear", "0_1/9/5_Layer/0_Linear",
+    "0_1/0/2_Layer/1_LinearOperation", "0_1/0/2_Layer/1_LinearOperation/0_MatMulKernel",
+    "0_1/0/2_Layer/10_Linear", "0_1/0/2_Layer/1_Linear/0_K", "0_1/0/2_Layer/0_LinearKernel",
+    "0_1/0/2_Layer/1_Other", "0_1/0/9_Embedding", "0_1/0/3_Embedding", "0_1/0/Layer",
+    "0_1/0/7_Prefill_5/0_Linear", "0_1/0/2_Layer/1_LinearOperation/0_MatMulKernel/x",
+    "LinearOpsRunner", "LinearOpsRunner/0_MatMulKernel", "0_1/0", "0_1/0/", "a/b/c",
+    "/0/2_Layer", "0_1//2_Layer", "0_1/0/2_Layer/", "0_1/0/2_L", "1/2/", "x", "",
+    "0_1/0/-1_Layer", "0_1/0/_Layer", "0_1/0/2_Layer//1_Linear",
+    "0_1/0/2_Layer/1_LinearOperation/0_MatMulKernel/2_LinearOperation/3_LinearOperation/"
+    "4_LinearOperation/5_LinearOperation/6_LinearOperation/7_LinearOperation/"
+    "8_LinearOperation/9_LinearOperation/10_LinearOperation/11_LinearKernel"};
+
 /* The cached verdicts (selcache.h) against the filters' own over their truth
  * table: ids and op_name forms, save_child, dirs of every shape, each config
  * an epoch, asked in turn (the second time from the cache), with an edit
@@ -1703,24 +1723,7 @@ static void test_rounds(void)
  * time. The cache may never answer other than msp_op_selected. */
 static void test_selcache(void)
 {
-    static const char *const filters[][2] = {
-        {"", ""}, {"5", ""}, {"50", ""}, {"2_1", ""}, {"0,2_1", ""}, {"5,2_1_0", ""},
-        {"", "linear"}, {"", "word,linear"}, {"", "LINEAR"}, {"", "matmul"}, {"9", "layer"},
-        {"2", "matmulkernel"}, {"7_Prefill", ""}, {"-1", ""}};
-    static const char *const dirs[] = {
-        "0_1/0/2_Layer", "0_1/7/2_Layer", "0_1/0/5_Layer", "3_77/123456/5_Layer",
-        "0_1/0/50_Layer", "0_1/0/5_Layer/0_Linear", "0_1/9/5_Layer/0_Linear",
-        "0_1/0/2_Layer/1_LinearOperation", "0_1/0/2_Layer/1_LinearOperation/0_MatMulKernel",
-        "0_1/0/2_Layer/10_Linear", "0_1/0/2_Layer/1_Linear/0_K", "0_1/0/2_Layer/0_LinearKernel",
-        "0_1/0/2_Layer/1_Other", "0_1/0/9_Embedding", "0_1/0/3_Embedding", "0_1/0/Layer",
-        "0_1/0/7_Prefill_5/0_Linear", "0_1/0/2_Layer/1_LinearOperation/0_MatMulKernel/x",
-        "LinearOpsRunner", "LinearOpsRunner/0_MatMulKernel", "0_1/0", "0_1/0/", "a/b/c",
-        "/0/2_Layer", "0_1//2_Layer", "0_1/0/2_Layer/", "0_1/0/2_L", "1/2/", "x", "",
-        "0_1/0/-1_Layer", "0_1/0/_Layer", "0_1/0/2_Layer//1_Linear",
-        "0_1/0/2_Layer/1_LinearOperation/0_MatMulKernel/2_LinearOperation/3_LinearOperation/"
-        "4_LinearOperation/5_LinearOperation/6_LinearOperation/7_LinearOperation/"
-        "8_LinearOperation/9_LinearOperation/10_LinearOperation/11_LinearKernel"};
-    size_t nf = sizeof filters / sizeof filters[0], nd = sizeof dirs / sizeof dirs[0];
+    size_t nf = sizeof sel_filters / sizeof sel_filters[0], nd = sizeof sel_dirs / sizeof sel_dirs[0];
     struct msp_selcache *caches[2] = {msp_selcache_new(13), msp_selcache_new(1)};
     CHECK(caches[0] && caches[1]);
     if (!caches[0] || !caches[1])
@@ -1731,21 +1734,21 @@ static void test_selcache(void)
         for (int pass = 0; pass < 2; pass++) /* the second pass: every edit again */
             for (size_t f = 0; f < nf; f++)
                 for (int child = 0; child < 2; child++) {
-                    struct msp_config cfg = cfg_with(filters[f][0], filters[f][1], child);
+                    struct msp_config cfg = cfg_with(sel_filters[f][0], sel_filters[f][1], child);
                     epoch++;
                     for (int ask = 0; ask < 3; ask++)
                         for (size_t d = 0; d < nd; d++) {
                             /* a copy with nothing readable past it, as ASan sees it */
-                            size_t n = strlen(dirs[d]);
+                            size_t n = strlen(sel_dirs[d]);
                             char *dir = malloc(n ? n : 1);
-                            memcpy(dir, dirs[d], n);
+                            memcpy(dir, sel_dirs[d], n);
                             int want = msp_op_selected(&cfg, dir, n);
                             int got = msp_selcache_op_selected(caches[c], epoch, &cfg, dir, n);
                             if (got != want && bad++ < 5)
                                 printf("FAIL selcache: filters \"%s\" \"%s\" save_child %d, "
-                                       "dir %s: cached %d, filters %d\n", filters[f][0],
-                                       filters[f][1], child, dirs[d], got, want);
-                            differs += want != msp_op_selected(&cfg, dirs[0], strlen(dirs[0]));
+                                       "dir %s: cached %d, filters %d\n", sel_filters[f][0],
+                                       sel_filters[f][1], child, sel_dirs[d], got, want);
+                            differs += want != msp_op_selected(&cfg, sel_dirs[0], strlen(sel_dirs[0]));
                             free(dir);
                         }
                 }
@@ -1756,10 +1759,72 @@ static void test_selcache(void)
     CHECK(msp_selcache_op_selected(caches[0], 0, &cfg, "0_1/0/2_Layer", 13) == 1);
 }
 
+/* A dir in a buffer that lies where ATB's might: the memo (dirmemo.h) may
+ * answer only what the filters say of the buffer's content now. */
+static int memo_sound(const struct msp_config *cfg, uint32_t epoch, const char *buf, size_t n)
+{
+    int got = msp_dirmemo_get(epoch, buf, n);
+    return got < 0 || got == msp_op_selected(cfg, buf, n);
+}
+
+/* Each thread's memo of its verdicts (dirmemo.h): kept per buffer, answered
+ * again when only the round's digits changed, never once any other byte did
+ * (every byte of every dir of the truth table set to each of a few bytes, in
+ * one buffer reused for every dir), a '/' came into the round, or the epoch
+ * moved. */
+static void test_dirmemo(void)
+{
+    size_t nf = sizeof sel_filters / sizeof sel_filters[0], nd = sizeof sel_dirs / sizeof sel_dirs[0];
+    static const char bytes[] = "/_059aLl-";
+    char *buf = malloc(256);
+    CHECK(buf != NULL);
+    if (!buf)
+        return;
+    int unsound = 0, hits = 0;
+    uint32_t epoch = 0;
+    for (size_t f = 0; f < nf; f++)
+        for (int child = 0; child < 2; child++) {
+            struct msp_config cfg = cfg_with(sel_filters[f][0], sel_filters[f][1], child);
+            epoch++;
+            for (size_t d = 0; d < nd; d++) {
+                size_t n = strlen(sel_dirs[d]);
+                memcpy(buf, sel_dirs[d], n);
+                unsound += !memo_sound(&cfg, epoch, buf, n); /* another dir's entry */
+                int want = msp_op_selected(&cfg, buf, n);
+                msp_dirmemo_put(epoch, buf, n, want);
+                hits += msp_dirmemo_get(epoch, buf, n) == want;
+                unsound += msp_dirmemo_get(epoch + 1, buf, n) >= 0;
+                for (size_t q = 0; q < n; q++)
+                    for (const char *b = bytes; *b; b++) {
+                        char was = buf[q];
+                        buf[q] = *b;
+                        unsound += !memo_sound(&cfg, epoch, buf, n);
+                        buf[q] = was;
+                    }
+            }
+        }
+    CHECK(unsound == 0);
+    CHECK(hits > 0);
+    /* the same op a round later is answered from the memo; a '/' in the
+     * round or another op in the same buffer is not */
+    struct msp_config cfg = cfg_with("", "matmul", 0);
+    strcpy(buf, "0_12345/17/1_LinearOperation/0_MatMulKernel");
+    size_t n = strlen(buf);
+    msp_dirmemo_put(++epoch, buf, n, msp_op_selected(&cfg, buf, n));
+    memcpy(buf + 8, "42", 2);
+    CHECK(msp_dirmemo_get(epoch, buf, n) == 1);
+    memcpy(buf + 8, "4/", 2);
+    CHECK(msp_dirmemo_get(epoch, buf, n) == -1);
+    strcpy(buf, "0_12345/17/1_LinearOperation/0_MatAddKernel");
+    CHECK(msp_dirmemo_get(epoch, buf, n) == -1);
+    free(buf);
+}
+
 int main(void)
 {
     test_filters();
     test_selcache();
+    test_dirmemo();
     test_paths();
     test_fs();
     test_binfile();

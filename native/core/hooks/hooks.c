@@ -11,6 +11,7 @@
 #include "acl.h"
 #include "attach.h"
 #include "binfile.h"
+#include "dirmemo.h"
 #include "dtype.h"
 #include "filter.h"
 #include "fsutil.h"
@@ -152,15 +153,25 @@ static __attribute__((noinline)) int in_dir_checked(const struct msp_snap *s, ms
     return 0;
 }
 
-int msp_hook_in_dir_awake(msp_sv dir)
+/* Not in this thread's memo: the cache's verdict, kept in the memo. */
+static __attribute__((noinline)) msp_bool in_dir_decided(const struct msp_snap *s, msp_sv dir)
+{
+    int verdict = msp_selcache_op_selected(s->sel, s->sel_epoch, &s->cfg, dir.p, dir.n);
+    msp_dirmemo_put(s->sel_epoch, dir.p, dir.n, verdict);
+    return verdict;
+}
+
+msp_bool msp_hook_in_dir_awake(msp_sv dir)
 {
     const struct msp_snap *s = awake_snapshot();
     if (!s)
         return 0;
-    /* most configs: the op's verdict alone, cached (selcache.h) */
-    if (s->sel_plain)
-        return msp_selcache_op_selected(s->sel, s->sel_epoch, &s->cfg, dir.p, dir.n);
-    return in_dir_checked(s, dir);
+    /* most configs: the op's verdict alone, this thread's memo of it
+     * (dirmemo.h) in front of the process's cache (selcache.h) */
+    if (!s->sel_plain)
+        return in_dir_checked(s, dir);
+    int verdict = msp_dirmemo_get(s->sel_epoch, dir.p, dir.n);
+    return verdict >= 0 ? verdict : in_dir_decided(s, dir);
 }
 
 void msp_hook_report_overflow_kernel(msp_sv kernel)

@@ -24,7 +24,7 @@ typedef struct {
 /* The predicates ATB asks per op jump to their answerer (hot.h): asleep,
  * and awake where the config decides alone, a constant function; only an
  * answer that depends on the call reaches the hooks' own (hooks.c). */
-int msp_hook_in_dir_awake(msp_sv dir);
+msp_bool msp_hook_in_dir_awake(msp_sv dir);
 
 /* IsTensorNeedSave: ATB caches the answer for children and kernels, so it
  * must not depend on the current config (the other predicates filter):
@@ -98,10 +98,12 @@ static inline msp_bool msp_hook_is_save_param(void)
 }
 
 /* A dir of another shape (a runner's name: ATB passes those while
- * IsSaveTensorDesc says no) is no dump dir, told from its first byte. */
+ * IsSaveTensorDesc says no) is no dump dir, told from its first byte before
+ * anything else is loaded: dir.p[dir.n] must be readable (ATB's std::string
+ * ends with a NUL, which no dump dir starts with). */
 static inline msp_bool msp_hook_is_save_in_dir(msp_sv dir)
 {
-    return msp_hot_is_awake() && msp_dump_dir_shape(dir.p, dir.n) && msp_hook_in_dir_awake(dir);
+    return msp_dump_dir_head(dir.p[0]) && msp_hot_is_awake() && msp_hook_in_dir_awake(dir);
 }
 
 static inline msp_bool msp_hook_is_overflow_check(void)

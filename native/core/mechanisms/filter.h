@@ -38,10 +38,18 @@ int msp_device_selected(const struct msp_config *cfg, const char *dir, size_t n)
 /* Can dir be a dump directory, "{dev}_{pid}/..."? Its first byte is a digit
  * or '-' (a device id). What ATB passes while IsSaveTensorDesc says no,
  * its runners' names ("LinearOpsRunner", "LinearOpsRunner/0_MatMulKernel"),
- * is not, and is never selected: the hooks tell it from one byte. */
+ * is not, and is never selected: the hooks tell it from one byte
+ * (msp_dump_dir_head: no dump dir's first byte is NUL). */
+static inline int msp_dump_dir_head(char c)
+{
+    /* one range compare for a runner's name: '-' and '0'..'9' are bits 0
+     * and 3..12 of the 13 bytes from '-' */
+    unsigned d = (unsigned char)(c - '-');
+    return d < 13 && ((0x1FF9u >> d) & 1);
+}
 static inline int msp_dump_dir_shape(const char *dir, size_t n)
 {
-    return n > 0 && ((unsigned char)(dir[0] - '0') < 10 || dir[0] == '-');
+    return n > 0 && msp_dump_dir_head(dir[0]);
 }
 /* Op selection by ids / op_name / save_child (device not included); no for
  * a dir not of msp_dump_dir_shape. Otherwise its answer depends only on the op
