@@ -400,7 +400,8 @@ class Dumper:
         try:
             tensors.check_expansion(t)
             t = tensors.host(t)
-            st, note = tensors.stats(t) if task != "tensor" else (None, None)
+            # every task: the manifest has them (statistic.csv shows them per task)
+            st, note = tensors.stats(t)
             if task == "statistics":
                 rec["file"] = "none"
             else:

@@ -9,6 +9,7 @@ import queue
 import re
 import signal
 import subprocess
+import sys
 import threading
 import urllib.request
 from pathlib import Path
@@ -108,3 +109,26 @@ def unload(out: Path, env: dict[str, str], abi: int = ABI) -> subprocess.Complet
               f'source "{UNLOAD}" && env')
     return subprocess.run(["bash", "-c", script], env=env, cwd=out, capture_output=True,
                           text=True, timeout=60)
+
+
+def run_dump(tmp_path: Path, env: dict[str, str], abi: int, model: list[str], **cfg) -> Path:
+    """`msprobe-atb run` of `atbsim run MODEL...` with the config (default: task all,
+    round 0, save_child, filter_level 1) as a user runs it; its data/ dir, complete."""
+    config = {"task": "all", "dump_enable": True, "exec_range": "0,0", "ids": "",
+              "op_name": "", "save_child": True, "filter_level": 1, **cfg}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    env = dict(env, ATB_HOME_PATH=str(atb_home(abi)))
+    p = subprocess.run([sys.executable, "-m", "msprobe_atb", "run", "--output",
+                        str(tmp_path / "out"), "--", "bash", "-c", '"$@" && exit 7', "sh",
+                        str(atbsim_bin(abi)), "run", *model],
+                       env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 7, p.stdout + p.stderr  # the command's, passed through
+    assert "everything selected so far has been written" in p.stdout
+    root = tmp_path / "out" / "atb_dump_data"
+    # complete the moment run returns: a row per record, every round marked
+    records = sum(1 for f in (root / ".probe" / "records").glob("*.jsonl")
+                  for line in f.read_text().splitlines() if line.startswith('{"k":"tensor"'))
+    stats = list((root / "data").glob("*/*/statistic.csv"))
+    assert records == sum(len(f.read_text().splitlines()) - 1 for f in stats) > 0
+    assert all((f.parent / "ROUND_COMPLETE.json").exists() for f in stats)
+    return root / "data"

@@ -8,18 +8,14 @@ returns."""
 from __future__ import annotations
 
 import csv
-import json
 import os
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import polars as pl
 import pytest
 import xxhash
-from e2e_helpers import require_artifacts
-from testkit import atb_home, atbsim_bin
+from e2e_helpers import require_artifacts, run_dump
 
 # msProbe's reader knows these dtypes (spec §7): aclDataType -> bytes per element
 ITEMSIZE = {0: 4, 1: 2, 2: 1, 3: 4, 9: 8, 12: 1, 27: 2}
@@ -44,27 +40,6 @@ def strict_read(path: str) -> bytes:
         numel *= int(d)
     assert len(payload) == numel * ITEMSIZE[int(attrs["dtype"])], path
     return payload
-
-
-def dump(tmp_path: Path, env: dict[str, str], abi: int, **cfg) -> Path:
-    config = {"task": "all", "dump_enable": True, "exec_range": "0,0", "ids": "",
-              "op_name": "", "save_child": True, "filter_level": 1, **cfg}
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    env = dict(env, ATB_HOME_PATH=str(atb_home(abi)))
-    p = subprocess.run([sys.executable, "-m", "msprobe_atb", "run", "--output",
-                        str(tmp_path / "out"), "--", "bash", "-c", '"$@" && exit 7', "sh",
-                        str(atbsim_bin(abi)), "run", *MODEL],
-                       env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180)
-    assert p.returncode == 7, p.stdout + p.stderr  # the command's, passed through
-    assert "everything selected so far has been written" in p.stdout
-    root = tmp_path / "out" / "atb_dump_data"
-    # complete the moment run returns: a row per record, every round marked
-    records = sum(1 for f in (root / ".probe" / "records").glob("*.jsonl")
-                  for line in f.read_text().splitlines() if line.startswith('{"k":"tensor"'))
-    stats = list((root / "data").glob("*/*/statistic.csv"))
-    assert records == sum(len(f.read_text().splitlines()) - 1 for f in stats) > 0
-    assert all((f.parent / "ROUND_COMPLETE.json").exists() for f in stats)
-    return root / "data"
 
 
 def rows(data: Path) -> list[tuple[dict[str, str], dict[str, str]]]:
@@ -94,7 +69,7 @@ def assert_content_hashes(data: Path, rows: int, statuses: set[str]) -> None:
 def test_default_dump_reads_with_a_strict_reader_and_shares_storage(tmp_path, service_env,
                                                                     abi):
     require_artifacts(abi)
-    data = dump(tmp_path, service_env, abi)
+    data = run_dump(tmp_path, service_env, abi, MODEL)
     table = rows(data)
     assert len(table) > 300
     # §1: inputs before, outputs after, nothing else
@@ -121,7 +96,7 @@ def test_default_dump_reads_with_a_strict_reader_and_shares_storage(tmp_path, se
 
 def test_all_stages_on_request_told_apart_by_stage(tmp_path, service_env):
     require_artifacts(1)
-    data = dump(tmp_path, service_env, 1, save_all_stages=True)
+    data = run_dump(tmp_path, service_env, 1, MODEL, save_all_stages=True)
     bins = list(data.rglob("*.bin"))
     assert {(p.parent.name, p.name.startswith("intensor")) for p in bins} == \
         {("before", True), ("before", False), ("after", True), ("after", False)}
@@ -138,5 +113,5 @@ def test_top_level_dump_hashes_each_payload_as_it_writes_it(tmp_path, service_en
     """Without save_child there is no dedup: the writer hashes each payload piece by
     piece while it writes it; the manifest's hashes are still XXH64 of the files."""
     require_artifacts(1)
-    data = dump(tmp_path, service_env, 1, save_child=False, filter_level=0)
+    data = run_dump(tmp_path, service_env, 1, MODEL, save_child=False, filter_level=0)
     assert_content_hashes(data, len(rows(data)), {"written"})

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from testkit import manifest_rows
 
 from msprobe_atb.config import ConfigError
 from msprobe_atb.offline.read.binfile import load_bin
@@ -188,6 +189,24 @@ def test_statistics_task_writes_rows_and_no_files(llama, tmp_path):
     rows = _rows(proc / "0" / "statistic.csv")
     # top level: embedding 1+1, rotary 2+2, layers 2 x (4+1), norm 1+1, lm_head 1+1
     assert len(rows) == 20 and all(r["Tensor Path"] == "N/A" and r["Max"] != "N/A" for r in rows)
+
+
+def test_tensor_task_s_manifest_has_the_statistics(llama, tmp_path):
+    generate(llama, tmp_path, {"dump_enable": True, "task": "tensor", "exec_range": "0"})
+    root = tmp_path / "atb_dump_data"
+    (proc,) = (root / "data").iterdir()
+    rows = _rows(proc / "0" / "statistic.csv")
+    # statistic.csv as msProbe writes it for task tensor; the counts beside it
+    assert rows and all(r[c] == "N/A" for r in rows for c in ("Max", "Min", "Mean", "Norm"))
+    extra = _rows(proc / "0" / "statistic_extra.csv")
+    assert [int(e["Element Count"]) for e in extra] == [
+        load_bin(r["Tensor Path"]).size for r in rows]
+    m = manifest_rows(root).to_dicts()
+    assert len(m) == len(rows)
+    for r in m:
+        arr = load_bin(root / r["path"]).astype(np.float64)
+        assert (r["max"], r["min"]) == (arr.max(), arr.min())
+        assert r["norm"] == pytest.approx(np.sqrt((arr * arr).sum()), rel=1e-12)
 
 
 def test_dump_enable_false_writes_nothing(llama, tmp_path):

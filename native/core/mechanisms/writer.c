@@ -458,14 +458,15 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
     struct msp_tensor_desc d;
     desc_of(it, &d);
     int want_bin = (it->task & (MSP_TASK_TENSOR | MSP_TASK_OVERFLOW)) != 0;
-    int want_stats = (it->task & (MSP_TASK_STATISTICS | MSP_TASK_OVERFLOW)) != 0;
+    /* statistics whatever the task, from the bytes in hand: the manifest and
+     * statistic_extra.csv get them for a task tensor dump too (statistic.csv
+     * shows them only where msProbe does, ingest decides by the task) */
     struct msp_stats st;
     char note[192] = "";
     const struct msp_stats *stats = NULL;
-    if (want_stats && it->stats_in_data)
+    if (it->stats_in_data)
         stats = (const struct msp_stats *)(const void *)it->data;
-    else if (want_stats &&
-             msp_stats_compute(it->dtype, it->data, it->size, &st, note, sizeof note) == 0)
+    else if (msp_stats_compute(it->dtype, it->data, it->size, &st, note, sizeof note) == 0)
         stats = &st;
     if (!want_bin) {
         /* the record is all there is of it: written only once the record is */
