@@ -7,7 +7,6 @@ import json
 import os
 import sys
 import time
-from collections.abc import Set
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,8 @@ from msprobe_atb.recorder import status as recorder_status
 from msprobe_atb.tree.lag import appended_of, behind_text, measure, per_log_lines, records_built
 from msprobe_atb.tree.models import model_kind, span_label
 from msprobe_atb.tree.progress import unwritten_text
+from msprobe_atb.tree.roundcount import round_counts
+from msprobe_atb.units import size_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -126,29 +127,6 @@ def _next_config_text(exec_range: str) -> str:
             "process fixes the rounds when the model next begins (see each process)")
 
 
-def round_counts(dump_root: Path, running: Set[int] = frozenset()) -> tuple[int, int, int]:
-    """(round dirs, of them marked complete, of the open ones those whose process
-    is not in `running`: ended, so no longer what keeps them open)."""
-    rounds = complete = ended = 0
-    data = dump_root / "data"
-    try:
-        procs = list(os.scandir(data))
-    except OSError:
-        return 0, 0, 0
-    for proc in procs:
-        if not proc.is_dir(follow_symlinks=False):
-            continue
-        pid = proc.name.rpartition("_")[2]
-        gone = not (pid.isdigit() and int(pid) in running)
-        for rnd in os.scandir(proc.path):
-            if rnd.is_dir(follow_symlinks=False):
-                rounds += 1
-                marked = os.path.exists(os.path.join(rnd.path, "ROUND_COMPLETE.json"))
-                complete += marked
-                ended += gone and not marked
-    return rounds, complete, ended
-
-
 def _derived_view(dump_root: Path, appended: dict[str, int]) -> dict[str, Any]:
     """How far statistic.csv, the markers and the manifest hold the record logs
     (`.probe/built.json`): record logs with records not handled yet, how many records
@@ -226,14 +204,6 @@ def collect(dump_root: Path) -> dict[str, Any]:
     out["derived"] = _derived_view(dump_root, appended_of(slots))
     out["all_written"] = all(p["all_written"] for p in out["processes"])
     return out
-
-
-def size_text(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 def _asleep_reason(st: dict[str, Any]) -> str:
@@ -430,8 +400,20 @@ def watch(dump_root: Path, interval: float, count: int) -> int:
         time.sleep(max(0.05, interval))
 
 
+def _record_logs(dump_root: Path) -> list:
+    """The record logs of a dump with no control block (the torch dumper's), with
+    their records; [] if it has none or they cannot be read."""
+    from msprobe_atb.torch import summary
+
+    try:
+        return summary.dumped_since(dump_root, 0)
+    except OSError:
+        return []
+
+
 def run(args: argparse.Namespace) -> int:
     from msprobe_atb.control.block import ControlError
+    from msprobe_atb.torch import summary
     from msprobe_atb.tree.cli import find_dump_root, no_control_block
 
     dirs = args.dirs or [os.environ.get("ATB_OUTPUT_DIR") or "."]
@@ -443,6 +425,17 @@ def run(args: argparse.Namespace) -> int:
     for d in dirs:  # every dir is reported, whatever happened to the others
         dump_root = find_dump_root(d)
         problem = no_control_block(d, dump_root)
+        logs = _record_logs(dump_root) if problem and os.path.isdir(d) else []
+        if logs and args.json:
+            print(f"{dump_root}: a torch dump (record logs, no control block): --json "
+                  "describes a control block; `msprobe-atb status DIR` shows its processes",
+                  file=sys.stderr)
+            rc = max(rc, 2)
+            continue
+        if logs:  # a torch dump: its record logs are all there is
+            print(summary.render(dump_root, summary.config_of(logs), logs,
+                                 final=summary.all_exited(logs)))
+            continue
         if problem:
             print(problem, file=sys.stderr)
             rc = max(rc, 2)

@@ -1,14 +1,16 @@
-"""What `msprobe-atb run --torch` says at the end: the torch processes the run
-dumped, from their record logs (a torch dump has no control block), in the words
-of `msprobe-atb status`."""
+"""What `msprobe-atb run --torch` says at the end, and `msprobe-atb status` of a
+torch dump: the torch processes that dumped, from their record logs (a torch dump
+has no control block)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from msprobe_atb.status import round_counts, size_text
+from msprobe_atb.control.liveness import is_alive
 from msprobe_atb.tree.models import spans
 from msprobe_atb.tree.records import LogTailer, ProcKey, list_logs
+from msprobe_atb.tree.roundcount import round_counts
+from msprobe_atb.units import size_text
 
 
 def dumped_since(dump_root: Path, since_ns: int) -> list[tuple[ProcKey, list[dict]]]:
@@ -38,7 +40,8 @@ def render(dump_root: Path, config: str, logs: list[tuple[ProcKey, list[dict]]],
         ok = [r for r in tensors if r.get("file") != "lost"]
         written += len(ok)
         size = sum(r.get("size", 0) for r in ok if r.get("file") == "bin")
-        state = "exited" if exit_ else "ended without its exit record (killed?)"
+        state = "exited" if exit_ else "running" if is_alive(key.pid, key.start_ns) else \
+            "ended without its exit record (killed?)"
         lines.append(f"  pid {key.pid}: {attach.get('model', '?')} (torch "
                      f"{attach.get('torch', '?')}), {state}; rounds "
                      f"{spans(rounds) if rounds else 'none'} dumped, tensors {len(ok)}/"
@@ -52,3 +55,13 @@ def render(dump_root: Path, config: str, logs: list[tuple[ProcKey, list[dict]]],
         lines.append(f"{dump_root}: {written} selected tensors written by {len(logs)} "
                      "process(es)")
     return "\n".join(lines)
+
+
+def config_of(logs: list[tuple[ProcKey, list[dict]]]) -> str:
+    """The config file the processes attached with, from their attach records."""
+    return next((r["config"] for _, recs in logs for r in recs
+                 if r.get("k") == "attach" and r.get("config")), "?")
+
+
+def all_exited(logs: list[tuple[ProcKey, list[dict]]]) -> bool:
+    return all(any(r.get("k") == "exit" for r in recs) for _, recs in logs)

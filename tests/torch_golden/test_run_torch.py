@@ -189,6 +189,19 @@ def test_a_run_that_times_out_says_which_forked_children_still_run(tmp_path):
         assert "msprobe-atb run: the dump is not complete after 0 s" in r.stderr
         assert "processes:   2 dumped a torch model" in r.stdout
         assert "selected tensors written by" not in r.stdout  # no count claimed as final
+        pid = child.group(1)
+        assert re.search(rf"pid {pid}: .*, running; rounds none dumped", r.stdout)
+        # status reads a torch dump's record logs (it has no control block)
+        st = subprocess.run([sys.executable, "-m", "msprobe_atb", "status", str(tmp_path / "out")],
+                            capture_output=True, text=True, timeout=120)
+        assert st.returncode == 0, st.stderr
+        assert "processes:   2 dumped a torch model" in st.stdout
+        assert re.search(rf"pid {pid}: .*, running;", st.stdout)
+        assert re.search(r"pid \d+: Linear \(torch .*, exited; rounds 0 dumped", st.stdout)
+        assert "selected tensors written by" not in st.stdout
+        js = subprocess.run([sys.executable, "-m", "msprobe_atb", "status", "--json",
+                             str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+        assert js.returncode == 2 and "a torch dump" in js.stderr
     finally:
         if child:
             os.kill(int(child.group(1)), signal.SIGKILL)
