@@ -193,3 +193,16 @@ def test_check_command(tmp_path):
     assert r.returncode == 2 and "no such file" in r.stderr
     r = _check(str(good), "--json")
     assert json.loads(r.stdout)["ids"] == "2"
+
+
+def test_check_describes_an_armed_recorder_as_writing_nothing_until_a_trigger(tmp_path):
+    cfg = tmp_path / "rec.json"
+    cfg.write_text(json.dumps({"dump_enable": True, "exec_range": "all", "recorder": {
+        "keep_rounds": 3, "after_rounds": 2, "triggers": ["nan", {"abs_max_over": 60000}]}}))
+    r = _check(str(cfg))
+    assert r.returncode == 0, r.stderr
+    said = r.stdout.split("what it does:")[1]
+    assert "armed flight recorder: nothing is written until a trigger fires" in said
+    assert "triggers: nan, abs_max_over 60000" in said
+    assert "the last 3 rounds" in said and "the 3 before it and 2 after" in said
+    assert "dumps" not in said
