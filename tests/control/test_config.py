@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -157,6 +158,17 @@ def test_yaml_and_json_files(tmp_path):
                                             if p.suffix in (".json", ".yaml", ".yml")))
 def test_presets_are_valid(preset):
     load_config(REPO / "configs" / preset)
+
+
+README_JSON = re.findall(r"^```json\n(.*?)^```$", (REPO / "README.md").read_text(),
+                         re.M | re.S)
+
+
+@pytest.mark.parametrize("snippet", README_JSON)
+def test_readme_json_snippets_are_configs_as_pasted(snippet, tmp_path):
+    """A reader pastes them into config.json: each must pass `check` whole."""
+    (tmp_path / "config.json").write_text(snippet)
+    load_config(tmp_path / "config.json")
 
 
 def test_presets_follow_the_documented_jobs():
