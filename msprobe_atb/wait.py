@@ -306,6 +306,26 @@ def outcome(state: State) -> str:
     return text
 
 
+def in_force_text(status: dict[str, Any]) -> str:
+    """With nothing selected yet: that the config file as it is now is in force, so a
+    `wait` right after an edit confirms it ("" without a control plane that published
+    it, or a file to date it by)."""
+    from msprobe_atb.status import state_text
+
+    if not (status["daemon"]["alive"] and status["published"] and status["config_path"]):
+        return ""
+    try:
+        saved = time.strftime("%H:%M:%S", time.localtime(os.stat(status["config_path"]).st_mtime))
+    except OSError:
+        return ""
+    gen = status["generation"]
+    alive = [p for p in status["processes"] if p["alive"]]
+    applied = sum(p["config_generation"] == gen for p in alive)
+    return (f"config in force (the edit saved at {saved}, published as generation {gen}: "
+            f"{state_text(status)}); nothing selected by it yet ({len(alive)} process(es) "
+            f"alive, {applied} applied it; a process applies an edit at its next op)")
+
+
 def run(args: argparse.Namespace) -> int:
     from msprobe_atb.tree.cli import find_dump_root, no_control_block
 
@@ -335,8 +355,8 @@ def run(args: argparse.Namespace) -> int:
               "rounds when a model's next execution begins; `wait` again after a request)")
         return code
     if not any(p["tensors_selected"] for p in procs) and code == EXIT_OK:
-        print(f"{dump_root}: nothing to wait for: no tensor selected so far "
-              f"({len(procs)} process(es) attached)")
+        print(f"{dump_root}: " + (in_force_text(state.status) or "nothing to wait for: no "
+                                   f"tensor selected so far ({len(procs)} process(es) attached)"))
         return code
     print(f"{dump_root}: {'INCOMPLETE' if state.unwritten else 'complete'}: {outcome(state)}"
           + (f" (exec_range {exec_range}: {chosen})" if chosen else ""))

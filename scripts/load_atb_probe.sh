@@ -145,10 +145,12 @@ _msprobe_atb_load() {
         local report rc=0
         report=$(cd -- "$repo" && "$py" -m msprobe_atb check "$config" 2>&1) || rc=$?
         if [ $rc -eq 0 ]; then
-            if grep -Eq '^ +dump_enable +true$' <<<"$report"; then
-                state="awake: dumping starts with the first operation"
-            else
+            if ! grep -Eq '^ +dump_enable +true$' <<<"$report"; then
                 state="asleep: set \"dump_enable\": true in $config to start dumping"
+            elif grep -Eq '^ +recorder +\{' <<<"$report"; then
+                state="armed: the flight recorder writes nothing until a trigger fires"
+            else
+                state="awake: dumping starts with the first operation"
             fi
         elif [ $rc -eq 1 ]; then
             state="asleep until the config is fixed (edits take effect while the model runs)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from msprobe_atb.config.recorder import Recorder
 from msprobe_atb.config.schema import Config
 
 _TASKS = {
@@ -38,6 +39,28 @@ def _ops(cfg: Config) -> str:
     return " or ".join(picks)
 
 
+def _trigger(rec: Recorder, name: str) -> str:
+    values = {"abs_max_over": rec.abs_max_over, "growth_over": rec.growth_over}
+    if name == "golden":
+        return f"golden {rec.golden} (rtol {rec.rtol:g})"
+    return f"{name} {values[name]:g}" if name in values else name
+
+
+def _armed(cfg: Config, rec: Recorder) -> list[str]:
+    """An armed recorder writes nothing while no trigger fires: say that first, since
+    "dumps ... in every round" would promise a tree that stays empty."""
+    most = ("at most one incident, then it disarms" if rec.max_incidents == 1 else
+            f"at most {rec.max_incidents} incidents, then it disarms")
+    return ["armed flight recorder: nothing is written until a trigger fires",
+            f"triggers: {', '.join(_trigger(rec, t) for t in rec.triggers)}",
+            f"keeps in memory the last {rec.keep_rounds} rounds (within {rec.budget_mb} MiB "
+            "per process) of",
+            f"{_TASKS[cfg.task]}", f"of {_ops(cfg)}", f"in {_rounds(cfg)}",
+            f"on a trigger: writes that round, the {rec.keep_rounds} before it and "
+            f"{rec.after_rounds} after, and an incident report",
+            f"({most})"]
+
+
 def describe(cfg: Config) -> list[str]:
     if not cfg.dump_enable:
         return ["asleep: dump_enable is false, nothing is dumped (hooks cost one check per op)"]
@@ -50,9 +73,10 @@ def describe(cfg: Config) -> list[str]:
     if cfg.exec_mode == "none":
         lines.append('exec_range "none": woken up, dumping nothing (the warm-up step)')
         return lines
-    lines.append(f"dumps {_TASKS[cfg.task]}")
-    lines.append(f"of {_ops(cfg)}")
-    lines.append(f"in {_rounds(cfg)}")
+    if cfg.recorder:
+        lines += _armed(cfg, cfg.recorder)
+    else:
+        lines += [f"dumps {_TASKS[cfg.task]}", f"of {_ops(cfg)}", f"in {_rounds(cfg)}"]
     devices = ", ".join(str(d) for d in cfg.device) if cfg.device else "every device"
     lines.append(f"on {'device ' if cfg.device else ''}{devices}")
     lines.append("stages: all four (before/ and after/ hold inputs and outputs)"

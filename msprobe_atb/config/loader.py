@@ -28,9 +28,21 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _object_body(text: str) -> bool:
+    """Whether the text is the keys of an object without its braces, as a snippet
+    copied from inside a bigger config is ("Extra data" alone says nothing of it)."""
+    try:
+        return isinstance(json.loads("{" + text + "}"), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
 def json_hint(text: str, pos: int) -> str:
     """What most likely went wrong at a JSON syntax error, in the words of the
     usual mistakes (Python literals, a trailing comma, comments, single quotes)."""
+    if _object_body(text):
+        return ("; the text is the inside of an object (a snippet?): put it between "
+                "'{' and '}'")
     rest = text[pos:]
     before = text[:pos].rstrip()
     for word, right in (("True", "true"), ("False", "false"), ("None", "null")):

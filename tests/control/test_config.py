@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -159,6 +160,17 @@ def test_presets_are_valid(preset):
     load_config(REPO / "configs" / preset)
 
 
+README_JSON = re.findall(r"^```json\n(.*?)^```$", (REPO / "README.md").read_text(),
+                         re.M | re.S)
+
+
+@pytest.mark.parametrize("snippet", README_JSON)
+def test_readme_json_snippets_are_configs_as_pasted(snippet, tmp_path):
+    """A reader pastes them into config.json: each must pass `check` whole."""
+    (tmp_path / "config.json").write_text(snippet)
+    load_config(tmp_path / "config.json")
+
+
 def test_presets_follow_the_documented_jobs():
     example = load_config(REPO / "configs" / "config.json")
     assert not example.dump_enable and example.exec_mode == "all"
@@ -193,3 +205,16 @@ def test_check_command(tmp_path):
     assert r.returncode == 2 and "no such file" in r.stderr
     r = _check(str(good), "--json")
     assert json.loads(r.stdout)["ids"] == "2"
+
+
+def test_check_describes_an_armed_recorder_as_writing_nothing_until_a_trigger(tmp_path):
+    cfg = tmp_path / "rec.json"
+    cfg.write_text(json.dumps({"dump_enable": True, "exec_range": "all", "recorder": {
+        "keep_rounds": 3, "after_rounds": 2, "triggers": ["nan", {"abs_max_over": 60000}]}}))
+    r = _check(str(cfg))
+    assert r.returncode == 0, r.stderr
+    said = r.stdout.split("what it does:")[1]
+    assert "armed flight recorder: nothing is written until a trigger fires" in said
+    assert "triggers: nan, abs_max_over 60000" in said
+    assert "the last 3 rounds" in said and "the 3 before it and 2 after" in said
+    assert "dumps" not in said

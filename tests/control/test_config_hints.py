@@ -17,6 +17,8 @@ from msprobe_atb.config.schema import ConfigError
     ('{dump_enable: true}', "needs double quotes"),
     ('{"dump_enable": true, // on\n}', "JSON has no comments"),
     ('{"dump_enable": true} # on', "JSON has no comments"),
+    ('"dump_enable": true, "recorder": {"triggers": ["nan"]}', "put it between '{' and '}'"),
+    ('\n  "dump_enable": true\n', "put it between '{' and '}'"),
 ])
 def test_json_syntax_hints(text, hint):
     with pytest.raises(ConfigError) as e:

@@ -144,6 +144,9 @@ def test_wait_says_a_refused_config_at_once(tmp_path, service_env, services):
     save_config(svc.config, **DUMP)
     w = cli("wait", str(out), "--timeout", "60", env=service_env)
     assert w.returncode == 0 and "refused" not in w.stderr, w.stderr
-    # nothing selected yet (no request): said so, not "complete: 0 selected tensors"
-    assert w.stdout.endswith(": nothing to wait for: no tensor selected so far (1 process(es) "
-                             "attached)\n"), w.stdout
+    # nothing selected yet (no request): the edit is confirmed in force (issue 31 §5),
+    # not "complete: 0 selected tensors" nor "nothing to wait for"
+    said = w.stdout.split(": ", 1)[1]
+    assert said.startswith("config in force (the edit saved at "), w.stdout
+    assert ", published as generation " in said and ": awake, dumping); nothing selected by " \
+        "it yet (1 process(es) alive, " in said, w.stdout

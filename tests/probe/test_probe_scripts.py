@@ -119,6 +119,14 @@ def test_config_problems_are_shown_but_do_not_block(tmp_path):
     assert "does not exist yet" in p.stdout and v["ATB_DUMP_CONFIG"] == f"{tmp_path}/later.json"
 
 
+def test_load_says_a_recorder_config_is_armed_not_dumping(tmp_path):
+    cfg = tmp_path / "rec.json"
+    cfg.write_text(json.dumps({"dump_enable": True, "recorder": {"triggers": ["nan"]}}))
+    p, v = bash(f'source "{LOAD}" --config={cfg}', tmp_path, ATB_HOME_PATH=home(1))
+    assert "state:  armed: the flight recorder writes nothing until a trigger fires" in p.stdout
+    assert "dumping starts" not in p.stdout
+
+
 def test_unload_removes_exactly_our_entry(tmp_path):
     p, v = bash(f'source "{LOAD}" --output={tmp_path}/o\nsource "{UNLOAD}"', tmp_path,
                 ATB_HOME_PATH=home(1), LD_PRELOAD="/a/liba.so:/b/libb.so")
