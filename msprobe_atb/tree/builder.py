@@ -233,7 +233,7 @@ class TreeBuilder:
             p.exited = True
             self.exits_seen += 1
             self._add_unrecorded(p, rec)
-        elif kind in ("incident", "flush"):
+        elif kind in ("incident", "incident_tensor", "flush"):
             self.incidents.add_record(p.key, rec)
         elif kind == "round":
             parts = str(rec.get("round", "")).split("/")

@@ -59,10 +59,27 @@ def _dev_of(dev_pid: str) -> int | None:
     return int(dev) if dev.isdigit() else None
 
 
-def first_tensor(path: str, stats: Any = None) -> dict | None:
-    """The offending tensor, named as the tree names it (ATB's overflow report
-    names a kernel, "<Type>_<ids>:<Kernel>": its outputs)."""
-    if path and "/" not in path and ":" in path:
+def _kernel_report(path: str) -> bool:
+    """ATB's overflow report names a kernel, "<Type>_<ids>:<Kernel>", not a tensor."""
+    return "/" not in path and ":" in path
+
+
+def _nonfinite(stats: Any) -> bool:
+    return isinstance(stats, dict) and any(stats.get(k) for k in ("nan", "pinf", "ninf"))
+
+
+def _record_stats(rec: dict) -> Any:
+    stats = rec.get("stats")
+    if isinstance(stats, dict):  # the shim's exact hex doubles, as numbers
+        return {k: _num(_decoded(v)) for k, v in stats.items()}
+    return stats
+
+
+def first_tensor(path: str, stats: Any = None, kernel: str | None = None) -> dict | None:
+    """The offending tensor, named as the tree names it; the kernel ATB's
+    overflow report named, when that fired it (until its output is known,
+    the tensor is the kernel's outputs)."""
+    if path and _kernel_report(path):
         op, _, kernel = path.partition(":")
         op_type, _, ids = op.partition("_")
         return {"op_id": ids, "op_name": op_type, "kernel": kernel, "io": "output",
@@ -71,7 +88,8 @@ def first_tensor(path: str, stats: Any = None) -> dict | None:
     if tp is None:
         return None
     return {"op_id": "_".join(tp.ids), "op_name": "/".join(tp.names), "io": tp.io,
-            "index": tp.index, "path": path, "stats": stats}
+            "index": tp.index, "path": path, "stats": stats,
+            **({"kernel": kernel} if kernel else {})}
 
 
 @dataclass
@@ -85,6 +103,7 @@ class Incident:
     dev_pid: str | None = None
     path: str = ""
     stats: Any = None
+    kernel: str | None = None  # the overflow trigger's kernel
     detail: str = ""
     rounds: dict[tuple[str, str, str], dict] = field(default_factory=dict)
     dirty: bool = True
@@ -105,7 +124,9 @@ class IncidentBook:
 
     # ---- feeding ----
     def add_trigger(self, seq: int, trigger: str, value: Any, t_ns: int, round_: int | None,
-                    path: str, pid: int | None, stats: Any = None, detail: str = "") -> None:
+                    path: str, pid: int | None, stats: Any = None, detail: str = "",
+                    device: int | None = None) -> None:
+        """`device` names the process's device when `path` does not (a kernel)."""
         inc = self._get(seq)
         fresh = inc.trigger == "?" or (stats is not None and inc.stats is None)
         if not fresh:
@@ -114,9 +135,27 @@ class IncidentBook:
         inc.round = round_ if round_ is not None and round_ >= 0 else None
         inc.pid = pid or None
         tp = parse_tensor_path(path) if path else None
-        inc.dev_pid = tp.dev_pid if tp else inc.dev_pid
+        if tp:
+            inc.dev_pid = tp.dev_pid
+        elif device is not None and device >= 0 and inc.pid:
+            inc.dev_pid = f"{device}_{inc.pid}"
         inc.stats = stats if stats is not None else inc.stats
         inc.detail = detail or inc.detail
+        inc.dirty = True
+
+    def add_kernel_output(self, seq: int, path: str, stats: Any) -> None:
+        """An output of the kernel an overflow incident names (the shim sends
+        them as they are saved, after the report): the first holding NaN or
+        Inf, else the first, becomes its offending tensor."""
+        inc = self._get(seq)
+        tp = parse_tensor_path(path)
+        first = _kernel_report(inc.path)
+        better = bool(inc.kernel) and _nonfinite(stats) and not _nonfinite(inc.stats)
+        if tp is None or not (first or better):
+            return
+        if first:
+            inc.kernel = inc.path.partition(":")[2]
+        inc.path, inc.stats, inc.dev_pid = path, stats, tp.dev_pid
         inc.dirty = True
 
     def add_record(self, key: ProcKey, rec: dict) -> None:
@@ -125,13 +164,15 @@ class IncidentBook:
         if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
             return
         if kind == "incident":
-            stats = rec.get("stats")
-            if isinstance(stats, dict):  # the shim's exact hex doubles, as numbers
-                stats = {k: _num(_decoded(v)) for k, v in stats.items()}
+            dev = rec.get("dev")
             self.add_trigger(seq, str(rec.get("trigger", "?")), _num(_decoded(rec.get("value"))),
                              int(rec.get("trigger_ns") or rec.get("t") or 0), rec.get("round"),
-                             str(rec.get("path", "")), key.pid, stats,
-                             str(rec.get("detail", "")))
+                             str(rec.get("path", "")), key.pid, _record_stats(rec),
+                             str(rec.get("detail", "")),
+                             dev if isinstance(dev, int) and not isinstance(dev, bool) else None)
+            return
+        if kind == "incident_tensor":
+            self.add_kernel_output(seq, str(rec.get("path", "")), _record_stats(rec))
             return
         inc = self._get(seq) if seq else self._get(0)
         if seq == 0 and inc.trigger == "?":
@@ -188,7 +229,7 @@ class IncidentBook:
             of_op = model_of(dev_pid, op)
             if of_op and text_of(of_op) not in where["models"]:
                 where["models"].append(text_of(of_op))
-        ft = texts(first_tensor(inc.path, inc.stats))
+        ft = texts(first_tensor(inc.path, inc.stats, inc.kernel))
         return {
             "incident": inc.seq, "trigger": inc.trigger, "value": inc.value,
             "time": _iso(inc.t_ns) if inc.t_ns else None, "t_ns": inc.t_ns,

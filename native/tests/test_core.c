@@ -154,6 +154,20 @@ static void test_filters(void)
     const char *k2 = "Prefill_layer_5:GatherKernel";
     const char *d4 = "0_1/0/5_Prefill_layer/1_GatherKernel";
     CHECK(msp_kernel_dir_matches(k2, strlen(k2), d4, strlen(d4)));
+    /* the overflowing kernel's outputs after it ran, nothing else of its dir */
+    static const struct {
+        const char *path;
+        int want;
+    } outs[] = {
+        {"0_1/0/5_Layer/3_LinearOperation/0_MatMulKernel/after/outtensor0.bin", 1},
+        {"0_1/0/5_Layer/3_LinearOperation/0_MatMulKernel/after/intensor0.bin", 0},
+        {"0_1/0/5_Layer/3_LinearOperation/0_MatMulKernel/before/outtensor0.bin", 0},
+        {"0_1/0/5_Layer/3_LinearOperation/after/outtensor0.bin", 0},
+        {"/after/outtensor0", 0},
+    };
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
+        CHECK(msp_kernel_output_matches(k, strlen(k), outs[i].path, strlen(outs[i].path)) ==
+              outs[i].want);
 }
 
 static void test_paths(void)

@@ -5,7 +5,9 @@ directory given) and `{dev}_{pid}`. Ranks of one model run the same ops in the
 same order, so a tensor's position within its round (`round_seq`) is comparable
 across ranks, unlike wall-clock times, which differ between nodes. Per round, the
 rank whose first NaN/Inf comes earliest in that order is where it started; the
-others are listed in the order they followed.
+others are listed in the order they followed. A round is one of its model's
+(prefill or decode): round 20 of one dump's prefill is not round 20 of another's
+decode.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+
+from msprobe_atb.tree.models import model_kind, round_label
 
 from ..read.losses import format_losses, losses_summary
 from ..read.manifest import meta
@@ -30,10 +34,16 @@ def host_of(dump: Dump, given: str) -> str:
 
 
 def ranks_table(dumps: list[tuple[str, Dump]]) -> pl.DataFrame:
-    """Every dump's tensors with `host` and `round_seq` (position within the round)."""
+    """Every dump's tensors with `host`, `kind` (the model's: prefill, decode, its name
+    or "") and `round_seq` (position within the round)."""
     frames = [d.tensors.with_columns(pl.lit(h).alias("host")) for h, d in dumps]
     df = pl.concat(frames, how="diagonal_relaxed")
+    models = df.get_column("model").unique().to_list() if "model" in df.columns else []
+    kinds = {m: model_kind(m) for m in models if m is not None}
+    kind = (pl.col("model").replace_strict(kinds, default="", return_dtype=pl.String)
+            if kinds else pl.lit(""))
     return df.with_columns(
+        kind.alias("kind"),
         (pl.col("seq").rank("ordinal").over("host", "dev_pid", "round") - 1)
         .cast(pl.Int64).alias("round_seq"))
 
@@ -41,8 +51,8 @@ def ranks_table(dumps: list[tuple[str, Dump]]) -> pl.DataFrame:
 def _first_bad(df: pl.DataFrame) -> pl.DataFrame:
     """Per rank and round, its first NaN/Inf tensor (inputs before, outputs after)."""
     return (df.filter(pl.col("nonfinite") & pl.col("primary"))
-            .sort("host", "dev_pid", "round", "round_seq")
-            .group_by("host", "dev_pid", "round", maintain_order=True).first())
+            .sort("host", "dev_pid", "kind", "round", "round_seq")
+            .group_by("host", "dev_pid", "kind", "round", maintain_order=True).first())
 
 
 def _where(r: dict) -> dict:
@@ -55,15 +65,18 @@ def _where(r: dict) -> dict:
 def across_ranks(df: pl.DataFrame) -> dict:
     firsts = _first_bad(df)
     rounds = []
-    for (rnd,), g in firsts.sort("round").group_by(["round"], maintain_order=True):
+    for (kind, rnd), g in firsts.sort("round", "kind").group_by(["kind", "round"],
+                                                                  maintain_order=True):
         order = [_where(r) for r in g.sort("round_seq", "host", "device").iter_rows(named=True)]
-        ranks_in_round = df.filter(pl.col("round") == rnd).select("host", "dev_pid").unique()
-        rounds.append({"round": rnd, "first": order[0], "followed": order[1:],
+        ranks_in_round = df.filter((pl.col("round") == rnd) & (pl.col("kind") == kind)).select(
+            "host", "dev_pid").unique()
+        rounds.append({"round": rnd, "model": kind or None, "round_label": round_label(rnd, kind),
+                       "first": order[0], "followed": order[1:],
                        "clean_ranks": ranks_in_round.height - len(order)})
     per_rank = []
     for (host, dp), g in df.group_by(["host", "dev_pid"], maintain_order=True):
         bad = firsts.filter((pl.col("host") == host) & (pl.col("dev_pid") == dp)).sort(
-            "round", "round_seq")
+            "round", "kind", "round_seq")
         norm = peaks(g, ["dev_pid"], "norm")
         per_rank.append({
             "host": host, "dev_pid": dp, "device": g.get_column("device")[0],
@@ -71,6 +84,8 @@ def across_ranks(df: pl.DataFrame) -> dict:
             "nonfinite_tensors": int((g.get_column("nonfinite")
                                       & g.get_column("primary")).sum()),
             "first_nonfinite": ({"round": bad.get_column("round")[0],
+                                 "round_label": round_label(bad.get_column("round")[0],
+                                                            bad.get_column("kind")[0]),
                                  **_where(bad.row(0, named=True))} if bad.height else None),
             "max_norm": _num(norm.item(0, "peak")) if norm.height else None,
         })
@@ -85,7 +100,7 @@ def format_ranks(s: dict, dumps: list[str], limit: int = 20) -> str:
              f"{'NaN/Inf':>7} {'max norm':>12}  first NaN/Inf"]
     for r in s["ranks"]:
         f = r["first_nonfinite"]
-        first = (f"round {f['round']} #{f['round_seq']} {f['op']} {f['io']} {f['index']}"
+        first = (f"{f['round_label']} #{f['round_seq']} {f['op']} {f['io']} {f['index']}"
                  if f else "-")
         lines.append(f"{r['host']:<16} {r['dev_pid']:<14} {_fmt(r['device']):>6} "
                      f"{r['rounds']:>6} {r['tensors']:>8} {r['nonfinite_tensors']:>7} "
@@ -101,7 +116,7 @@ def format_ranks(s: dict, dumps: list[str], limit: int = 20) -> str:
             if short else "."))
     for rd in s["rounds"][:limit]:
         f = rd["first"]
-        lines.append(f"round {rd['round']}: NaN/Inf first on {f['host']} device "
+        lines.append(f"{rd['round_label']}: NaN/Inf first on {f['host']} device "
                      f"{_fmt(f['device'])} ({f['dev_pid']}) at #{f['round_seq']} of the "
                      f"round: {f['op']} {f['stage']} {f['io']} {f['index']}")
         for o in rd["followed"]:

@@ -290,3 +290,17 @@ int msp_kernel_dir_matches(const char *kernel, size_t kn, const char *dir, size_
     size_t typen = (size_t)(end - kernel);
     return typen == op->namen && memcmp(kernel, op->name, typen) == 0;
 }
+
+int msp_kernel_output_matches(const char *kernel, size_t kn, const char *path, size_t n)
+{
+    static const char after[] = "/after/";
+    const size_t aftern = sizeof after - 1;
+    const char *file = path + n;
+    while (file > path && file[-1] != '/')
+        file--;
+    size_t dirn = (size_t)(file - path);
+    if (dirn <= aftern || memcmp(file - aftern, after, aftern) != 0 ||
+        !starts(file, n - dirn, "outtensor", 9))
+        return 0;
+    return msp_kernel_dir_matches(kernel, kn, path, dirn - aftern);
+}

@@ -107,6 +107,10 @@ int msp_default_stage(const char *path, size_t n);
  * name must all match. */
 int msp_kernel_dir_matches(const char *kernel, size_t kn, const char *dir, size_t n);
 
+/* Is tensor path `path` an output, after it ran, of the kernel ATB's overflow
+ * report names ("<kernel dir>/after/outtensor*")? */
+int msp_kernel_output_matches(const char *kernel, size_t kn, const char *path, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

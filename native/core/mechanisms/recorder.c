@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "acl.h"
+#include "filter.h"
 #include "pending.h"
 #include "record.h"
 #include "recstats.h"
@@ -30,6 +31,16 @@ static uint64_t g_base;     /* cfg.rec_incident_base of that arming */
 static uint32_t g_arming;   /* cfg.rec_arming of that arming */
 static uint64_t g_applied;  /* every incident up to this one is applied to every scope */
 static int g_small_said;    /* "budget too small" was said */
+
+/* The overflow incident this process fired last, waiting for the kernel's
+ * outputs: ATB reports the kernel before it saves them, and the report needs
+ * the offending tensor and its statistics (issue 31 §3). seq 0: none. */
+static struct {
+    uint64_t seq;
+    int64_t round;
+    size_t n;
+    char kernel[256];
+} g_ovf;
 
 #define CONTROL_PLANE_TRIGGERS (MSP_TRIG_GROWTH | MSP_TRIG_GOLDEN)
 
@@ -82,6 +93,7 @@ static void follow_arming(const struct msp_config *c)
     else
         msp_recstats_close();
     g_inited = armed;
+    g_ovf.seq = 0;
     g_base = c->rec_incident_base;
     g_arming = c->rec_arming;
     if (armed)
@@ -448,8 +460,9 @@ static uint32_t fired(const struct msp_config *c, const struct msp_stats *st, do
 }
 
 /* Under g_mu: claims an incident for a trigger of this process and applies
- * it at once (this process's rounds are flushed before the hook returns). */
-static void fire(const struct msp_config *c, uint32_t kind, double value, const char *path,
+ * it at once (this process's rounds are flushed before the hook returns).
+ * Returns its seq, 0 if none was claimed. */
+static uint64_t fire(const struct msp_config *c, uint32_t kind, double value, const char *path,
                  size_t pathn, int64_t round, const struct msp_stats *st)
 {
     struct msp_incident inc;
@@ -469,7 +482,7 @@ static void fire(const struct msp_config *c, uint32_t kind, double value, const 
     uint64_t seq = msp_ctl_claim_incident(msp_ctl_now(), g_base, c->rec_max_incidents, g_applied,
                                           &inc);
     if (!seq)
-        return; /* one is queued already, or max_incidents reached (counted) */
+        return 0; /* one is queued already, or max_incidents reached (counted) */
     msp_log("recorder: incident %llu, %s trigger in %.*s (round %lld); every process of this "
             "output dir writes its last %u rounds",
             (unsigned long long)seq, kind_name(kind), (int)(n > 300 ? 300 : n), path,
@@ -492,6 +505,7 @@ static void fire(const struct msp_config *c, uint32_t kind, double value, const 
     /* only this one if it is the next: a queued one waits for the windows */
     if (seq == g_applied + 1)
         apply_incidents(c);
+    return seq;
 }
 
 /* Under g_mu: the item's statistics (published to the control plane when it
@@ -523,8 +537,27 @@ static void scan_locked(const struct msp_config *c, const struct msp_item *it, s
     sc->kind = fired(c, &sc->st, &sc->value);
 }
 
+/* Under g_mu: an output of the kernel of the pending overflow incident, with
+ * its statistics, as an `incident_tensor` record. */
+static void overflow_tensor(const struct msp_item *it, const struct scan *sc)
+{
+    size_t n = strlen(it->path);
+    if (!g_ovf.seq || sc->round != g_ovf.round ||
+        !msp_kernel_output_matches(g_ovf.kernel, g_ovf.n, it->path, n))
+        return;
+    struct jbuf b;
+    msp_rec_begin(&b, "incident_tensor");
+    jb_ku64(&b, "seq", g_ovf.seq);
+    jb_kstr(&b, "path", it->path, n);
+    jb_key(&b, "stats");
+    msp_stats_json(&b, &sc->st);
+    msp_rec_commit(&b);
+}
+
 static void fire_scan(const struct msp_config *c, const struct msp_item *it, const struct scan *sc)
 {
+    if (sc->have)
+        overflow_tensor(it, sc);
     if (sc->kind)
         fire(c, sc->kind, sc->value, it->path, strlen(it->path), sc->round, &sc->st);
 }
@@ -625,7 +658,13 @@ void msp_rec_overflow(const struct msp_config *c, const char *kernel, size_t n)
                 round = (int64_t)s->cur_exec;
         }
     }
-    fire(c, MSP_TRIG_OVERFLOW, INFINITY, kernel, n, round, NULL);
+    uint64_t seq = fire(c, MSP_TRIG_OVERFLOW, INFINITY, kernel, n, round, NULL);
+    if (seq && n < sizeof g_ovf.kernel) {
+        g_ovf.seq = seq;
+        g_ovf.round = round;
+        g_ovf.n = n;
+        memcpy(g_ovf.kernel, kernel, n);
+    }
     pthread_mutex_unlock(&g_mu);
 }
 
@@ -702,5 +741,6 @@ void msp_rec_reset(void)
     g_base = g_applied = 0;
     g_arming = 0;
     g_small_said = 0;
+    g_ovf.seq = 0;
     msp_recstats_forget();
 }
