@@ -119,6 +119,29 @@ def test_compare_synthetic(synth_pair, tmp_path):
     assert f"round 0 {INJ}:" in text.split("Largest error growth")[1].splitlines()[1]
 
 
+def test_an_error_from_exact_inputs_is_no_ratio(tmp_path):
+    # a finite wrong value in INJ's output: its input is exact (error 0), so its
+    # growth has no ratio (it read "0 -> 0.8 (x8e+06)", from a hidden 1e-7 floor)
+    g, t = small_model(tmp_path / "g"), small_model(tmp_path / "t", inject=(1, "Linear"),
+                                                    value=5.0, pid=99)
+    rc, text = run_cli("compare", "-gp", str(g), "-tp", str(t), "-o", str(tmp_path / "c.csv"))
+    growth = text.split("Largest error growth")[1].splitlines()[1:]
+    assert rc == 1 and f"round 0 {INJ}: 0 -> " in growth[0], text
+    assert growth[0].endswith(" (from zero)")
+    assert all(" (x" not in line for line in growth if ": 0 -> " in line)
+    rc, text = run_cli("compare", "-gp", str(g), "-tp", str(t), "-o",
+                       str(tmp_path / "c2.csv"), "--json")
+    first = json.loads(text)["error_growth"][0]
+    assert (first["op"], first["err_in"], first["growth"], first["from_zero"]) == \
+        (INJ, 0.0, None, True)
+    rc, _ = run_cli("report", str(t), "--golden", str(g), "-o", str(tmp_path / "r.html"))
+    page = (tmp_path / "r.html").read_text()
+    table = page.split("<section id='error-growth'>")[1].split("</section>")[0]
+    row = table.split("<tbody>")[1].split("</tr>")[0]
+    assert rc == 0 and ">" + INJ.replace("/", "/<wbr>") + "<" in row
+    assert row.endswith("<td>from zero</td>"), row
+
+
 def test_compare_mismatched_structure(tmp_path):
     small_model(tmp_path / "g", layers=3)
     small_model(tmp_path / "t", layers=2, dtype=np.float16)

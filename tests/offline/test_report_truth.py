@@ -203,6 +203,39 @@ def test_a_round_is_drawn_only_at_the_layers_it_ran(report, truth_dumps):
     assert checked > 50
 
 
+FLOAT_DTYPES = {"float", "double", "float16", "bf16"}
+
+
+def layer_table(page: str) -> dict[str, list[str]]:
+    """The per-layer table under the norm plot: layer -> its cells as shown."""
+    body = page.split("<section id='layers'>")[1].split("</section>")[0]
+    rows = re.findall(r"<tr>(.*?)</tr>", body.split("<tbody>")[1], re.S)
+    cells = [[html.unescape(re.sub("<[^>]+>", "", c))
+              for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)] for r in rows]
+    return {c[0]: c[1:] for c in cells}
+
+
+def test_the_norm_plot_is_the_layer_tables_over_float_tensors(report, truth_dumps):
+    # it drew the token ids' norm (int64) over layer 0, above its float tensors'
+    t = open_dump(truth_dumps["target"]).tensors.filter(pl.col("primary"))
+    floats = t.filter(pl.col("dtype").is_in(FLOAT_DTYPES))
+    files = dict(floats.group_by("layer").agg(pl.col("norm").max()).iter_rows())
+    ints = dict(t.filter(~pl.col("dtype").is_in(FLOAT_DTYPES)).group_by("layer")
+                .agg(pl.col("norm").max()).iter_rows())
+    assert any(ints[x] > files[x] for x in ints), "no layer where an integer tensor bites"
+    bad = set(t.filter(pl.col("nonfinite")).get_column("layer").to_list())
+    drawn: dict[str, float] = {}
+    for trace in _lines(report["figures"]["layers"][0]):
+        assert not trace["name"].startswith("golden") or trace["line"]["dash"] == "dot"
+        if trace["line"]["dash"] == "solid":
+            for x, y in _drawn(trace).items():
+                drawn[x] = max(drawn.get(x, 0.0), y)
+    table = layer_table(report["page"])
+    assert set(drawn) == set(files)
+    for layer in set(files) - bad:  # the table says inf or nan where any tensor is
+        assert f"{drawn[layer]:.6g}" == table[layer][0] == f"{files[layer]:.6g}", layer
+
+
 def test_every_log_axis_is_labelled_at_powers_of_ten(report):
     logs = 0
     for figs in report["figures"].values():

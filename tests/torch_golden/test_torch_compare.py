@@ -172,6 +172,41 @@ def test_report_overlays_the_torch_golden(dumps, tmp_path):
     assert "golden dev 0 \\u00b7 round 0" in page  # its dotted lines over the ATB layers
 
 
+def _norm_lines(page: str) -> dict[str, dict[str, dict[str, float]]]:
+    """The report's norm plot: line dash -> round -> {layer: drawn value} (one device)."""
+    spec = page.split("<section id='layers'>")[1].split("data-plot='plot")[1]
+    fig = json.loads(spec.split(">", 1)[1].split("</script>")[0])
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for t in fig["data"]:
+        if "lines" in t["mode"]:
+            out.setdefault(t["line"]["dash"], {})[t["name"].rsplit(" ", 1)[1]] = {
+                x: y for x, y in zip(t["x"], t["y"]) if y is not None}
+    return out
+
+
+def test_the_torch_overlay_is_drawn_over_the_aligned_tensors_alone(dumps, tmp_path):
+    # torch's largest norm was drawn against this dump's over all its tensors, KV
+    # caches too (no torch counterpart): a 2x gap where every pair passes
+    rc, text, rows = _compare(dumps, "fp32", tmp_path)
+    out = tmp_path / "r.html"
+    assert rc == 0 and run_cli("report", str(dumps["fp32"]), "--golden", str(dumps["torch"]),
+                               "-o", str(out), "-j", "1")[0] == 0
+    lines = _norm_lines(out.read_text())
+    same, torch, whole = lines["dash"], lines["dot"], lines["solid"]
+    files: dict[str, dict[str, float]] = {}  # round -> layer -> largest aligned norm
+    for r in _paired(rows):
+        if r["target_dtype"] == "float":
+            at = files.setdefault(r["round"], {})
+            layer = r["op"].split("/")[0]
+            at[layer] = max(at.get(layer, 0.0), float(r["target_norm"]))
+    assert set(same) == set(torch) == set(files) == {"0", "1"}
+    for rnd, drawn in same.items():
+        assert drawn == pytest.approx(files[rnd], rel=1e-6)
+        assert torch[rnd] == pytest.approx(drawn, rel=1e-4)  # every pair passes: no gap
+    # this dump's KV caches are still drawn, on its solid line
+    assert any(whole[rnd][x] > 1.5 * v for rnd in same for x, v in same[rnd].items())
+
+
 def test_mapping_options_need_a_torch_golden(dumps, tmp_path):
     rc, _ = run_cli("compare", "-gp", str(dumps["fp32"]), "-tp", str(dumps["fp16"]),
                     "-o", str(tmp_path / "x.csv"), "--write-mapping", str(tmp_path / "m.yaml"))

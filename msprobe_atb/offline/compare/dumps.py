@@ -400,11 +400,16 @@ def _rows_of(dump: Dump, layout) -> int:
     return dump.tensors.filter(pl.col("dev_pid").is_in(procs)).height
 
 
+FRESH_ERROR_IN = 1e-7  # ranks an error from exact inputs: as if from fp32 rounding
+
+
 def error_growth(res: CompareResult, top: int = 5) -> list[dict]:
-    """Ops whose outputs' error exceeds their inputs' error the most (ratio of the
-    worst output error to the worst input error, floored at 1e-7). The error of a
-    tensor is its relative RMSE (stats mode: relative Norm error), infinite where
-    the NaN/Inf pattern differs."""
+    """Ops whose outputs' error exceeds their inputs' error the most (`growth`,
+    the worst output error over the worst input error). The error of a tensor
+    is its relative RMSE (stats mode: relative Norm error), infinite where the
+    NaN/Inf pattern differs. An error from exact inputs has no ratio: its
+    `growth` is None (`from_zero`), and it ranks as if its inputs' error were
+    FRESH_ERROR_IN."""
     err = (pl.when(pl.col("nonfinite_match") == False)  # noqa: E712 (null: unknown)
            .then(float("inf")).otherwise(pl.col("rel_rmse").fill_nan(0.0).fill_null(0.0)))
     ops = (res.rows.filter(pl.col("verdict").is_in(["pass", "fail"]) & pl.col("primary"))
@@ -416,18 +421,20 @@ def error_growth(res: CompareResult, top: int = 5) -> list[dict]:
                 .alias("err_in"),
                 pl.col("_e").filter(pl.col("io") == "output").max().fill_null(0.0)
                 .alias("err_out")))
-    growth = (pl.when(pl.col("err_out").is_infinite())
-              .then(pl.when(pl.col("err_in").is_infinite()).then(1.0).otherwise(float("inf")))
-              .otherwise(pl.col("err_out") / pl.max_horizontal(pl.col("err_in"), 1e-7)))
+    rank = (pl.when(pl.col("err_out").is_infinite())
+            .then(pl.when(pl.col("err_in").is_infinite()).then(1.0).otherwise(float("inf")))
+            .otherwise(pl.col("err_out") / pl.max_horizontal(pl.col("err_in"), FRESH_ERROR_IN)))
+    from_zero = (pl.col("err_in") == 0) & pl.col("err_out").is_finite()
     # Ties (an Inf shows up in an op and in every parent holding it): deepest op first.
-    ops = (ops.with_columns(growth.alias("growth"),
+    ops = (ops.with_columns(rank.alias("_rank"), from_zero.alias("from_zero"),
                             pl.col("op").str.count_matches("/").alias("_depth"))
-           .filter(pl.col("growth") > 1.0)
-           .sort(["growth", "_depth", "seq"], descending=[True, True, False], nulls_last=True))
+           .filter(pl.col("_rank") > 1.0)
+           .sort(["_rank", "_depth", "seq"], descending=[True, True, False], nulls_last=True))
     return [{"op": r["op"], "op_id": r["op_id"], "op_name": r["op_name"], "round": r["round"],
              "process": r["target_process"],
              "err_in": r["err_in"], "err_out": r["err_out"], "seq": r["seq"],
-             "growth": r["growth"]} for r in ops.head(top).iter_rows(named=True)]
+             "growth": None if r["from_zero"] else r["_rank"], "from_zero": r["from_zero"]}
+            for r in ops.head(top).iter_rows(named=True)]
 
 
 def first_divergence(res: CompareResult) -> dict | None:

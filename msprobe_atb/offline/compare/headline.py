@@ -22,6 +22,12 @@ def _g(v) -> str:
     return "-" if v is None else (f"{v:.6g}" if isinstance(v, float) else str(v))
 
 
+def _growth(o: dict) -> str:
+    """An error_growth entry's growth: 'x4.7', or 'from zero' (a ratio would be
+    infinite)."""
+    return "from zero" if o["from_zero"] else f"x{_g(o['growth'])}"
+
+
 def _elements(shape: str | None) -> int | None:
     if shape is None:
         return None
@@ -166,7 +172,7 @@ def format_summary(res: CompareResult, outputs: list[str] | None = None) -> str:
         lines.append("Largest error growth (worst output error / worst input error):")
         for o in growth:
             lines.append(f"  {res.round_label(o)} {o['op']}: {_g(o['err_in'])} -> "
-                         f"{_g(o['err_out'])} (x{_g(o['growth'])})")
+                         f"{_g(o['err_out'])} ({_growth(o)})")
     un = res.rows.filter(pl.col("verdict").is_in(["golden-only", "target-only"]))
     if un.height:
         other = un.filter(~pl.col("primary").fill_null(False)).height

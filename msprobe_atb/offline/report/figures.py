@@ -16,7 +16,7 @@ from collections.abc import Iterable
 import numpy as np
 import polars as pl
 
-from ..read.dtypes import is_float_name
+from ..stats.summary import float_tensors
 from .axes import (
     finite,
     flag_band,
@@ -31,7 +31,6 @@ from .axes import (
 MAX_ROUND_LINES = 8
 FP16_MAX = 65504.0
 BF16_MAX = 3.3895313892515355e38
-FLOAT_DTYPES = {"float", "double"}
 # Plotly's default colour cycle, so that a round keeps its colour on every plot.
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf")
@@ -47,10 +46,6 @@ def layer_key(name: str) -> tuple:
     """'12_Prefill_layer' sorts after '2_Prefill_layer': by the numeric op id first."""
     head, _, rest = name.partition("_")
     return (int(head), rest) if head.isdigit() else (math.inf, name)
-
-
-def is_float_dtype(dtype: str | None) -> bool:
-    return bool(dtype) and (dtype in FLOAT_DTYPES or is_float_name(dtype))
 
 
 def shown_rounds(rounds: Iterable[int]) -> list[int]:
@@ -150,15 +145,30 @@ def _legend() -> dict:
     return {"font": {"size": 10}}
 
 
-def norm_figure(df: pl.DataFrame, golden: pl.DataFrame | None, order: list[str]) -> dict:
-    traces = _line_traces(per_layer(df, "norm"), order, "norm")
+def norm_figure(df: pl.DataFrame, golden: pl.DataFrame | None, order: list[str],
+                aligned: pl.DataFrame | None = None) -> dict:
+    """The largest norm of the float tensors per layer (as the layer table), and
+    golden's dotted. A torch golden holds only the tensors aligned with this
+    dump's (`aligned`): this dump over those is drawn dashed beside it, so that
+    a gap is never one side's tensor without a counterpart (a KV cache)."""
+    floats = float_tensors(df)
+    traces = _line_traces(per_layer(floats, "norm"), order, "norm")
+    what = ""
     if golden is not None and golden.height:
-        marked = sum(1 for t in traces if t.get("yaxis") == "y2")
-        traces += _line_traces(per_layer(golden, "norm"), order, "norm", dash="dot",
-                               prefix="golden ", first_row=marked)
+        prefix, what = "golden ", " (dotted: golden)"
+        if aligned is not None:
+            shown = float_tensors(aligned)
+            prefix = "torch golden "
+            traces += _line_traces(
+                per_layer(shown, "norm"), order, "norm", dash="dash",
+                prefix=f"the {shown.height} of {floats.height} float tensors with a torch "
+                       "counterpart: ",
+                first_row=_marked(traces))
+            what = " (dotted: torch golden; dashed: this dump over the same tensors)"
+        traces += _line_traces(per_layer(float_tensors(golden), "norm"), order, "norm",
+                               dash="dot", prefix=prefix, first_row=_marked(traces))
     return {"data": traces, "layout": {
-        "title": title("Largest L2 norm per layer" +
-                       (" (dotted: golden)" if golden is not None else "") +
+        "title": title("Largest L2 norm per layer, float tensors only" + what +
                        "; ✕ at the top: NaN/Inf there"),
         "xaxis": layer_axis(order), "yaxis": log_axis("L2 norm", _ys(traces), band=True),
         "yaxis2": overlay_axis(), "shapes": _band(traces), "hovermode": "closest",
@@ -166,8 +176,13 @@ def norm_figure(df: pl.DataFrame, golden: pl.DataFrame | None, order: list[str])
         "legend": _legend()}}
 
 
+def _marked(traces: list[dict]) -> int:
+    """How many ✕ rows the traces use: the next series' markers go below them."""
+    return sum(1 for t in traces if t.get("yaxis") == "y2")
+
+
 def absmax_figure(df: pl.DataFrame, order: list[str]) -> dict:
-    floats = df.filter(pl.col("dtype").map_elements(is_float_dtype, return_dtype=pl.Boolean))
+    floats = float_tensors(df)
     traces = _line_traces(per_layer(floats, "abs_max"), order, "|x| max")
     dtypes = set(floats.get_column("dtype").unique().to_list())
     limits = [("fp16 max 65504", FP16_MAX)]

@@ -197,9 +197,20 @@ def _histogram(page: Page, first: dict, df: pl.DataFrame) -> str:
     return "".join([*parts, note])
 
 
+def torch_aligned(df: pl.DataFrame, comparison: CompareResult | None) -> pl.DataFrame | None:
+    """Against a torch golden: this dump's tensors that were paired with a torch
+    tensor (the golden has no others); None for an ATB golden (it has them all)."""
+    if comparison is None or comparison.torch_alignment is None:
+        return None
+    keys = ["round", "op_id", "stage", "io", "index"]
+    paired = (comparison.rows.filter(pl.col("verdict").is_in(["pass", "fail"]))
+              .select(pl.col("target_process").alias("dev_pid"), *keys).unique())
+    return df.join(paired, on=["dev_pid", *keys], how="semi", nulls_equal=True)
+
+
 def _layers(page: Page, df: pl.DataFrame, golden: pl.DataFrame | None, order: list[str],
-            s: dict) -> None:
-    body = [page.plot(figs.norm_figure(df, golden, order)),
+            s: dict, aligned: pl.DataFrame | None) -> None:
+    body = [page.plot(figs.norm_figure(df, golden, order, aligned)),
             page.plot(figs.absmax_figure(df, order)),
             _table(["layer", "max norm", "at", "max |x|", "at", "NaN/Inf tensors"],
                    [[r["layer"], r["max_norm"], r["max_norm_at"], r["max_abs"],
@@ -279,7 +290,7 @@ def _growth(page: Page, comparison: CompareResult, label: str, order: list[str],
     body.append(page.plot(figs.error_growth_figure(outputs, order)))
     body.append(_table(["round", "op", "input error", "output error", "growth"],
                        [[comparison.round_label(o), o["op"], o["err_in"], o["err_out"],
-                         o["growth"]]
+                         "from zero" if o["from_zero"] else o["growth"]]
                         for o in error_growth(comparison, 10)]))
     page.sections.append(("error-growth", "Error growth along the layers", "".join(body)))
 
@@ -384,7 +395,7 @@ def build_report(dump: Dump, comparison: CompareResult | None = None,
     _first_nan(page, s, df)
     step()
     if df.height:
-        _layers(page, df, gdf, order, s)
+        _layers(page, df, gdf, order, s, torch_aligned(df, comparison))
         step()
         _nan_map(page, s, df, order)
     step()

@@ -90,14 +90,20 @@ def _as_read(col: str) -> pl.Expr:
             .otherwise(pl.col(col)))
 
 
+def float_tensors(df: pl.DataFrame) -> pl.DataFrame:
+    """The float tensors of `df`: token ids and other integers are no activations,
+    so no norm or abs-max of a layer (table or plot) counts them."""
+    return df.filter(pl.col("dtype").is_in(list(TOLERANCES)))
+
+
 def peaks(df: pl.DataFrame, by: list[str], col: str) -> pl.DataFrame:
-    """Per group of `by`, over the float tensors (token ids and other integers are no
-    activations) among the inputs before and outputs after each op: the largest `col`
-    (norm or abs_max) as `peak`, and the tensor holding it (`at`, `at_round`). A group
-    with a tensor holding NaN/Inf has that non-finite value, at its first such tensor."""
+    """Per group of `by`, over the float tensors among the inputs before and outputs
+    after each op: the largest `col` (norm or abs_max) as `peak`, and the tensor
+    holding it (`at`, `at_round`). A group with a tensor holding NaN/Inf has that
+    non-finite value, at its first such tensor."""
     value = _as_read(col)
     bad = (value.is_nan() | value.is_infinite()).fill_null(False)
-    floats = df.filter(pl.col("primary") & pl.col("dtype").is_in(list(TOLERANCES)))
+    floats = float_tensors(df.filter(pl.col("primary")))
     top = (floats.with_columns(value.alias("peak"), bad.alias("_bad"))
            .sort([pl.col("_bad"), pl.when(~pl.col("_bad")).then(pl.col("peak"))],
                  descending=True, nulls_last=True, maintain_order=True)
