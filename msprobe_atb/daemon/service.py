@@ -18,12 +18,13 @@ import time
 from pathlib import Path
 
 from msprobe_atb.control.block import ControlBlock, ControlError, dump_root_of
-from msprobe_atb.control.liveness import is_alive
+from msprobe_atb.control.liveness import is_alive, pid_alive
 from msprobe_atb.control.lockfile import LOCK_NAME, try_lock
 from msprobe_atb.control.probefiles import open_probe_file, same_file
 from msprobe_atb.daemon.controller import Controller
 from msprobe_atb.daemon.watcher import MISSING, ConfigWatcher, Unusable
 from msprobe_atb.tree import fsio, progress  # light: the heavy tree modules load later
+from msprobe_atb.tree.fsio import sweep_stale_temps
 from msprobe_atb.tree.killed import close_killed
 from msprobe_atb.tree.records import ProcKey
 
@@ -402,6 +403,13 @@ def run_daemon(output: str, config: str | None, foreground: bool) -> int:
     os.environ.setdefault("POLARS_MAX_THREADS", "1")
     setup_logging(dump_root, foreground)
     config_path = Path(os.path.abspath(config)) if config else None
+    if block.daemon_pid not in (0, os.getpid()):
+        # a daemon that exits clears its pid: this one was killed, maybe mid-write of a
+        # derived file; its temporaries (and those of shims killed meanwhile) would stay
+        # beside the files, where only `rebuild` removed them
+        swept = sweep_stale_temps(dump_root, pid_alive)
+        if swept:
+            log.info("removed %d temporary file(s) that killed writers left", swept)
     block.daemon_pid = os.getpid()
     block.stop_requested = False
     block.config_path = str(config_path or "")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 
 from robust_helpers import (
@@ -90,11 +91,8 @@ def test_daemon_killed_in_a_loop(tmp_path, services):
     # each restarted daemon re-derived the manifest from the logs: no row lost or doubled
     assert manifest_rows(root).equals(live_manifest) and live_manifest.height == n
     assert sum(p["tensors_written"] for p in st["processes"]) == n
-    # Killed daemons may leave their half-written CSV under a temporary name.
-    leftovers = [p for p in temp_files(root / "data") if not p.name.startswith(".statistic")]
-    assert not leftovers
-    for p in temp_files(root / "data"):
-        p.unlink()
+    # what a killed daemon left half-written, the next one removed when it started
+    assert not temp_files(root)
     assert assert_readable_tree(root) == n
 
 
@@ -142,6 +140,31 @@ def test_no_op_lost_after_a_daemon_died_without_cleaning_up(tmp_path):
     wait_until(lambda: log.exists() and "exiting" in log.read_text(), what="the daemon's exit")
     rounds = {x["path"].split("/")[1] for x in records(root) if x["k"] == "tensor"}
     assert "0" in rounds, f"round 0 was not dumped (rounds dumped: {sorted(rounds)})"
+
+
+def test_a_daemon_started_after_a_killed_one_removes_its_temporaries(tmp_path):
+    """A daemon killed while it wrote a derived file leaves it under a temporary name
+    (.NAME.PID.tmp); the next daemon removes those of dead writers when it starts,
+    and keeps a live writer's."""
+    from msprobe_atb.control.block import ControlBlock
+
+    out = tmp_path / "out"
+    root = out / "atb_dump_data"
+    root.mkdir(parents=True)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    with ControlBlock(root, create=True) as block:
+        block.daemon_pid = dead.pid  # killed: a daemon that exits clears it
+    left = root / "info" / "layer" / "0_1" / f".LmHead_7.json.{dead.pid}.tmp"
+    live = root / "info" / "layer" / "0_1" / f".LmHead_7.json.{os.getpid()}.tmp"
+    left.parent.mkdir(parents=True)
+    left.write_bytes(b"")
+    live.write_bytes(b"")
+    config = tmp_path / "config.json"
+    save_config(config, **{**DUMP_ALL, "task": "statistics"})
+    r = run_atbsim(out, config, *SMALL)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not left.exists() and live.exists()
 
 
 def test_restarted_daemon_keeps_the_last_good_config(tmp_path, services):
