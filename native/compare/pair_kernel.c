@@ -221,6 +221,35 @@ static void add_comp(double *s, double *c, double x)
     *s = t;
 }
 
+/* msProbe's relative error (pk_acc.max_rel_ms) over the both-finite elements of a
+ * block: its positions of matching NaN/Inf count as 0 there, which never raises a
+ * maximum. Every element is exactly a float when f32 is set, and C's float
+ * arithmetic rounds each step as numpy's float32 does. */
+static double rel_ms(double m, const double *g, const double *t, int64_t n, int f32)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double a = g[i], b = t[i], r;
+        if (!(fabs(a) <= DBL_MAX && fabs(b) <= DBL_MAX))
+            continue;
+        if (f32) {
+            float fa = (float)a, fb = (float)b;
+            if (fa == 0.0f) {
+                fb += FLT_EPSILON;
+                fa = FLT_EPSILON;
+            }
+            r = fabsf((fb - fa) / fa);
+        } else {
+            if (a == 0.0) {
+                b += DBL_EPSILON;
+                a = DBL_EPSILON;
+            }
+            r = fabs((b - a) / a);
+        }
+        m = r > m ? r : m;
+    }
+    return m;
+}
+
 static int known(int type) { return type >= PK_F64 && type <= PK_BF16; }
 
 static size_t width(int type) { return type == PK_F64 ? 8 : type == PK_F32 ? 4 : 2; }
@@ -265,6 +294,7 @@ int pk_accumulate(pk_acc *acc, const void *g, int gtype, const void *t, int ttyp
         double mx = dmax(L.mx), mr = dmax(L.mr);
         acc->max_d = mx > acc->max_d ? mx : acc->max_d;
         acc->max_rel = mr > acc->max_rel ? mr : acc->max_rel;
+        acc->max_rel_ms = rel_ms(acc->max_rel_ms, gb, tb, k, gtype != PK_F64 && ttype != PK_F64);
     }
     return 0;
 }
@@ -292,4 +322,5 @@ void pk_merge(pk_acc *into, const pk_acc *from)
     add_comp(&into->dd, &into->dd_c, from->dd_c);
     into->max_d = from->max_d > into->max_d ? from->max_d : into->max_d;
     into->max_rel = from->max_rel > into->max_rel ? from->max_rel : into->max_rel;
+    into->max_rel_ms = from->max_rel_ms > into->max_rel_ms ? from->max_rel_ms : into->max_rel_ms;
 }
