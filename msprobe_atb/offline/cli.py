@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..argtypes import seconds
 from .compare.engine_rule import CONNECT_TIMEOUT_S
+from .read.formulas import FORMULAS
 from .read.jsonsafe import jsonable
 from .read.layout import DumpNotFound
 from .read.progress import progress_bar
@@ -296,7 +297,8 @@ def register(sub) -> None:
     p = sub.add_parser("compare", help="compare a target dump with a golden one (exit 1 if "
                                        "any tensor diverges or cannot be read, or a dump lost "
                                        "selected tensors; 3 if too little "
-                                       "could be compared or the dumps differ in structure)")
+                                       "could be compared or the dumps differ in structure)",
+                       epilog=FORMULAS, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-m", "--mode", default="atb", help="atb (msProbe's spelling; the default)")
     p.add_argument("-gp", "--golden_path", "--golden-path", dest="golden_path", required=True,
                    nargs="+", metavar="DIR",

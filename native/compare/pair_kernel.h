@@ -24,6 +24,10 @@ typedef struct {
     double gg, tt, gt, dd;         /* sums over both-finite positions: g*g, t*t, g*t, (t-g)^2 */
     double gg_c, tt_c, gt_c, dd_c; /* their compensations */
     double max_d, max_rel;         /* max |t-g|, max |t-g| / max(|g|, floor) */
+    /* msProbe's Max Relative Err: max |(t-g)/g|, a zero g and its t both raised by the
+     * machine epsilon first; in float32 arithmetic when neither side is PK_F64 (numpy's
+     * result type of the two and float32), else in float64 */
+    double max_rel_ms;
 } pk_acc;
 
 /* Adds n elements of g (type gtype) and t (type ttype) to acc. floor: the

@@ -12,7 +12,8 @@ import polars as pl
 # One row per pair; `state` is ok / not-saved / unreadable / not-compared, `reason` says why.
 PAIR_METRICS = {
     "cosine": pl.Float64, "max_abs_err": pl.Float64, "max_rel_err": pl.Float64,
-    "rmse": pl.Float64, "rel_rmse": pl.Float64, "within_tol": pl.Float64, "rtol": pl.Float64,
+    "max_rel_err_atol": pl.Float64, "rmse": pl.Float64, "rel_rmse": pl.Float64,
+    "within_tol": pl.Float64, "rtol": pl.Float64,
     "atol": pl.Float64, "nonfinite_match": pl.Boolean, "golden_nan": pl.Int64,
     "golden_pinf": pl.Int64, "golden_ninf": pl.Int64, "target_nan": pl.Int64,
     "target_pinf": pl.Int64, "target_ninf": pl.Int64, "state": pl.Utf8, "reason": pl.Utf8,

@@ -4,8 +4,13 @@ Definitions (n = number of elements; g = golden, t = target, both as float64):
 * cosine = g·t / (‖g‖‖t‖) over elements finite on both sides; 1 if both are all
   zero, 0 if only one is;
 * max_abs_err = max |t − g|; rmse = sqrt(mean((t − g)²)); rel_rmse = rmse / rms(g);
-* max_rel_err = max |t − g| / max(|g|, atol): the atol floor keeps values near
-  zero from blowing the relative error up;
+* max_rel_err = max |(t − g) / g|, msProbe's Max Relative Err: where g = 0, both g
+  and t are raised by the machine epsilon ε first (so such an element gives
+  |t| / ε); computed in float32 (ε = 2⁻²³) when both tensors are floats of 32 bits
+  or fewer (or complex of them), else in float64 (ε = 2⁻⁵²), as numpy's result
+  type makes msProbe do;
+* max_rel_err_atol = max |t − g| / max(|g|, atol): the atol floor keeps values
+  near zero from blowing the relative error up;
 * within_tol = share of elements with |t − g| ≤ atol + rtol·|g|, where (rtol, atol)
   come from the TARGET's dtype (dtypes.TOLERANCES: fp16 1e-3, bf16 8e-3, fp32 1e-5,
   integers exact). A NaN or ±Inf element counts as within only if the other side
@@ -19,7 +24,8 @@ reused buffers, so memory stays fixed whatever the tensor size, and each chunk
 updates every accumulator at once in the native kernel
 (native/compare/pair_kernel.c). fp16, bf16, fp32 and fp64 payloads (and the
 complex types built from them) go to the kernel as they are; the other dtypes
-are decoded chunk by chunk to float64 first. Every element is converted to
+are decoded chunk by chunk, to float32 for the narrow floats, to float64 first
+for the rest. Every element is converted to
 float64 exactly and every per-element formula rounds as numpy's does, so counts,
 maxima and within_tol equal the former whole-array numpy code bit for bit; the
 sums (norms, dot, squared error) differ from numpy's summation order by a few
@@ -54,7 +60,7 @@ KERNEL_ITEM = {lib.PK_F64: 8, lib.PK_F32: 4, lib.PK_F16: 2, lib.PK_BF16: 2}
 PACKED = {29: (2, 1), 40: (2, 1), 41: (2, 1), 30: (8, 1), 38: (4, 3), 39: (4, 3)}
 ACC_FIELDS = ("n", "both", "ok", "same_nf", "nf_diff", "g_nan", "g_pinf", "g_ninf", "t_nan",
               "t_pinf", "t_ninf", "gg", "tt", "gt", "dd", "gg_c", "tt_c", "gt_c", "dd_c",
-              "max_d", "max_rel")
+              "max_d", "max_rel", "max_rel_ms")
 
 
 @dataclass(frozen=True)
@@ -144,9 +150,10 @@ def stream_array(tf: TensorFile, raw: np.ndarray, start: int, stop: int) -> tupl
     k = tf.kernel
     if k is not None:
         return raw, k[0]
-    spec = SPECS[tf.hdr.dtype]
-    return np.ascontiguousarray(spec.decode(raw, stop - start, False),
-                                dtype=np.float64), lib.PK_F64
+    a = SPECS[tf.hdr.dtype].decode(raw, stop - start, False)
+    if a.dtype == np.float32:  # bf16/fp8/fp6/fp4 values: max_rel_err's float32 arithmetic
+        return np.ascontiguousarray(a), lib.PK_F32
+    return np.ascontiguousarray(a, dtype=np.float64), lib.PK_F64
 
 
 class Accumulator:
@@ -187,9 +194,19 @@ class Accumulator:
                 cos = (a.gt + a.gt_c) / (ng * nt)
             rmse = math.sqrt((a.dd + a.dd_c) / a.both)
             rms_g = ng / math.sqrt(a.both)
-            out.update(cosine=cos, max_abs_err=a.max_d, rmse=rmse, max_rel_err=a.max_rel,
+            out.update(cosine=cos, max_abs_err=a.max_d, rmse=rmse, max_rel_err=a.max_rel_ms,
+                       max_rel_err_atol=a.max_rel,
                        rel_rmse=rmse / rms_g if rms_g > 0 else (0.0 if rmse == 0 else math.inf))
         return out
+
+
+def max_rel_err64(golden: np.ndarray, target: np.ndarray) -> float:
+    """max_rel_err of finite float64 arrays as the kernel computes it for a float64
+    side, for callers that judge elements in numpy (replay)."""
+    zero = golden == 0
+    eps = np.finfo(np.float64).eps
+    g, t = np.where(zero, eps, golden), np.where(zero, target + eps, target)
+    return float(np.abs((t - g) / g).max()) if g.size else 0.0
 
 
 def mismatch(g: TensorFile, t: TensorFile) -> str | None:

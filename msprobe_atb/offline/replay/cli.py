@@ -5,10 +5,12 @@ Imports stay inside the command so that registering it costs nothing at start-up
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
 from ..read.cores import default_jobs
+from ..read.formulas import FORMULAS
 
 EXIT_OK, EXIT_AT_FAULT, EXIT_ERROR = 0, 1, 2
 
@@ -106,7 +108,8 @@ def cmd_replay(a) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("replay", help="recompute ops from a dump in float64: is it the op, its "
-                                      "inputs, or the dtype (exit 1 if an op is at fault)")
+                                      "inputs, or the dtype (exit 1 if an op is at fault)",
+                       epilog=FORMULAS, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dir", metavar="DIR", help="the dump (output root, atb_dump_data, data/, "
                                               "{dev}_{pid} or round dir)")
     p.add_argument("--round", help="rounds, e.g. 0 or 0,2-4 (default: all)")

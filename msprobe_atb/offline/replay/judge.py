@@ -19,6 +19,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..read.metrics import Accumulator, max_rel_err64
 from .refs import Terms
 from .tolerances import Tolerance, tolerance_for
 
@@ -72,8 +73,7 @@ def _tally(t: _Tally, base: int, d: np.ndarray, r: np.ndarray, tol: Tolerance,
     if both.any():
         e, rb, db = err[both], r[both], d[both]
         t.max_abs_err = max(t.max_abs_err, float(e.max()))
-        floor = max(tol.floor, 1e-30)
-        t.max_rel_err = max(t.max_rel_err, float((e / np.maximum(np.abs(rb), floor)).max()))
+        t.max_rel_err = max(t.max_rel_err, max_rel_err64(rb, db))
         t.dot += float(np.dot(db, rb))
         t.dd += float(np.dot(db, db))
         t.rr += float(np.dot(rb, rb))
@@ -148,7 +148,6 @@ class OutputJudge:
         if self.kind is not None:
             # The kernel checks |d-r| <= rtol*|r| + floor, stricter than the tolerance: a
             # slice it passes is ok; any other is judged element by element below.
-            from ..read.metrics import Accumulator
             piece = Accumulator()
             piece.add(r64, _PK_F64, np.ascontiguousarray(d), self.kind, d.size, self.tol.rtol,
                       self.tol.floor)
