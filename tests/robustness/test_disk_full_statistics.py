@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -23,8 +24,12 @@ from robust_helpers import (
     records,
     run_atbsim,
     status,
+    status_now,
     wait_daemon_gone,
 )
+from testkit import wait_until
+
+from msprobe_atb.control.block import ControlError
 
 STATS = {"dump_enable": True, "exec_range": "all", "task": "statistics", "save_child": True}
 FS_KIB = 8192
@@ -141,22 +146,31 @@ def test_room_coming_back_mid_run(module_fs):
     env = probe_env(out, out.parent.parent / "back.json")
     host = subprocess.Popen(atbsim_cmd(*MORE[:-1], "6"), env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, errors="replace")
-    said = ""
-    for line in host.stderr:
-        said += line
-        # a tensor's record: one of a round, say, held back first loses no tensor
-        if "no room for the record log: a tensor record" in line:
-            filler.unlink()  # room comes back, for good
-            subprocess.run(["mount", "-o", f"remount,size={FS_KIB * 8}k", str(fs)], check=True)
-            break
-    said += host.stderr.read()
-    assert host.wait(timeout=120) == 0, said[-3000:]
-    assert not filler.exists(), f"the disk never filled: {said[-2000:]}"
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(host.stderr), daemon=True)
+    reader.start()
+    # Room comes back once a tensor was lost, as the process's slot counts it (a round's
+    # or an op_param.json's record held back first loses no tensor; and the shim's
+    # stderr stops naming each failure after a few, so its lines cannot tell).
+    def lost_one() -> bool:
+        if host.poll() is not None:
+            return True
+        try:
+            return any(p["errors"] + p["drops"] for p in status_now(out)["processes"])
+        except (ControlError, OSError):  # the host has not made the control block yet
+            return False
+
+    wait_until(lost_one, timeout=120, step=0.01, what="a tensor lost to the full disk")
+    filler.unlink()  # room comes back, for good
+    subprocess.run(["mount", "-o", f"remount,size={FS_KIB * 8}k", str(fs)], check=True)
+    assert host.wait(timeout=120) == 0, "".join(lines)[-3000:]
+    reader.join(timeout=60)
+    said = "".join(lines)
     wait_daemon_gone(out)
     root = out / "atb_dump_data"
     truth = log_truth(root)
     (proc,) = status(out)["processes"]
-    assert truth["lost"] > 0 and truth["recorded"] > 0
+    assert truth["lost"] > 0 and truth["recorded"] > 0, f"the disk never filled: {said[-2000:]}"
     assert proc["tensors_written"] == truth["recorded"]
     assert proc["errors"] + proc["drops"] == truth["lost"]
     r = cli("wait", str(out), "--timeout", "60")
