@@ -1,7 +1,10 @@
-"""native/core's tiers (issue 22 §1), one folder each (native/core/README): no
-file includes the header of a higher tier, in particular no mechanism a
-lifecycle header; no file uses a function or variable defined in a higher tier;
-and no two files use each other, directly or round a circle of others.
+"""native/core's tiers, one folder each (native/core/README): no file includes
+the header of a higher tier, in particular no mechanism a lifecycle header; no
+file uses a function or variable defined in a higher tier; no two files use or
+include each other, directly or round a circle of others; and each header has
+one owner, the .c of its name, which defines what the header declares (a
+header declaring another file's symbols hides a circle from both of the
+checks before: its includers seem to use it, not the file they really use).
 
 The uses are read from the built objects with `nm`: a symbol one object leaves
 undefined (U) and another defines is an arrow from the first file to the second.
@@ -43,6 +46,18 @@ def tiers() -> dict[str, int]:
     return {p.stem: TIERS.index(p.parent.name) for p in core_files() if p.parent.name in TIERS}
 
 
+def includes() -> dict[str, set[str]]:
+    """Each module (foo.c and foo.h together) -> the core modules whose header it
+    includes."""
+    rank = tiers()
+    graph: dict[str, set[str]] = {p.stem: set() for p in core_files()}
+    for path in core_files():
+        for header in re.findall(r'^\s*#\s*include\s+"([^"/]+)\.h"', path.read_text(), re.M):
+            if header in rank and header != path.stem:
+                graph[path.stem].add(header)
+    return graph
+
+
 def upward_includes() -> set[tuple[str, str]]:
     rank = tiers()
     found = set()
@@ -51,6 +66,14 @@ def upward_includes() -> set[tuple[str, str]]:
             if header in rank and rank[header] < rank[path.stem]:
                 found.add((path.name, f"{header}.h"))
     return found
+
+
+def test_no_circle_of_includes():
+    """A header's inline functions are compiled into their callers, so nm sees
+    none of their calls: the includes are where such a circle shows."""
+    circle = find_circle(includes())
+    assert not circle, "native/core modules (foo.c with foo.h) that include each other " \
+        "in a circle: " + " -> ".join(f"{m}" for m in circle)
 
 
 def test_every_core_file_has_a_tier():
@@ -69,8 +92,9 @@ def test_no_include_goes_up_a_tier():
         for f, h in up)
 
 
-def uses() -> dict[tuple[str, str], set[str]]:
-    """(file, file it uses) -> the symbols, over the core's .c files."""
+def symbols() -> tuple[dict[str, str], dict[str, set[str]]]:
+    """From the core's objects: each global symbol -> the module defining it, and
+    each module -> the symbols it leaves undefined."""
     if not shutil.which("nm"):
         pytest.skip("nm (binutils) is not installed")
     defined: dict[str, str] = {}
@@ -87,6 +111,12 @@ def uses() -> dict[tuple[str, str], set[str]]:
                 undefined[src.stem].add(name)
             elif kind.isupper():  # lowercase: local to its object
                 defined[name] = src.stem
+    return defined, undefined
+
+
+def uses() -> dict[tuple[str, str], set[str]]:
+    """(file, file it uses) -> the symbols, over the core's .c files."""
+    defined, undefined = symbols()
     arrows: dict[tuple[str, str], set[str]] = {}
     for user, names in undefined.items():
         for name in names:
@@ -127,3 +157,50 @@ def test_every_core_file_opens_with_its_duty():
         if not first.startswith("/*"):
             bare.append(path.name)
     assert not bare, f"native/core files that do not open with a comment of their duty: {bare}"
+
+
+# Declared by the core, defined by each ABI's adapter (native/adapter), which is
+# built into the same library: the one symbol the core takes from above.
+ADAPTER_DEFINED = {"msp_build_abi"}
+
+
+def declared_names(header: Path) -> set[str]:
+    """The functions and variables a header declares (not its static inline
+    functions, types or macros)."""
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", "", header.read_text(), flags=re.S)
+    text = re.sub(r'#ifdef __cplusplus\s*extern "C" \{', "", text)
+    text = re.sub(r"^\s*#.*$", "", text, flags=re.M)
+    outside, depth = [], 0  # the text outside braces: declarations, not bodies or members
+    for ch in text:
+        depth += ch == "{"
+        if depth == 0:
+            outside.append(ch)
+        depth -= ch == "}"
+    names = set()
+    for stmt in "".join(outside).split(";"):
+        stmt = re.sub(r"MSP_HIDDEN|__attribute__\(\(.*?\)\)+", "", " ".join(stmt.split()))
+        if not stmt or re.search(r"\b(static|typedef|_Static_assert|static_assert)\b", stmt):
+            continue
+        func = re.search(r"\b(\w+)\s*\((?:[^()]|\([^()]*\))*\)\s*$", stmt)
+        if func and not stmt.startswith("extern"):
+            names.add(func.group(1))
+        elif stmt.startswith("extern"):
+            names.add(re.search(r"(\w+)\s*(\[[^\]]*\])?\s*$", stmt).group(1))
+    return names
+
+
+def test_each_header_has_one_owner():
+    owner, _ = symbols()
+    strays = sorted((h.name, name, owner.get(name)) for h in CORE.rglob("*.h")
+                    for name in declared_names(h) - ADAPTER_DEFINED
+                    if owner.get(name) != h.stem)
+    assert not strays, "native/core headers declaring what is not their own .c's: " + "; ".join(
+        f"{h} declares {name}, " + (f"defined in {o}.c" if o else "defined nowhere in the core")
+        for h, name, o in strays)
+
+
+def test_the_header_reader_finds_declarations():
+    """The owner test is only as good as its reader of declarations."""
+    names = declared_names(CORE / "lifecycle" / "hot.h")
+    assert {"msp_hot", "msp_hot_register", "msp_hot_publish", "msp_hot_unattached"} <= names
+    assert "msp_hot_changed" not in names  # static inline: compiled into its callers

@@ -38,7 +38,7 @@ static const struct msp_snap *awake_snapshot(void)
 {
     const struct msp_snap *s = msp_hot_awake();
     if (__builtin_expect(s == MSP_HOT_UNATTACHED, 0)) {
-        msp_hot_refresh();
+        msp_slow_refresh();
         s = msp_hot_awake();
     }
     return s == MSP_HOT_UNATTACHED ? NULL : s; /* still: no memory for a snapshot */
@@ -96,7 +96,7 @@ static msp_bool overflow_check(void)
 #define ATTACH_THEN_ANSWER(pred)                                                            \
     static msp_bool attach_then_##pred(void)                                                \
     {                                                                                       \
-        msp_hot_refresh();                                                                  \
+        msp_slow_refresh();                                                                  \
         msp_answerer now = MSP_HOT_LOAD(msp_hot.answer.pred);                               \
         return now != attach_then_##pred && now();                                          \
     }
@@ -109,7 +109,7 @@ ATTACH_THEN_ANSWER(overflow)
 
 static msp_bool attach_then_count(uint64_t count)
 {
-    msp_hot_refresh();
+    msp_slow_refresh();
     msp_count_answerer now = MSP_HOT_LOAD(msp_hot.answer.count);
     return now != attach_then_count && now(count);
 }

@@ -11,6 +11,7 @@
 
 #include "filter.h"
 #include "hot.h"
+#include "slowpath.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -47,7 +48,7 @@ static inline msp_bool msp_hook_need_save_asleep(uint64_t g)
 static inline void msp_hook_need_save_awake(uint64_t g, const int64_t *ids, const int64_t *end)
 {
     if (!msp_hot_quiet_setup(g, ids, end))
-        msp_hot_need_save_slow(ids, (size_t)(end - ids));
+        msp_slow_need_save(ids, (size_t)(end - ids));
 }
 
 static inline msp_bool msp_hook_need_save_answer(void)
@@ -60,7 +61,7 @@ static inline msp_bool msp_hook_need_save_answer(void)
 static inline void msp_hook_update_config(void)
 {
     if (__builtin_expect(msp_hot_count_op() || msp_hot_changed(), 0))
-        msp_hot_update_slow();
+        msp_slow_update();
 }
 
 static inline msp_bool msp_hook_is_save_tensor_data(void)

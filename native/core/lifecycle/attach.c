@@ -15,6 +15,7 @@
 #include "forkchild.h"
 #include "fsutil.h"
 #include "hostabi.h"
+#include "hot.h"
 #include "join.h"
 #include "monitor.h"
 #include "record.h"

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "hot.h"
 #include "models.h"
 #include "monitor.h"
 #include "opcount.h"

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "answers.h"
 #include "models.h"
 #include "opcount.h"
 
@@ -19,13 +20,19 @@ extern "C" {
 
 struct msp_snap;
 
-#ifdef __cplusplus
-typedef bool msp_bool;
-static_assert(sizeof(msp_bool) == 1, "answers.c returns a byte as a bool");
-#else
-typedef _Bool msp_bool;
-_Static_assert(sizeof(msp_bool) == 1, "answers.c returns a byte as a bool");
-#endif
+/* The hooks' answerers: for a process that has not attached (attach, then
+ * answer as the snapshot says), and those whose answer depends on the call. */
+struct msp_hook_answerers {
+    struct msp_answerers unattached;
+    msp_count_answerer count;     /* exec ranges, exec_range "next" */
+    msp_answerer after, overflow; /* the overflow task */
+};
+/* Called once, when the library loads (a constructor in hooks.c); the
+ * process attaches only after it (attach.c asks msp_hot_registered). */
+void msp_hot_register(const struct msp_hook_answerers *hooks) MSP_HIDDEN;
+int msp_hot_registered(void);
+/* The hooks' answerers, NULL before msp_hot_register. */
+const struct msp_hook_answerers *msp_hot_hooks(void);
 
 /* What a predicate answers under the snapshot in force: the adapter
  * tail-jumps to its answerer through msp_hot.answer (one load and an
@@ -39,24 +46,6 @@ _Static_assert(sizeof(msp_bool) == 1, "answers.c returns a byte as a bool");
  * exclude a top-level op, from the verdict on this thread's current one
  * (msp_t_top_desc). Before the first attach every answerer attaches, once
  * the hooks registered theirs (until then, every one says no). */
-typedef msp_bool (*msp_answerer)(void);
-typedef msp_bool (*msp_count_answerer)(uint64_t count);
-struct msp_answerers {
-    msp_answerer data, desc, before, after, param, overflow;
-    msp_count_answerer count;
-};
-
-/* The hooks' answerers: for a process that has not attached (attach, then
- * answer as the snapshot says), and those whose answer depends on the call. */
-struct msp_hook_answerers {
-    struct msp_answerers unattached;
-    msp_count_answerer count;     /* exec ranges, exec_range "next" */
-    msp_answerer after, overflow; /* the overflow task */
-};
-/* Called once, when the library loads (a constructor in hooks.c); the
- * process attaches only after it (snapshot.c). */
-void msp_hot_register(const struct msp_hook_answerers *hooks) MSP_HIDDEN;
-
 struct msp_hot {
     const uint64_t *gen;     /* the block's generation, or a private word */
     uint64_t seen;           /* the generation the hooks answer from; awake, that
@@ -88,26 +77,19 @@ struct msp_hot {
 #endif
 
 extern struct msp_hot msp_hot MSP_HIDDEN;
-/* 0 while the top-level op this thread set up last (IsTensorNeedSave with ids
- * of one element, awake) is one the filters in force then cannot select, else
- * 1: IsSaveTensorDesc, asked next in the same Setup (callsites §4), answers it
- * as is. Initial-exec, so the adapter reads it inline; 1 on a thread that never
- * set up a top-level op. */
-extern __thread uint8_t msp_t_top_desc MSP_HIDDEN __attribute__((tls_model("initial-exec")));
 /* Not a snapshot: `awake` until the process has attached, so a hook that
  * checks `awake` (hooks.c) attaches first. */
 extern struct msp_snap msp_hot_unattached MSP_HIDDEN;
 #define MSP_HOT_UNATTACHED (&msp_hot_unattached)
 
-/* Slow paths: attach, or copy a config the daemon published. */
-void msp_hot_refresh(void) MSP_HIDDEN;
-/* IsTensorNeedSave's: msp_hot_refresh if the generation moved, and (awake) the
- * top-level op's setup counted for its model. */
-void msp_hot_need_save_slow(const int64_t *ids, size_t n);
-/* UpdateConfig's: msp_hot_refresh if the generation moved, and every MSP_OPS_BATCH ops
- * of a thread (and its first) register the thread's counter and run the
- * monitor's duties while no monitor thread exists (see monitor.h). */
-void msp_hot_update_slow(void) MSP_HIDDEN;
+/* Every word written under snap_mu, by the lifecycle only:
+ * the hooks answer from snapshot s from now on; `a` its answerers, NULL if
+ * its hooks are asleep (every predicate no); count_end as msp_hot's. */
+void msp_hot_publish(const struct msp_snap *s, const struct msp_answerers *a, uint64_t count_end);
+/* A process that cannot dump: every predicate no, no config followed. */
+void msp_hot_inactive(void);
+/* A process that has not attached (a forked child): the first hook attaches. */
+void msp_hot_forget(void);
 static inline msp_bool msp_hot_is_awake(void)
 {
     return MSP_HOT_LOAD(msp_hot.awake) != NULL;

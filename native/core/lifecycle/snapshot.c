@@ -1,6 +1,10 @@
 /* The config snapshot the hot path reads: copied from the block when its
  * generation moves, the hooks' words (hot.h) set from it, and the wake-up on the
- * first awake one (snapshot.h). */
+ * first awake one (snapshot.h).
+ *
+ * One call goes up, through a pointer: the wake-up starts the monitor thread
+ * (monitor.c's msp_monitor_start, handed over by attach.c through
+ * msp_snap_on_wake), since the monitor follows the config through this file. */
 #define _GNU_SOURCE
 #include "snapshot.h"
 
@@ -50,76 +54,6 @@ void msp_snap_say_next(void)
         say_state(text);
 }
 
-/* gen before the first attach: never equal to seen (0), so the first
- * IsTensorNeedSave/UpdateConfig takes the slow path and attaches. */
-static const uint64_t g_unattached_gen = 1;
-/* gen of a process that attached without a usable block: equal to seen. */
-static const uint64_t g_inactive_gen = 0;
-
-/* Every predicate answers no: asleep, inactive, and before the hooks
- * registered their answerers (the process does not attach until then). */
-#define NO_ANSWERS                                                                          \
-    {.data = msp_answer_no, .desc = msp_answer_no, .before = msp_answer_no,                 \
-     .after = msp_answer_no, .param = msp_answer_no, .overflow = msp_answer_no,             \
-     .count = msp_count_no}
-static const struct msp_answerers g_no = NO_ANSWERS;
-
-/* The hooks' answerers (msp_hot_register), NULL until the library's constructor ran. */
-static const struct msp_hook_answerers *g_hooks;
-
-struct msp_snap msp_hot_unattached;
-struct msp_hot msp_hot = {.gen = &g_unattached_gen,
-                          .awake = &msp_hot_unattached,
-                          .answer = NO_ANSWERS,
-                          .selectable = msp_hot_unattached.selectable,
-                          .count_end = UINT64_MAX};
-
-/* Field by field, each a word a hook loads on its own. */
-static void set_answers(const struct msp_answerers *a)
-{
-    __atomic_store_n(&msp_hot.answer.data, a->data, __ATOMIC_RELEASE);
-    __atomic_store_n(&msp_hot.answer.desc, a->desc, __ATOMIC_RELEASE);
-    __atomic_store_n(&msp_hot.answer.before, a->before, __ATOMIC_RELEASE);
-    __atomic_store_n(&msp_hot.answer.after, a->after, __ATOMIC_RELEASE);
-    __atomic_store_n(&msp_hot.answer.param, a->param, __ATOMIC_RELEASE);
-    __atomic_store_n(&msp_hot.answer.overflow, a->overflow, __ATOMIC_RELEASE);
-    __atomic_store_n(&msp_hot.answer.count, a->count, __ATOMIC_RELEASE);
-}
-
-void msp_hot_register(const struct msp_hook_answerers *hooks)
-{
-    pthread_mutex_lock(&g_msp.snap_mu);
-    __atomic_store_n(&g_hooks, hooks, __ATOMIC_RELEASE);
-    if (MSP_HOT_LOAD(msp_hot.awake) == MSP_HOT_UNATTACHED)
-        set_answers(&hooks->unattached);
-    pthread_mutex_unlock(&g_msp.snap_mu);
-}
-
-int msp_hot_registered(void)
-{
-    return __atomic_load_n(&g_hooks, __ATOMIC_ACQUIRE) != NULL;
-}
-
-void msp_hot_inactive(void)
-{
-    set_answers(&g_no);
-    __atomic_store_n(&msp_hot.awake, NULL, __ATOMIC_RELEASE);
-    __atomic_store_n(&msp_hot.active, (msp_bool)0, __ATOMIC_RELAXED);
-    __atomic_store_n(&msp_hot.seen, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&msp_hot.applied, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&msp_hot.gen, &g_inactive_gen, __ATOMIC_RELEASE);
-}
-
-void msp_hot_forget(void)
-{
-    msp_hot_inactive();
-    __atomic_store_n(&msp_hot.gen, &g_unattached_gen, __ATOMIC_RELEASE);
-    __atomic_store_n(&msp_hot.awake, &msp_hot_unattached, __ATOMIC_RELEASE);
-    __atomic_store_n(&msp_hot.count_end, UINT64_MAX, __ATOMIC_RELEASE);
-    if (g_hooks) /* a forked child of a process that attached: registered */
-        set_answers(&g_hooks->unattached);
-}
-
 /* Is snapshot s awake for the hooks? Awake but unable to select anything
  * (exec_range "none", unless the overflow task or the flight recorder's
  * overflow trigger answers IsOverflowCheck), every predicate would answer
@@ -139,7 +73,8 @@ static int hooks_awake(const struct msp_snap *s)
 static struct msp_answerers answerers_of(const struct msp_snap *s)
 {
     int overflow = (s->cfg.task & MSP_TASK_OVERFLOW) != 0;
-    struct msp_answerers a = g_no;
+    const struct msp_hook_answerers *hooks = msp_hot_hooks();
+    struct msp_answerers a = MSP_NO_ANSWERS;
     a.data = msp_answer_yes;
     if (overflow || s->cfg.exec_mode != MSP_EXEC_NONE) /* per top-level op: one its filters
                                                           exclude gets no directories */
@@ -147,10 +82,10 @@ static struct msp_answerers answerers_of(const struct msp_snap *s)
     if (overflow || s->cfg.exec_mode == MSP_EXEC_ALL)
         a.count = msp_count_yes;
     else if (s->cfg.exec_mode != MSP_EXEC_NONE)
-        a.count = g_hooks->count;
+        a.count = hooks->count;
     if (overflow) { /* the overflowing kernel's after save; the overflow_nums limit */
-        a.after = g_hooks->after;
-        a.overflow = g_hooks->overflow;
+        a.after = hooks->after;
+        a.overflow = hooks->overflow;
     } else {
         a.before = a.after = a.param = msp_answer_yes;
         a.overflow = msp_rec_overflow_wanted(&s->cfg) ? msp_answer_yes : msp_answer_no;
@@ -159,34 +94,18 @@ static struct msp_answerers answerers_of(const struct msp_snap *s)
 }
 
 /* The hooks answer from snapshot s from now on (under snap_mu). */
-static void publish_hot(struct msp_snap *s)
+static void publish_hot(const struct msp_snap *s)
 {
-    int awake = hooks_awake(s);
-    /* a hook whose answerer is awake finds s (or a later snapshot) in
-     * `awake`: stored before the answerers on the way up, after them on the way down */
-    if (awake) {
-        /* exec_range "next" also selects each model's own rounds (models.h) */
-        uint64_t end = s->cfg.exec_mode == MSP_EXEC_RANGES && !s->cfg.next_request
-                           ? msp_exec_end(&s->cfg)
-                           : UINT64_MAX;
-        __atomic_store_n(&msp_hot.awake, s, __ATOMIC_RELEASE);
-        __atomic_store_n(&msp_hot.count_end, end, __ATOMIC_RELEASE);
-        struct msp_answerers a = answerers_of(s);
-        set_answers(&a);
-    } else {
-        set_answers(&g_no);
-        __atomic_store_n(&msp_hot.awake, NULL, __ATOMIC_RELEASE);
+    if (!hooks_awake(s)) {
+        msp_hot_publish(s, NULL, 0);
+        return;
     }
-    __atomic_store_n(&msp_hot.active, (msp_bool)1, __ATOMIC_RELAXED);
-    /* before `applied`: IsTensorNeedSave's fast path takes verdicts from it */
-    __atomic_store_n(&msp_hot.selectable, (const uint8_t *)s->selectable, __ATOMIC_RELEASE);
-    __atomic_store_n(&msp_hot.applied, s->generation, __ATOMIC_RELEASE);
-    /* generations are even (seqlock): an odd `seen` never matches, so awake
-     * IsTensorNeedSave takes its awake path (it counts model executions); one
-     * above `applied`, so a generation below it is the applied one (hot.h) */
-    __atomic_store_n(&msp_hot.seen, awake ? s->generation | 1 : s->generation,
-                     __ATOMIC_RELEASE);
-    __atomic_store_n(&msp_hot.gen, (const uint64_t *)&s->ctl->generation, __ATOMIC_RELEASE);
+    /* exec_range "next" also selects each model's own rounds (models.h) */
+    uint64_t end = s->cfg.exec_mode == MSP_EXEC_RANGES && !s->cfg.next_request
+                       ? msp_exec_end(&s->cfg)
+                       : UINT64_MAX;
+    struct msp_answerers a = answerers_of(s);
+    msp_hot_publish(s, &a, end);
 }
 
 /* Starts the writer threads; 0 if none could start (the process then

@@ -23,14 +23,6 @@ void msp_snap_on_wake(int (*start_monitor)(void));
  * (the monitor's duties). */
 void msp_snap_say_next(void);
 
-/* The hooks' words (hot.h) for a process that cannot dump, and for one
- * that has not attached (a forked child). */
-void msp_hot_inactive(void);
-void msp_hot_forget(void);
-/* Have the hooks registered their answerers (msp_hot_register)? The process
- * attaches only then. */
-int msp_hot_registered(void);
-
 /* Opens <dump_root>/data, creating it if missing; -1 with errno on failure.
  * `path` receives its name for messages. */
 int msp_data_dir_open(char *path, size_t cap);

@@ -1,0 +1,66 @@
+/* The hooks' slow paths (slowpath.h): what a hook does when its fast path
+ * cannot answer: attach on the first hook, follow a config the daemon
+ * published, count a thread's ops into the monitor's duties, note a model's
+ * setup (and the verdict on the top-level op IsSaveTensorDesc asks about
+ * next). The lifecycle's entry from the hot path; the words the fast paths
+ * read are hot.c's. */
+#include "slowpath.h"
+
+#include "attach.h"
+#include "hot.h"
+#include "models.h"
+#include "monitor.h"
+#include "opcount.h"
+#include "snapshot.h"
+
+/* Out of line: the slow paths that call it run at many awake setups. */
+__attribute__((noinline, cold)) void msp_slow_refresh(void)
+{
+    msp_ensure_attached();
+    msp_snap_check();
+}
+
+void msp_slow_update(void)
+{
+    if ((__atomic_load_n(&msp_t_ops, __ATOMIC_RELAXED) & (MSP_OPS_BATCH - 1)) == 0) {
+        msp_ops_tick();
+        msp_monitor_hook_tick();
+    }
+    if (msp_hot_changed())
+        msp_slow_refresh();
+}
+
+/* Can the filters of s select nothing of top-level op `top`? */
+static inline int top_excluded(const struct msp_snap *s, int64_t top)
+{
+    if (top >= 0 && top < MSP_MODEL_OP_IDS)
+        return !s->selectable[top];
+    if (s->n_tops < 0)
+        return 0;
+    for (int i = 0; i < s->n_tops; i++)
+        if (s->tops[i] == top)
+            return 0;
+    return 1;
+}
+
+void msp_slow_need_save(const int64_t *ids, size_t n)
+{
+    if (__builtin_expect(msp_hot_changed(), 0))
+        msp_slow_refresh();
+    if (n != 1) /* a child or a kernel, asked once and cached by ATB */
+        return;
+    /* Under snap_mu: a setup that begins an execution does not fall between a
+     * refresh's check that no execution it must finish runs and the publish of an
+     * edit (snapshot.c: held). Awake, most setups of an op stay in the adapter
+     * (msp_hot_quiet_setup): this is about once an execution, every top-level op
+     * under exec_range "next". */
+    pthread_mutex_lock(&g_msp.snap_mu);
+    const struct msp_snap *s = msp_hot_awake();
+    if (!s || s == MSP_HOT_UNATTACHED) { /* asleep; or no memory for a snapshot yet */
+        msp_t_top_desc = 1;
+    } else {
+        msp_t_top_desc = (uint8_t)!top_excluded(s, ids[0]);
+        msp_models_note_setup(&s->cfg, ids[0]);
+    }
+    pthread_mutex_unlock(&g_msp.snap_mu);
+}

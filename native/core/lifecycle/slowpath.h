@@ -1,0 +1,30 @@
+/* The hooks' slow paths: what IsTensorNeedSave, UpdateConfig and the
+ * predicates of a process that has not attached call when the words of
+ * hot.h cannot answer. */
+#ifndef MSP_SLOWPATH_H
+#define MSP_SLOWPATH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "opcount.h" /* MSP_HIDDEN */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Attach, or copy a config the daemon published. */
+void msp_slow_refresh(void) MSP_HIDDEN;
+/* IsTensorNeedSave's: msp_slow_refresh if the generation moved, and (awake) the
+ * top-level op's setup counted for its model. */
+void msp_slow_need_save(const int64_t *ids, size_t n) MSP_HIDDEN;
+/* UpdateConfig's: msp_slow_refresh if the generation moved, and every MSP_OPS_BATCH ops
+ * of a thread (and its first) register the thread's counter and run the
+ * monitor's duties while no monitor thread exists (see monitor.h). */
+void msp_slow_update(void) MSP_HIDDEN;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
