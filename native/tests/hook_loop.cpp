@@ -55,18 +55,21 @@ struct Dirs {
         built = true;
     }
 
-    // Round r: the next one rewrites its digits in place (carrying), any other rebuilds.
+    // Round r: the next one rewrites its digits in place (carrying), any other,
+    // or one that needs another digit (the carry runs off the front), rebuilds.
     void set_round(uint64_t r)
     {
-        if (!built || r != round + 1 || std::to_string(r).size() != width)
+        if (!built || r != round + 1)
+            return build(r);
+        size_t i = digits + width;
+        while (i-- > digits && runner[i] == '9')
+            ;
+        if (i + 1 == digits) // all nines: 99 -> 100
             return build(r);
         round = r;
-        for (size_t i = digits + width; i-- > digits;) {
-            char c = runner[i] == '9' ? '0' : (char)(runner[i] + 1);
-            runner[i] = kernel[0][i] = kernel[1][i] = c;
-            if (c != '0')
-                break;
-        }
+        runner[i] = kernel[0][i] = kernel[1][i] = (char)(runner[i] + 1);
+        for (size_t j = i + 1; j < digits + width; j++)
+            runner[j] = kernel[0][j] = kernel[1][j] = '0';
     }
 };
 
