@@ -6,7 +6,7 @@ so no two dumped tensors are alike) and each probe dumps layer 1
 (`task: tensor`, `ids: "1"`: 387 MiB in 15 files).
 
 Any probe, msProbe's included, pays ATB's handover: for every tensor a probe
-asks for, ATB copies it from the device into a fresh host buffer (callsites
+asks for, ATB copies it from the device into a fresh host buffer (docs/atb_hooks.md
 §6), both stages, whatever the probe then keeps. A bench-only probe that asks
 for the same tensors and throws them away (build/test/libhandover_probe_abi1.so)
 measures it. What a real probe's run takes over that run is the probe's own

@@ -17,7 +17,7 @@ import pytest
 import xxhash
 from e2e_helpers import require_artifacts, run_dump
 
-# msProbe's reader knows these dtypes (spec §7): aclDataType -> bytes per element
+# msProbe's reader knows these dtypes (docs/msprobe_format.md §7): aclDataType -> bytes per element
 ITEMSIZE = {0: 4, 1: 2, 2: 1, 3: 4, 9: 8, 12: 1, 27: 2}
 # large enough that tensors, not 4 KiB blocks, dominate the disk use
 MODEL = ["--layers", "2", "--decode-steps", "1", "--hidden", "256", "--heads", "4"]

@@ -1,4 +1,4 @@
-"""Every dtype decoder of spec §7, on synthetic .bin files with known values."""
+"""Every dtype decoder of docs/msprobe_format.md §7, on synthetic .bin files with known values."""
 
 from __future__ import annotations
 
