@@ -1,4 +1,4 @@
-"""native/core's tiers (issue 22 §1), one folder each (native/core/README): no
+"""native/core's tiers, one folder each (native/core/README): no
 file includes the header of a higher tier, in particular no mechanism a
 lifecycle header; no file uses a function or variable defined in a higher tier;
 and no two files use each other, directly or round a circle of others.

@@ -47,7 +47,8 @@ void Probe::SaveTensor(const std::string &format, const std::string &dtype,
 {
     msp_hook_save_tensor(sv(format), sv(dtype), sv(dims), hostData, dataSize, sv(filePath));
 }
-bool Probe::IsSaveTiling() { return false; } // ATB passes unreliable tiling pointers (docs/atb_hooks.md §10)
+// ATB passes unreliable tiling pointers (docs/atb_hooks.md §10 item 7)
+bool Probe::IsSaveTiling() { return false; }
 void Probe::SaveTiling(const uint8_t *, uint64_t, const std::string &) {}
 bool Probe::ReportOperationIOTensorEnable() { return false; }
 bool Probe::ReportOperationStatisticEnable() { return false; }
