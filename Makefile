@@ -55,7 +55,7 @@ $(INGEST_STAMP): $(VENV)/.stamp $(wildcard native/ingest/*.c native/ingest/*.h) 
 pyext: $(PYEXT_STAMP) $(KERNEL_STAMP) $(INGEST_STAMP)
 # The package's bytecode, so each `msprobe-atb` call starts from .pyc files even where
 # PYTHONDONTWRITEBYTECODE keeps Python from caching them (compiling the sources costs
-# ~0.1 s a call; issue 18 §5). compileall skips the files that are current.
+# ~0.1 s a call). compileall skips the files that are current.
 bytecode: deps
 	$(VPY) -m compileall -q msprobe_atb
 

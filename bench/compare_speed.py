@@ -6,9 +6,9 @@ Dumps are generated in a temp dir and removed afterwards:
   and workbook included, on one computed hidden-4096 layer dumped in fp32 (golden)
   and fp16 (target) by the stand-in (bench/common.py LAYER_4096: random weights,
   nothing deduplicates); both sides' `.bin` bytes per CPU second of the process
-  (its rusage), best of CMD_REPEAT runs, target TARGET_CMD_GB_PER_CPU_S (issue 29
-  §4: the import of ml_dtypes 0.7 alone had halved it);
-* big tensors: BIG_PAIRS fp16 pairs of BIG_ELEMS elements (the issue's "round vs
+  (its rusage), best of CMD_REPEAT runs, target TARGET_CMD_GB_PER_CPU_S (the
+  import of ml_dtypes 0.7 alone once halved it);
+* big tensors: BIG_PAIRS fp16 pairs of BIG_ELEMS elements (a round "against
   itself", the target slightly perturbed). The reference is this machine reading
   the same files (both sides, 4 MiB reads into one buffer) in the same run; the
   compare figures are bytes per second of one side (the round) and of both, per
@@ -17,7 +17,7 @@ Dumps are generated in a temp dir and removed afterwards:
 * RSS: one pair of HUGE_ELEMS elements (bigger than the 512 MiB budget) compared
   in a fresh process; its peak RSS from the kernel's rusage (os.wait4);
 * small pairs: SMALL_PAIRS fp32-vs-fp16 pairs of SMALL_ELEMS elements (the size
-  of the issue's 1,888-pair, 28 MB dump), pairs per second of the per-pair stage
+  of a 1,888-pair, 28 MB dump), pairs per second of the per-pair stage
   (after start-up: the dump tables are open);
 * 1 vs 2 local Dask workers on the big-tensor dump, the cluster already started
   (its start-up is printed apart);

@@ -115,8 +115,8 @@ def _hook_loop_wall(env: dict[str, str]) -> tuple[float, float]:
 
 
 # The hook loop's targets: asleep as cheap as ATB's defaults allow, awake-idle
-# no dearer than asleep (issue 20); awake with filters that select another op,
-# where ATB also asks IsSaveTensorInSpecificDir 7 times an op (issue 29).
+# no dearer than asleep; awake with filters that select another op, where ATB
+# also asks IsSaveTensorInSpecificDir 7 times an op.
 IDS_OTHER = "probe, awake, ids selecting another op (ids 2)"
 NAME_OTHER = "probe, awake, op_name selecting another op (op_name lmhead)"
 LOOP_TARGETS = {"probe, no config": 150, "probe, dump_enable false": 150,

@@ -1,8 +1,8 @@
 """Record path: the shim's CPU per record of tiny tensors (`task: statistics`) over no probe.
 
 A large model on 8 devices selects ~80k tensors a second per process under
-`task: statistics`; each becomes one line of the process's record log (issue
-28 §3: the record path is to cost <= 1 us a record beyond the statistics). The
+`task: statistics`; each becomes one line of the process's record log (the
+target: the record path costs <= 1 us a record beyond the statistics). The
 host (native/tests/record_bench.cpp) calls ATB's hooks for ROUNDS executions of
 OPS top-level ops, each saving two one-element inputs and two outputs (fp32,
 fp16), once with the real shim preloaded and once with no probe (the stand-in

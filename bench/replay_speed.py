@@ -4,7 +4,7 @@ own tensors.
 
 Wall times are of a fresh `msprobe-atb replay` process, as a user pays them (start-up,
 reading the dump, recomputing in float64, judging), with its default workers (`-j`: one
-per core; the large layer's ops run on them, issue 29 §4.3); CPU seconds are its
+per core; the large layer's ops run on them); CPU seconds are its
 rusage, its workers' included. The machine is shared: the load average is printed.
 The large layer is dumped with `--no-compute` (the stand-in's naive kernels would take
 minutes at that size), so its outputs are not the op's results and some verdicts are

@@ -6,7 +6,7 @@ them from the files, the shim's code over chunks) and once with `task: all` (the
 statistics come from statistic.csv; no tensor is read). Figures are of a fresh
 `stats` process, imports included: bytes of the dump's `.bin` files per CPU second
 of the process (its rusage), and its peak RSS against 200 MB plus the largest
-tensor (issue 29 §4). Best of REPEAT runs (the machine is shared)."""
+tensor. Best of REPEAT runs (the machine is shared)."""
 
 from __future__ import annotations
 

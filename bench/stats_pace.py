@@ -425,7 +425,7 @@ def _burst(settings: Settings, pin: Pinning | None, out: list[str]) -> Iterator[
                    f" {SETTLE_S:g} s after its queue drained ({(after[p] - before[p]) / 1024:+.0f}"
                    f" MiB), {later[p] / 1024:.0f} MiB {AFTER_IDLE_S:g} s after"
                    f" ({(later[p] - before[p]) / 1024:+.0f} MiB) while it made {TRICKLE:g}"
-                   f" records/s (MSPROBE_ATB_RING_IDLE_S={RING_IDLE_S:g}; issue 28 §1: back to"
+                   f" records/s (MSPROBE_ATB_RING_IDLE_S={RING_IDLE_S:g}; the target: back to"
                    " its size before within that time)")
 
 

@@ -4,7 +4,7 @@ The shim computes max/min/mean/norm and the NaN/Inf/zero counts of every tensor 
 writes with `task: statistics` (native/core/mechanisms/stats.c, stats_simd.c). Here it
 runs over 32 MiB of fp32/fp16/bf16 (normal values with a few NaN, Inf and zeros), in one
 call and as the small tensors of a decode step (16 KiB a call, where per-call costs
-show), against issue 28's targets (fp32 >= 10, fp16/bf16 >= 8 GB/s per core) and the
+show), against our targets (fp32 >= 10, fp16/bf16 >= 8 GB/s per core) and the
 floor of this machine: the same thread ORing the same bytes as 256-bit words (the
 simplest vectorised reduction; AVX2, as the statistics use), and copying them.
 max/min/counts are checked against numpy. Precision: the relative error of mean and
@@ -28,7 +28,7 @@ import numpy as np
 from bench.common import REPO
 
 STATS_BENCH = REPO / "build" / "probe" / "bin" / "stats_bench"
-# name, aclDataType, numpy type, issue 28's target in GB/s per core
+# name, aclDataType, numpy type, target in GB/s per core
 DTYPES = (("fp32", 0, np.float32, 10.0), ("fp16", 1, np.float16, 8.0),
           ("bf16", 27, ml_dtypes.bfloat16, 8.0))
 MIB = 32

@@ -1,4 +1,4 @@
-"""Torch dumper: a small Llama's generate with and without Dumper (issue 21 §1).
+"""Torch dumper: a small Llama's generate with and without Dumper (docs/contracts.md §8).
 
 A random LlamaForCausalLM (4 layers, hidden 256, fp32, CPU) generates 8 tokens from a
 32-token prompt: 8 forward calls, every module dumped (save_child, exec_range all).

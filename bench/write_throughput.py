@@ -6,7 +6,7 @@ so no two dumped tensors are alike) and each probe dumps layer 1
 (`task: tensor`, `ids: "1"`: 387 MiB in 15 files).
 
 Any probe, msProbe's included, pays ATB's handover: for every tensor a probe
-asks for, ATB copies it from the device into a fresh host buffer (callsites
+asks for, ATB copies it from the device into a fresh host buffer (docs/atb_hooks.md
 §6), both stages, whatever the probe then keeps. A bench-only probe that asks
 for the same tensors and throws them away (build/test/libhandover_probe_abi1.so)
 measures it. What a real probe's run takes over that run is the probe's own
@@ -19,14 +19,14 @@ free pages back to the host (virtio-balloon F_REPORTING). Memory freed less
 than ~0.5 s ago is reused at once, memory freed earlier faults in from the
 host again, so a buffered write of the same 384 MiB took 0.09 s, 0.6 s or
 1.4-4.4 s depending on the memory state; an O_DIRECT write copies nothing into
-the page cache and took 0.13-0.22 s quiet, 0.34 s at load 7 (issue 29).
+the page cache and took 0.13-0.22 s quiet, 0.34 s at load 7.
 
 Every side runs once a repetition, interleaved, REPEAT times, so a slow
 spell hits them all; each figure is a median with its min and max. The
 machine is shared: the load average is sampled before every repetition and
 printed, and so are the CPU seconds of each side (the kernel's rusage of each
 run), which load disturbs less than wall time. "Added" is a side's median less
-the handover's median (as issue 29 quotes them); each repetition's difference
+the handover's median (the figures we quote); each repetition's difference
 to its own handover run is printed beside it, for the spread. Our probe runs in a service
 whose control plane is already up (a service's daemon outlives its
 processes); the first process of a service also waits for the daemon's
@@ -262,7 +262,7 @@ def run() -> list[str]:
         return [getattr(r, what) - getattr(h, what) for r, h in zip(runs[side], runs["handover"])]
 
     def added(side: str, what: str = "wall") -> float:
-        """The side's median less the handover's (issue 29's figures are these)."""
+        """The side's median less the handover's (the figures we quote)."""
         return med(side, what) - med("handover", what)
 
     ours, ours_cpu = added("ours"), added("ours", "cpu")

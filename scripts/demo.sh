@@ -4,7 +4,7 @@
 #   dump one layer with a live config edit, go back to sleep, unload.
 #   Part 2, offline: a golden fp32 run and an fp16 run with an injected Inf;
 #   find the first bad op and the first divergence.
-#   Part 3, the flight recorder (seed 004's story): a service armed for hours
+#   Part 3, the flight recorder: a service armed for hours
 #   writes nothing until an fp16 -inf shows up, then the rounds around it.
 #   Part 4, golden from PyTorch: a Hugging Face Llama dumped in torch, the ATB model
 #   of the same checkpoint compared with it op by op.
@@ -170,7 +170,7 @@ show "$msprobe" replay "$out/scaled" --op 2_10 --op 2_11 --op 2_12 --round 0 || 
 fi
 
 if want recorder; then
-step "9. Flight recorder (seed 004): an fp16 -inf after many requests, on one device only"
+step "9. Flight recorder: an fp16 -inf after many requests, on one device only"
 rec=$out/recorder
 mkdir -p "$rec"
 save_config "$rec/config.json" '{"task": "tensor", "dump_enable": true, "exec_range": "all",

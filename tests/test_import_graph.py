@@ -1,4 +1,4 @@
-"""No circle of imports in msprobe_atb (issue 22).
+"""No circle of imports in msprobe_atb.
 
 The graph is read from the sources with `ast`: one node a module, one arrow an
 import of another msprobe_atb module, absolute or relative. Imports inside

@@ -1,5 +1,5 @@
 """What every test folder shares: build artifact paths, waiting, editor-style
-config saves, the hook symbols of the reference (callsites §1.3), and a circle
+config saves, ATB's hook symbols (docs/atb_hooks.md §1.3), and a circle
 in a graph (imports, native/core's uses).
 
 Importable as `testkit` from any test module: pytest puts tests/ on sys.path
@@ -204,7 +204,7 @@ def fnv1a64(data: bytes) -> str:
     return f"{h:016x}"
 
 
-# ---- the hook surface, callsites §1.3 ----
+# ---- the hook surface, docs/atb_hooks.md §1.3 ----
 HOOKS_NEUTRAL = frozenset("""
 _ZN3atb5Probe16IsSaveTensorDataEv _ZN3atb5Probe16IsSaveTensorDescEv
 _ZN3atb5Probe18IsSaveTensorBeforeEv _ZN3atb5Probe17IsSaveTensorAfterEv

@@ -1,4 +1,4 @@
-"""The `recorder` block of the config (issue 11, the flight recorder):
+"""The `recorder` block of the config (the flight recorder, README "The flight recorder"):
 validation with messages that name the field, and its compiled form.
 
     "recorder": {"keep_rounds": 4, "budget_mb": 2048,

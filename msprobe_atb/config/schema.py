@@ -1,4 +1,4 @@
-"""The dump config: msProbe's fields (spec §3.3) plus ours, validation with
+"""The dump config: msProbe's fields (docs/msprobe_format.md §3.3) plus ours, validation with
 messages a person can act on, and the compiled form published to the shims.
 
 Validation collects every problem of a file, each naming the field, the bad

@@ -1,5 +1,5 @@
 """Opening the control plane's files under <dump_root>/.probe without following
-links (issue: a link planted at daemon.log, daemon.lock or .probe itself must
+links (a link planted at daemon.log, daemon.lock or .probe itself must
 not lead a write outside the dump tree).
 
 The opening is done by native/core/mechanisms/control.c, which the shim uses too, so both

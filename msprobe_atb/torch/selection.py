@@ -1,5 +1,5 @@
 """Which rounds and ops a torch dump selects: the shim's rules (native/core/mechanisms/filter.c,
-spec §5.1-5.2 with the §11 fixes) applied to a module's op path, and the config
+docs/msprobe_format.md §5.1-§5.2 and §10 item 3) applied to a module's op path, and the config
 keys the torch dumper takes or refuses."""
 
 from __future__ import annotations

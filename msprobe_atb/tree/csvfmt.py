@@ -1,4 +1,5 @@
-"""statistic.csv and statistic_extra.csv rows from tensor records (spec §8, contracts §5).
+"""statistic.csv and statistic_extra.csv rows from tensor records
+(docs/msprobe_format.md §8, docs/contracts.md §5).
 
 Cells are escaped, never dropped: a non-numeric cell that a spreadsheet would
 run as a formula gets a leading apostrophe; cells with a comma, quote or

@@ -1,4 +1,4 @@
-"""info/layer and info/model JSON from the graphs ATB reports (spec §6.4).
+"""info/layer and info/model JSON from the graphs ATB reports (docs/msprobe_format.md §6.4).
 
 Tensors get names instead of indices: a layer's are `<layer>_input_i`,
 `<layer>_output_i`, `<layer>_internal_i`; a node's ins/outs are looked up in

@@ -1,4 +1,4 @@
-"""msProbe's names for ATB's numeric dtype and format enums (spec §7, §8.3)."""
+"""msProbe's names for ATB's numeric dtype and format enums (docs/msprobe_format.md §7, §8.3)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 // The hook surface as ATB declares it: atb::Probe as in ATB's
 // src/atb/utils/probe.h and atb_speed::SpeedProbe as in ATB-Models, with the
 // same static members and parameter types, so the mangled names match
-// atb_probe_callsites.md §1.3. Written here, independently of any ATB header.
+// docs/atb_hooks.md §1.3. Written here, independently of any ATB header.
 // MSP_HOOK is the export attribute when included by the adapter, empty for
 // test programs that call the hooks.
 #ifndef MSPROBE_ATB_PROBE_DECL_H

@@ -1,6 +1,6 @@
 // The C++ face of the probe: defines ATB's atb::Probe and ATB-Models'
 // atb_speed::SpeedProbe static member functions so that their mangled names
-// interpose libatb.so's defaults (reference: atb_probe_callsites.md §1).
+// interpose libatb.so's defaults (docs/atb_hooks.md §1).
 // Compiled once per libstdc++ ABI (-D_GLIBCXX_USE_CXX11_ABI=0/1). Each hook
 // only forwards (pointer, length) views to the C core; with -fno-exceptions
 // and only inline std::string/std::vector accessors used, the library needs
@@ -47,7 +47,8 @@ void Probe::SaveTensor(const std::string &format, const std::string &dtype,
 {
     msp_hook_save_tensor(sv(format), sv(dtype), sv(dims), hostData, dataSize, sv(filePath));
 }
-bool Probe::IsSaveTiling() { return false; } // ATB passes unreliable tiling pointers (§11.7)
+// ATB passes unreliable tiling pointers (docs/atb_hooks.md §10 item 7)
+bool Probe::IsSaveTiling() { return false; }
 void Probe::SaveTiling(const uint8_t *, uint64_t, const std::string &) {}
 bool Probe::ReportOperationIOTensorEnable() { return false; }
 bool Probe::ReportOperationStatisticEnable() { return false; }

@@ -24,7 +24,7 @@ ATBSIM_HEADERS := $(ATBSIM_DIR)/runtime/atbsim/runtime.h $(ATBSIM_DIR)/runtime/a
                   $(ATBSIM_DIR)/acl/include/acl/acl.h
 ATBSIM_PRIV_HEADERS := $(wildcard $(ATBSIM_DIR)/runtime/*.h)
 ATBSIM_LDLIBS := -latb_speed -latb -lascendcl -lpthread
-# ATB's own flags (callsites §1.2): hooks stay interposable through the PLT.
+# ATB's own flags (docs/atb_hooks.md §1.2): hooks stay interposable through the PLT.
 ATBSIM_SO_LDFLAGS = -shared -Wl,-z,relro,-z,now -Wl,-rpath,'$$ORIGIN'
 
 ATBSIM_SPEED_SRCS := $(ATBSIM_DIR)/runtime/model.cpp $(ATBSIM_DIR)/runtime/speed_probe_defaults.cpp

@@ -1,5 +1,5 @@
 // `make bench`'s hook-overhead loop: ATB's per-op hook sequence, N times
-// (callsites §4-§5: one top-level op with one OpsRunner of two kernels =
+// (docs/atb_hooks.md §4-§5: one top-level op with one OpsRunner of two kernels =
 // setup 3 calls + execute 4 + 2 kernels x 4 = 15 hook calls). These 15 are
 // made whatever the answers, so the probe and ATB's constant-returns
 // defaults run the same calls. Where their answers say ATB would go on,

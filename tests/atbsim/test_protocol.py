@@ -1,7 +1,7 @@
-"""The stand-in runtime calls the probe hooks exactly as the callsites
-reference (/work/shared/reference/atb_probe_callsites.md §2-§9) describes.
+"""The stand-in runtime calls the probe hooks exactly as real ATB does
+(docs/atb_hooks.md §2-§9).
 
-`RefProtocol` below re-derives, from the reference's pseudo-code alone, the
+`RefProtocol` below re-derives, from that page's description alone, the
 hook calls one Setup/Execute of protocol_host's graph must make; the tests
 compare it with what the recording probe saw."""
 
@@ -86,7 +86,7 @@ def total_tiling(op) -> int:
 
 
 class RefProtocol:
-    """The expected hook calls, from the reference's pseudo-code (§4, §5, §9).
+    """The expected hook calls, as described in docs/atb_hooks.md §4, §5, §9.
     Records (fn, args) with the args the comparison looks at."""
 
     def __init__(self, answers, root: str):
@@ -108,9 +108,10 @@ class RefProtocol:
         self.calls.append((fn, args))
 
     def dir_of(self, op, ids) -> str:
-        return self.dirs.get(ids, op.runner)  # runners start with their own name (§3.1)
+        # runners start with their own name (atb_hooks.md §3.1)
+        return self.dirs.get(ids, op.runner)
 
-    # -- setup (§4) --
+    # -- setup (atb_hooks.md §4) --
     def setup(self, op: Graph, gid: int) -> None:
         ids = (gid,)
         if ids not in self.created:
@@ -167,7 +168,7 @@ class RefProtocol:
                     and self.ask("IsSaveTensorInSpecificDir", dir=kdir):
                 self.note("SaveTiling", path=f"{kdir}/kernel_tilingdata.bin", size=kern.tiling)
 
-    # -- execute (§5, §6) --
+    # -- execute (atb_hooks.md §5, §6) --
     def execute(self, op: Graph, gid: int) -> None:
         self._runner_exec(op, (gid,))
 
@@ -226,7 +227,7 @@ class RefProtocol:
                 self._save(f"{kdir}/after", kern.n_in, kern.n_out)
 
 
-# ---- comparing a recording with the reference ----
+# ---- comparing a recording with the expected calls ----
 
 KEYS = {
     "IsTensorNeedSave": ("ids", "opType"),
@@ -265,7 +266,7 @@ def assert_same_calls(got: list, want: list) -> None:
 
 def layer_reference(answers: str, root: str, rounds: int) -> list:
     ref = RefProtocol(ANSWER_SETS[answers], root)
-    ref.ask("IsOverflowCheck")  # Context() (§8)
+    ref.ask("IsOverflowCheck")  # Context() (atb_hooks.md §8)
     for _ in range(rounds):
         ref.setup(LAYER, 0)
         ref.execute(LAYER, 0)
@@ -416,7 +417,7 @@ def test_operation_graph_json(abi, atbsim_paths, run_host):
 
 def model_reference(answers: str, root: str, rounds: int) -> list[tuple[str, list]]:
     """Segments ("main" | "exec", calls) of --model in sync order: per round,
-    setup and execute of each layer node, then the topo report (§9)."""
+    setup and execute of each layer node, then the topo report (atb_hooks.md §9)."""
     ref, segments = RefProtocol(ANSWER_SETS[answers], root), []
 
     def segment(role: str, step) -> None:

@@ -88,7 +88,7 @@ def test_a_control_block_another_user_may_only_read(dump, args):
 
 
 def test_convert_names_the_directory_it_cannot_read(dump):
-    """Issue 30 §6: convert of a dump another user cannot enter said "converted 0
+    """convert of a dump another user cannot enter once said "converted 0
     ... errors 0", exit 0."""
     root = dump / "atb_dump_data"
     r = as_nobody(["convert", "-o", str(dump.parent / "npy")], dump)

@@ -1,5 +1,5 @@
 """info/ files in msProbe's exact form: what msProbe 26.2.0's shim writes for
-the graphs ATB reports (spec §6.4), byte for byte.
+the graphs ATB reports (docs/msprobe_format.md §6.4), byte for byte.
 
 A tensor list that would be empty gets no key at all: an EventOperation node
 has neither `inTensors` nor `outTensors`, a WordEmbedding layer (no internal

@@ -1,4 +1,4 @@
-"""One list of the control block's fields: control.h's (issue 22 §3). block.py copies
+"""One list of the control block's fields: control.h's. block.py copies
 by the fields cffi reads from it, and the Python views must hold exactly those, so a
 field added in C fails here until Python has it."""
 

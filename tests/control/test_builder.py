@@ -206,7 +206,7 @@ def test_nothing_is_written_outside_the_dump_root(out_dir, shims, tmp_path):
 
 def test_a_record_path_climbing_out_of_data_gets_no_row(out_dir, shims):
     """A record whose path climbs with `..` put a row naming a file of another
-    dump into statistic.csv and the manifest (issue 17 §3); it is refused as an
+    dump into statistic.csv and the manifest once; it is refused as an
     unusable path, and an alias leaving data/ is not written to the manifest."""
     from testkit import manifest_rows
 

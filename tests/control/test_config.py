@@ -28,7 +28,7 @@ def test_defaults_match_msprobe():
             cfg.device, cfg.filter_level) == ("tensor", False, "0,0", (), (), False, (), 1)
     assert cfg.ranges == ((0, 0),)
     assert (cfg.queue_budget_mb, cfg.queue_full_policy, cfg.overflow_nums) == (1024, "block", 1)
-    assert cfg.save_all_stages is False  # seed 003's tree: inputs before, outputs after
+    assert cfg.save_all_stages is False  # msProbe's tree: inputs before, outputs after
 
 
 @pytest.mark.parametrize("raw, expect", [

@@ -1,4 +1,4 @@
-"""Hostile config content (issue 9, defect 2): every input is rejected with a
+"""Hostile config content: every input is rejected with a
 message, `check` tells "rejected" (1) from "crashed" (3), and a running daemon
 survives each one with the last good config in force."""
 

@@ -1,4 +1,4 @@
-"""Configs another user could write are refused (issue 9, defect 9): a symlink,
+"""Configs another user could write are refused (as msProbe refuses them): a symlink,
 a group- or other-writable file, a file owned by another uid. `check` says how
 to fix it; the daemon refuses it like a bad edit, the last good config stays in
 force, and fixing the file (chmod alone, content untouched) applies it."""

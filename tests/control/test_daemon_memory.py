@@ -1,6 +1,6 @@
-"""A long service must not grow (issue 17 §2): the daemon's memory over many
-rounds of a statistics dump from a process that is never idle, read from
-/proc while a real daemon builds the tree."""
+"""A long service must not grow (a busy service's daemon once kept every row): the
+daemon's memory over many rounds of a statistics dump from a process that is never idle,
+read from /proc while a real daemon builds the tree."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The last good config across daemon restarts (issue 9, defect 1), on the
+"""The last good config across daemon restarts, on the
 Controller with a real control block: what a fresh daemon publishes when it
 finds the config file rejected."""
 

@@ -1,7 +1,7 @@
-"""exec_range "next" / "next:N" (issue 18 §4): the config forms, the request the control
-plane publishes for each such edit, and how status and wait turn the rounds each process
-fixed (at the first execution of each model it saw begin after the edit) into concrete
-rounds."""
+"""exec_range "next" / "next:N" (rounds a user can aim at): the config forms, the request
+the control plane publishes for each such edit, and how status and wait turn the rounds
+each process fixed (at the first execution of each model it saw begin after the edit)
+into concrete rounds."""
 
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ def test_progress_words_agree(out_dir, shims, daemons, daemon_env):
 
 
 def test_no_tensor_written_is_not_given_a_time(out_dir, shims, daemons, daemon_env):
-    """Issue 18 §3: a process that wrote records (its hello, graphs) but no tensor."""
+    """A process that wrote records (its hello, graphs) but no tensor."""
     cfg = out_dir / "config.json"
     save_config(cfg, **LAYER2)
     shim = shims(out_dir, dev=0, config=cfg)

@@ -12,7 +12,7 @@ from typing import Any
 
 from testkit import REPO, save_config, wait_until
 
-# Layer-level ops and every child op and kernel, as the config.
+# Layer-level ops and every child op and kernel, as README's recorder example.
 ARMED = {"task": "tensor", "dump_enable": True, "exec_range": "all", "ids": "",
          "save_child": True}
 FAST = "--no-compute --hidden 32 --heads 2 --prompt-len 4"

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_recorder_act_says_what_it_does_while_it_sends(tmp_path):
-    """Issue 18 §6: the recorder act said nothing while it sent its last 10 requests, then
+    """The recorder act once said nothing while it sent its last 10 requests, then
     jumped from "0 incidents" to "incident 1 ... round 21". Each request's outcome is said,
     with the incident reports so far."""
     require_artifacts(1)
@@ -32,13 +32,13 @@ def test_recorder_act_says_what_it_does_while_it_sends(tmp_path):
     reports = [int(k) for _, _, k in sent]
     assert reports[0] == 0 and reports == sorted(reports) and set(reports) <= {0, 1}, act
     assert "incident 1: inf (-inf) at " in out and ", prefill round 21, device 1, " in out
-    # issue 18 §2: the feeders that are no op (no statistics) are counted, not listed
+    # the feeders that are no op (no statistics) are counted, not listed
     fed = re.search(r"^  fed by: (.*)$", out, re.M).group(1)
     assert "- input of" not in fed and re.search(r", and \d+ layer inputs?$", fed), fed
 
 
 def test_offline_part_replays_the_op_at_fault(tmp_path):
-    """Issue 19 §5: the demo shows replay on act 8's dumps: the SwiGLU that took the Inf is
+    """The demo shows replay on act 8's dumps: the SwiGLU that took the Inf is
     own-error (its golden replays ok), and a GateUp output scaled by 300 overflows fp16 at
     SwiGLU."""
     require_artifacts(1)
@@ -55,7 +55,7 @@ def test_offline_part_replays_the_op_at_fault(tmp_path):
 
 
 def test_torch_part_names_the_atb_op_and_its_torch_module(tmp_path):
-    """Issue 21: the demo's golden-from-PyTorch act dumps a Hugging Face Llama with
+    """The demo's golden-from-PyTorch act dumps a Hugging Face Llama with
     `run --torch`, runs the stand-in on its checkpoint and token ids with an Inf in layer
     1's SwiGLU, and compare names the ATB op and the torch module it was compared with."""
     require_artifacts(1)

@@ -1,6 +1,7 @@
-"""The default dump reads like msProbe's (issue 8 §1, §2): seed 003's stages only,
-and every tensor the CSV names readable by a reader as strict as msProbe's compare
-(which refuses any data= file), while identical tensors share their disk blocks.
+"""The default dump reads like msProbe's: (1) msProbe's stages only
+(docs/msprobe_format.md §5.3), and (2) every tensor the CSV names readable by a reader
+as strict as msProbe's compare (which refuses any data= file), while identical tensors
+share their disk blocks.
 Made the way a user makes it: `msprobe-atb run` with the real shim and daemon, which
 also shows what `run` promises: the command's exit code, and the dump complete when it
 returns."""
@@ -17,7 +18,8 @@ import pytest
 import xxhash
 from e2e_helpers import require_artifacts, run_dump
 
-# msProbe's reader knows these dtypes (spec §7): aclDataType -> bytes per element
+# msProbe's reader knows these dtypes (docs/msprobe_format.md §7):
+# aclDataType -> bytes per element
 ITEMSIZE = {0: 4, 1: 2, 2: 1, 3: 4, 9: 8, 12: 1, 27: 2}
 # large enough that tensors, not 4 KiB blocks, dominate the disk use
 MODEL = ["--layers", "2", "--decode-steps", "1", "--hidden", "256", "--heads", "4"]
@@ -72,12 +74,12 @@ def test_default_dump_reads_with_a_strict_reader_and_shares_storage(tmp_path, se
     data = run_dump(tmp_path, service_env, abi, MODEL)
     table = rows(data)
     assert len(table) > 300
-    # §1: inputs before, outputs after, nothing else
+    # (1): inputs before, outputs after, nothing else
     bins = [p for p in data.rglob("*.bin")]
     assert {(p.parent.name, p.name.startswith("intensor")) for p in bins} == \
         {("before", True), ("after", False)}
     assert {e["Stage"] for _, e in table} == {"before", "after"}
-    # §2: every row's tensor reads; duplicates are links, named in the extra CSV
+    # (2): every row's tensor reads; duplicates are links, named in the extra CSV
     statuses = Counter(e["Data Status"] for _, e in table)
     assert set(statuses) == {"bin", "linked"} and statuses["linked"] > statuses["bin"]
     for row, extra in table:

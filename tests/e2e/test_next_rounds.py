@@ -1,4 +1,4 @@
-"""Issue 18 §4: rounds a user can aim at, through the real shim and control plane on
+"""Rounds a user can aim at, through the real shim and control plane on
 the stand-in service. `status` shows each model's current round per process, and
 exec_range "next" dumps the next execution of each model, whole, in the rounds the
 console and `status` name."""
@@ -139,7 +139,7 @@ def test_next_n_from_awake_takes_n_executions_and_wait_waits_for_them(
 
 def test_an_edit_storm_marks_no_round_complete_that_lacks_ops(tmp_path, service_env,
                                                               services):
-    """Issue 30 §5: two request threads and a storm of edits (next, next:2, none),
+    """Two request threads and a storm of edits (next, next:2, none),
     most of them published while an execution runs (a wider model's executions last
     longer than the daemon takes to publish). An execution begun under a config that
     dumps it ("all" before the storm, "next" in it) is dumped whole: every round

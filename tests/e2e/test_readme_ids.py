@@ -1,5 +1,5 @@
 """README's account of how op ids number prefill and decode layers, against a real
-dump of the stand-in (issue 31 §5: `"ids": "2"` dumping prefill only was unexplained)."""
+dump of the stand-in (`"ids": "2"` dumping prefill only was once unexplained)."""
 
 from __future__ import annotations
 

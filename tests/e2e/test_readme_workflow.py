@@ -61,7 +61,7 @@ def test_readme_workflow_works_verbatim(tmp_path):
     for s in stats:
         rows = list(csv.DictReader(open(s, newline="")))
         assert rows and {r["Op Id"].split("_")[0] for r in rows} == {"2"}
-    # issue 18 §6: the fp16 run with an injected Inf diverges, as the comment says
+    # the fp16 run with an injected Inf diverges, as the comment says
     assert (tmp_path / "compare.xlsx").stat().st_size > 0 and "compare: exit 1\n" in out
     assert "FIRST DIVERGENT op (target execution order): prefill round 0, 2_Prefill_layer/" in out
     assert "NaN/Inf: target 1 +Inf; golden none" in out

@@ -1,4 +1,4 @@
-"""The flight recorder end to end (issue 11): a 2-device `atbsim serve` under
+"""The flight recorder end to end: a 2-device `atbsim serve` under
 the probe, armed, with a fault staged on one rank."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def test_inf_on_one_rank_flushes_the_same_rounds_of_every_rank(tmp_path, service
     assert len(on_disk) == 2
     assert all(r == {18, 19, 20, 21, 22} for r in on_disk.values()), on_disk
     (inc,) = json.loads(cli("incidents", str(tmp_path), "--json").stdout)
-    # the report on disk, plus replay's verdict on its first offending op (issue 19)
+    # the report on disk, plus replay's verdict on its first offending op
     verdict = inc.pop("replay")
     assert inc == incidents(tmp_path)[0]
     assert verdict["verdict"] == "own-error", verdict
@@ -106,7 +106,7 @@ def test_manual_trigger_and_status(tmp_path, services, service_env):
     assert rec["state"] == "armed" and rec["rounds_held"] > 0 and rec["bytes_held"] > 0
     assert rec["rounds_held"] % 4 == 0  # keep_rounds + 1 whole rounds of each op
     assert not rounds_on_disk(tmp_path)[next(iter(rounds_on_disk(tmp_path)))] if ops else True
-    # issue 18 §3: the threshold in force is shown, and the trigger says keep_rounds as it is
+    # the threshold in force is shown, and the trigger says keep_rounds as it is
     assert '"triggers": ["nan", {"abs_max_over": 60000}]' in cli("status", str(tmp_path)).stdout
     fired = cli("trigger", str(tmp_path), "--wait", "30")
     assert fired.stdout.startswith("incident 1: every process writes the round in progress and "
@@ -140,7 +140,7 @@ def test_each_shim_trigger_kind_and_growth(tmp_path, services, service_env):
     for _ in range(6, 11):
         svc.request(max_tokens=1)
     rearm(cfg, tmp_path, triggers=[{"growth_over": 10}])
-    # issue 18 §3: the control plane's threshold is shown too (the block does not hold it)
+    # the control plane's threshold is shown too (the block does not hold it)
     assert '"triggers": [{"growth_over": 10}]' in cli("status", str(tmp_path)).stdout
     for _ in range(11, 17):
         svc.request(max_tokens=1)

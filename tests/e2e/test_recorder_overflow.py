@@ -1,4 +1,4 @@
-"""Issue 31 §3: an incident the overflow trigger fires is as complete as one a
+"""An incident the overflow trigger fires is as complete as one a
 tensor's statistics fire (README's own trigger list, a 2-device service)."""
 
 from __future__ import annotations

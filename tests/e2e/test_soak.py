@@ -1,4 +1,4 @@
-"""Issue 28's soak at small scale: the load generator (native/tests/loadgen) under
+"""A soak at small scale: the load generator (native/tests/loadgen) under
 the real shim and the control-plane daemon it starts, 2 devices paced through
 many rounds of `task: statistics`, `save_child: true`. Four times a second the
 daemon's RSS and the lag (records the shims appended, per their control-block
@@ -48,7 +48,7 @@ SECONDS = 20  # of load: ~2 x 1000 rounds, ~300k records at this pace
 RATE = 8000  # records/s offered per device: within a fraction of a core of the control plane
 SAMPLE_S = 0.25
 # Growth allowed over the steady part of the run (~200k records): a leak of ~80
-# bytes a record built exceeds it (the daemon of issue 28 grew ~200); without
+# bytes a record built exceeds it (a leaking daemon once grew ~200); without
 # one, the daemon's RSS swings by ~20 MiB around a flat line.
 RSS_SLACK_KIB = 16 << 10
 RSS_SLACK_SHARE = 0.10  # ... or this share of its RSS, if more

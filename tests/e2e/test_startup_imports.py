@@ -1,4 +1,4 @@
-"""Issue 18 §5: the commands a user types often (and the load script's config check)
+"""The commands a user types often (and the load script's config check)
 start without the heavy libraries the offline tools need. The times themselves are
 figures of `make bench` (bench/startup.py); this holds what they depend on."""
 

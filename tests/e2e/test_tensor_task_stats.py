@@ -1,5 +1,5 @@
-"""A `task: "tensor"` dump (the default task) has the statistics of every tensor
-(issue 31 §2): the shim computes them on its writer threads from the bytes it
+"""A `task: "tensor"` dump (the default task) has the statistics of every tensor:
+the shim computes them on its writer threads from the bytes it
 writes, so the manifest's max/min/mean/norm and NaN/Inf/zero counts and
 statistic_extra.csv are filled and the README's three SQL questions answer on such
 a dump, while statistic.csv stays as msProbe writes it for that task. Made with

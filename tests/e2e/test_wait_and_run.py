@@ -1,5 +1,5 @@
 """`msprobe-atb wait` (and `run`'s refusal) through the real shim and daemon, and
-the derived files being built while the service runs (issue 8 §5, §6; `run`
+the derived files being built while the service runs (`run`
 making a dump is in test_dump_parity.py). No sleeps: each test waits with `wait`
 (or polls) and checks what is on disk at the moment it returns."""
 
@@ -42,7 +42,7 @@ def test_run_refuses_without_an_atb_environment(tmp_path, service_env):
 
 
 def test_run_refuses_a_missing_config_before_the_command(tmp_path, service_env):
-    """Issue 18 §3: a one-shot run whose config does not exist would dump nothing and
+    """A one-shot run whose config does not exist would dump nothing and
     pass; it is an error (exit 2) and CMD is not started."""
     require_artifacts()
     env = dict(service_env, ATB_HOME_PATH=str(atb_home(0)))
@@ -56,7 +56,7 @@ def test_run_refuses_a_missing_config_before_the_command(tmp_path, service_env):
 
 
 def test_status_after_run_says_it_finished(tmp_path, service_env):
-    """Issue 18 §3: after `run`, the processes and the control plane have exited: status
+    """After `run`, the processes and the control plane have exited: status
     says the run finished, not "asleep: no control plane is running"."""
     require_artifacts()
     save_config(tmp_path / "config.json", **DUMP)
@@ -72,7 +72,7 @@ def test_status_after_run_says_it_finished(tmp_path, service_env):
 
 def test_rows_appear_while_the_service_runs_and_wait_follows_edits(
         tmp_path, service_env, services):
-    """§6: statistic.csv holds a request's rows while the service is still up, and
+    """statistic.csv holds a request's rows while the service is still up, and
     `wait` after an edit returns with that edit in force."""
     require_artifacts()
     out = tmp_path / "out"
@@ -120,7 +120,7 @@ def test_wait_exit_codes(tmp_path, service_env):
 
 
 def test_wait_says_a_refused_config_at_once(tmp_path, service_env, services):
-    """Issue 18 §3: whatever the refusal (the file's permissions, JSON syntax, a misspelled
+    """Whatever the refusal (the file's permissions, JSON syntax, a misspelled
     key), `wait` says "refused:" with the reason and exits 4 without waiting; a fixed
     file is waited for as usual."""
     require_artifacts()
@@ -144,7 +144,7 @@ def test_wait_says_a_refused_config_at_once(tmp_path, service_env, services):
     save_config(svc.config, **DUMP)
     w = cli("wait", str(out), "--timeout", "60", env=service_env)
     assert w.returncode == 0 and "refused" not in w.stderr, w.stderr
-    # nothing selected yet (no request): the edit is confirmed in force (issue 31 §5),
+    # nothing selected yet (no request): the edit is confirmed in force,
     # not "complete: 0 selected tensors" nor "nothing to wait for"
     said = w.stdout.split(": ", 1)[1]
     assert said.startswith("config in force (the edit saved at "), w.stdout

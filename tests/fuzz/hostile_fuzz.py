@@ -1,4 +1,4 @@
-"""Fuzzer of what a user or a dump hands the readers (issue 30 §1, §3, §4). `make fuzz`
+"""Fuzzer of what a user or a dump hands the readers. `make fuzz`
 runs it long (`python tests/fuzz/hostile_fuzz.py`), `make test` briefly
 (test_hostile_fuzz.py); each target prints "fuzz NAME: N inputs tried, K findings".
 

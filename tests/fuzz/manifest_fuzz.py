@@ -10,7 +10,7 @@ Findings: a traceback (any exception out of the CLI); a hang (an input taking
 longer than HANG_S); a file opened outside the dump roots given (every mutation
 that names a path points into `other/`, a third dump beside them: an audit hook
 sees every open by Python); unbounded memory (the process's peak RSS passing
-MAX_RSS_MB: the 3M planted rows of issue 17 took a reader to 1 GB).
+MAX_RSS_MB: 3M planted rows once took a reader to 1 GB).
 """
 
 from __future__ import annotations

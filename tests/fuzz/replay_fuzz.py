@@ -1,4 +1,4 @@
-"""Replay's fuzzer (issue 30 §2): crafted ops through `msprobe-atb replay --all`.
+"""Replay's fuzzer: crafted ops through `msprobe-atb replay --all`.
 `make fuzz` runs it long (`python tests/fuzz/replay_fuzz.py`), `make test` briefly
 (test_replay_fuzz.py); prints "fuzz replay-ops: N inputs tried, K findings".
 

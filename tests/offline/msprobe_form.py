@@ -1,8 +1,8 @@
 """Test-only writer of round dirs in the exact form msProbe's own ATB probe leaves
-on disk (spec §5.4, §6, §7, §8), so the tests can show our tools read them:
+on disk (docs/msprobe_format.md §5.4, §6, §7, §8), so the tests can show our tools read them:
 
 * only `before/intensor*` and `after/outtensor*` (msProbe's path gate);
-* `.bin` headers as spec §7, dtype and format as decimal codes; with save_child
+* `.bin` headers as docs/msprobe_format.md §7, dtype and format as decimal codes; with save_child
   and filter_level 1, a tensor whose bytes an earlier tensor of the same layer
   had becomes a stub `data=<ids>_<intensor|outtensor><i>.bin` naming that first
   occurrence by op id (msProbe finds "the same tensor" from the graph; equal
@@ -87,7 +87,7 @@ class MsprobeRound:
         st = tensor_stats(arr)
         integer = arr.dtype.kind in "iub"
         if arr.dtype.kind == "f" and arr.size and math.isnan(st["max"]):
-            # No value but NaN: max and min keep their start values (spec §8.4).
+            # No value but NaN: max and min keep their start values (docs/msprobe_format.md §8.4).
             st.update(max=-FLT_MAX, min=FLT_MAX)
         stats = ["N/A"] * 4 if self.task == "tensor" else [
             to_string(st[k], integer and k in ("max", "min")) for k in ("max", "min", "mean",

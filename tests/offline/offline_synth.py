@@ -1,5 +1,6 @@
-"""Test-only writer of synthetic dumps: `.bin` files (spec §7) and the CSVs
-(spec §8, contracts §5), for unit tests that need no native build."""
+"""Test-only writer of synthetic dumps: `.bin` files and the CSVs
+(docs/msprobe_format.md §7, §8; docs/contracts.md §5), for unit tests that need no
+native build."""
 
 from __future__ import annotations
 

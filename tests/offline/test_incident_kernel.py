@@ -1,6 +1,6 @@
 """An overflow incident (ATB names a kernel, not a tensor) gets the device from
 its record and the offending tensor from the kernel's outputs the shim sends
-after it (issue 31 §3)."""
+after it."""
 
 from __future__ import annotations
 

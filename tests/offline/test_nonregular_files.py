@@ -1,4 +1,4 @@
-"""No file hangs a reader (issue 30 §3): a FIFO or a device in place of a data file
+"""No file hangs a reader: a FIFO or a device in place of a data file
 is refused by name, and the command goes on with the rest. Hang-prone commands run
 in a child process whose timeout only turns a hang into a failure."""
 

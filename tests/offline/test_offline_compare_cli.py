@@ -1,5 +1,5 @@
 """compare speaks msProbe's and msit's spellings and writes the Excel workbook
-msProbe users open (issue 8 §5)."""
+msProbe users open."""
 
 from __future__ import annotations
 

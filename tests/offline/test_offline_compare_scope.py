@@ -1,4 +1,4 @@
-"""compare never reports a pass it did not check (issue 8 §4): nothing or too
+"""compare never reports a pass it did not check: nothing or too
 little matched, different structure, statistics vs tensors, and a tensor holding
 NaN/Inf, each said in the headline, with exit code 3 where the check is missing."""
 

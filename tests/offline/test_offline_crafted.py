@@ -1,4 +1,4 @@
-"""Dump data must not steer the readers (issue 17 §3), on real dumps made by the
+"""Dump data must not steer the readers, on real dumps made by the
 stand-in ATB under the real probe: a path from a manifest, a CSV or a stub that
 leaves its dump root is refused and named; sizes claimed by a manifest are
 bounded before they are read; `query` reads exactly the parts the manifest owns."""
@@ -116,7 +116,7 @@ def test_a_csv_tensor_path_leaving_the_root_is_refused(real_dumps, tmp_path):
 
 
 def test_a_bin_linked_out_of_the_root_is_refused_as_a_link(real_dumps, tmp_path):
-    """Issue 30 §6: a .bin that is a symbolic link to a file outside was refused in
+    """A .bin that is a symbolic link to a file outside was once refused in
     words that did not say it was a link; they say so now, and where it leads."""
     evil = copy(real_dumps["injected"], tmp_path / "evil")
     root = evil / "atb_dump_data"
@@ -182,7 +182,7 @@ def nonfinite_tensors(out: Path) -> tuple[int, list[str]]:
 
 
 def test_counts_out_of_range_are_refused(real_dumps, tmp_path):
-    """Issue 30 §6: a manifest whose Inf tensors had `nan` = -inf count made stats
+    """A manifest whose Inf tensors had `nan` = -inf count once made stats
     report fewer NaN/Inf tensors, no problem noted. Such a round is read from its
     CSVs, and a CSV row out of range has its counts taken as unknown."""
     truth, problems = nonfinite_tensors(real_dumps["injected"])

@@ -1,4 +1,4 @@
-"""Every dtype decoder of spec §7, on synthetic .bin files with known values."""
+"""Every dtype decoder of docs/msprobe_format.md §7, on synthetic .bin files with known values."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_bf16_decodes_every_code_as_ml_dtypes_does():
 
 def test_decoding_the_common_dtypes_does_not_import_ml_dtypes(tmp_path):
     """Importing ml_dtypes 0.7 costs ~0.7 CPU s, which halved compare's throughput on
-    a 774 MiB pair (issue 29 §4): only the fp8/fp6/fp4 formats may import it."""
+    a 774 MiB pair: only the fp8/fp6/fp4 formats may import it."""
     files = [write_bin(tmp_path / "bf.bin", np.ones(4, np.uint16).tobytes(), 27, (4,)),
              write_bin(tmp_path / "h.bin", np.ones(4, np.float16), 1)]
     fp8 = write_bin(tmp_path / "f8.bin", bytes([0x38]), 36, (1,))

@@ -1,5 +1,5 @@
 """Statistics a dump does not record are filled from the files by the shim's own
-code, one chunk in memory at a time (issue 29 §4.2); a dump that records them is
+code, one chunk in memory at a time; a dump that records them is
 not read at all, and `stats` says which it did."""
 
 from __future__ import annotations

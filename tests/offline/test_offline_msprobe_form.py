@@ -1,4 +1,4 @@
-"""Our tools read dumps made by msProbe's own ATB probe (issue 8 §3): its alias
+"""Our tools read dumps made by msProbe's own ATB probe (docs/msprobe_format.md): its alias
 stubs naming the first occurrence by op id, its 6-decimal CSV in pool order, the
 rows it drops for -inf/-nan, and info/layer/{pid}. Fixtures: msprobe_form.py."""
 
@@ -153,7 +153,7 @@ def _no_value_round(root, writer):
 
 
 def test_all_nan_sentinel_reads_as_no_finite_value(tmp_path):
-    """Issue 18 §2: msProbe's start values of max/min are no statistics; no warning leaks."""
+    """msProbe's start values of max/min are no statistics; no warning leaks."""
     t = _no_value_round(tmp_path / "t", MsprobeRound)
     csv_text = (t / "atb_dump_data/data/0_5/0/statistic.csv").read_text()
     flt_max = "340282346638528859811704183484516925440.000000"

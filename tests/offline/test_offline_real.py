@@ -73,7 +73,7 @@ def test_injected_inf_named_first_by_stats_overflow_compare(real_dumps, tmp_path
     assert fd["op"] == first["op"] and fd["io"] == "output" and fd["nonfinite_match"] is False
 
     rc, out = run_cli("stats", str(inj))
-    # rounds are named by model (issue 18 §4): the injected op runs in the prefill
+    # rounds are named by model: the injected op runs in the prefill
     assert f"FIRST NaN/Inf in {first['dev_pid']}: prefill round 0, {first['op']} output 0" \
         in out
     rc, out = run_cli("overflow", str(inj))
@@ -242,7 +242,7 @@ def test_all_stages_statistics_real(all_stages_stats_dumps, tmp_path):
 
 
 def test_stats_per_layer_peaks_are_float_and_say_nonfinite(real_dumps):
-    """Issue 18 §2: the per-layer largest norm and |x| are over float tensors (token ids
+    """The per-layer largest norm and |x| are over float tensors (token ids
     and positions are integers), and a layer holding NaN/Inf never shows a finite one."""
     dump = open_dump(real_dumps["injected"], fill_stats=True)
     s = summarize(dump)

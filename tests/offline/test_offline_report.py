@@ -67,7 +67,7 @@ def test_report_in_chromium_real(tmp_path, real_dumps):
 
     first = first_nonfinite(open_dump(real_dumps["injected"]).tensors)[0]
     dom = _check_report(tmp_path, real_dumps["injected"], real_dumps["golden"], first["op"])
-    # rounds are named by model (issue 18 §4): the fault is in the first prefill, and the
+    # rounds are named by model: the fault is in the first prefill, and the
     # dump's processes ran prefill and decode rounds
     assert "prefill round 0" in _section(dom, "first-nan")
     assert "First divergent: prefill round 0" in _section(dom, "error-growth")

@@ -1,4 +1,4 @@
-"""The two tensor sets (issue 8 §1): by default only before/intensor* and
+"""The two tensor sets: by default only before/intensor* and
 after/outtensor*; with the opt-in all four stages, statistic_extra.csv's `Stage`
 column tells the rows of a statistics-only dump apart."""
 

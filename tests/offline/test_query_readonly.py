@@ -1,4 +1,4 @@
-"""`query` is read-only over the dumps it was given (issue 30 §1): no file outside
+"""`query` is read-only over the dumps it was given: no file outside
 their roots is read or written, no statement but a read runs, and each refusal is
 one line naming what was refused."""
 

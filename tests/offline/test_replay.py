@@ -1,4 +1,4 @@
-"""`msprobe-atb replay` (issue 19): each op of a real stand-in dump recomputed in float64
+"""`msprobe-atb replay`: each op of a real stand-in dump recomputed in float64
 from its dumped inputs and judged against its dumped outputs; the references held
 against independently written formulas."""
 
@@ -189,7 +189,7 @@ def test_replay_needs_ops_named_or_all(dumps, capsys):
 
 
 def test_worker_processes_give_the_in_process_verdicts(dumps, monkeypatch, capsys):
-    """`-j 2` (issue 29 §4.3): the same document, op for op and in order, as one process;
+    """`-j 2`: the same document, op for op and in order, as one process;
     here with own-error, input-bad and ok ops. -j 0 is refused by name."""
     from msprobe_atb.offline.replay import workers
     rc1, one = replay(dumps["swiglu_inf"], "--all", "--json", "-j", "1")

@@ -1,4 +1,4 @@
-"""Replay on crafted ops (issue 30 §2): verdicts held against an oracle that knows
+"""Replay on crafted ops: verdicts held against an oracle that knows
 which elements were made wrong, shapes, crafted params, allocation bombs, and a
 dump that lost data."""
 

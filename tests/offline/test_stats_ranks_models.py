@@ -1,5 +1,5 @@
 """`stats DIR DIR`: a round is one of its model's, so one dump's prefill round 0
-and another's decode round 0 are two rounds, each labelled (issue 31 §3)."""
+and another's decode round 0 are two rounds, each labelled."""
 
 from __future__ import annotations
 

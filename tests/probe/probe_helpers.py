@@ -189,7 +189,7 @@ def decode(payload: bytes, dtype: int) -> np.ndarray:
     return a
 
 
-# ---- the selection rules (spec §5.1-5.2 with the §11 fixes), as an oracle ----
+# ---- the selection rules (docs/msprobe_format.md §5.1-§5.2 with §10 item 3), as an oracle ----
 
 def runner_dir(path: str) -> str:
     """The op/kernel dir a tensor or op_param.json path belongs to."""

@@ -1,4 +1,4 @@
-"""The shim exports exactly ATB's hook symbols (callsites §1.3) for its ABI,
+"""The shim exports exactly ATB's hook symbols (docs/atb_hooks.md §1.3) for its ABI,
 nothing else, and needs no libstdc++."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from testkit import (
 
 
 def expected(abi: int) -> set[str]:
-    """callsites §1.3 for this ABI, plus msProbe's legacy extras; never ATB's helpers."""
+    """docs/atb_hooks.md §1.3 for this ABI, plus msProbe's legacy extras; never ATB's helpers."""
     return set(HOOKS_NEUTRAL | HOOKS_MSPROBE_EXTRAS | hooks_by_abi(abi) | speed_hooks(abi))
 
 

@@ -503,9 +503,9 @@ def test_filter_level_1_stubs_where_the_file_system_refuses_links(dump, tmpfs):
 
 
 def test_default_stages_are_inputs_before_and_outputs_after(dump):
-    """Seed 003's tree: before/ holds an op's inputs, after/ its outputs. The other
-    two stages ATB offers are skipped before anything is copied or counted, unless
-    save_all_stages is on."""
+    """msProbe's tree (docs/msprobe_format.md §5.3): before/ holds an op's inputs, after/
+    its outputs. The other two stages ATB offers are skipped before anything is copied or
+    counted, unless save_all_stages is on."""
     stages = ["before/intensor0.bin", "before/outtensor0.bin", "after/intensor0.bin",
               "after/outtensor0.bin"]
     script = [["save", 2, 1, "1", "hex:003c", f"{L}/{s}"] for s in stages]

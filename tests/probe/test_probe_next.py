@@ -1,4 +1,4 @@
-"""exec_range "next" made concrete by the shim itself (issue 18 §4): the control plane
+"""exec_range "next" made concrete by the shim itself: the control plane
 publishes a request (next_request, N) and each process fixes its rounds per model at
 the first execution of that model it sees begin after the publish, also when it was
 asleep (or awake selecting nothing) and counted executions only as they ended. Driven
@@ -77,7 +77,7 @@ def test_an_execution_under_way_at_the_edit_is_not_taken_and_n_counts_on(dump):
                          ids=["next", "none", "asleep"])
 @pytest.mark.parametrize("start", ["asleep", "awake"])
 def test_an_edit_during_a_dumped_execution_takes_effect_at_its_end(dump, start, edit):
-    """Issue 30 §5: an edit published between two ops of an execution that exec_range
+    """An edit published between two ops of an execution that exec_range
     "next" dumps (its model known, or not yet) changes nothing of that execution: it is
     dumped whole, and the edit takes effect from the next one (another "next" then takes
     round 3). Before, the execution's ops after the edit were not selected: a round

@@ -1,4 +1,4 @@
-"""The record log under load (issue 28 §3): writers append their records in
+"""The record log under load: writers append their records in
 batches, and what the control plane reads in the slot says what is in the log.
 
 The host is `make bench`'s record_bench (tiny tensors under `task: statistics`,

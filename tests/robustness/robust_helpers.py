@@ -1,6 +1,7 @@
 """Helpers of the adversarial tests: the stand-in ATB run under the real shim
-with the real daemon, the CLI as a user runs it, and checks of the promises of
-design.md ("Rules that hold everywhere") on the files a run leaves behind."""
+with the real daemon, the CLI as a user runs it, and checks of the promises
+every dump keeps on the files a run leaves behind (every .bin reads in full,
+every row names such a file, no temporary is left: docs/contracts.md §2, §6)."""
 
 from __future__ import annotations
 

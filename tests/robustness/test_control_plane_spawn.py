@@ -1,6 +1,6 @@
 """When the control plane cannot start at all, the shim notices at once and
 says why, instead of every process waiting MSPROBE_ATB_ATTACH_WAIT_MS (10 s)
-for a publish that never comes (issue 9 defect 10c)."""
+for a publish that never comes."""
 
 from __future__ import annotations
 

@@ -86,7 +86,7 @@ def test_sigkill_mid_dump(tmp_path):
     assert st["all_written"]
     if p["lost_at_death"]:
         assert f"LOST: {p['lost_at_death']} selected tensors" in cli("status", str(out)).stdout
-    # The round markers count that loss too, in the rounds it hit (issue 9 defect 8):
+    # The round markers count that loss too, in the rounds it hit:
     # the lost rows plus the tensors that died in the queue, without a row.
     markers = [json.loads(m.read_text()) for m in (root / "data").glob("*/*/ROUND_COMPLETE.json")]
     lost_rows = sum(r["file"] == "lost" for r in tensors)

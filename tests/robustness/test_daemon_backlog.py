@@ -1,4 +1,4 @@
-"""A daemon with a backlog of record logs (issue 28 §4, §5): SIGTERM stops it
+"""A daemon with a backlog of record logs: SIGTERM stops it
 promptly, the backlog kept in the logs, and SIGKILL mid-append loses nothing;
 either way a later `rebuild` or daemon gives the files an uninterrupted rebuild
 gives, and the files left in between are consistent.

@@ -168,7 +168,7 @@ def test_a_daemon_started_after_a_killed_one_removes_its_temporaries(tmp_path):
 
 
 def test_restarted_daemon_keeps_the_last_good_config(tmp_path, services):
-    """Issue 9, defect 1: good config, a request, a bad edit (refused, dumping goes
+    """Good config, a request, a bad edit (refused, dumping goes
     on), kill -9 of the daemon: the daemon the shim starts again finds the bad file
     and keeps the last good config in force, so the next request dumps as before."""
     out = tmp_path / "out"

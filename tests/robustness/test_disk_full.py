@@ -128,7 +128,7 @@ def test_every_lost_tensor_is_in_the_record_log(full_run):
 
 
 def test_query_and_status_say_what_the_full_disk_kept_out(full_run):
-    """Issue 30 §6: query answered from the manifest's rows alone, though the record
+    """query once answered from the manifest's rows alone, though the record
     logs held more and tensors were lost; status said the open rounds would be
     marked once their process exited, after it had."""
     _, out, _, st = full_run
@@ -182,7 +182,7 @@ def test_rebuild_once_there_is_room_again(full_run):
     assert "LOST: " in r.stdout and "NOT A PASS" in r.stdout
     r = cli("stats", str(out))
     assert "op_param.json files were not written (round markers)" in r.stdout, r.stdout
-    # query's answer does not hold the lost tensors' data: it says so (issue 30 §6)
+    # query's answer does not hold the lost tensors' data: it says so
     r = cli("query", str(out), "SELECT count(*) AS n FROM tensors")
     assert r.returncode == 0 and (f"LOST: {proc['errors'] + proc['drops']} selected tensors "
                                   "were not written (round markers)") in r.stderr, r.stderr

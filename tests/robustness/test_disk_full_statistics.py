@@ -33,7 +33,7 @@ from msprobe_atb.control.block import ControlError
 
 STATS = {"dump_enable": True, "exec_range": "all", "task": "statistics", "save_child": True}
 FS_KIB = 8192
-FREE_KIB = 400  # as in issue 17: an 8 MiB tmpfs with 400 KiB free
+FREE_KIB = 400  # an 8 MiB tmpfs with 400 KiB free
 MORE = [*SMALL[:-1], "6", "--requests", "3"]  # long enough to fill the disk midway
 
 

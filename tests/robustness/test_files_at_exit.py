@@ -1,4 +1,4 @@
-"""Derived files exist when the dumping process exits (issue 17 §5): its exit
+"""Derived files exist when the dumping process exits: its exit
 waits, bounded, until the control plane has written its statistic.csv, info/
 and round markers, so `model && msprobe-atb compare ...` works, as with msProbe.
 When the control plane does not get there in time, the process says so."""

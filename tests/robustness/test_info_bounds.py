@@ -1,4 +1,4 @@
-"""info/ from hostile graphs through the real shim and daemon (issue 9, defect 6):
+"""info/ from hostile graphs through the real shim and daemon:
 a 1.4 KB graph whose counts would expand to hundreds of MB is skipped and logged
 while the rest of info/ is built, memory stays bounded, NaN in a param never makes
 invalid JSON, and a topo node with a wrong-typed field loses only that node."""

@@ -1,6 +1,6 @@
 """A tensor with more dimensions than numpy allows (511, within the shim's
 1,024-character dims limit) is dumped, and every offline command reports it as
-an unreadable tensor, never with a traceback (issue 9, defect 7)."""
+an unreadable tensor, never with a traceback."""
 
 from __future__ import annotations
 

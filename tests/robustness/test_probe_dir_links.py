@@ -1,5 +1,5 @@
 """Links planted under the output dir never redirect a write outside the dump
-tree (issue 9 defect 5): every file of .probe is opened from a verified
+tree: every file of .probe is opened from a verified
 directory fd with O_NOFOLLOW, temporaries with O_EXCL, on both sides (shim and
 daemon); a dump root that is itself a symlink is resolved once and said so."""
 

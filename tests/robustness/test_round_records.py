@@ -1,6 +1,6 @@
 """The shim says when a round has all its records (a `round` record), so the
 control plane completes it, and lets go of its rows, while the process runs on
-(issue 17 §2: a busy service's daemon kept every row)."""
+(a busy service's daemon once kept every row)."""
 
 from __future__ import annotations
 

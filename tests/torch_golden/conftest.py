@@ -1,4 +1,4 @@
-"""Fixtures of the PyTorch golden (issue 21): a tiny Hugging Face Llama checkpoint,
+"""Fixtures of the PyTorch golden: a tiny Hugging Face Llama checkpoint,
 made by scripts/tiny_llama.py with transformers' own `save_pretrained` (no hub).
 
 torch and transformers are imported inside the fixture: collecting the other test

@@ -254,7 +254,7 @@ def _replace(path: Path, kind: str) -> None:
                                   "model.safetensors.index.json"])
 def test_files_that_are_not_regular_are_refused_by_name(tmp_path, tiny_llama_checkpoint, kind,
                                                          what, name):
-    """Issue 30 §3/§4: a FIFO hung --weights; /dev/zero was read for gigabytes."""
+    """A FIFO once hung --weights; /dev/zero was read for gigabytes."""
     d = copy_checkpoint(tiny_llama_checkpoint, tmp_path / "d")
     if name.endswith("index.json"):  # a sharded checkpoint: the index is read first
         (d / "model.safetensors").rename(d / "shard.safetensors")
@@ -266,7 +266,7 @@ def test_files_that_are_not_regular_are_refused_by_name(tmp_path, tiny_llama_che
 
 def test_headers_and_configs_larger_than_a_checkpoint_needs_are_refused(tmp_path,
                                                                        tiny_llama_checkpoint):
-    """Issue 30 §4: a 90 MB JSON array in a header (under the format's 100 MB) ended in
+    """A 90 MB JSON array in a header (under the format's 100 MB) once ended in
     std::bad_alloc at 3 GB."""
     d = copy_checkpoint(tiny_llama_checkpoint, tmp_path / "d")
     weights = d / "model.safetensors"

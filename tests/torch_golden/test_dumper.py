@@ -1,4 +1,4 @@
-"""The torch dumper (issue 21 §1): a Hugging Face Llama under `Dumper` writes the
+"""The torch dumper (docs/contracts.md §8): a Hugging Face Llama under `Dumper` writes the
 tree the ATB probe writes, and the offline tools read it unchanged."""
 
 from __future__ import annotations

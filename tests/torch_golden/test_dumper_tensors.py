@@ -155,7 +155,7 @@ class Model(nn.Module):
 
 
 def test_a_broadcast_view_is_counted_lost_before_it_is_copied(tmp_path):
-    """Issue 30 §4: the view was copied into a 4 GiB tensor (lost under a 4 GB limit)."""
+    """The view was once copied into a 4 GiB tensor (lost under a 4 GB limit)."""
     import tracemalloc
 
     x, model = torch.ones(1), Model()

@@ -1,4 +1,4 @@
-"""The torch dumper with several threads calling one model (issue 30 §5): each
+"""The torch dumper with several threads calling one model: each
 call is a round of its own, and every tensor of every round is written, whole
 and in its own round (the threads once shared one op stack: 4 threads lost 52
 of 849 tensors, "graph Lin_0: 2 tensor ids out of range")."""

@@ -1,5 +1,5 @@
 """`msprobe-atb run --torch -- python script.py`: a plain script, which imports
-nothing of ours, is dumped as `Dumper` dumps it (issue 21 §1)."""
+nothing of ours, is dumped as `Dumper` dumps it."""
 
 from __future__ import annotations
 

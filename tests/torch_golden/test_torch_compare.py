@@ -1,4 +1,4 @@
-"""`compare` and `report` against a PyTorch golden, end to end (issue 21 §2-3): the tiny
+"""`compare` and `report` against a PyTorch golden, end to end (docs/torch_golden.md): the tiny
 Hugging Face Llama runs generate under `Dumper`; the stand-in runs the same checkpoint
 (`--weights`) under the probe on the same token ids (the prompt, and torch's tokens
 teacher-forced into the decode steps): prefill and 2 decode steps on both sides."""

@@ -1,4 +1,4 @@
-"""`msprobe-atb replay` on a torch dump (issue 21 §1): the modules whose class fixes
+"""`msprobe-atb replay` on a torch dump: the modules whose class fixes
 what they compute from their dumped arguments (the activations) are recomputed in
 float64; every other module is listed with the reason, named by its module."""
 

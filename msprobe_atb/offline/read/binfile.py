@@ -1,12 +1,14 @@
-"""Reading `.bin` tensor files (spec §7, contracts §6): header, payload, alias stubs.
+"""Reading `.bin` tensor files (docs/msprobe_format.md §7, docs/contracts.md §6):
+header, payload, alias stubs.
 
 A `.bin` is a text header of `key=value` lines ending with `$End=1`, then the raw
 payload. A dedup stub has `$Object.Count=0` and `data=<relative path of the real
 file>`; msProbe's own stubs name the first occurrence by op id instead,
-`data=<ids>_<intensor|outtensor><i>.bin` (spec §5.4), which is resolved in the
-stub's round dir: that op's `before/intensor<i>` or `after/outtensor<i>`. A
-filter_level-2 kernel stub names itself in `data=`, meaning the tensor was
-intentionally not saved. Every error names the file and what is wrong.
+`data=<ids>_<intensor|outtensor><i>.bin` (docs/msprobe_format.md §5.4), which is
+resolved in the stub's round dir: that op's `before/intensor<i>` or
+`after/outtensor<i>`. A filter_level-2 kernel stub names itself in `data=`, meaning
+the tensor was intentionally not saved. Every error names the file and what is
+wrong.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Writing `.bin` tensor files (spec §7, contracts §6): the header the shim writes,
-for the Python writers (the torch dumper, test and bench dumps).
+"""Writing `.bin` tensor files (docs/msprobe_format.md §7, docs/contracts.md §6): the
+header the shim writes, for the Python writers (the torch dumper, test and bench dumps).
 
 The header is `key=value` lines ending with `$End=1`, then the raw payload. A stub
 has no payload, `$Object.Count=0`, `$Object.Length=0` and `data=<alias>`

@@ -1,4 +1,5 @@
-"""ATB dtype/format codes (spec §7) and decoders from raw payload bytes to numpy.
+"""ATB dtype/format codes (docs/msprobe_format.md §7) and decoders from raw payload
+bytes to numpy.
 
 Every dtype of the aclDataType numbering is covered. Types numpy has natively
 are viewed in place; the others are decoded to float32 (or stay raw bit

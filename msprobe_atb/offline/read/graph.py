@@ -1,4 +1,4 @@
-"""Dataflow from the `info/layer` graphs (spec §6.4): which ops feed a tensor.
+"""Dataflow from the `info/layer` graphs (docs/msprobe_format.md §6.4): which ops feed a tensor.
 
 A layer JSON has `opName` (`Layer_7`: the top-level op, global id 7), and `nodes`
 in child order; node i of op `7` is op `7_i` in the data tree, recursively. Each

@@ -1,4 +1,4 @@
-/* atbsim::Context: ATB ContextBase's probe calls (callsites §8). */
+/* atbsim::Context: ATB ContextBase's probe calls (docs/atb_hooks.md §8). */
 #include <cstdlib>
 #include <cstring>
 

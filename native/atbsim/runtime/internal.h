@@ -22,7 +22,7 @@ std::string DimsString(const std::vector<int64_t> &dims);
 /* GenerateOperationName: type + "_<id>" per id. */
 std::string OperationName(const std::string &type, const std::vector<int64_t> &ids);
 
-/* StoreUtil (callsites §6). `irNames` may be empty; kernel saves never pass them. */
+/* StoreUtil (docs/atb_hooks.md §6). `irNames` may be empty; kernel saves never pass them. */
 void SaveTensors(const std::string &dir, const std::vector<Tensor> &in,
                  const std::vector<Tensor> &out, const std::vector<std::string> &inIrNames,
                  const std::vector<std::string> &outIrNames, aclrtStream stream);

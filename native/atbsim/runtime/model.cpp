@@ -2,7 +2,7 @@
  * atb_speed::Model (libatb_speed.so): runs a model as a sequence of
  * top-level ATB ops, optionally executing them on a worker thread while the
  * calling thread sets up the next node (ATB_OPERATION_EXECUTE_ASYNC), and
- * reports its topology through SpeedProbe (callsites §9).
+ * reports its topology through SpeedProbe (docs/atb_hooks.md §9).
  */
 #include <condition_variable>
 #include <deque>

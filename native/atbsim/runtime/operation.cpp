@@ -1,7 +1,6 @@
 /*
  * Operations and runners: ATB's Setup/Execute protocol with every probe hook
- * call in real ATB's order (callsites §2-§7). Section numbers in comments
- * refer to /work/shared/reference/atb_probe_callsites.md.
+ * call in real ATB's order (docs/atb_hooks.md §2-§7).
  */
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -19,7 +18,8 @@ namespace {
 
 std::atomic<int64_t> g_operationBaseId{0};
 
-/* ATB resets its setup statistic just before reporting it (§4, quirk 2). */
+/* ATB resets its setup statistic just before reporting it
+ * (atb_hooks.md §4 step 8). */
 const char kZeroSetupStatistic[] =
     "totalTime:0, runnerCreateTime:0, runnerSetupTime:0, runnerFillHostTilingTime:0, "
     "setupTotalCount:0, setupCacheHitCount:0, setupCacheMissCount:0, "
@@ -114,7 +114,7 @@ public:
     virtual ~Runner() = default;
 
     /* Runner::Setup: UpdateConfig at the end of every runner setup, so
-     * children report before their parent (§4). */
+     * children report before their parent (atb_hooks.md §4). */
     Status Setup(const VariantPack &pack, Context &ctx)
     {
         Status st = SetupImpl(pack, ctx);
@@ -148,7 +148,7 @@ protected:
     uint64_t executeCount_ = 0;
 };
 
-/* Runner::Execute (§5.2). */
+/* Runner::Execute (atb_hooks.md §5.2). */
 Status Runner::Execute(const VariantPack &pack, Context &ctx)
 {
     static const std::vector<std::string> kNone;
@@ -194,9 +194,10 @@ public:
         return total;
     }
 
-    /* ops_runner.cpp FillHostTilingBuffer (§4). ATB passes a double-offset
-     * pointer to SaveTiling for kernels after the first one with tiling
-     * (quirk 7); we pass the correct pointer, so real tiling bytes differ. */
+    /* ops_runner.cpp FillHostTilingBuffer (atb_hooks.md §4). ATB passes a
+     * double-offset pointer to SaveTiling for kernels after the first one
+     * with tiling (atb_hooks.md §10 item 7); we pass the correct pointer, so
+     * real tiling bytes differ. */
     void FillHostTilingBuffer() override
     {
         const std::vector<KernelSpec> &kernels = op_->leaf.kernels;
@@ -262,7 +263,7 @@ protected:
         return atb::NO_ERROR;
     }
 
-    /* RunAllKernel / RunKernel (§5.3). */
+    /* RunAllKernel / RunKernel (atb_hooks.md §5.3). */
     Status ExecuteImpl(const VariantPack &pack, Context &ctx) override
     {
         const std::vector<KernelSpec> &kernels = op_->leaf.kernels;
@@ -596,7 +597,8 @@ bool Operation::InferShape(const std::vector<TensorDesc> &in, std::vector<Tensor
 
 namespace {
 
-/* OperationBase::Setup in eager mode (§4), without the statistic epilogue. */
+/* OperationBase::Setup in eager mode (atb_hooks.md §4), without the
+ * statistic epilogue. */
 Status EagerSetup(OpImpl &op, const VariantPack &pack, Context &ctx)
 {
     /* SetupPrepare: the global id at the first Setup; children get parentIds+[i] */
@@ -619,7 +621,8 @@ Status EagerSetup(OpImpl &op, const VariantPack &pack, Context &ctx)
         }
     }
     op.runner->saveTensorFlag = Probe::IsTensorNeedSave(op.ids, op.name);  /* every Setup */
-    /* Reset: IsSaveTensorDesc really means "build the dump directory tree" (§3.1) */
+    /* Reset: IsSaveTensorDesc really means "build the dump directory tree"
+     * (atb_hooks.md §3.1) */
     if (Probe::IsSaveTensorDesc()) {
         op.runner->SetSaveTensorDir(std::to_string(DeviceIdOrMinus1()) + "_" +
                                     std::to_string(syscall(SYS_getpid)) + "/" +

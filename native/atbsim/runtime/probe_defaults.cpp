@@ -1,5 +1,5 @@
 /*
- * ATB's placeholder definitions of the atb::Probe hooks (callsites §1.1).
+ * ATB's placeholder definitions of the atb::Probe hooks (docs/atb_hooks.md §1.1).
  * They live in their own translation unit, as in ATB, so every call from the
  * runtime goes through the PLT and an LD_PRELOAD probe replaces them.
  */

@@ -1,4 +1,4 @@
-/* ATB-Models' placeholder atb_speed::SpeedProbe (callsites §1.2, §9): strong
+/* ATB-Models' placeholder atb_speed::SpeedProbe (docs/atb_hooks.md §1.2, §9): strong
  * definitions an LD_PRELOAD probe replaces. Own TU, so calls go through the PLT. */
 #include "atb/probe.h"
 

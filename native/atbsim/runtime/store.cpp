@@ -1,4 +1,4 @@
-/* StoreUtil: how tensors reach Probe::SaveTensor (callsites §6). */
+/* StoreUtil: how tensors reach Probe::SaveTensor (docs/atb_hooks.md §6). */
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>

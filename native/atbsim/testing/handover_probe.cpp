@@ -5,7 +5,7 @@
  *
  * What a run under it costs over a run without a probe is ATB's own price of
  * handing tensors to any probe (the D2H copy into a fresh host buffer per
- * tensor, callsites §6), which msProbe's shim pays too; what the real probe
+ * tensor, docs/atb_hooks.md §6), which msProbe's shim pays too; what the real probe
  * costs over this run is the probe's own work (copy, queue, write).
  *
  * Environment: HANDOVER_OP_ID  the top-level op id (default "1").

@@ -188,8 +188,8 @@ static void give_sel_cache(struct msp_snap *s)
 
 /* Does snapshot cur stay in force past an edit? While an execution it dumps runs
  * (its model's round selected, models.h), so that the execution is dumped whole,
- * under the config it began under (issue 30 §5: an edit between two of its ops,
- * another "next" or "none", left the rest of its round unselected, and the round
+ * under the config it began under (an edit between two of its ops, another
+ * "next" or "none", once left the rest of its round unselected, and the round
  * was marked complete). The edit takes effect at the first hook after the
  * execution's end: until then each IsTensorNeedSave and UpdateConfig comes here
  * (the generation moved). An execution begins under snap_mu (hot.c), so none

@@ -1,4 +1,4 @@
-/* The Mki BinFile header of spec §7 / docs/contracts.md §6. */
+/* The Mki BinFile header of docs/msprobe_format.md §7 / docs/contracts.md §6. */
 #ifndef MSP_BINFILE_H
 #define MSP_BINFILE_H
 

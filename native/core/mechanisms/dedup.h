@@ -1,4 +1,5 @@
-/* filter_level ("same tensor saved once", spec §5.4, fixed as §11.3 asks).
+/* filter_level ("same tensor saved once"): msProbe's scheme and what we do
+ * instead, docs/msprobe_format.md §5.4 and §10 item 4.
  *
  * Choice: identity by CONTENT, not by graph topology. A tensor is a
  * duplicate when an earlier tensor of the same scope had the same format,

@@ -1,14 +1,14 @@
 /* Each thread's memo of its last verdicts on op directories, in front of
- * selcache.h: ATB asks IsSaveTensorInSpecificDir several times per runner
- * and kernel with the same std::string, whose buffer changes between rounds
- * only in its round's digits. A memo entry is found by the buffer's address
- * and taken after a compare of the dir's words outside the round (the round
- * only has to hold no '/'): no parsing and no hash at a repeated call
- * (issue 29). The content is always compared, so a buffer reused for another
- * dir is a miss, never another op's verdict; an entry of another epoch (one
- * per config snapshot, selcache.h) is a miss, so an edit takes effect at the
- * next call. Per thread: no sharing, no atomics. Dirs longer than
- * MSP_MEMO_BYTES or with a round longer than 8 digits are not kept. */
+ * selcache.h: ATB asks IsSaveTensorInSpecificDir several times per runner and
+ * kernel with the same std::string, whose buffer changes between rounds only
+ * in its round's digits. A memo entry is found by the buffer's address and
+ * taken after a compare of the dir's words outside the round (the round only
+ * has to hold no '/'): no parsing and no hash at a repeated call. The content
+ * is always compared, so a buffer reused for another dir is a miss, never
+ * another op's verdict; an entry of another epoch (one per config snapshot,
+ * selcache.h) is a miss, so an edit takes effect at the next call. Per
+ * thread: no sharing, no atomics. Dirs longer than MSP_MEMO_BYTES or with a
+ * round longer than 8 digits are not kept. */
 #ifndef MSP_DIRMEMO_H
 #define MSP_DIRMEMO_H
 

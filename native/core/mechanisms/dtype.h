@@ -1,5 +1,5 @@
 /* The aclDataType numbering ATB passes to SaveTensor as a decimal string
- * (spec §7): element width and the name used in records and the CSV. */
+ * (docs/msprobe_format.md §7): element width and the name used in records and the CSV. */
 #ifndef MSP_DTYPE_H
 #define MSP_DTYPE_H
 

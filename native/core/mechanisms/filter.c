@@ -1,4 +1,4 @@
-/* The selection rules of spec §5.1-5.2 against a config snapshot: exec rounds
+/* The selection rules of docs/msprobe_format.md §5.1-§5.2 against a config snapshot: exec rounds
  * (ranges, and each model's rounds), devices, op ids and op-name prefixes, the
  * default stages, and which kernel belongs to which op dir (filter.h). */
 #include "filter.h"

@@ -1,6 +1,7 @@
-/* The selection rules of spec §5.1-5.2, evaluated against a config
- * snapshot, without allocation. `dir` is ATB's relative directory
- * "{dev}_{pid}/{exec}/{id}_{Name}[/{id}_{Name}...]" (not NUL-terminated). */
+/* The selection rules of docs/msprobe_format.md §5.1-§5.2, evaluated
+ * against a config snapshot, without allocation. `dir` is ATB's relative
+ * directory "{dev}_{pid}/{exec}/{id}_{Name}[/{id}_{Name}...]" (not
+ * NUL-terminated). */
 #ifndef MSP_FILTER_H
 #define MSP_FILTER_H
 
@@ -97,7 +98,8 @@ static inline const char *msp_dir_op_path(const char *dir, size_t n)
 int msp_top_ids(const struct msp_config *cfg, int64_t *tops, int cap);
 
 /* Is ATB's tensor path ".../before/intensor*" or ".../after/outtensor*", an op's
- * inputs before it ran and its outputs after (seed 003's tree)? The other two
+ * inputs before it ran and its outputs after (msProbe's tree,
+ * docs/msprobe_format.md §5.3)? The other two
  * stages ATB offers are saved only with save_all_stages. */
 int msp_default_stage(const char *path, size_t n);
 

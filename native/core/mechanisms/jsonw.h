@@ -5,7 +5,7 @@
  * line (a buffer may hold several records, one a line).
  *
  * Numbers are formatted by hand, not by printf (the record path writes
- * ~80k records a second per process, issue 28): integers in decimal, finite
+ * ~80k records a second per process): integers in decimal, finite
  * doubles exactly, as the hex-float strings Python's float.hex writes and
  * float.fromhex reads. */
 #ifndef MSP_JSONW_H

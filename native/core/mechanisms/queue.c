@@ -507,7 +507,7 @@ int msp_queue_push_near(struct msp_queue *q, int w, struct msp_item *it)
 /* How far past the furthest offset the head reached the ring is warmed:
  * a burst of this size after a quiet spell copies into warm memory. Small:
  * each fresh page warmed for nothing costs its zeroing (256 MiB of them
- * were most of a dump's added CPU time, issue 20). */
+ * were once most of a dump's added CPU time). */
 #define WARM_AHEAD (UINT64_C(16) << 20)
 
 /* Under mu, by an idle writer 0: maps the ring for the expected dump, or

@@ -1,7 +1,7 @@
 /* A writer thread's records, appended to the log a batch at a time (docs/
  * contracts.md §4): one write(2) for up to MSP_RECBATCH_BYTES of records,
  * not one a record (~80k records a second per process under `task:
- * statistics`, issue 28). A record joins the batch with its room claimed in
+ * statistics`). A record joins the batch with its room claimed in
  * the log (record.h), so the batch's write cannot fail for want of space,
  * and whoever made it decides at once, as without a batch, what to do when
  * there is no room. The writer appends its batch once it is full and before

@@ -34,7 +34,7 @@ static int g_small_said;    /* "budget too small" was said */
 
 /* The overflow incident this process fired last, waiting for the kernel's
  * outputs: ATB reports the kernel before it saves them, and the report needs
- * the offending tensor and its statistics (issue 31 §3). seq 0: none. */
+ * the offending tensor and its statistics. seq 0: none. */
 static struct {
     uint64_t seq;
     int64_t round;

@@ -1,4 +1,4 @@
-/* The flight recorder (issue 11): while the config's recorder block is in
+/* The flight recorder (README "The flight recorder"): while the config's recorder block is in
  * force, selected items are held in memory per round (ring_overwrite.h)
  * instead of being written; a trigger flushes the rounds before it in every
  * process of the output dir (through the control block's incident table),

@@ -1,7 +1,7 @@
 /* The filters' verdict on an op directory (msp_op_selected), cached per
  * publish, so that IsSaveTensorInSpecificDir, asked several times per
  * runner and kernel at every execution, parses each op's directory once per
- * config instead of at every call (issue 29).
+ * config instead of at every call.
  *
  * Key: the op path, the directory after "{dev}_{pid}/{exec}/" (the round
  * changes at every execution, the verdict does not depend on it or on the

@@ -120,7 +120,7 @@ struct msp_config {
     int64_t overflow_nums; /* stop checking after N events; -1 = no limit */
     uint64_t queue_budget_bytes; /* byte budget of the shim's copy queue */
     uint32_t queue_policy; /* MSP_POLICY_* when the budget is exhausted */
-    uint32_t save_all_stages; /* 0: only before/intensor* and after/outtensor* (seed 003's
+    uint32_t save_all_stages; /* 0: only before/intensor* and after/outtensor* (msProbe's
                                  tree); 1: also before/outtensor* and after/intensor* */
     uint32_t rec_armed;    /* 1: the recorder block is in force (awake only) */
     uint32_t rec_keep_rounds;   /* rounds kept before the trigger round, per top-level op */

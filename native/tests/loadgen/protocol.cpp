@@ -11,7 +11,7 @@ using atb_speed::SpeedProbe;
 namespace loadgen {
 namespace {
 
-int64_t g_operationBaseId = 0; // ATB's process-global op id (callsites §2.1)
+int64_t g_operationBaseId = 0; // ATB's process-global op id (docs/atb_hooks.md §2.1)
 const std::string ND = "2";    // aclFormat ND
 
 Runner MakeRunner(const OpNode &op)
@@ -43,7 +43,7 @@ void SetDirs(Runner &r, const std::string &dir)
 }
 
 // Without IsSaveTensorDesc a runner keeps its constructor's name as its dir
-// (callsites §3.1): "<graph>Runner", or "<Type>OpsRunner" for a leaf op.
+// (docs/atb_hooks.md §3.1): "<graph>Runner", or "<Type>OpsRunner" for a leaf op.
 void SetRunnerNames(Runner &r)
 {
     const std::string &name = r.op->name;
@@ -119,7 +119,7 @@ void ModelRunner::SavePack(const Top &top, const Runner &r, bool before, Counts 
     save(r.op->out, r.op->outIr, "outtensor", !before);
 }
 
-// Runner::Execute (callsites §5.2): IsSaveTensor() is asked afresh at each use.
+// Runner::Execute (docs/atb_hooks.md §5.2): IsSaveTensor() is asked afresh at each use.
 void ModelRunner::Run(const Top &top, Runner &r, Counts &counts)
 {
     auto isSave = [&r] {

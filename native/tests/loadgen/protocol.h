@@ -1,10 +1,11 @@
 // ATB's hook calls for one device's models, as ATB and ATB-Models make them
-// (atb_probe_callsites.md): each node's Setup (§4) and Execute (§5, with the
-// SaveTensor calls of §6), then the model's topo report (§9). No compute:
-// the tensors hand the hooks the prepared payload. Not modelled: the
-// asynchronous execution of ATB_OPERATION_EXECUTE_ASYNC, and the kernels
-// under the leaf ops (§5.3: their dirs, saves, IsOverflowCheck, tiling),
-// which would add their own records to the ~50 a layer of the shape.
+// (docs/atb_hooks.md): each node's Setup (atb_hooks.md §4) and Execute
+// (atb_hooks.md §5, §6: with the SaveTensor calls), then the model's
+// topo report (atb_hooks.md §9). No compute: the tensors hand the hooks the
+// prepared payload. Not modelled: the asynchronous execution of
+// ATB_OPERATION_EXECUTE_ASYNC, and the kernels under the leaf ops
+// (atb_hooks.md §5.3: their dirs, saves, IsOverflowCheck, tiling), which
+// would add their own records to the ~50 a layer of this model's shape.
 #ifndef LOADGEN_PROTOCOL_H
 #define LOADGEN_PROTOCOL_H
 

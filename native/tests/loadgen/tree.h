@@ -56,7 +56,7 @@ struct Model {
 Model BuildModel(const TreeOptions &opt, bool prefill);
 
 // ReportOperationGraph's document of a top-level op with global id `gid`
-// (callsites §7: compact, keys sorted).
+// (docs/atb_hooks.md §7: compact, keys sorted).
 std::string GraphJson(const TopOp &op, int64_t gid);
 
 } // namespace loadgen

@@ -3,7 +3,7 @@
  * (libatb_speed.so), declared exactly as real ATB / ATB-Models do: static
  * members with the same parameter types, so the mangled names (and thus what
  * an LD_PRELOAD probe overrides) are the real ones for each
- * _GLIBCXX_USE_CXX11_ABI value (callsites §1.1, §1.3).
+ * _GLIBCXX_USE_CXX11_ABI value (docs/atb_hooks.md §1.1, §1.3).
  */
 #ifndef ATBSIM_ATB_PROBE_H
 #define ATBSIM_ATB_PROBE_H

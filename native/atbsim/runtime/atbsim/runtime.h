@@ -292,7 +292,7 @@ public:
     atbsim::Status Execute(atbsim::Context &ctx, const std::vector<atbsim::Tensor> &inTensors,
                            std::vector<atbsim::Tensor> &outTensors);
 
-    /* The topo JSON of callsites §9 (compact, sorted keys). */
+    /* The topo JSON of docs/atb_hooks.md §9 (compact, sorted keys). */
     std::string TopoJson() const;
 
 private:
