@@ -28,9 +28,8 @@ struct msp_answerers {
 /* 0 while the top-level op this thread set up last (IsTensorNeedSave with ids
  * of one element, awake) is one the filters in force then cannot select, else
  * 1: IsSaveTensorDesc, which ATB asks next in the same Setup (docs/atb_hooks.md
- * §4), answers it
- * as is. Initial-exec, so the adapter reads it
- * inline; 1 on a thread that never set up a top-level op. */
+ * §4), answers it as is. Initial-exec, so the adapter reads it inline; 1 on a
+ * thread that never set up a top-level op. */
 extern __thread uint8_t msp_t_top_desc MSP_HIDDEN __attribute__((tls_model("initial-exec")));
 
 msp_bool msp_answer_no(void) MSP_HIDDEN;
