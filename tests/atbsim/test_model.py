@@ -265,7 +265,7 @@ def test_injection_nan_reaches_the_logits(atbsim_paths, run_host, tmp_path):
 
 
 def test_injection_stop_on_overflow_fails_the_request(atbsim_paths, run_host):
-    res = run_host([atbsim(atbsim_paths, 0), "run", "--inject", "nan:layer=0,op=Down"],
+    res = run_host([atbsim(atbsim_paths, 0), "run", "--inject", "inf:layer=0,op=Down"],
                    preload=atbsim_paths.recording_probe(0), answers="all-true")
     assert res.returncode == 1
     assert "DecoderModel_Prefill execute failed" in res.stderr
