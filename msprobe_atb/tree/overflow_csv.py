@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass, field
 
 from msprobe_atb.tree.csvfmt import csv_line, parse_tensor_path
-from msprobe_atb.tree.overflow_findings import ATB, of_report, sentence
+from msprobe_atb.tree.overflow_findings import ATB, ATB_BF16_FINITE, of_report, sentence
 from msprobe_atb.tree.records import iso_time, record_int
 
 log = logging.getLogger("msprobe_atb")
@@ -78,7 +78,7 @@ class OverflowLog:
         """An `overflow_output` record: an output of the kernel of ATB's report,
         in its real dtype. True if the event's finding changed."""
         ev = self.by_seq.get(record_int(rec.get("event"), -1))
-        if ev is None or ev.finding not in (ATB, "atb_bf16_finite"):
+        if ev is None or ev.finding not in (ATB, ATB_BF16_FINITE):
             return False
         ev.outputs.append((str(rec.get("dtype", "")), rec.get("nonfinite") is not False))
         old, ev.finding = ev.finding, of_report(ev.outputs)
