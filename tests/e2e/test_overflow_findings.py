@@ -101,13 +101,13 @@ def test_by_default_atb_reports_alone_and_each_is_explained(tmp_path, clean_env)
         ":".join(KERNEL), "ATB reported an overflow, but as bf16 the output holds no Inf or NaN")
 
 
-@pytest.mark.parametrize("dtype,inject,finding", [
-    ("fp16", "nan", "the probe found NaN (ATB does not report NaN)"),
+@pytest.mark.parametrize("dtype,inject,finding,page", [
+    ("fp16", "nan", "the probe found NaN (ATB does not report NaN)", True),
     ("bf16", "value=0x1p121",
-     "ATB reported an overflow, but as bf16 the output holds no Inf or NaN"),
+     "ATB reported an overflow, but as bf16 the output holds no Inf or NaN", False),
 ])
 def test_recorder_overflow_trigger_says_who_found_it(tmp_path, clean_env, dtype, inject,
-                                                     finding):
+                                                     finding, page):
     """The flight recorder's `overflow` trigger fires on what ATB misses too, in the
     selected outputs it already scans; the incident says who found it."""
     out = run_dump(tmp_path, clean_env, {
@@ -119,3 +119,6 @@ def test_recorder_overflow_trigger_says_who_found_it(tmp_path, clean_env, dtype,
     ft = inc["first_tensor"]
     assert ft["path"].endswith(OUTPUT) and ft["op_id"] == "2_11_0", ft
     assert finding in cli("incidents", str(out)) and finding in cli("stats", str(out))
+    if page:  # the HTML report's incidents table too (once: it takes a while)
+        cli("report", str(out), "-o", str(tmp_path / "report.html"))
+        assert finding in (tmp_path / "report.html").read_text()
