@@ -17,6 +17,7 @@
 #include "binfile.h"
 #include "dedup.h"
 #include "dirmemo.h"
+#include "dtype.h"
 #include "filter.h"
 #include "fsutil.h"
 #include "jsonw.h"
