@@ -17,6 +17,7 @@ BENCHMARKS = (
     "bench.compare_speed",
     "bench.stats_command",
     "bench.recorder_cost",
+    "bench.overflow_scan_cost",
     "bench.daemon_memory",
     "bench.stats_pace",
     "bench.startup",

@@ -63,7 +63,8 @@ def _config_view(c, kept_recorder=None) -> dict[str, Any]:
     if c.task == 4:
         view["overflow_check"] = {"overflow_nums": c.overflow_nums,
                                   "check_mode": CHECK_MODES[c.overflow_mode]
-                                  if c.overflow_mode < 3 else "?"}
+                                  if c.overflow_mode < 3 else "?",
+                                  "probe_scan": bool(c.overflow_scan)}
     rec = recorder_status.config_view(c, kept_recorder)
     if rec:
         view["recorder"] = rec

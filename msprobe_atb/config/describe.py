@@ -69,6 +69,12 @@ def describe(cfg: Config) -> list[str]:
         limit = "no limit" if cfg.overflow_nums == -1 else f"the first {cfg.overflow_nums}"
         lines.append(f"checks kernels for overflow ({cfg.check_mode}), recording {limit} "
                      "events in info/overflow/")
+        lines.append("ATB reports fp16, fp32 and (read as fp16) bf16 infinities; "
+                     + ("the probe also scans every kernel's outputs for NaN and bf16 Inf, "
+                        "which ATB misses (ATB then copies every kernel's tensors)"
+                        if cfg.probe_scan else
+                        "NaN and bf16 Inf, which ATB misses, go unseen (probe_scan true finds "
+                        "them)"))
         return lines
     if cfg.exec_mode == "none":
         lines.append('exec_range "none": woken up, dumping nothing (the warm-up step)')

@@ -39,12 +39,12 @@ DEFAULTS: dict[str, Any] = {
     "device": "",
     "filter_level": 1,
     "save_all_stages": False,
-    "overflow_check": {"overflow_nums": 1, "check_mode": "all"},
+    "overflow_check": {"overflow_nums": 1, "check_mode": "all", "probe_scan": False},
     "queue_budget_mb": 1024,
     "queue_full_policy": "block",
     "recorder": None,
 }
-OVERFLOW_KEYS = ("overflow_nums", "check_mode")
+OVERFLOW_KEYS = ("overflow_nums", "check_mode", "probe_scan")
 MAX_QUEUE_BUDGET_MB = 1 << 20  # 1 TiB: anything larger is a typo
 
 _ID_RE = re.compile(r"^[0-9]+(_[0-9]+)*$")
@@ -80,6 +80,7 @@ class Config:
     save_all_stages: bool = False
     overflow_nums: int = 1
     check_mode: str = "all"
+    probe_scan: bool = False
     queue_budget_mb: int = 1024
     queue_full_policy: str = "block"
     exec_mode: str = "ranges"  # "all" | "none" | "ranges" | "next" (ranges: the first N)
@@ -99,7 +100,8 @@ class Config:
             "device": ",".join(str(d) for d in self.device),
             "filter_level": self.filter_level,
             "save_all_stages": self.save_all_stages,
-            "overflow_check": {"overflow_nums": self.overflow_nums, "check_mode": self.check_mode},
+            "overflow_check": {"overflow_nums": self.overflow_nums, "check_mode": self.check_mode,
+                               "probe_scan": self.probe_scan},
             "queue_budget_mb": self.queue_budget_mb,
             "queue_full_policy": self.queue_full_policy,
             "recorder": self.recorder.effective() if self.recorder else None,
@@ -121,6 +123,7 @@ class CompiledConfig:
     devices: tuple[int, ...] = ()
     overflow_mode: int = 0
     overflow_nums: int = -1
+    overflow_scan: int = 0
     queue_budget_bytes: int = 1024 << 20
     queue_policy: int = 0
     save_all_stages: int = 0
@@ -424,13 +427,13 @@ def _devices(v: _Validator, raw: dict) -> tuple[int, ...]:
     return tuple(dict.fromkeys(int(i) for i in items))
 
 
-def _overflow(v: _Validator, raw: dict, task: str) -> tuple[int, str]:
+def _overflow(v: _Validator, raw: dict, task: str) -> tuple[int, str, bool]:
     default = DEFAULTS["overflow_check"]
     value = raw.get("overflow_check", default)
     if not isinstance(value, dict):
         v.bad("overflow_check", value, f"is {_type_name(value)}; give an object, e.g. "
               '{"overflow_nums": 1, "check_mode": "all"}')
-        return default["overflow_nums"], default["check_mode"]
+        return default["overflow_nums"], default["check_mode"], default["probe_scan"]
     for key in value:
         if key not in OVERFLOW_KEYS:
             close = difflib.get_close_matches(key_text(key), OVERFLOW_KEYS, n=1, cutoff=0.5)
@@ -444,9 +447,14 @@ def _overflow(v: _Validator, raw: dict, task: str) -> tuple[int, str]:
               "is not accepted; give a whole number >= 1 (stop after N overflows) or -1 (no limit)")
         nums = default["overflow_nums"]
     mode = v.choice(value, "check_mode", CHECK_MODES, default["check_mode"])
+    scan = value.get("probe_scan", default["probe_scan"])
+    if not isinstance(scan, bool):
+        v.bad("overflow_check.probe_scan", scan,
+              f"is {_type_name(scan)}; accepted values: true or false")
+        scan = default["probe_scan"]
     if "overflow_check" in raw and task != "overflow_check":
         v.notes.append(f'"overflow_check" is ignored because task is "{task}"')
-    return nums, mode
+    return nums, mode, scan
 
 
 def validate(raw: Any, source: str = "config") -> Config:
@@ -472,7 +480,7 @@ def validate(raw: Any, source: str = "config") -> Config:
     devices = _devices(v, raw)
     filter_level = v.integer(raw, "filter_level", 0, 2, 1, "0, 1 or 2")
     all_stages = v.boolean(raw, "save_all_stages")
-    overflow_nums, check_mode = _overflow(v, raw, task)
+    overflow_nums, check_mode, probe_scan = _overflow(v, raw, task)
     budget = v.integer(raw, "queue_budget_mb", 1, MAX_QUEUE_BUDGET_MB, 1024,
                        f"a whole number of MiB from 1 to {MAX_QUEUE_BUDGET_MB}")
     policy = v.choice(raw, "queue_full_policy", POLICIES, "block")
@@ -483,6 +491,7 @@ def validate(raw: Any, source: str = "config") -> Config:
         task=task, dump_enable=dump_enable, exec_range=exec_text, ids=ids, op_name=op_names,
         save_child=save_child, device=devices, filter_level=filter_level,
         save_all_stages=all_stages, overflow_nums=overflow_nums, check_mode=check_mode,
+        probe_scan=probe_scan,
         queue_budget_mb=budget,
         queue_full_policy=policy, exec_mode=exec_mode, ranges=ranges, recorder=recorder,
         notes=tuple(v.notes),
@@ -509,6 +518,7 @@ def compile_config(cfg: Config | None) -> CompiledConfig:
         devices=cfg.device,
         overflow_mode=CHECK_MODES.index(cfg.check_mode) if overflow else 0,
         overflow_nums=cfg.overflow_nums if overflow else -1,
+        overflow_scan=int(cfg.probe_scan) if overflow else 0,
         queue_budget_bytes=cfg.queue_budget_mb << 20,
         queue_policy=POLICIES.index(cfg.queue_full_policy),
         save_all_stages=int(cfg.save_all_stages),

@@ -48,8 +48,8 @@ from msprobe_atb.tree.ingest import (
     manifest_cells,
 )
 from msprobe_atb.tree.manifest import COLUMN_NAMES, ManifestWriter, record_row
-from msprobe_atb.tree.procinfo import ProcInfo, iso_time
-from msprobe_atb.tree.records import ProcKey, RoundKey, record_int
+from msprobe_atb.tree.procinfo import ProcInfo
+from msprobe_atb.tree.records import ProcKey, RoundKey, iso_time, record_int
 from msprobe_atb.tree.rounddir import MARKER, STAT, RoundDir, sync_pairs
 
 log = logging.getLogger("msprobe_atb")
@@ -225,6 +225,8 @@ class TreeBuilder:
             p.info.add_topo(rec, self._problem)
         elif kind == "overflow":
             p.info.add_overflow(rec)
+        elif kind == "overflow_output":
+            p.info.add_overflow_output(rec)
         elif kind == "attach":
             if isinstance(rec.get("output"), str) and rec["output"]:
                 p.output_root = rec["output"]

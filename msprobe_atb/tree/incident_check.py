@@ -26,6 +26,7 @@ MUST = object()  # the default of a key that must be there
 # key: (accepted types, value when missing)
 TOP: dict[str, tuple[tuple, Any]] = {
     "incident": ((int,), MUST), "trigger": ((str,), MUST), "value": (SCALAR, None),
+    "finding": (OPT_STR, None),
     "time": (OPT_STR, None), "t_ns": ((int,), 0), "round": (OPT_INT, None),
     "pid": (OPT_INT, None), "device": (OPT_INT, None), "dev_pid": (OPT_STR, None),
     "model": (OPT_STR, None),

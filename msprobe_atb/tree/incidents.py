@@ -9,7 +9,6 @@ rounds to one, so it is complete once every process has written its rounds.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import logging
 import math
@@ -22,7 +21,8 @@ from msprobe_atb.tree.csvfmt import parse_tensor_path
 from msprobe_atb.tree.incident_check import BadIncident, checked
 from msprobe_atb.tree.models import layer_of, model_of_layer, round_label, rounds_by_model
 from msprobe_atb.tree.names import text_of, texts
-from msprobe_atb.tree.records import ProcKey, hex_float
+from msprobe_atb.tree.overflow_findings import ATB, ATB_BF16_FINITE, of_report, sentence
+from msprobe_atb.tree.records import ProcKey, hex_float, iso_time
 
 log = logging.getLogger("msprobe_atb")
 
@@ -33,11 +33,6 @@ TRIGGER_NAMES = {1: "nan", 2: "inf", 4: "overflow", 8: "abs_max_over", 16: "grow
 
 def file_name(seq: int) -> str:
     return f"incident-{seq:04d}.json"
-
-
-def _iso(t_ns: int) -> str:
-    return _dt.datetime.fromtimestamp(t_ns / 1e9, _dt.timezone.utc).isoformat(
-        timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _num(v: Any) -> Any:
@@ -104,6 +99,8 @@ class Incident:
     path: str = ""
     stats: Any = None
     kernel: str | None = None  # the overflow trigger's kernel
+    finding: str | None = None  # the overflow trigger's: who found it (overflow_findings)
+    outputs: list[tuple[str, bool]] = field(default_factory=list)  # ATB's report: its kernel's
     detail: str = ""
     rounds: dict[tuple[str, str, str], dict] = field(default_factory=dict)
     dirty: bool = True
@@ -125,8 +122,9 @@ class IncidentBook:
     # ---- feeding ----
     def add_trigger(self, seq: int, trigger: str, value: Any, t_ns: int, round_: int | None,
                     path: str, pid: int | None, stats: Any = None, detail: str = "",
-                    device: int | None = None) -> None:
-        """`device` names the process's device when `path` does not (a kernel)."""
+                    device: int | None = None, finding: str | None = None) -> None:
+        """`device` names the process's device when `path` does not (a kernel);
+        `finding` is the probe's, of an overflow ATB's scan misses."""
         inc = self._get(seq)
         fresh = inc.trigger == "?" or (stats is not None and inc.stats is None)
         if not fresh:
@@ -141,13 +139,20 @@ class IncidentBook:
             inc.dev_pid = f"{device}_{inc.pid}"
         inc.stats = stats if stats is not None else inc.stats
         inc.detail = detail or inc.detail
+        if trigger == "overflow":
+            inc.finding = finding or of_report(inc.outputs)
         inc.dirty = True
 
-    def add_kernel_output(self, seq: int, path: str, stats: Any) -> None:
+    def add_kernel_output(self, seq: int, path: str, stats: Any, dtype: str) -> None:
         """An output of the kernel an overflow incident names (the shim sends
         them as they are saved, after the report): the first holding NaN or
-        Inf, else the first, becomes its offending tensor."""
+        Inf, else the first, becomes its offending tensor; all of them say
+        whether ATB's report was a finite bf16 read as an fp16 Inf."""
         inc = self._get(seq)
+        inc.outputs.append((dtype, _nonfinite(stats)))
+        if inc.finding in (ATB, ATB_BF16_FINITE):
+            inc.finding = of_report(inc.outputs)
+            inc.dirty = True
         tp = parse_tensor_path(path)
         first = _kernel_report(inc.path)
         better = bool(inc.kernel) and _nonfinite(stats) and not _nonfinite(inc.stats)
@@ -169,10 +174,12 @@ class IncidentBook:
                              int(rec.get("trigger_ns") or rec.get("t") or 0), rec.get("round"),
                              str(rec.get("path", "")), key.pid, _record_stats(rec),
                              str(rec.get("detail", "")),
-                             dev if isinstance(dev, int) and not isinstance(dev, bool) else None)
+                             dev if isinstance(dev, int) and not isinstance(dev, bool) else None,
+                             str(rec.get("finding") or "") or None)
             return
         if kind == "incident_tensor":
-            self.add_kernel_output(seq, str(rec.get("path", "")), _record_stats(rec))
+            self.add_kernel_output(seq, str(rec.get("path", "")), _record_stats(rec),
+                                   str(rec.get("dtype", "")))
             return
         inc = self._get(seq) if seq else self._get(0)
         if seq == 0 and inc.trigger == "?":
@@ -232,7 +239,8 @@ class IncidentBook:
         ft = texts(first_tensor(inc.path, inc.stats, inc.kernel))
         return {
             "incident": inc.seq, "trigger": inc.trigger, "value": inc.value,
-            "time": _iso(inc.t_ns) if inc.t_ns else None, "t_ns": inc.t_ns,
+            "finding": sentence(inc.finding) or None,
+            "time": iso_time(inc.t_ns) if inc.t_ns else None, "t_ns": inc.t_ns,
             "round": inc.round, "pid": inc.pid,
             "model": model_of(inc.dev_pid, layer_of(ft["op_id"], ft["op_name"])) if ft else None,
             "device": _dev_of(inc.dev_pid) if inc.dev_pid else None, "dev_pid": inc.dev_pid,
@@ -314,6 +322,7 @@ def format_incident(doc: dict) -> str:
     known += [f"{k} {doc[k]}" for k in ("device", "pid") if doc.get(k) is not None]
     lines = [f"incident {doc.get('incident')}: {doc.get('trigger')}{why} at {doc.get('time')}"
              + "".join(f", {k}" for k in known),
+             *([f"  {doc['finding']}"] if doc.get("finding") else []),
              f"  first offending tensor: {where}"]
     stats = ft.get("stats") if ft else None
     if isinstance(stats, dict):

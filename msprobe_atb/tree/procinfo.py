@@ -6,13 +6,11 @@ just the pid; files written under the pid move once the device is known."""
 
 from __future__ import annotations
 
-import datetime as _dt
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from msprobe_atb.tree import fsio
-from msprobe_atb.tree.csvfmt import csv_line
 from msprobe_atb.tree.info import (
     GraphError,
     InfoBudget,
@@ -21,16 +19,10 @@ from msprobe_atb.tree.info import (
     model_json,
     parse_json_object,
 )
+from msprobe_atb.tree.overflow_csv import OverflowLog
 from msprobe_atb.tree.records import record_int
 
 log = logging.getLogger("msprobe_atb")
-
-OVERFLOW_HEADER = "Sequence,Time,Device and PID,Op Id,Kernel Name,Report"
-# The overflow events a process's info/overflow CSV lists (the file is rewritten
-# whole and its rows are held in memory): with overflow_nums -1 a long service
-# reports without end. Later ones are counted (the control block's
-# overflow_events, in `status`) and the cut is logged.
-OVERFLOW_ROWS = 10_000
 
 Problem = Callable[[str, str], None]  # (kind, message): logged a few times per kind
 
@@ -56,11 +48,6 @@ def _memo(key: tuple, text: str, build: Callable[[], tuple]) -> tuple:
     return got
 
 
-def iso_time(t_ns: int) -> str:
-    return _dt.datetime.fromtimestamp(t_ns / 1e9, _dt.timezone.utc).isoformat(
-        timespec="milliseconds").replace("+00:00", "Z")
-
-
 
 @dataclass
 class ProcInfo:
@@ -70,8 +57,7 @@ class ProcInfo:
     layers: dict[str, tuple[int, bytes]] = field(default_factory=dict)  # name -> (dev, json)
     models: dict[str, tuple[int, bytes]] = field(default_factory=dict)
     model_counter: int = 0
-    overflow: list[tuple[int, list[str]]] = field(default_factory=list)  # (dev, cells)
-    overflow_cut: bool = False  # more than OVERFLOW_ROWS came
+    overflow: OverflowLog | None = None  # its events, once one came
     dirty: bool = True
     written: dict[tuple[str, ...], bytes] = field(default_factory=dict)  # files on disk
     budget: InfoBudget = field(default_factory=InfoBudget)
@@ -141,20 +127,14 @@ class ProcInfo:
             self.model_counter = after
 
     def add_overflow(self, rec: dict) -> None:
-        if len(self.overflow) >= OVERFLOW_ROWS:
-            if not self.overflow_cut:
-                self.overflow_cut = True
-                log.warning("process %s: more than %d overflow events; its info/overflow CSV "
-                            "lists the first %d, `status` counts them all (overflow_events)",
-                            self.pid, OVERFLOW_ROWS, OVERFLOW_ROWS)
-            return
-        kernel = str(rec.get("kernel", ""))
-        op_id, sep, name = kernel.partition(":")
-        t = record_int(rec.get("t"), 0)
-        self.overflow.append((record_int(rec.get("dev")), [
-            str(record_int(rec.get("seq"), 0)), iso_time(t) if t else "", op_id if sep else "",
-            name if sep else kernel, kernel]))
-        self.dirty = True
+        if self.overflow is None:
+            self.overflow = OverflowLog(self.pid)
+        if self.overflow.add_event(rec):
+            self.dirty = True
+
+    def add_overflow_output(self, rec: dict) -> None:
+        if self.overflow is not None and self.overflow.add_output(rec):
+            self.dirty = True
 
     def _dir(self, dev: int) -> str:
         if dev < 0:
@@ -167,11 +147,8 @@ class ProcInfo:
         for kind, docs in (("layer", self.layers), ("model", self.models)):
             for name, (dev, data) in docs.items():
                 files[("info", kind, self._dir(dev), f"{name}.json")] = data
-        if self.overflow:
+        if self.overflow is not None and self.overflow.events:
             # The overflow file is per process; its device is the first known one.
-            dev = next((d for d, _ in self.overflow if d >= 0), -1)
-            sub = self._dir(dev)
-            body = "".join(csv_line(cells[:2] + [sub] + cells[2:]) for _, cells in self.overflow)
-            files[("info", "overflow", f"{sub}.csv")] = (OVERFLOW_HEADER + "\n" + body).encode(
-                "utf-8", "surrogateescape")
+            sub = self._dir(self.overflow.first_device())
+            files[("info", "overflow", f"{sub}.csv")] = self.overflow.text(sub)
         return files

@@ -6,6 +6,7 @@ record still being written (or cut by a crash) and is read again later.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
 import re
@@ -16,6 +17,12 @@ LOG_NAME = re.compile(r"^([0-9]+)-([0-9]+)\.jsonl$")
 CHUNK = 1 << 20  # a read's records are parsed at once: they set the daemon's peak memory
 MAX_LINE = 1 << 30
 RECORD_START = b'{"k":'
+
+
+def iso_time(t_ns: int) -> str:
+    """A record's time (ns since the epoch) as ISO 8601 UTC, to the millisecond."""
+    return _dt.datetime.fromtimestamp(t_ns / 1e9, _dt.timezone.utc).isoformat(
+        timespec="milliseconds").replace("+00:00", "Z")
 
 
 def hex_float(text: str) -> float | None:

@@ -17,9 +17,11 @@
 #include "binfile.h"
 #include "dedup.h"
 #include "dirmemo.h"
+#include "dtype.h"
 #include "filter.h"
 #include "fsutil.h"
 #include "jsonw.h"
+#include "overflow_finding.h"
 #include "pending.h"
 #include "rounds.h"
 #include "queue.h"
@@ -168,6 +170,53 @@ static void test_filters(void)
     for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
         CHECK(msp_kernel_output_matches(k, strlen(k), outs[i].path, strlen(outs[i].path)) ==
               outs[i].want);
+}
+
+/* What ATB's overflow scan misses, in a buffer of 5 elements with one planted
+ * at each position (the word loop and its tail). */
+static void test_overflow_finding(void)
+{
+    static const struct {
+        int dtype;
+        uint16_t bits;
+        int nonfinite;
+        enum msp_ovf_finding want;
+    } half[] = {
+        {MSP_DT_FLOAT16, 0x7C00, 1, MSP_OVF_NONE},      /* fp16 +Inf: ATB reports it */
+        {MSP_DT_FLOAT16, 0xFC00, 1, MSP_OVF_NONE},
+        {MSP_DT_FLOAT16, 0x7E00, 1, MSP_OVF_NAN},       /* NaN: never reported */
+        {MSP_DT_FLOAT16, 0x7BFF, 0, MSP_OVF_NONE},      /* 65504 */
+        {MSP_DT_BF16, 0x7F80, 1, MSP_OVF_BF16_PINF},    /* an fp16 NaN to ATB */
+        {MSP_DT_BF16, 0xFF80, 1, MSP_OVF_BF16_NINF},
+        {MSP_DT_BF16, 0x7FC0, 1, MSP_OVF_NAN},
+        {MSP_DT_BF16, 0x7C00, 0, MSP_OVF_NONE},         /* finite 2^121, an fp16 Inf to ATB */
+    };
+    for (size_t i = 0; i < sizeof half / sizeof half[0]; i++)
+        for (int at = 0; at < 5; at++) {
+            uint16_t buf[5] = {0x3C00, 0x3C00, 0x3C00, 0x3C00, 0x3C00};
+            buf[at] = half[i].bits;
+            CHECK(msp_ovf_nonfinite(half[i].dtype, buf, sizeof buf) == half[i].nonfinite);
+            CHECK(msp_ovf_classify(half[i].dtype, buf, sizeof buf) == half[i].want);
+        }
+    /* a bf16 Inf beside a 0x7C00: ATB reports the tensor */
+    uint16_t both[2] = {0x7F80, 0x7C00};
+    CHECK(msp_ovf_classify(MSP_DT_BF16, both, sizeof both) == MSP_OVF_NONE);
+    float f[3] = {1.0f, NAN, 2.0f};
+    CHECK(msp_ovf_nonfinite(MSP_DT_FLOAT, f, sizeof f));
+    CHECK(msp_ovf_classify(MSP_DT_FLOAT, f, sizeof f) == MSP_OVF_NAN);
+    f[2] = -INFINITY;
+    CHECK(msp_ovf_classify(MSP_DT_FLOAT, f, sizeof f) == MSP_OVF_NONE);
+    double d[2] = {1.0, INFINITY};
+    CHECK(msp_ovf_classify(MSP_DT_DOUBLE, d, sizeof d) == MSP_OVF_UNSCANNED_INF);
+    int32_t ints[2] = {-1, 0x7F800000};
+    CHECK(!msp_ovf_nonfinite(MSP_DT_INT32, ints, sizeof ints));
+    CHECK(!strcmp(msp_ovf_finding_name(MSP_OVF_BF16_PINF), "bf16_pinf"));
+
+    const char *kd = "0_1/0/5_Layer/3_LinearOperation/0_MatMulKernel";
+    CHECK(msp_kernel_dir(kd, strlen(kd)) && !msp_kernel_dir(kd, strlen(kd) - 16));
+    const char *out = "0_1/0/5_Layer/3_LinearOperation/after/outtensor0.bin";
+    CHECK(msp_after_output_dir(out, strlen(out)) == strlen("0_1/0/5_Layer/3_LinearOperation"));
+    CHECK(msp_after_output_dir(out, strlen(out) - 16) == 0);
 }
 
 static void test_paths(void)
@@ -1837,6 +1886,7 @@ static void test_dirmemo(void)
 int main(void)
 {
     test_filters();
+    test_overflow_finding();
     test_selcache();
     test_dirmemo();
     test_paths();

@@ -198,7 +198,7 @@ def first_difference(clean, poisoned) -> str:
 @pytest.mark.parametrize("spec,kernel_path,overflow", [
     ("nan:layer=1,op=SwiGLU,stage=decode,round=1",
      "1/6_Decoder_layer/11_ActivationOperation/0_SwiGluKernel/after/outtensor0.bin",
-     "ActivationOperation_6_11:SwiGluKernel"),
+     None),  # NaN is never an overflow to ATB's scan
     ("inf:layer=0,op=QKV,round=0",
      "0/1_Prefill_layer/1_LinearOperation/0_MatMulKernel/after/outtensor0.bin",
      "LinearOperation_1_1:MatMulKernel"),
@@ -214,14 +214,32 @@ def test_injection_lands_exactly_where_asked(abi, atbsim_paths, run_host, spec, 
     # Every tensor saved before the poisoned kernel's output is bit-identical.
     assert first_difference(clean, poisoned) == kernel_path
     # The op-level output named in the message differs too, and the runtime's
-    # overflow check names the same kernel first.
+    # overflow check names the same kernel first (an Inf).
     printed = INJECTED.findall(poisoned.stderr)
     assert len(printed) == 1
     before = {rel(t["path"]): t["fnv1a64"] for t in clean.trace}
     after = {rel(t["path"]): t["fnv1a64"] for t in poisoned.trace}
     assert before[rel(printed[0])] != after[rel(printed[0])]
-    assert poisoned.of("ReportOverflowKernel")[0]["args"]["kernel"] == overflow
+    reported = [c["args"]["kernel"] for c in poisoned.of("ReportOverflowKernel")]
+    assert reported[:1] == ([overflow] if overflow else [])
     assert not clean.of("ReportOverflowKernel")
+
+
+@pytest.mark.parametrize("dtype,kind,reported", [
+    ("fp16", "inf", True),  # an fp16 Inf: reported
+    ("fp16", "nan", False),  # NaN is never an overflow to ATB
+    ("fp32", "-inf", True),  # fp32: std::isinf
+    ("fp32", "nan", False),
+    ("bf16", "inf", False),  # bf16 +Inf (0x7F80) reads as an fp16 NaN: missed
+    ("bf16", "value=-0x1p121", True),  # finite bf16 0xFC00 reads as an fp16 -Inf: reported
+])
+def test_overflow_scan_reads_outputs_as_real_atb(atbsim_paths, run_host, dtype, kind, reported):
+    """ATB's overflow scan (docs/atbsim_model.md): fp16 and bf16 read as fp16, Inf only."""
+    res = run_model(run_host, atbsim_paths, 1, "--layers", "2", "--hidden", "32", "--vocab",
+                    "64", "--decode-steps", "0", "--dtype", dtype, "--inject",
+                    f"{kind}:layer=1,op=SwiGLU", answers="defaults,IsOverflowCheck=1")
+    kernels = [c["args"]["kernel"] for c in res.of("ReportOverflowKernel")]
+    assert kernels[:1] == (["ActivationOperation_2_11:SwiGluKernel"] if reported else [])
 
 
 def test_kv_cache_is_written_in_place(atbsim_paths, run_host):
@@ -247,7 +265,7 @@ def test_injection_nan_reaches_the_logits(atbsim_paths, run_host, tmp_path):
 
 
 def test_injection_stop_on_overflow_fails_the_request(atbsim_paths, run_host):
-    res = run_host([atbsim(atbsim_paths, 0), "run", "--inject", "nan:layer=0,op=Down"],
+    res = run_host([atbsim(atbsim_paths, 0), "run", "--inject", "inf:layer=0,op=Down"],
                    preload=atbsim_paths.recording_probe(0), answers="all-true")
     assert res.returncode == 1
     assert "DecoderModel_Prefill execute failed" in res.stderr

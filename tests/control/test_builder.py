@@ -274,10 +274,10 @@ def test_a_failed_write_replaces_neither_file_of_a_pair(tmp_path):
 def test_overflow_rows_are_bounded(out_dir, shims, monkeypatch, caplog):
     """overflow_nums -1 lets a long service report overflows without end: the
     builder held every row and rewrote the whole CSV at each flush. Past
-    OVERFLOW_ROWS it lists no more, and says so once."""
-    from msprobe_atb.tree import procinfo
+    MAX_ROWS it lists no more, and says so once."""
+    from msprobe_atb.tree import overflow_csv
 
-    monkeypatch.setattr(procinfo, "OVERFLOW_ROWS", 3)
+    monkeypatch.setattr(overflow_csv, "MAX_ROWS", 3)
     a = shims(out_dir, dev=0)
     for seq in range(7):
         a.record({"k": "overflow", "seq": seq, "kernel": f"2_{seq}:MatMulKernel", "dev": 0})
@@ -288,7 +288,7 @@ def test_overflow_rows_are_bounded(out_dir, shims, monkeypatch, caplog):
     live.flush()
     rows = list(csv.reader(open(dump_root / "info" / "overflow" / f"0_{a.pid}.csv")))
     assert [r[0] for r in rows[1:]] == ["0", "1", "2"]
-    assert len(live.procs[next(iter(live.procs))].info.overflow) == 3
+    assert len(live.procs[next(iter(live.procs))].info.overflow.events) == 3
     said = [r.message for r in caplog.records if "overflow events" in r.message]
     assert len(said) == 1 and "lists the first 3" in said[0]
 

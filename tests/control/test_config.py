@@ -56,6 +56,7 @@ def test_defaults_match_msprobe():
     ({"task": "overflow_check", "overflow_check": {"overflow_nums": 0}},
      ["overflow_nums", "-1 (no limit)"]),
     ({"overflow_check": {"check_mode": "aicore"}}, ['"check_mode": "aicore"', '"inf"']),
+    ({"overflow_check": {"probe_scan": "yes"}}, ["overflow_check.probe_scan", "true or false"]),
     ({"overflow_check": {"overflow_num": 2}}, ['unknown key "overflow_num"',
                                                 'did you mean "overflow_nums"']),
 ])
@@ -113,6 +114,10 @@ def test_compile_mapping():
     o = compile_config(validate({"task": "overflow_check", "dump_enable": True,
                                  "overflow_check": {"overflow_nums": -1, "check_mode": "nan"}}))
     assert (o.task, o.overflow_nums, o.overflow_mode) == (4, -1, 2)
+    assert o.overflow_scan == 0  # off by default: ATB would copy every kernel (README)
+    scan = compile_config(validate({"task": "overflow_check", "dump_enable": True,
+                                    "overflow_check": {"probe_scan": True}}))
+    assert scan.overflow_scan == 1
     assert compile_config(validate({"task": "statistics"})).task == 2
     assert compile_config(validate({"task": "tensor"})).task == 1
 

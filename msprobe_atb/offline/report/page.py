@@ -143,7 +143,8 @@ def _incidents(page: Page, s: dict) -> None:
         ft = d.get("first_tensor") or {}
         dirs = [Link(f"{f['dev_pid']}/{f['round']}", Path(os_path(f["dir"])).as_uri())
                 for f in d.get("flushed") or [] if f.get("dir")]
-        rows.append([d.get("incident"), d.get("trigger"), d.get("value"), d.get("time"),
+        rows.append([d.get("incident"), d.get("trigger"), d.get("value"),
+                     d.get("finding") or "-", d.get("time"),
                      d.get("round_label", d.get("round")), d.get("device"), d.get("pid"),
                      " ".join(str(ft.get(k)) for k in ("op_id", "op_name", "io", "index")
                               if ft.get(k) is not None) or "-",
@@ -151,7 +152,7 @@ def _incidents(page: Page, s: dict) -> None:
                          [r for r in d.get("flushed_rounds") or [] if isinstance(r, int)])
                      or "none yet",
                      *(dirs[:1] or ["-"])])
-    body = _table(["#", "trigger", "value", "time", "round", "device", "pid",
+    body = _table(["#", "trigger", "value", "found by", "time", "round", "device", "pid",
                    "first offending tensor", "rounds written", "first round dir"], rows)
     if refused:
         body += "<p class='bad'>Not read:</p><ul>" + "".join(

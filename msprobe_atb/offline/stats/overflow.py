@@ -2,7 +2,8 @@
 tensors of the op that overflowed.
 
 Sources: `info/overflow/{dev}_{pid}.csv` written by the control plane from the
-probe's `overflow` records (kernel `Op_ids:KernelName`), or, when there is none,
+probe's `overflow` records (kernel `Op_ids:KernelName`, and who found it: ATB's
+report or the probe's own scan), or, when there is none,
 events derived from the statistics: an op whose outputs hold NaN/Inf while its
 inputs do not (the origin of the values; ops that only pass them on are counted
 but not listed unless `all_ops`)."""
@@ -18,7 +19,7 @@ from msprobe_atb.tree.names import text_of_bytes
 from ..read.datafile import open_data
 from ..read.read_errors import read_errors
 from ..read.table import Dump, op_path
-from .summary import tensor_ref
+from .tensor_ref import tensor_ref
 
 _IDS = re.compile(r"_(\d+(?:_\d+)*)$")
 
@@ -68,10 +69,13 @@ def _from_logs(dump: Dump) -> list[dict] | None:
             continue
         cols = {c.lower(): c for c in ev.columns}
         # ATB's report is `<OpName>_<ids>:<KernelName>`; the control plane also
-        # splits it into "Op Id" and "Kernel Name" columns.
-        rcol = cols.get("report") or cols.get("kernel")
+        # splits it into "Op Id" and "Kernel Name" columns, which name the
+        # kernel of the probe's own finds too (no report of ATB's).
+        split = "op id" in cols and "kernel name" in cols
+        rcol = None if split else cols.get("report") or cols.get("kernel")
         scol = cols.get("sequence") or cols.get("seq")
-        if rcol is None and not ("op id" in cols and "kernel name" in cols):
+        fcol = cols.get("finding")
+        if rcol is None and not split:
             dump.problems.append(f"{f}: no Report or Op Id/Kernel Name columns in {ev.columns}")
             continue
         for i, r in enumerate(ev.iter_rows(named=True)):
@@ -84,7 +88,7 @@ def _from_logs(dump: Dump) -> list[dict] | None:
             tensors = _op_tensors(df, proc, op_id, kname, seq) if proc in scope else []
             events.append({"source": "overflow log", "dev_pid": proc, "order": i,
                            "seq": seq, "kernel": kernel, "kernel_name": kname,
-                           "op_id": op_id,
+                           "op_id": op_id, "finding": (r[fcol] or None) if fcol else None,
                            "op": tensors[0]["op"] if tensors else opname,
                            "round": tensors[0]["round"] if tensors else None,
                            "tensors": tensors})
@@ -117,6 +121,21 @@ def _from_stats(dump: Dump, all_ops: bool) -> list[dict]:
     return events
 
 
+def logged_events(dump: Dump) -> list[dict]:
+    """The events of the dump's overflow logs (none: an empty list)."""
+    return _from_logs(dump) or []
+
+
+def event_line(e: dict) -> str:
+    """One line of an event: where, the kernel, who found it."""
+    label = e["tensors"][0].get("round_label") if e["tensors"] else None
+    where = (f"{label} " if label else f"round {e['round']} " if e.get("round") is not None
+             else "")
+    kern = f" kernel {e['kernel']}" if e.get("kernel") else ""
+    found = f": {e['finding']}" if e.get("finding") else ""
+    return f"#{e['order'] + 1} {e['dev_pid']} {where}{e['op']}{kern}{found}"
+
+
 def overflow_events(dump: Dump, all_ops: bool = False) -> list[dict]:
     events = _from_logs(dump)
     return events if events is not None else _from_stats(dump, all_ops)
@@ -128,11 +147,7 @@ def format_events(events: list[dict], limit: int = 50) -> str:
     src = events[0]["source"]
     lines = [f"{len(events)} overflow event(s), from the {src}, in execution order:"]
     for e in events[:limit]:
-        label = e["tensors"][0].get("round_label") if e["tensors"] else None
-        where = (f"{label} " if label else f"round {e['round']} " if e.get("round") is not None
-                 else "")
-        kern = f" kernel {e['kernel']}" if e.get("kernel") else ""
-        lines.append(f"#{e['order'] + 1} {e['dev_pid']} {where}{e['op']}{kern}")
+        lines.append(event_line(e))
         if not e["tensors"]:
             lines.append(f"    (no tensors of this op in the dump: dump op id {e['op_id']} with "
                          "save_child true, e.g. configs/one_layer_with_children.yaml)")

@@ -8,13 +8,15 @@ import math
 import polars as pl
 
 from msprobe_atb.tree.incidents import format_incident, read_incidents
-from msprobe_atb.tree.models import model_kind, round_label, rounds_label
+from msprobe_atb.tree.models import model_kind, rounds_label
 
 from ..read.dtypes import TOLERANCES
 from ..read.graph import feeder_kinds, load_layer_graphs, load_model_graphs, upstream
 from ..read.losses import format_losses, losses_summary
 from ..read.table import Dump, op_path
 from ..replay.text import brief_line, replay_brief
+from .overflow import event_line, logged_events
+from .tensor_ref import tensor_ref
 
 
 def _num(v):
@@ -30,20 +32,6 @@ def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:.6g}"
     return str(v)
-
-
-def tensor_ref(row: dict) -> dict:
-    """The user-facing description of one tensor row."""
-    return {
-        "dev_pid": row["dev_pid"], "round": row["round"], "model": row.get("model"),
-        "round_label": round_label(row["round"], row.get("model")), "seq": row["seq"],
-        "op": op_path(row["op_id"], row["op_name"]), "op_id": row["op_id"],
-        "stage": row["stage"], "io": row["io"], "index": row["index"], "dtype": row["dtype"],
-        "shape": row["shape"],
-        "nan": row["nan"], "pinf": row["pinf"], "ninf": row["ninf"], "zero": row["zero"],
-        "max": _num(row["max"]), "min": _num(row["min"]), "norm": _num(row["norm"]),
-        "path": row["path"], "status": row["status"],
-    }
 
 
 def first_nonfinite(df: pl.DataFrame) -> list[dict]:
@@ -165,6 +153,8 @@ def summarize(dump: Dump, df: pl.DataFrame | None = None, *, top: int = 10) -> d
         "stats_from_files": {"tensors": dump.stats_from_files, "bytes": dump.bytes_read},
         # the flight recorder's reports: what fired, where, which rounds were written
         "incidents": read_incidents(root) if root is not None else [],
+        # the overflow task's events (info/overflow), each with who found it
+        "overflow_events": logged_events(dump),
         # Tensors at the other two stages (before/outtensor, after/intensor), saved
         # only with save_all_stages; the findings use inputs before, outputs after.
         "other_stage_tensors": other,
@@ -237,6 +227,11 @@ def format_text(s: dict) -> str:
         lines.append(f"FLIGHT RECORDER: {len(s['incidents'])} incident(s) "
                      "(msprobe-atb incidents DIR for the reports)")
         lines += ["  " + line for d in s["incidents"] for line in format_incident(d).split("\n")]
+        lines.append("")
+    if s["overflow_events"]:
+        lines.append(f"OVERFLOW EVENTS: {len(s['overflow_events'])} (info/overflow; "
+                     "msprobe-atb overflow DIR for their tensors)")
+        lines += ["  " + event_line(e) for e in s["overflow_events"][:10]]
         lines.append("")
     if not s["first_nonfinite"]:
         lines.append(no_nonfinite_text(s))

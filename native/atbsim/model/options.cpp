@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cfloat>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -88,8 +89,17 @@ bool parse_inject(const std::string &spec, Inject *out, std::string *err) {
             *err = "--inject '" + spec + "': scale=K needs a finite, non-zero number K";
             return false;
         }
+    } else if (kind.rfind("value=", 0) == 0) {
+        char *end = nullptr;
+        std::string x = kind.substr(6);
+        double v = std::strtod(x.c_str(), &end);
+        if (x.empty() || *end || !std::isfinite(v) || std::fabs(v) > FLT_MAX) {
+            *err = "--inject '" + spec + "': value=X needs a finite number X within float's range";
+            return false;
+        }
+        inj.value = static_cast<float>(v);
     } else {
-        *err = "--inject '" + spec + "': kind must be nan, inf, -inf or scale=K before the ':'";
+        *err = "--inject '" + spec + "': kind must be nan, inf, -inf, value=X or scale=K before the ':'";
         return false;
     }
     inj.kind = kind;
@@ -321,7 +331,9 @@ const char *model_options_help() {
            "  --inject SPEC      put NaN/Inf into one op's output, or scale it; repeatable. SPEC is\n"
            "                     KIND:op=NAME[,layer=N][,stage=prefill|decode][,round=N][,elem=N][,out=N]\n"
            "                       [,device=N]\n"
-           "                     KIND: nan | inf | -inf (into one element), or scale=K (multiply\n"
+           "                     KIND: nan | inf | -inf | value=X (into one element: X finite, as the\n"
+           "                       output's dtype rounds it; value=0x1p121 is bf16 bits 0x7C00, which\n"
+           "                       ATB's overflow scan reads as an fp16 Inf), or scale=K (multiply\n"
            "                       the whole output by a finite K, so an overflow happens downstream)\n"
            "                     NAME in a layer (needs layer=N, from 0): InputNorm QKV SplitQKV Rope\n"
            "                       ReshapeAndCache Attention OProj AttnAdd Event PostNorm GateUp SwiGLU\n"

@@ -17,7 +17,7 @@ enum class Stage { Prefill, Decode };
 // is the `{exec}` directory of the dump (prefill: one per request; decode: one
 // per decode step, counted across requests).
 struct Inject {
-    float value = 0.0f;           // NaN, +inf or -inf
+    float value = 0.0f;           // NaN, +inf, -inf or value=X
     double scale = 0.0;           // scale=K: multiply the whole output by K instead (0: poke `value`)
     std::string kind;             // "nan" | "inf" | "-inf" | "scale=K", as written
     Stage stage = Stage::Prefill;

@@ -16,6 +16,7 @@
 #include "filter.h"
 #include "fsutil.h"
 #include "models.h"
+#include "overflow_finding.h"
 #include "pending.h"
 #include "record.h"
 #include "recorder.h"
@@ -49,10 +50,39 @@ static inline int overflow_task(const struct msp_snap *s)
     return (s->cfg.task & MSP_TASK_OVERFLOW) != 0;
 }
 
-/* Overflow task: the kernel that overflowed on this thread and is waiting
- * for its `after` save. */
+/* Overflow task: the kernel ATB reported on this thread, waiting for its
+ * `after` save, and its event's seq. */
 static __thread char t_pending[512];
 static __thread size_t t_pending_n;
+static __thread uint64_t t_pending_seq;
+/* The kernel dir whose `after` outputs belong to event t_event_seq: the one
+ * ATB reported, once ATB asked for its dir, or the one the probe found. */
+static __thread char t_event_dir[512];
+static __thread size_t t_event_dirn;
+static __thread uint64_t t_event_seq;
+
+/* Fewer than overflow_nums events so far. */
+static int events_left(const struct msp_snap *s)
+{
+    int64_t limit = s->cfg.overflow_nums;
+    return limit < 0 || __atomic_load_n(&g_msp.overflow_events, __ATOMIC_RELAXED) < (uint64_t)limit;
+}
+
+/* The probe scans every kernel's outputs (overflow_check.probe_scan). */
+static int probe_scans(const struct msp_snap *s)
+{
+    return s->cfg.overflow_scan && events_left(s);
+}
+
+static void event_dir(const char *dir, size_t n, uint64_t seq)
+{
+    t_event_dirn = 0;
+    if (n < sizeof t_event_dir) {
+        memcpy(t_event_dir, dir, n);
+        t_event_dirn = n;
+        t_event_seq = seq;
+    }
+}
 
 /* The answerers whose answer depends on the call (hot.h). */
 
@@ -72,11 +102,12 @@ static msp_bool count_in_range(uint64_t count)
     return count < MSP_HOT_LOAD(msp_hot.count_end) && count_selected(count);
 }
 
-/* The overflow task: after saves only for the kernel that just overflowed. */
+/* The overflow task: after saves for the kernel ATB just reported, and for
+ * every kernel while the probe scans. */
 static msp_bool save_after(void)
 {
     const struct msp_snap *s = awake_snapshot();
-    return s && (!overflow_task(s) || t_pending_n > 0);
+    return s && (!overflow_task(s) || t_pending_n > 0 || probe_scans(s));
 }
 
 static msp_bool overflow_check(void)
@@ -86,8 +117,7 @@ static msp_bool overflow_check(void)
         return 0;
     if (!overflow_task(s))
         return msp_rec_overflow_wanted(&s->cfg);
-    int64_t limit = s->cfg.overflow_nums;
-    return limit < 0 || __atomic_load_n(&g_msp.overflow_events, __ATOMIC_RELAXED) < (uint64_t)limit;
+    return events_left(s);
 }
 
 /* Before the process attached, whichever predicate comes first (ATB's
@@ -129,7 +159,8 @@ __attribute__((constructor)) static void register_answerers(void)
 }
 
 /* The device filter and exec_range "next" (a model's own rounds) on dir;
- * the overflow task: the kernel that just overflowed. */
+ * the overflow task: the kernel ATB just reported, and every kernel while
+ * the probe scans. */
 static __attribute__((noinline)) int in_dir_checked(const struct msp_snap *s, msp_sv dir)
 {
     if (!msp_device_selected(&s->cfg, dir.p, dir.n))
@@ -148,9 +179,10 @@ static __attribute__((noinline)) int in_dir_checked(const struct msp_snap *s, ms
         return msp_selcache_op_selected(s->sel, s->sel_epoch, &s->cfg, dir.p, dir.n);
     if (t_pending_n && msp_kernel_dir_matches(t_pending, t_pending_n, dir.p, dir.n)) {
         t_pending_n = 0; /* this kernel's after save is now allowed, once */
+        event_dir(dir.p, dir.n, t_pending_seq);
         return 1;
     }
-    return 0;
+    return probe_scans(s) && msp_kernel_dir(dir.p, dir.n);
 }
 
 /* Not in this thread's memo: the cache's verdict, kept in the memo. */
@@ -174,6 +206,30 @@ msp_bool msp_hook_in_dir_awake(msp_sv dir)
     return verdict >= 0 ? verdict : in_dir_decided(s, dir);
 }
 
+/* The overflow task: an `overflow` record, ATB's report of `kernel` or the
+ * probe's `finding` in the output `path`, if it is within overflow_nums
+ * (then 1, and its seq in *seq). */
+static int overflow_event(const struct msp_snap *s, msp_sv kernel, msp_sv path,
+                          enum msp_ovf_finding finding, uint64_t *seq)
+{
+    uint64_t n = __atomic_fetch_add(&g_msp.overflow_events, 1, __ATOMIC_RELAXED);
+    if (s->cfg.overflow_nums >= 0 && n >= (uint64_t)s->cfg.overflow_nums)
+        return 0;
+    MSP_COUNT(overflow_events, 1);
+    *seq = msp_seq_take();
+    struct jbuf b;
+    msp_rec_begin(&b, "overflow");
+    jb_ku64(&b, "seq", *seq);
+    jb_kstr(&b, "kernel", kernel.p, kernel.n);
+    jb_ki64(&b, "dev", msp_acl_device());
+    if (finding != MSP_OVF_NONE) {
+        jb_kcstr(&b, "finding", msp_ovf_finding_name(finding));
+        jb_kstr(&b, "path", path.p, path.n);
+    }
+    msp_rec_commit(&b);
+    return 1;
+}
+
 void msp_hook_report_overflow_kernel(msp_sv kernel)
 {
     const struct msp_snap *s = awake_snapshot();
@@ -181,19 +237,12 @@ void msp_hook_report_overflow_kernel(msp_sv kernel)
         msp_rec_overflow(&s->cfg, kernel.p, kernel.n);
     if (!s || !overflow_task(s))
         return;
-    uint64_t n = __atomic_fetch_add(&g_msp.overflow_events, 1, __ATOMIC_RELAXED);
-    if (s->cfg.overflow_nums >= 0 && n >= (uint64_t)s->cfg.overflow_nums)
-        return;
-    MSP_COUNT(overflow_events, 1);
-    struct jbuf b;
-    msp_rec_begin(&b, "overflow");
-    jb_ku64(&b, "seq", msp_seq_take());
-    jb_kstr(&b, "kernel", kernel.p, kernel.n);
-    jb_ki64(&b, "dev", msp_acl_device());
-    msp_rec_commit(&b);
-    if (kernel.n < sizeof t_pending) {
+    uint64_t seq;
+    if (overflow_event(s, kernel, (msp_sv){"", 0}, MSP_OVF_NONE, &seq) &&
+        kernel.n < sizeof t_pending) {
         memcpy(t_pending, kernel.p, kernel.n);
         t_pending_n = kernel.n;
+        t_pending_seq = seq;
     }
 }
 
@@ -476,6 +525,42 @@ static void save_selected(struct msp_snap *s, msp_sv format, msp_sv dtype, msp_s
     enqueue(s, route, MSP_ITEM_TENSOR, seq, format, dtype, dims, host, size, 0, path, &d, stats);
 }
 
+/* The overflow task, on a tensor ATB saves: the tensors of an event's kernel
+ * are saved, and each output of ATB's report says what it holds in its real
+ * dtype (an `overflow_output` record: a bf16 output ATB read as an fp16 Inf
+ * may be finite). While the probe scans, ATB saves every kernel: any other
+ * output is read, and one holding NaN/Inf that ATB's scan misses is the
+ * probe's event; otherwise ATB saves only what the predicates selected. */
+static void overflow_save(struct msp_snap *s, msp_sv format, msp_sv dtype, msp_sv dims,
+                          const void *host, uint64_t size, msp_sv path)
+{
+    size_t dirn = msp_after_output_dir(path.p, path.n);
+    int code = -1;
+    msp_enum_value(dtype.p, dtype.n, &code);
+    int ours = t_event_dirn && path.n > t_event_dirn && path.p[t_event_dirn] == '/' &&
+               memcmp(path.p, t_event_dir, t_event_dirn) == 0;
+    if (!ours && s->cfg.overflow_scan) {
+        if (!dirn || !msp_ovf_nonfinite(code, host, size))
+            return;
+        enum msp_ovf_finding f = msp_ovf_classify(code, host, size);
+        uint64_t seq;
+        if (f == MSP_OVF_NONE || !overflow_event(s, (msp_sv){"", 0}, path, f, &seq))
+            return; /* ATB's scan reports it, or past overflow_nums */
+        event_dir(path.p, dirn, seq);
+    } else if (ours && dirn) {
+        struct jbuf b;
+        msp_rec_begin(&b, "overflow_output");
+        jb_ku64(&b, "event", t_event_seq);
+        jb_kstr(&b, "path", path.p, path.n);
+        const char *name = msp_dtype_name(code);
+        jb_kcstr(&b, "dtype", name ? name : "");
+        jb_key(&b, "nonfinite");
+        jb_bool(&b, msp_ovf_nonfinite(code, host, size));
+        msp_rec_commit(&b);
+    }
+    save_selected(s, format, dtype, dims, host, size, path);
+}
+
 void msp_hook_save_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const void *host,
                           uint64_t size, msp_sv path)
 {
@@ -485,7 +570,10 @@ void msp_hook_save_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const void *
     if (!s || (!s->cfg.save_all_stages && !msp_default_stage(path.p, path.n)))
         return;
     uint64_t t0 = msp_mono_ns(); /* the host's time in our hands, for `status` and the bench */
-    save_selected(s, format, dtype, dims, host, size, path);
+    if (overflow_task(s))
+        overflow_save(s, format, dtype, dims, host, size, path);
+    else
+        save_selected(s, format, dtype, dims, host, size, path);
     MSP_COUNT(host_ns, msp_mono_ns() - t0);
 }
 

@@ -291,7 +291,16 @@ int msp_kernel_dir_matches(const char *kernel, size_t kn, const char *dir, size_
     return typen == op->namen && memcmp(kernel, op->name, typen) == 0;
 }
 
-int msp_kernel_output_matches(const char *kernel, size_t kn, const char *path, size_t n)
+int msp_kernel_dir(const char *dir, size_t n)
+{
+    const char *seg = dir + n;
+    while (seg > dir && seg[-1] != '/')
+        seg--;
+    size_t segn = (size_t)(dir + n - seg);
+    return segn >= 6 && memcmp(seg + segn - 6, "Kernel", 6) == 0;
+}
+
+size_t msp_after_output_dir(const char *path, size_t n)
 {
     static const char after[] = "/after/";
     const size_t aftern = sizeof after - 1;
@@ -302,5 +311,11 @@ int msp_kernel_output_matches(const char *kernel, size_t kn, const char *path, s
     if (dirn <= aftern || memcmp(file - aftern, after, aftern) != 0 ||
         !starts(file, n - dirn, "outtensor", 9))
         return 0;
-    return msp_kernel_dir_matches(kernel, kn, path, dirn - aftern);
+    return dirn - aftern;
+}
+
+int msp_kernel_output_matches(const char *kernel, size_t kn, const char *path, size_t n)
+{
+    size_t dirn = msp_after_output_dir(path, n);
+    return dirn && msp_kernel_dir_matches(kernel, kn, path, dirn);
 }

@@ -109,6 +109,14 @@ int msp_default_stage(const char *path, size_t n);
  * name must all match. */
 int msp_kernel_dir_matches(const char *kernel, size_t kn, const char *dir, size_t n);
 
+/* Is `dir` a kernel's directory: does its last segment's name end with
+ * "Kernel" (as msProbe documents)? */
+int msp_kernel_dir(const char *dir, size_t n);
+
+/* The length of the op directory of an output after it ran
+ * ("<dir>/after/outtensor*"), or 0 if `path` is not one. */
+size_t msp_after_output_dir(const char *path, size_t n);
+
 /* Is tensor path `path` an output, after it ran, of the kernel ATB's overflow
  * report names ("<kernel dir>/after/outtensor*")? */
 int msp_kernel_output_matches(const char *kernel, size_t kn, const char *path, size_t n);

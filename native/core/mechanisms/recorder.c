@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "acl.h"
+#include "dtype.h"
 #include "filter.h"
+#include "overflow_finding.h"
 #include "pending.h"
 #include "record.h"
 #include "recstats.h"
@@ -463,7 +465,8 @@ static uint32_t fired(const struct msp_config *c, const struct msp_stats *st, do
  * it at once (this process's rounds are flushed before the hook returns).
  * Returns its seq, 0 if none was claimed. */
 static uint64_t fire(const struct msp_config *c, uint32_t kind, double value, const char *path,
-                 size_t pathn, int64_t round, const struct msp_stats *st)
+                 size_t pathn, int64_t round, const struct msp_stats *st,
+                 enum msp_ovf_finding finding)
 {
     struct msp_incident inc;
     memset(&inc, 0, sizeof inc);
@@ -492,6 +495,8 @@ static uint64_t fire(const struct msp_config *c, uint32_t kind, double value, co
     jb_ku64(&b, "seq", seq);
     jb_kcstr(&b, "trigger", kind_name(kind));
     jb_kf64(&b, "value", value);
+    if (finding != MSP_OVF_NONE)
+        jb_kcstr(&b, "finding", msp_ovf_finding_name(finding));
     jb_ki64(&b, "round", round);
     jb_ki64(&b, "dev", inc.device);
     jb_kstr(&b, "path", path, n);
@@ -514,15 +519,35 @@ struct scan {
     struct msp_stats st;
     int have;
     uint32_t kind;
+    enum msp_ovf_finding finding; /* the overflow trigger's own find */
     double value;
     uint64_t exec;
     int64_t round;
 };
 
+/* The overflow trigger: an output holding NaN/Inf that ATB's scan misses
+ * (overflow_finding.h) fires it too, as the probe's find. */
+static void overflow_missed(const struct msp_config *c, const struct msp_item *it,
+                            struct scan *sc)
+{
+    const struct msp_stats *st = &sc->st;
+    if (!(c->rec_triggers & MSP_TRIG_OVERFLOW) || !(st->nan || st->pinf || st->ninf) ||
+        !msp_after_output_dir(it->path, strlen(it->path)))
+        return;
+    sc->finding = msp_ovf_classify(it->dtype, it->data, it->size);
+    if (sc->finding == MSP_OVF_NONE)
+        return;
+    sc->kind = MSP_TRIG_OVERFLOW;
+    sc->value = sc->finding == MSP_OVF_NAN         ? NAN
+                : sc->finding == MSP_OVF_BF16_NINF ? -INFINITY
+                                                   : INFINITY;
+}
+
 static void scan_locked(const struct msp_config *c, const struct msp_item *it, struct scan *sc)
 {
     sc->have = 0;
     sc->kind = 0;
+    sc->finding = MSP_OVF_NONE;
     if (it->kind != MSP_ITEM_TENSOR || it->stats_in_data)
         return;
     char note[128];
@@ -535,6 +560,8 @@ static void scan_locked(const struct msp_config *c, const struct msp_item *it, s
     if (c->rec_triggers & CONTROL_PLANE_TRIGGERS)
         msp_recstats_put(msp_now_ns(), sc->exec, &sc->st, it->path);
     sc->kind = fired(c, &sc->st, &sc->value);
+    if (!sc->kind)
+        overflow_missed(c, it, sc);
 }
 
 /* Under g_mu: an output of the kernel of the pending overflow incident, with
@@ -549,6 +576,8 @@ static void overflow_tensor(const struct msp_item *it, const struct scan *sc)
     msp_rec_begin(&b, "incident_tensor");
     jb_ku64(&b, "seq", g_ovf.seq);
     jb_kstr(&b, "path", it->path, n);
+    const char *dtype = msp_dtype_name(it->dtype);
+    jb_kcstr(&b, "dtype", dtype ? dtype : "");
     jb_key(&b, "stats");
     msp_stats_json(&b, &sc->st);
     msp_rec_commit(&b);
@@ -559,7 +588,8 @@ static void fire_scan(const struct msp_config *c, const struct msp_item *it, con
     if (sc->have)
         overflow_tensor(it, sc);
     if (sc->kind)
-        fire(c, sc->kind, sc->value, it->path, strlen(it->path), sc->round, &sc->st);
+        fire(c, sc->kind, sc->value, it->path, strlen(it->path), sc->round, &sc->st,
+             sc->finding);
 }
 
 void msp_rec_scan(const struct msp_config *c, const struct msp_item *it)
@@ -658,7 +688,7 @@ void msp_rec_overflow(const struct msp_config *c, const char *kernel, size_t n)
                 round = (int64_t)s->cur_exec;
         }
     }
-    uint64_t seq = fire(c, MSP_TRIG_OVERFLOW, INFINITY, kernel, n, round, NULL);
+    uint64_t seq = fire(c, MSP_TRIG_OVERFLOW, INFINITY, kernel, n, round, NULL, MSP_OVF_NONE);
     if (seq && n < sizeof g_ovf.kernel) {
         g_ovf.seq = seq;
         g_ovf.round = round;

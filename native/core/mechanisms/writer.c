@@ -17,6 +17,7 @@
 #include "binfile.h"
 #include "dedup.h"
 #include "dtype.h"
+#include "filter.h"
 #include "fsutil.h"
 #include "recbatch.h"
 #include "record.h"
@@ -340,23 +341,14 @@ static int same_bytes(const char *real, void *arg)
 }
 
 /* filter_level 2: tensors of kernels (the op segment above before/after
- * ends with "Kernel", as msProbe documents) are not saved. */
+ * names a kernel) are not saved. */
 static int is_kernel_tensor(const char *dir)
 {
+    size_t n = strlen(dir);
     const char *last = strrchr(dir, '/');
-    const char *seg = last ? last + 1 : dir;
-    size_t segn = strlen(seg);
-    if ((segn == 6 && !memcmp(seg, "before", 6)) || (segn == 5 && !memcmp(seg, "after", 5))) {
-        if (!last)
-            return 0;
-        const char *end = last;
-        const char *start = end;
-        while (start > dir && start[-1] != '/')
-            start--;
-        seg = start;
-        segn = (size_t)(end - start);
-    }
-    return segn >= 6 && memcmp(seg + segn - 6, "Kernel", 6) == 0;
+    if (last && (!strcmp(last, "/before") || !strcmp(last, "/after")))
+        n = (size_t)(last - dir);
+    return msp_kernel_dir(dir, n);
 }
 
 /* A header-only .bin naming `data`: msProbe's stub (filter_level 2 kernel

@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #define MSP_CTL_MAGIC 0x4c54434250534d31
-#define MSP_CTL_VERSION 11
+#define MSP_CTL_VERSION 12
 
 #define MSP_MAX_RANGES 32
 #define MSP_MAX_IDS 128
@@ -129,7 +129,8 @@ struct msp_config {
     uint32_t rec_triggers;      /* MSP_TRIG_* bits */
     uint32_t rec_flush_on_exit; /* 0/1 */
     uint32_t rec_arming;        /* bumped by the daemon at each new arming: the shims drop their rings */
-    uint32_t rec_reserved;      /* keeps the 64-bit fields below aligned */
+    uint32_t overflow_scan;     /* with MSP_TASK_OVERFLOW, 1: the probe also scans every kernel's
+                                   outputs for what ATB's scan misses (layout version 12) */
     uint64_t rec_budget_bytes;  /* memory of the ring, per process */
     double rec_abs_max;         /* abs_max_over bound (MSP_TRIG_ABS_MAX) */
     uint64_t rec_incident_base; /* rec_claimed when this arming began: max_incidents counts from it */
