@@ -116,7 +116,7 @@ static msp_bool overflow_check(void)
     if (!s)
         return 0;
     if (!overflow_task(s))
-        return msp_rec_overflow_wanted(&s->cfg);
+        return msp_recorder_overflow_wanted(&s->cfg);
     return events_left(s);
 }
 
@@ -233,8 +233,8 @@ static int overflow_event(const struct msp_snap *s, msp_sv kernel, msp_sv path,
 void msp_hook_report_overflow_kernel(msp_sv kernel)
 {
     const struct msp_snap *s = awake_snapshot();
-    if (s && !overflow_task(s) && msp_rec_overflow_wanted(&s->cfg))
-        msp_rec_overflow(&s->cfg, kernel.p, kernel.n);
+    if (s && !overflow_task(s) && msp_recorder_overflow_wanted(&s->cfg))
+        msp_recorder_overflow(&s->cfg, kernel.p, kernel.n);
     if (!s || !overflow_task(s))
         return;
     uint64_t seq;
@@ -464,11 +464,11 @@ static void enqueue(const struct msp_snap *s, int route, enum msp_item_kind kind
         it->data[size] = '\n';
     it->size = stats ? size : payload;
     if (route == MSP_ROUTE_HOLD) {
-        msp_rec_hold(&s->cfg, it);
+        msp_recorder_hold(&s->cfg, it);
         return;
     }
     if (route == MSP_ROUTE_DIRECT)
-        msp_rec_scan(&s->cfg, it); /* a trigger inside a flush window is queued */
+        msp_recorder_scan(&s->cfg, it); /* a trigger inside a flush window is queued */
     msp_item_queue(it, 0);
 }
 
@@ -485,7 +485,7 @@ static struct msp_snap *save_snapshot(void)
 static void save_selected(struct msp_snap *s, msp_sv format, msp_sv dtype, msp_sv dims,
                           const void *host, uint64_t size, msp_sv path)
 {
-    int route = s->cfg.rec_armed ? msp_rec_route(&s->cfg, path.p, path.n) : 0;
+    int route = s->cfg.rec_armed ? msp_recorder_route(&s->cfg, path.p, path.n) : 0;
     if (route == MSP_ROUTE_DROP)
         return;
     /* Selected by the filters, so it is counted even if it cannot be written:
@@ -582,7 +582,7 @@ void msp_hook_save_param(msp_sv param, msp_sv path)
     struct msp_snap *s = save_snapshot();
     if (!s || !msp_device_selected(&s->cfg, path.p, path.n))
         return;
-    int route = s->cfg.rec_armed ? msp_rec_route(&s->cfg, path.p, path.n) : 0;
+    int route = s->cfg.rec_armed ? msp_recorder_route(&s->cfg, path.p, path.n) : 0;
     if (route == MSP_ROUTE_DROP)
         return;
     uint64_t seq = msp_seq_take();

@@ -130,7 +130,7 @@ void msp_exit_drain(void)
         return;
     uint64_t t0 = msp_mono_ns();
     struct msp_snap *snap = msp_snap_get();
-    msp_rec_exit(snap ? &snap->cfg : NULL); /* flush_on_exit: the ring goes in the queue first */
+    msp_recorder_exit(snap ? &snap->cfg : NULL); /* flush_on_exit: the ring goes in the queue first */
     __atomic_store_n(&g_msp.closing, 1, __ATOMIC_RELEASE);
     msp_monitor_kick();
     int drained = msp_queue_wait_idle(&g_msp.q, msp_mono_ns() + g_drain_s * 1000000000ULL);

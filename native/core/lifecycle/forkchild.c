@@ -42,7 +42,7 @@ void msp_fork_child(void)
     msp_hot_forget();
     msp_monitor_reset();
     msp_ops_reset();
-    msp_rec_reset();
+    msp_recorder_reset();
     msp_daemon_reset();
     msp_topo_reset();
     msp_models_reset();

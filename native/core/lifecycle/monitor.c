@@ -67,7 +67,7 @@ static void duties(void)
     check_config_error();
     msp_snap_say_next();
     struct msp_snap *snap = msp_snap_get();
-    msp_rec_tick(snap ? &snap->cfg : NULL, snap && snap->awake);
+    msp_recorder_tick(snap ? &snap->cfg : NULL, snap && snap->awake);
     if (++tick % 2 == 0)
         msp_ensure_daemon();
     if (tick % (MSP_QUEUE_TRIM_PERIOD_S * (1000000000L / PERIOD_NS)) == 0)

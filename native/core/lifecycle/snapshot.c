@@ -65,7 +65,7 @@ void msp_snap_say_next(void)
 static int hooks_awake(const struct msp_snap *s)
 {
     return s->awake && (s->cfg.exec_mode != MSP_EXEC_NONE || (s->cfg.task & MSP_TASK_OVERFLOW) ||
-                        msp_rec_overflow_wanted(&s->cfg));
+                        msp_recorder_overflow_wanted(&s->cfg));
 }
 
 /* The predicates' answerers under an awake snapshot s (hot.h): constants
@@ -88,7 +88,7 @@ static struct msp_answerers answerers_of(const struct msp_snap *s)
         a.overflow = hooks->overflow;
     } else {
         a.before = a.after = a.param = msp_answer_yes;
-        a.overflow = msp_rec_overflow_wanted(&s->cfg) ? msp_answer_yes : msp_answer_no;
+        a.overflow = msp_recorder_overflow_wanted(&s->cfg) ? msp_answer_yes : msp_answer_no;
     }
     return a;
 }

@@ -393,7 +393,7 @@ static void round_opens(struct msp_ring_scope *s, uint64_t exec, const struct ms
     }
 }
 
-int msp_rec_route(const struct msp_config *c, const char *path, size_t n)
+int msp_recorder_route(const struct msp_config *c, const char *path, size_t n)
 {
     pthread_mutex_lock(&g_mu);
     follow_arming(c);
@@ -592,7 +592,7 @@ static void fire_scan(const struct msp_config *c, const struct msp_item *it, con
              sc->finding);
 }
 
-void msp_rec_scan(const struct msp_config *c, const struct msp_item *it)
+void msp_recorder_scan(const struct msp_config *c, const struct msp_item *it)
 {
     struct scan sc;
     pthread_mutex_lock(&g_mu);
@@ -629,7 +629,7 @@ static void too_small(const struct msp_config *c, struct msp_ring_scope *s)
             (unsigned long long)s->cur_exec);
 }
 
-void msp_rec_hold(const struct msp_config *c, struct msp_item *it)
+void msp_recorder_hold(const struct msp_config *c, struct msp_item *it)
 {
     pthread_mutex_lock(&g_mu);
     uint64_t exec = 0;
@@ -671,7 +671,7 @@ void msp_rec_hold(const struct msp_config *c, struct msp_item *it)
     pthread_mutex_unlock(&g_mu);
 }
 
-void msp_rec_overflow(const struct msp_config *c, const char *kernel, size_t n)
+void msp_recorder_overflow(const struct msp_config *c, const char *kernel, size_t n)
 {
     /* "<Type>_<id>[_<id>...]:<Kernel>": the round is the one in progress of
      * the top-level op <id> */
@@ -709,7 +709,7 @@ static void state_of(struct msp_ring_scope *s, void *arg)
         *st = MSP_REC_ARMED;
 }
 
-void msp_rec_tick(const struct msp_config *c, int awake)
+void msp_recorder_tick(const struct msp_config *c, int awake)
 {
     if (!c)
         return;
@@ -731,7 +731,7 @@ void msp_rec_tick(const struct msp_config *c, int awake)
     pthread_mutex_unlock(&g_mu);
 }
 
-void msp_rec_exit(const struct msp_config *c)
+void msp_recorder_exit(const struct msp_config *c)
 {
     pthread_mutex_lock(&g_mu);
     /* an incident claimed before the exit still gets this process's rounds */
@@ -762,7 +762,7 @@ void msp_rec_exit(const struct msp_config *c)
     pthread_mutex_unlock(&g_mu);
 }
 
-void msp_rec_reset(void)
+void msp_recorder_reset(void)
 {
     pthread_mutex_init(&g_mu, NULL);
     /* the parent's items stay with the parent: forget them, do not free */
