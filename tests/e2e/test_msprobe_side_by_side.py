@@ -1,0 +1,81 @@
+"""The same config under msProbe 26.2.0's own shim and under ours, on the same
+stand-in model: `info/` files byte for byte the same, and every statistic
+msProbe prints with 6 decimals (`%f`) is ours rounded so, ours written without an
+exponent. msProbe's shim is the one `make bench` downloads (build/msprobe_ref,
+`make msprobe-ref`); without it the test is skipped, saying so."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from e2e_helpers import REPO, atb_home, atbsim_bin, fresh_env, require_artifacts, run_dump
+
+MODEL = ["--layers", "2", "--hidden", "32", "--vocab", "64"]
+CONFIG = {"task": "all", "dump_enable": True, "exec_range": "0,0", "ids": "", "op_name": "",
+          "save_child": True, "filter_level": 1}
+
+
+def msprobe_shim(abi: int) -> Path:
+    shim = REPO / "build" / "msprobe_ref" / "msprobe" / "lib" / f"libatb_probe_abi{abi}.so"
+    if not shim.is_file():
+        pytest.skip(f"msProbe 26.2.0's shim is not there ({shim}): `make msprobe-ref` "
+                    "downloads it")
+    return shim
+
+
+def msprobe_dump(out: Path, abi: int) -> Path:
+    """atbsim run under msProbe's shim; its atb_dump_data. The shim loads
+    $ASCEND_TOOLKIT_HOME/lib64/libascendcl.so: here the stand-in's, through a link."""
+    toolkit = out / "toolkit"
+    toolkit.mkdir(parents=True)
+    (toolkit / "lib64").symlink_to(atb_home(abi) / "lib")
+    config = out / "config.json"
+    config.write_text(json.dumps(CONFIG))
+    env = dict(fresh_env(), ATB_HOME_PATH=str(atb_home(abi)),
+               LD_LIBRARY_PATH=str(atb_home(abi) / "lib"), LD_PRELOAD=str(msprobe_shim(abi)),
+               ATB_OUTPUT_DIR=str(out), ATB_DUMP_CONFIG=str(config),
+               ASCEND_TOOLKIT_HOME=str(toolkit))
+    p = subprocess.run([str(atbsim_bin(abi)), "run", *MODEL], env=env, cwd=out,
+                       capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    return out / "atb_dump_data"
+
+
+def info_files(root: Path) -> dict[str, bytes]:
+    """info/{layer,model}/{dev}_{pid}/NAME.json by kind and name (the pids differ)."""
+    return {f"{f.parent.parent.name}/{f.name}": f.read_bytes()
+            for f in root.glob("info/*/*/*.json")}
+
+
+def statistics(root: Path) -> dict[tuple[str, str], list[str]]:
+    """Max, Min, Mean, Norm of every row, by round and Tensor Path below the process."""
+    out = {}
+    for f in root.glob("data/*/*/statistic.csv"):
+        with open(f, newline="") as fh:
+            for row in csv.DictReader(fh):
+                path = row["Tensor Path"].split(f"/{f.parent.parent.name}/", 1)[1]
+                out[(f.parent.name, path)] = [row[k] for k in ("Max", "Min", "Mean", "Norm")]
+    return out
+
+
+@pytest.mark.parametrize("abi", [0, 1], ids=["abi0", "abi1"])
+def test_info_files_and_statistics_read_as_msprobes(tmp_path, service_env, abi):
+    require_artifacts(abi)
+    theirs = msprobe_dump(tmp_path / "msprobe", abi)
+    (tmp_path / "ours").mkdir()
+    ours = run_dump(tmp_path / "ours", service_env, abi, MODEL, **CONFIG).parent
+    want = info_files(theirs)
+    assert sum(k.startswith("model/") for k in want) == 2  # prefill and decode
+    assert info_files(ours) == want
+    msprobe_stats, our_stats = statistics(theirs), statistics(ours)
+    assert msprobe_stats and set(msprobe_stats) <= set(our_stats)
+    for key, cells in msprobe_stats.items():
+        mine = our_stats[key]
+        assert not any("e" in c for c in mine), (key, mine)
+        # msProbe: integers as integers, doubles as %f
+        assert [c if "." not in theirs else f"{float(c):f}"
+                for c, theirs in zip(mine, cells)] == cells, key
