@@ -1,5 +1,5 @@
 """The same config under msProbe 26.2.0's own shim and under ours, on the same
-stand-in model: `info/` files byte for byte the same, and every statistic
+stand-in model: `.bin` and `info/` files byte for byte the same, and every statistic
 msProbe prints with 6 decimals (`%f`) is ours rounded so, ours written without an
 exponent. msProbe's shim is the one `make bench` downloads (build/msprobe_ref,
 `make msprobe-ref`); without it the test is skipped, saying so."""
@@ -51,6 +51,17 @@ def info_files(root: Path) -> dict[str, bytes]:
             for f in root.glob("info/*/*/*.json")}
 
 
+def tensor_files(root: Path) -> dict[str, bytes]:
+    """Every .bin by its path below the process dir, but msProbe's `data=` alias
+    stubs (ours are hard links to the same bytes)."""
+    out = {}
+    for f in root.glob("data/*/*/**/*.bin"):
+        blob = f.read_bytes()
+        if b"\ndata=" not in blob.partition(b"$End=1\n")[0]:
+            out["/".join(f.relative_to(root / "data").parts[1:])] = blob
+    return out
+
+
 def statistics(root: Path) -> dict[tuple[str, str], list[str]]:
     """Max, Min, Mean, Norm of every row, by round and Tensor Path below the process."""
     out = {}
@@ -71,6 +82,8 @@ def test_info_files_and_statistics_read_as_msprobes(tmp_path, service_env, abi):
     want = info_files(theirs)
     assert sum(k.startswith("model/") for k in want) == 2  # prefill and decode
     assert info_files(ours) == want
+    theirs_bins, our_bins = tensor_files(theirs), tensor_files(ours)
+    assert len(theirs_bins) > 100 and all(our_bins[k] == v for k, v in theirs_bins.items())
     msprobe_stats, our_stats = statistics(theirs), statistics(ours)
     assert msprobe_stats and set(msprobe_stats) <= set(our_stats)
     for key, cells in msprobe_stats.items():
