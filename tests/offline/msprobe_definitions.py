@@ -11,7 +11,8 @@ checked against. Not msProbe's code: the definitions only.
   that prints as 'nan' is N/A (a NaN anywhere: Max and Min too, torch propagates it).
 * Cosine, Max Absolute Err, Max Relative Err are N/A when the NaN positions or
   the Inf positions (either sign) of the two tensors differ (handle_inf_nan);
-  where they agree, those elements are set to 0 on both sides.
+  where they agree, those elements are set to 0 on both sides. Cosine is
+  "unsupported" for a tensor of one element (validate_numpy).
 """
 
 from __future__ import annotations
@@ -57,3 +58,8 @@ def errors_na(golden: np.ndarray, target: np.ndarray) -> bool:
     g, t = golden.astype(np.float64).ravel(), target.astype(np.float64).ravel()
     return not (np.array_equal(np.isinf(g), np.isinf(t))
                 and np.array_equal(np.isnan(g), np.isnan(t)))
+
+
+def cosine_na(golden: np.ndarray, target: np.ndarray) -> bool:
+    """Whether msProbe writes no Cosine (N/A or unsupported)."""
+    return golden.size == 1 or target.size == 1 or errors_na(golden, target)

@@ -3,7 +3,8 @@ values (msprobe_definitions.py, from its source) on real dumps: Golden/Target
 Mean of fp32, fp16 and bf16 tensors; Max, Min and Mean N/A (null) where a tensor
 holds NaN; Cosine, Max Absolute Err and Max Relative Err N/A exactly where the
 two tensors hold NaN/Inf at different positions, and where the positions agree
-computed as msProbe computes them (those elements 0 on both sides)."""
+computed as msProbe computes them (those elements 0 on both sides); no Cosine for
+a tensor of one element."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections import Counter
 import numpy as np
 import polars as pl
 import pytest
-from msprobe_definitions import errors_na, max_relative_err, tensor_stats
+from msprobe_definitions import cosine_na, errors_na, max_relative_err, tensor_stats
 from offline_helpers import INJECT, make_real_dump, need_real
 
 from msprobe_atb.offline import compare_dumps, load_bin, open_dump
@@ -65,9 +66,10 @@ def test_cells_named_as_msprobes_hold_its_values(real_dumps, bf16_injected, gold
         else:
             want = max_relative_err(_zeroed(g), _zeroed(t))
             assert r["max_rel_err"] == pytest.approx(want, rel=1e-12, abs=0), r["op"]
-            assert r["cosine"] is not None and r["max_abs_err"] is not None
+            assert (r["cosine"] is None) == cosine_na(g, t) and r["max_abs_err"] is not None
+            seen["one element"] += g.size == 1
             seen["same NaN/Inf" if not np.isfinite(t).all() else "finite"] += 1
-    assert seen["float16"] and seen["nan"] and seen["finite"], seen
+    assert seen["float16"] and seen["nan"] and seen["finite"] and seen["one element"], seen
     if golden == "fp32 clean":
         assert seen["N/A"], seen
     else:

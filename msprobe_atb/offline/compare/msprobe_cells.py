@@ -12,7 +12,9 @@ definitions for tensor pairs, where msProbe computes them from the two tensors:
   hold NaN/Inf at different positions (ours also where a +Inf faces a -Inf,
   which msProbe counts as the same position). Where they agree msProbe sets
   them to 0 on both sides, which gives the values ours take over the finite
-  elements.
+  elements;
+* Cosine is N/A (msProbe: "unsupported") for a tensor of one element: a
+  scalar's cosine is only its sign.
 
 Statistics-only pairs keep the dumps' statistics, as msProbe's columns copy its
 CSV cells.
@@ -66,5 +68,7 @@ def as_msprobe(rows: pl.DataFrame) -> pl.DataFrame:
                                             m.struct.field(f"{s}_dtype")),
                 return_dtype=pl.Float64)).otherwise(pl.col(f"{s}_mean")).alias(f"{s}_mean"))
     apart = tensor & (pl.col("nonfinite_match") == False)  # noqa: E712 (null: unknown)
-    return rows.with_columns(*cells, *[pl.when(apart).then(None).otherwise(pl.col(m)).alias(m)
-                                       for m in MSPROBE_METRICS])
+    scalar = pl.col("target_shape").fill_null("").str.contains(r"^(1(x1)*)?$")
+    return rows.with_columns(*cells, *[
+        pl.when(apart | (tensor & scalar) if m == "cosine" else apart).then(None)
+        .otherwise(pl.col(m)).alias(m) for m in MSPROBE_METRICS])
