@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -27,14 +28,15 @@ def msprobe_shim(abi: int) -> Path:
     return shim
 
 
-def msprobe_dump(out: Path, abi: int) -> Path:
-    """atbsim run under msProbe's shim; its atb_dump_data. The shim loads
-    $ASCEND_TOOLKIT_HOME/lib64/libascendcl.so: here the stand-in's, through a link."""
+def msprobe_dump(out: Path, abi: int, **cfg) -> Path:
+    """atbsim run under msProbe's shim with CONFIG and `cfg`; its atb_dump_data. The
+    shim loads $ASCEND_TOOLKIT_HOME/lib64/libascendcl.so: here the stand-in's,
+    through a link."""
     toolkit = out / "toolkit"
     toolkit.mkdir(parents=True)
     (toolkit / "lib64").symlink_to(atb_home(abi) / "lib")
     config = out / "config.json"
-    config.write_text(json.dumps(CONFIG))
+    config.write_text(json.dumps({**CONFIG, **cfg}))
     env = dict(fresh_env(), ATB_HOME_PATH=str(atb_home(abi)),
                LD_LIBRARY_PATH=str(atb_home(abi) / "lib"), LD_PRELOAD=str(msprobe_shim(abi)),
                ATB_OUTPUT_DIR=str(out), ATB_DUMP_CONFIG=str(config),
@@ -92,3 +94,38 @@ def test_info_files_and_statistics_read_as_msprobes(tmp_path, service_env, abi):
         # msProbe: integers as integers, doubles as %f
         assert [c if "." not in theirs else f"{float(c):f}"
                 for c, theirs in zip(mine, cells)] == cells, key
+
+
+def bins_by_depth(root: Path) -> dict[str, Counter]:
+    """Per top-level op (its name without the id), the .bin files by how deep they
+    lie: 1 the op's own, 2 a child op's, 3 a kernel's."""
+    out: dict[str, Counter] = {}
+    for f in root.glob("data/*/*/**/*.bin"):
+        parts = f.relative_to(root / "data").parts[2:]  # below {dev}_{pid}/{round}
+        out.setdefault(parts[0].partition("_")[2], Counter())[len(parts) - 2] += 1
+    return out
+
+
+def test_filter_level_2_and_one_round_as_the_readme_says(tmp_path, service_env):
+    """The README's differences: filter_level 2 (msProbe keeps kernel tensors and
+    the layer-level ones of WordEmbedding and LmHead only; we keep layer and
+    child-op tensors and stub kernels), and exec_range "N" (msProbe dumps nothing)."""
+    abi = 1
+    require_artifacts(abi)
+    theirs = bins_by_depth(msprobe_dump(tmp_path / "msprobe", abi, filter_level=2))
+    assert set(theirs) == {"WordEmbedding", "Prefill_layer", "LmHead", "Decoder_layer"}
+    for name, depths in theirs.items():
+        assert depths[2] == 0 and depths[3] > 0, (name, depths)
+        assert (depths[1] > 0) == (name in ("WordEmbedding", "LmHead")), (name, depths)
+    (tmp_path / "ours").mkdir()
+    ours = run_dump(tmp_path / "ours", service_env, abi, MODEL, **{**CONFIG, "filter_level": 2})
+    for name, depths in bins_by_depth(ours.parent).items():
+        assert depths[1] > 0 and depths[2] > 0, (name, depths)
+    kernels = {(e["Op Name"].count("/"), e["Data Status"]) for s in ours.glob("*/*/")
+               for e in csv.DictReader(open(s / "statistic_extra.csv", newline=""))}
+    assert {status for depth, status in kernels if depth == 2} == {"stub"}
+    one = msprobe_dump(tmp_path / "msprobe-one", abi, exec_range="0")
+    assert not list(one.glob("data/**/*.bin"))
+    (tmp_path / "ours-one").mkdir()
+    assert list(run_dump(tmp_path / "ours-one", service_env, abi, MODEL,
+                         **{**CONFIG, "exec_range": "0"}).glob("*/0/**/*.bin"))
