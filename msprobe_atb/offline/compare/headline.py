@@ -116,11 +116,12 @@ def _divergence(res: CompareResult, fd: dict, structure_differs: bool) -> list[s
         n = _elements(fd["target_shape"])
         over = (f"over the elements finite on both sides (of {n})" if has_nonfinite(fd)
                 else f"over all {n} elements" if n is not None else "")
-        errors = (f"cosine {_g(fd['cosine'])}, max abs err {_g(fd['max_abs_err'])}, max rel "
-                  f"err {_g(fd['max_rel_err'])}, ")
+        errors = ""
         if fd["nonfinite_match"] is False:
             lines.append(f"  {NO_ERRORS[0]}: {NO_ERRORS[1]}")
-            errors = ""
+        else:
+            errors = (f"cosine {_g(fd['cosine'])}, max abs err {_g(fd['max_abs_err'])}, max "
+                      f"rel err {_g(fd['max_rel_err'])}, ")
         lines.append(f"  {over}: {errors}rmse {_g(fd['rmse'])}, within tol "
                      f"{_g(fd['within_tol'])}")
     if why:

@@ -25,8 +25,6 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-MSPROBE_METRICS = ("cosine", "max_abs_err", "max_rel_err")
-
 
 def _bf16(x: np.ndarray) -> np.ndarray:
     """float32 values rounded to bf16 (to nearest, ties to even), as float32."""
@@ -68,7 +66,7 @@ def as_msprobe(rows: pl.DataFrame) -> pl.DataFrame:
                                             m.struct.field(f"{s}_dtype")),
                 return_dtype=pl.Float64)).otherwise(pl.col(f"{s}_mean")).alias(f"{s}_mean"))
     apart = tensor & (pl.col("nonfinite_match") == False)  # noqa: E712 (null: unknown)
-    scalar = pl.col("target_shape").fill_null("").str.contains(r"^(1(x1)*)?$")
-    return rows.with_columns(*cells, *[
-        pl.when(apart | (tensor & scalar) if m == "cosine" else apart).then(None)
-        .otherwise(pl.col(m)).alias(m) for m in MSPROBE_METRICS])
+    one_element = tensor & pl.col("target_shape").fill_null("").str.contains(r"^(1(x1)*)?$")
+    empty_where = {"cosine": apart | one_element, "max_abs_err": apart, "max_rel_err": apart}
+    return rows.with_columns(*cells, *[pl.when(where).then(None).otherwise(pl.col(m)).alias(m)
+                                       for m, where in empty_where.items()])
