@@ -13,7 +13,9 @@ import io
 import math
 import posixpath
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 
 from msprobe_atb.tree.records import hex_float
 from msprobe_atb.tree.vocab import dtype_name, format_name
@@ -62,8 +64,20 @@ def csv_line(cells: list[str]) -> str:
     return buf.getvalue()[:-2] + "\n"
 
 
-def number(value: object) -> str:
-    """Full precision: ints as ints, doubles as repr (shortest round-trip)."""
+def positional(value: float) -> str:
+    """repr's shortest round-trip digits without an exponent (2.287141978740692e-05
+    as 0.00002287141978740692, 1e+16 as 10000000000000000.0): msProbe writes no
+    exponent, and `sort -n` and string tools on its files read none."""
+    text = repr(value)
+    if "e" not in text:
+        return text
+    text = f"{Decimal(text):f}"
+    return text if "." in text else text + ".0"
+
+
+def number(value: object, layout: Callable[[float], str] = repr) -> str:
+    """Full precision: ints as ints, doubles as `layout` writes their shortest
+    round-trip digits (repr, or positional for statistic.csv)."""
     if isinstance(value, bool):
         return str(int(value))
     if isinstance(value, int):
@@ -71,13 +85,13 @@ def number(value: object) -> str:
     if isinstance(value, float):
         if math.isnan(value):
             return "nan"
-        return repr(value)
+        return layout(value)
     if isinstance(value, str) and value.strip().lower() in _NONFINITE:
         return _NONFINITE[value.strip().lower()]
     if isinstance(value, str) and (exact := hex_float(value)) is not None:
-        return number(exact)
+        return number(exact, layout)
     if isinstance(value, (list, tuple)) and len(value) == 2:
-        return f"({number(value[0])},{number(value[1])})"
+        return f"({number(value[0], layout)},{number(value[1], layout)})"
     return NA if value is None else str(value)
 
 
@@ -124,17 +138,17 @@ def parse_tensor_path(path: str) -> TensorPath | None:
                       rest.split(".", 1)[0], stage)
 
 
-def _stat(stats: dict | None, key: str) -> str:
+def _stat(stats: dict | None, key: str, layout: Callable[[float], str] = repr) -> str:
     if not stats or key not in stats or stats[key] is None:
         return NA
-    return number(stats[key])
+    return number(stats[key], layout)
 
 
 def stat_cells(rec: dict) -> list[str]:
     if rec.get("task") not in ("statistics", "all") or not isinstance(rec.get("stats"), dict):
         return [NA] * 4
     stats = rec["stats"]
-    return [_stat(stats, k) for k in ("max", "min", "mean", "norm")]
+    return [_stat(stats, k, positional) for k in ("max", "min", "mean", "norm")]
 
 
 def _data_path(output_root: str, rel: str) -> str:

@@ -218,8 +218,12 @@ def model_json(topo: dict, graphs: dict[str, dict], counter: int) -> tuple[dict,
         r.spend(NODE_COST, "the nodes")
         old = _text(node.get("opName"))
         new = f"{old}_{counter - 1}"
-        out: dict[str, Any] = {"opName": new, "opType": old}
-        out.update((k, v) for k, v in node.items() if k not in ("opName", "opType"))
+        # msProbe's key order: the topo node's own (ATB-Models writes them sorted:
+        # inTensors, opName, outTensors), opName renamed in place, then opType,
+        # internalTensors and nodes added after them
+        out: dict[str, Any] = dict(node)
+        out["opName"] = new
+        out["opType"] = old
         graph = graphs.get(new)
         if graph is not None:  # its internals and children; msProbe takes not its param
             internals, children = r.children(new, graph, node.get("inTensors", []),

@@ -277,15 +277,17 @@ static int stat_value(const struct jv *v, int64_t *i, double *d)
     }
 }
 
-/* csvfmt.number of a value already read: ints as ints, doubles as repr. */
-static void number_text(int kind, int64_t i, double d, char *out, size_t *n)
+/* csvfmt.number of a value already read: ints as ints, doubles in `layout`
+ * (statistic.csv's positional, statistic_extra.csv's repr). */
+static void number_text(int kind, int64_t i, double d, enum ing_layout layout, char *out,
+                        size_t *n)
 {
     if (kind == NUM_INT) {
-        struct bytes tmp = {out, 0, ING_REPR_MAX, 0};
+        struct bytes tmp = {out, 0, ING_NUMBER_MAX, 0};
         bytes_i64(&tmp, i);
         *n = tmp.len;
     } else {
-        *n = ing_repr(d, out); /* repr, "nan" for every NaN */
+        *n = ing_shortest(d, layout, out); /* "nan" for every NaN */
     }
 }
 
@@ -293,19 +295,19 @@ static void number_text(int kind, int64_t i, double d, char *out, size_t *n)
  * for the manifest's double column, its value as a double (manifest._float). */
 struct stat_num {
     int kind;
-    char text[ING_REPR_MAX];
+    char text[ING_NUMBER_MAX];
     size_t n;
     double value;
 };
 
-static int read_stat(const struct jv *v, struct stat_num *out)
+static int read_stat(const struct jv *v, enum ing_layout layout, struct stat_num *out)
 {
     int64_t i = 0;
     double d = 0;
     out->kind = stat_value(v, &i, &d);
     if (out->kind == NUM_NONE || out->kind < 0)
         return out->kind >= 0;
-    number_text(out->kind, i, d, out->text, &out->n);
+    number_text(out->kind, i, d, layout, out->text, &out->n);
     out->value = out->kind == NUM_INT ? (double)i : d;
     return 1;
 }
@@ -323,10 +325,11 @@ static int stat_text_cell(struct bytes *b, const struct stat_num *num, int prese
     return 1;
 }
 
-static int stat_cell(struct bytes *b, const struct jv *v, int present, int first)
+/* A cell of statistic_extra.csv (sequence and counts: ints where the shim wrote them). */
+static int extra_stat_cell(struct bytes *b, const struct jv *v, int present, int first)
 {
     struct stat_num num;
-    if (present && !read_stat(v, &num))
+    if (present && !read_stat(v, ING_REPR, &num))
         return 0;
     return stat_text_cell(b, &num, present, first);
 }
@@ -869,7 +872,7 @@ static int format_tensor(const struct rec_view *r, const struct row_ctx *ctx,
     /* max, min, mean, norm: read once for statistic.csv and the manifest */
     struct stat_num nums[ST_NORM + 1] = {0};
     for (int k = ST_MAX; stats_obj && k <= ST_NORM; k++)
-        if (!read_stat(&r->st[k], &nums[k]))
+        if (!read_stat(&r->st[k], ING_POSITIONAL, &nums[k]))
             return 0;
     /* statistic.csv: msProbe's 15 columns */
     bytes_put(stat, nm->dev, nm->dev_n);
@@ -881,11 +884,11 @@ static int format_tensor(const struct rec_view *r, const struct row_ctx *ctx,
     bytes_putc(stat, '\n');
     /* statistic_extra.csv */
     ok = ok && (r->seq.type == JV_MISSING ? cell(extra, NA, 3, 1)
-                                          : stat_cell(extra, &r->seq, 1, 1));
+                                          : extra_stat_cell(extra, &r->seq, 1, 1));
     bytes_put(extra, nm->extra, nm->extra_n);
     static const int counts[] = {ST_COUNT, ST_NAN, ST_PINF, ST_NINF, ST_ZERO};
     for (size_t k = 0; ok && k < sizeof counts / sizeof counts[0]; k++)
-        ok = stat_cell(extra, &r->st[counts[k]], stats_obj, 0);
+        ok = extra_stat_cell(extra, &r->st[counts[k]], stats_obj, 0);
     ok = ok &&
          (r->file.type == JV_MISSING ? cell(extra, NA, 3, 0)
                                      : cell(extra, x->file, x->file_n, 0)) &&

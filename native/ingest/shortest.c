@@ -1,8 +1,8 @@
-/* Shortest round-trip digits of a double and Python repr's layout of them
- * (shortest.h). The digit search follows Ryu: the interval of decimals that
- * round to v is scaled by 10^-e10 with 125-bit approximations of 5^i and
- * 2^k/5^i that are exact enough for every double, then digits are removed
- * while the interval still holds a shorter number. */
+/* Shortest round-trip digits of a double and their layouts (shortest.h). The
+ * digit search follows Ryu: the interval of decimals that round to v is scaled
+ * by 10^-e10 with 125-bit approximations of 5^i and 2^k/5^i that are exact
+ * enough for every double, then digits are removed while the interval still
+ * holds a shorter number. */
 #include "shortest.h"
 
 #include <stdint.h>
@@ -184,8 +184,9 @@ static void shortest(uint64_t ieee_mantissa, uint32_t ieee_exponent, uint64_t *d
 
 /* repr's layout (CPython's format_float_short, type 'r', with ".0" added to
  * integral values): exponential when the decimal point would be more than 16
- * places right of the first digit or 4 or more left of it. */
-size_t ing_repr(double v, char *out)
+ * places right of the first digit or 4 or more left of it; the positional
+ * layout never is. */
+size_t ing_shortest(double v, enum ing_layout layout, char *out)
 {
     uint64_t bits;
     memcpy(&bits, &v, sizeof bits);
@@ -212,7 +213,7 @@ size_t ing_repr(double v, char *out)
     const char *d = digits_u64(digits, buf + sizeof buf);
     const int nd = (int)(buf + sizeof buf - d);
     const int32_t decpt = nd + e10; /* v = 0.d1d2... x 10^decpt */
-    if (decpt > 16 || decpt <= -4) {
+    if (layout == ING_REPR && (decpt > 16 || decpt <= -4)) {
         out[n++] = d[0];
         if (nd > 1) {
             out[n++] = '.';

@@ -3,8 +3,10 @@ the graphs ATB reports (docs/msprobe_format.md §6.4), byte for byte.
 
 A tensor list that would be empty gets no key at all: an EventOperation node
 has neither `inTensors` nor `outTensors`, a WordEmbedding layer (no internal
-tensors) has no `internalTensors`. A model node merges in its layer graph's
-internal tensors and children, never its `param`. Layer files are compact JSON
+tensors) has no `internalTensors`. A model node keeps its topo node's keys in
+their order (ATB-Models sorts them: inTensors, opName, outTensors), opName
+renamed in place, then adds opType, its layer graph's internal tensors and its
+children, never its `param`. Layer files are compact JSON
 ending in a newline."""
 
 # ReportOperationGraph("WordEmbedding_0", ...): the graph as ATB reports it.
@@ -60,17 +62,16 @@ MODEL_TOPO = (
 MODEL_FILE = (
     b'{"inTensors":["DecoderModel_input_0","DecoderModel_input_1"],'
     b'"internalTensors":["DecoderModel_internal_0"],"modelName":"DecoderModel",'
-    b'"nodes":[{"opName":"WordEmbedding_0","opType":"WordEmbedding",'
-    b'"inTensors":["DecoderModel_weight_0","DecoderModel_input_0"],'
-    b'"outTensors":["DecoderModel_internal_0"],'
+    b'"nodes":[{"inTensors":["DecoderModel_weight_0","DecoderModel_input_0"],'
+    b'"opName":"WordEmbedding_0","outTensors":["DecoderModel_internal_0"],'
+    b'"opType":"WordEmbedding",'
     b'"nodes":[{"opName":"GatherOperation_0_0","opType":"GatherOperation",'
     b'"param":{"axis":0,"batchDims":0},'
     b'"inTensors":["DecoderModel_weight_0","DecoderModel_input_0"],'
     b'"outTensors":["DecoderModel_internal_0"]}]},'
-    b'{"opName":"Decoder_layer_1","opType":"Decoder_layer",'
-    b'"inTensors":["DecoderModel_internal_0","DecoderModel_input_1"],'
-    b'"outTensors":["DecoderModel_output_0"],'
-    b'"internalTensors":["Decoder_layer_1_internal_0"],'
+    b'{"inTensors":["DecoderModel_internal_0","DecoderModel_input_1"],'
+    b'"opName":"Decoder_layer_1","outTensors":["DecoderModel_output_0"],'
+    b'"opType":"Decoder_layer","internalTensors":["Decoder_layer_1_internal_0"],'
     b'"nodes":[{"opName":"ElewiseOperation_1_0","opType":"ElewiseOperation",'
     b'"param":{"elewiseType":8},'
     b'"inTensors":["DecoderModel_internal_0","DecoderModel_input_1"],'

@@ -62,13 +62,18 @@ def test_vocabulary():
     assert dtype_name("1") == "float16"
 
 
-def test_statistics_full_precision_and_na_path():
-    cells = row(rec(task="statistics", file="none", dtype=0,
-                    stats={"max": 1e-07, "min": -0.1234567890123456789, "mean": 2.5e-310,
-                           "norm": 12345678.123456789}))
-    assert cells[10:14] == ["1e-07", "-0.12345678901234568", "2.5e-310", "12345678.12345679"]
+def test_statistics_full_precision_without_exponent_and_na_path():
+    """Shortest round-trip digits written positionally, as msProbe's %f files
+    are: `sort -n` and string tools see no exponent; float() reads them back."""
+    stats = {"max": 1e-07, "min": -0.1234567890123456789, "mean": 2.287141978740692e-05,
+             "norm": 1e16}
+    cells = row(rec(task="statistics", file="none", dtype=0, stats=stats))
+    assert cells[10:14] == ["0.0000001", "-0.12345678901234568", "0.00002287141978740692",
+                            "10000000000000000.0"]
     assert cells[14] == "N/A"
-    assert float(cells[11]) == -0.1234567890123456789
+    assert [float(c) for c in cells[10:14]] == list(stats.values())
+    tiny = row(rec(task="statistics", file="none", dtype=0, stats={"max": -2.5e-310}))[10]
+    assert tiny == "-0." + "0" * 309 + "25" and float(tiny) == -2.5e-310
 
 
 def test_int_stats_stay_ints():

@@ -15,7 +15,7 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from msprobe_atb.tree.csvfmt import extra_row, parse_tensor_path, statistic_row
+from msprobe_atb.tree.csvfmt import extra_row, parse_tensor_path, positional, statistic_row
 from msprobe_atb.tree.ingest import Ingest, key_bytes, manifest_cells
 from msprobe_atb.tree.manifest import COLUMN_NAMES, polars_schema, record_row
 from msprobe_atb.tree.names import text_of
@@ -208,9 +208,11 @@ def test_the_shims_records_are_the_kernels():
     assert ing.feed(data, 0, 0, 0) == (len(data), data.count(b"\n"), False)
 
 
-def test_doubles_are_printed_as_python_repr_prints_them():
-    """Every statistic cell is repr of its double (the kernel's shortest digits,
-    native/ingest/shortest.c): random bit patterns, every fp16 and bf16 value."""
+def test_doubles_are_printed_as_the_python_path_prints_them():
+    """Every statistic.csv cell is csvfmt.positional of its double and a double in
+    statistic_extra.csv is its repr (the kernel's shortest digits,
+    native/ingest/shortest.c, in either layout): random bit patterns, every fp16
+    and bf16 value."""
     import numpy as np
 
     rng = np.random.default_rng(5)
@@ -221,15 +223,19 @@ def test_doubles_are_printed_as_python_repr_prints_them():
                   .view(np.float32).astype(np.float64)]
     values = [float(v) for v in values if math.isfinite(v)]
     data = b"".join(shim_record(i, f"0_4711/0/2_L/after/outtensor{i}.bin",
-                                stats={"count": 1, "max": v.hex(), "min": v, "mean": 0.0,
+                                stats={"count": v, "max": v.hex(), "min": v, "mean": 0.0,
                                        "norm": 0.0, "nan": 0, "pinf": 0, "ninf": 0, "zero": 0})
                     for i, v in enumerate(values))
     ing = Ingest(START_NS)
     ing.set_root(ROOT.encode())
     assert ing.feed(data, 0, 0, 0) == (len(data), data.count(b"\n"), False)
     ing.release(1 << 62)
-    rows = ing.take(b"0_4711/0", 0, -1).stat.decode().splitlines()
-    assert [row.split(",")[10:12] for row in rows] == [[repr(v), repr(v)] for v in values]
+    taken = ing.take(b"0_4711/0", 0, -1)
+    rows = taken.stat.decode().splitlines()
+    assert [row.split(",")[10:12] for row in rows] == [[positional(v)] * 2 for v in values]
+    assert all("e" not in row and float(row.split(",")[10]) == v for row, v in zip(rows, values))
+    extra = taken.extra.decode().splitlines()
+    assert [row.split(",")[5] for row in extra] == [repr(v) for v in values]
     frame = ing.manifest_frame()
     assert frame.get_column("max").to_list() == frame.get_column("min").to_list() == values
 

@@ -120,7 +120,8 @@ def test_nonfinite_leads_the_headline(synth_pair, tmp_path):
     block = out.split("FIRST DIVERGENT op")[1].splitlines()
     assert block[0].endswith(f"round 0, {INJ} output 0 [tensor]")
     assert block[1] == "  NaN/Inf: target 1 +Inf; golden none (different positions)"
-    assert block[2].startswith("  over the elements finite on both sides (of 16): cosine")
+    assert block[2] == "  cosine, max abs err, max rel err: N/A (NaN/Inf at different positions)"
+    assert block[3].startswith("  over the elements finite on both sides (of 16): rmse")
 
 
 def test_layer_counts_from_the_model_topology(tmp_path):

@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 import pytest
 from offline_helpers import TRUTH_LAYER, chromium, console, run_cli
+from offline_synth import RoundWriter
 
 from msprobe_atb.offline import load_bin, open_dump
 
@@ -287,17 +288,40 @@ def test_the_headline_card_names_the_first_divergent_op_and_shows_its_values(rep
     assert facts["op"].startswith(INJECTED_LAYER + "/") and "SwiGlu" in facts["op"]
     assert facts["device"].startswith("1 (pid ") and facts["model"] == "DecoderModel_Prefill"
     assert facts["NaN/Inf in target"] == "1 +Inf" and facts["NaN/Inf in golden"] == "none"
-    for k in ("max abs error", "max rel error", "cosine"):
-        assert float(facts[f"{k} (finite on both sides)"]) >= 0
+    # NaN/Inf at different positions: msProbe's N/A, and the atol-floored relative error
+    assert facts["cosine, max abs err, max rel err"] == "N/A (NaN/Inf at different positions)"
     fd = report["info"]["first_divergence"]
     golden = load_bin(fd["golden_path"]).ravel().astype(np.float64)
     target = load_bin(fd["target_path"]).ravel().astype(np.float64)
+    ok = np.isfinite(golden) & np.isfinite(target)
+    floored = np.abs(target - golden)[ok] / np.maximum(np.abs(golden[ok]), fd["atol"])
+    shown = facts[f"max rel error, |t-g| / max(|g|, {fd['atol']:g}) (finite on both sides)"]
+    assert float(shown) == pytest.approx(floored.max(), rel=1e-5)
     (fig,) = report["figures"]["headline"]
     points, _, cross = fig["data"]
     idx = points["customdata"]
     assert np.array_equal(points["x"], golden[idx]) and np.array_equal(points["y"], target[idx])
     bad = np.flatnonzero(np.isfinite(golden) != np.isfinite(target))
     assert len(cross["x"]) == bad.size == 1 and cross["x"][0] == golden[bad[0]]
+
+
+def test_the_headline_relative_error_is_floored_where_golden_is_0(tmp_path):
+    """Where golden is 0, msProbe's relative error is |t| / eps (1e5 for 0.01 in
+    fp32): the card shows |t-g| / max(|g|, atol) instead, 0.01 / 1e-5 here."""
+    golden = np.linspace(0, 1, 64).astype(np.float32)
+    golden[:8] = 0
+    for side in ("golden", "target"):
+        w = RoundWriter(tmp_path / side / "atb_dump_data" / "data", "0_7", 0)
+        w.add("1_Layer", "output", 0, golden if side == "golden" else
+              np.where(golden == 0, np.float32(0.01), golden))
+        w.close()
+    out = tmp_path / "r.html"
+    rc, _ = run_cli("report", str(tmp_path / "target"), "--golden", str(tmp_path / "golden"),
+                    "-o", str(out))
+    card = out.read_text().split("<section id='headline'>")[1].split("</section>")[0]
+    facts = dict(re.findall(r"<dt>([^<]+)</dt><dd>([^<]*)</dd>", card.replace("<wbr>", "")))
+    assert rc == 0 and facts["max rel error, |t-g| / max(|g|, 1e-05)"] == "1000", facts
+    assert facts["max abs error"] == "0.01"
 
 
 def test_the_pairs_table_says_matched_by_op_id_once(report):

@@ -116,7 +116,9 @@ def test_fp16_every_aligned_pair_within_fp16_tolerance(dumps, tmp_path):
     for r in paired:
         scale = max(abs(float(r["golden_max"])), abs(float(r["golden_min"])))
         assert float(r["max_abs_err"]) <= 2 * FP16_EPS * scale, r
-        assert float(r["cosine"]) > 0.9999, r
+        # a tensor of one element has no cosine (msProbe's "unsupported")
+        one = set(r["target_shape"].split("x")) <= {"1"}
+        assert r["cosine"] == "" if one else float(r["cosine"]) > 0.9999, r
 
 
 def test_injected_inf_is_named_by_atb_op_and_torch_module(dumps, tmp_path):

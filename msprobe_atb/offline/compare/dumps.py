@@ -12,8 +12,9 @@ the two dumps have the same structure, is `scope` (scope.py): a
 comparison that checked nothing or far too little, or of differently built
 models, is `incomplete`, never a pass. A statistics-only dump against a tensor
 dump without statistics is compared by statistics computed from the files.
-Tensor dumps are compared element-wise (read/metrics.py); statistics-only dumps by
-their statistics:
+Tensor dumps are compared element-wise (read/metrics.py; the cells named as
+msProbe's columns then take its definitions: msprobe_cells.py); statistics-only
+dumps by their statistics:
 * Max, Min, Norm pass if |Δ| ≤ atol + 10·rtol·|golden| (10× the element
   tolerance of the target dtype, since statistics accumulate rounding);
 * Mean passes if |Δ| ≤ atol + 10·rtol·rms(golden) (rms = Norm/sqrt(count));
@@ -45,6 +46,7 @@ from ..read.models import model_map
 from ..read.table import FILE_STATUSES, Dump, fill_missing_stats, op_path
 from ..replay.text import replay_brief
 from .dask_connect import CONNECT_TIMEOUT_S
+from .msprobe_cells import as_msprobe
 from .pair_engine import EngineReport, pair_metrics
 from .pairs import pair_rows, take
 from .scope import MIN_MATCHED, Scope, check_scope, structure_differences
@@ -361,7 +363,7 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
         # against a torch golden (torch_golden.py): its module, and how it was aligned
         pl.lit(None, pl.Utf8).alias("golden_module"), pl.lit(None, pl.Utf8).alias("alignment"),
     )
-    rows = out.select(RESULT_COLUMNS)
+    rows = as_msprobe(out.select(RESULT_COLUMNS))
     structure = structure_differences(g, t, pairs, golden.layout.info, target.layout.info)
     scope = check_scope(g, t, pairs, rows, structure, min_matched, pair_by_id,
                         report.lost_why)

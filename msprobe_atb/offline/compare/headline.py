@@ -18,6 +18,10 @@ VERDICTS = ("pass", "fail", "golden-only", "target-only", "unreadable", "not-com
             "not-saved", "no-data")
 
 
+# msProbe's N/A where NaN/Inf sit at different positions (compare/msprobe_cells.py)
+NO_ERRORS = ("cosine, max abs err, max rel err", "N/A (NaN/Inf at different positions)")
+
+
 def _g(v) -> str:
     return "-" if v is None else (f"{v:.6g}" if isinstance(v, float) else str(v))
 
@@ -112,9 +116,14 @@ def _divergence(res: CompareResult, fd: dict, structure_differs: bool) -> list[s
         n = _elements(fd["target_shape"])
         over = (f"over the elements finite on both sides (of {n})" if has_nonfinite(fd)
                 else f"over all {n} elements" if n is not None else "")
-        lines.append(f"  {over}: cosine {_g(fd['cosine'])}, max abs err "
-                     f"{_g(fd['max_abs_err'])}, max rel err {_g(fd['max_rel_err'])}, rmse "
-                     f"{_g(fd['rmse'])}, within tol {_g(fd['within_tol'])}")
+        errors = ""
+        if fd["nonfinite_match"] is False:
+            lines.append(f"  {NO_ERRORS[0]}: {NO_ERRORS[1]}")
+        else:
+            errors = (f"cosine {_g(fd['cosine'])}, max abs err {_g(fd['max_abs_err'])}, max "
+                      f"rel err {_g(fd['max_rel_err'])}, ")
+        lines.append(f"  {over}: {errors}rmse {_g(fd['rmse'])}, within tol "
+                     f"{_g(fd['within_tol'])}")
     if why:
         lines.append(f"  {'; '.join(why)}")
     if fd.get("golden_module"):

@@ -11,4 +11,8 @@ FORMULAS = """metrics (g golden or replay's float64 recompute, t target):
                     (eps 2^-52): msProbe's Max Relative Err
   max_rel_err_atol  max |t - g| / max(|g|, atol)   (compare only)
   rmse              sqrt(mean((t - g)^2)); rel_rmse = rmse / rms(g)
-  within_tol        share of elements with |t - g| <= atol + rtol |g|"""
+  within_tol        share of elements with |t - g| <= atol + rtol |g|
+compare, as msProbe's compare -m atb: cosine, max_abs_err, max_rel_err empty where NaN/Inf
+sit at different positions, cosine also for one element; golden_mean, target_mean
+in float32, rounded to fp16/bf16 for those; a statistic empty where the tensor
+holds NaN"""

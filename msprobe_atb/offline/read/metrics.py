@@ -16,7 +16,9 @@ Definitions (n = number of elements; g = golden, t = target, both as float64):
   integers exact). A NaN or ±Inf element counts as within only if the other side
   has the same non-finite value at the same position;
 * nonfinite_match: NaN and ±Inf positions (and signs) agree on both sides.
-The finite metrics (cosine, errors) are over positions finite on both sides.
+The finite metrics (cosine, errors) are over positions finite on both sides; a
+pair with none, whose NaN/Inf all agree, has cosine 1 and errors 0 (as if all zero,
+as msProbe sets them).
 Complex tensors compare as their interleaved (re, im) float pairs.
 
 How: a pair is read in chunks of CHUNK elements from each payload's offset into
@@ -197,6 +199,8 @@ class Accumulator:
             out.update(cosine=cos, max_abs_err=a.max_d, rmse=rmse, max_rel_err=a.max_rel_ms,
                        max_rel_err_atol=a.max_rel,
                        rel_rmse=rmse / rms_g if rms_g > 0 else (0.0 if rmse == 0 else math.inf))
+        elif a.n and a.nf_diff == 0:  # all NaN/Inf, the same on both sides: as all zero
+            out.update(cosine=1.0, max_abs_err=0.0, max_rel_err=0.0, max_rel_err_atol=0.0)
         return out
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from msprobe_atb.tree.names import os_path
 
 from ..compare.dumps import CompareResult, first_divergence
-from ..compare.headline import has_nonfinite, nonfinite_text
+from ..compare.headline import NO_ERRORS, has_nonfinite, nonfinite_text
 from ..read.binfile import BinFileError, TensorNotSaved, load_bin
 from ..read.graph import load_model_graphs
 from ..read.table import Dump
@@ -52,9 +52,14 @@ def _size(fd: dict) -> str:
             ("NaN/Inf in golden", nonfinite_text(fd, "golden"))]
     if fd["mode"] == "tensor":
         over = " (finite on both sides)" if has_nonfinite(fd) else ""
-        rows += [(f"max abs error{over}", figs.fmt_value(fd["max_abs_err"])),
-                 (f"max rel error{over}", figs.fmt_value(fd["max_rel_err"])),
-                 (f"cosine{over}", figs.fmt_value(fd["cosine"]))]
+        # |t-g| / |g| is |t| / eps where golden is 0: the atol floor keeps it readable
+        rel = (f"max rel error, |t-g| / max(|g|, {figs.fmt_value(fd['atol'])}){over}",
+               figs.fmt_value(fd["max_rel_err_atol"]))
+        if fd["nonfinite_match"] is False:
+            rows += [NO_ERRORS, rel]
+        else:
+            rows += [(f"max abs error{over}", figs.fmt_value(fd["max_abs_err"])), rel,
+                     (f"cosine{over}", figs.fmt_value(fd["cosine"]))]
     else:
         rows += [(f"{k} golden / target", f"{figs.fmt_value(fd[f'golden_{k}'])} / "
                                           f"{figs.fmt_value(fd[f'target_{k}'])}")
