@@ -50,7 +50,7 @@ from msprobe_atb.tree.ingest import (
 from msprobe_atb.tree.manifest import COLUMN_NAMES, ManifestWriter, record_row
 from msprobe_atb.tree.procinfo import ProcInfo
 from msprobe_atb.tree.records import ProcKey, RoundKey, iso_time, record_int
-from msprobe_atb.tree.rounddir import MARKER, STAT, RoundDir, sync_pairs
+from msprobe_atb.tree.rounddir import MARKER, STAT, RoundDir, commit_markers, sync_pairs
 
 log = logging.getLogger("msprobe_atb")
 
@@ -127,6 +127,12 @@ class Proc:
 # Names that are not UTF-8 come from the record log as surrogate escapes
 # (\udcXX, see native/core/mechanisms/jsonw.h); the CSVs hold their raw bytes, so a
 # Tensor Path names the file on disk.
+def _raise(exc: BaseException | None) -> None:
+    """Raises what a round's batched write met, for _round_io to account for."""
+    if exc is not None:
+        raise exc
+
+
 def _bytes(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
@@ -582,10 +588,13 @@ class TreeBuilder:
                 rnd.synced = True
             else:
                 self._problem("sync", f"cannot sync {'/'.join(rnd.dir.rel)}: {failed}")
-        for rnd in rounds:
-            marker = self._marker(rnd)
-            if rnd.synced and self._round_io(rnd, MARKER, partial(rnd.dir.write_marker, marker)):
+        ready = [r for r in rounds if r.synced]
+        markers = [self._marker(r) for r in ready]
+        committed = commit_markers([(r.dir, m) for r, m in zip(ready, markers)])
+        for rnd, marker, failed in zip(ready, markers, committed):
+            if self._round_io(rnd, MARKER, partial(_raise, failed)):
                 rnd.marker = marker
+        for rnd in rounds:
             if rnd.marker is not None and len(rnd.procs) == 1:
                 # done: keep memory bounded on long runs
                 if self.evicted.add(rnd.key, next(iter(rnd.procs))):

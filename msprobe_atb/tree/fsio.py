@@ -3,7 +3,10 @@
 Every directory is opened one component at a time with O_NOFOLLOW from the
 dump root, so no symlink and no `..` in a model-supplied name can lead outside
 `atb_dump_data`. Files are written to a temporary name and renamed into place,
-so a reader never sees a half-written CSV or JSON.
+so a reader never sees a half-written CSV or JSON. A `durable` write (a commit
+point: a round marker, a manifest part) also survives a machine crash: the file
+is fsync'd before its rename and the directories from the dump root down to it
+after (contracts §5.4).
 """
 
 from __future__ import annotations
@@ -82,11 +85,14 @@ def _open_temporary(dir_fd: int, name: str) -> tuple[str, int]:
     return tmp, out
 
 
-def _staged(dir_fd: int, name: str, data: bytes) -> str:
-    """Writes data to a temporary beside `name` in dir_fd; returns the temporary."""
+def staged(dir_fd: int, name: str, data: bytes, durable: bool) -> str:
+    """Writes data to a temporary beside `name` in dir_fd (on disk if `durable`);
+    returns the temporary, for rename_staged."""
     tmp, out = _open_temporary(dir_fd, name)
     try:
         _write_all(out, data)
+        if durable:
+            os.fsync(out)
     except BaseException:
         os.close(out)
         os.unlink(tmp, dir_fd=dir_fd)
@@ -95,35 +101,53 @@ def _staged(dir_fd: int, name: str, data: bytes) -> str:
     return tmp
 
 
-def _replace_staged(files: Sequence[tuple[int, str, bytes]]) -> None:
+def _replace_staged(files: Sequence[tuple[int, str, bytes]], durable: bool = False) -> None:
     """Writes each (dir fd, name, data) to a temporary, then renames them all: a
-    failure before the renames replaces none."""
-    staged: list[tuple[int, str, str]] = []
+    failure before the renames replaces none. `durable`: the files on disk
+    before their renames, the renames on disk (their directories fsync'd) after."""
+    pending: list[tuple[int, str, str]] = []
     try:
         for fd, name, data in files:
-            staged.append((fd, _staged(fd, name, data), name))
-        while staged:
-            fd, tmp, name = staged[0]
+            pending.append((fd, staged(fd, name, data, durable), name))
+        while pending:
+            fd, tmp, name = pending[0]
             os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
-            staged.pop(0)
+            pending.pop(0)
+        if durable:
+            for fd in dict.fromkeys(fd for fd, _, _ in files):
+                os.fsync(fd)
     finally:
-        for fd, tmp, _ in staged:  # only on failure: nothing of these was renamed
+        for fd, tmp, _ in pending:  # only on failure: nothing of these was renamed
             try:
                 os.unlink(tmp, dir_fd=fd)
             except OSError:
                 pass
 
 
-def write_files(dump_root: Path, files: Sequence[tuple[Sequence[str], bytes]]) -> None:
+def rename_staged(dir_fd: int, tmp: str, name: str) -> None:
+    """Renames a temporary of `staged` to `name`; removes it if that fails."""
+    try:
+        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        remove_at(dir_fd, tmp)
+        raise
+
+
+def write_files(dump_root: Path, files: Sequence[tuple[Sequence[str], bytes]],
+                durable: bool = False) -> None:
     """Replaces <dump_root>/<rel...> with data (mode 0640) for each (rel, data).
     As a unit, as far as a full disk or a bad name goes: every temporary is
     written before any is renamed, so a failure replaces none (a crash between
-    the renames can still replace only the first ones)."""
+    the renames can still replace only the first ones). `durable`: a commit
+    point, on disk when this returns, with the directories that lead to it."""
     fds: list[int] = []
     try:
         for rel, _ in files:
             fds.append(open_dir(dump_root, rel[:-1], create=True))
-        _replace_staged([(fd, rel[-1], data) for fd, (rel, data) in zip(fds, files)])
+        _replace_staged([(fd, rel[-1], data) for fd, (rel, data) in zip(fds, files)], durable)
+        if durable:
+            for rel in dict.fromkeys(tuple(rel[:-1]) for rel, _ in files):
+                sync_parents(dump_root, rel)
     finally:
         for fd in fds:
             os.close(fd)
@@ -132,6 +156,22 @@ def write_files(dump_root: Path, files: Sequence[tuple[Sequence[str], bytes]]) -
 def write_files_at(dir_fd: int, files: Sequence[tuple[str, bytes]]) -> None:
     """write_files for files of one directory (an fd of open_dir)."""
     _replace_staged([(dir_fd, name, data) for name, data in files])
+
+
+def sync_dir(dump_root: Path, rel_dir: Sequence[str]) -> None:
+    """fsync of the directory <dump_root>/<rel_dir...>: its entries on disk."""
+    fd = open_dir(dump_root, rel_dir, create=False)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sync_parents(dump_root: Path, rel_dir: Sequence[str]) -> None:
+    """fsync of the directories above <dump_root>/<rel_dir...>, from it up to the
+    dump root: the entries that lead to a directory made since, on disk."""
+    for n in range(len(rel_dir) - 1, -1, -1):
+        sync_dir(dump_root, rel_dir[:n])
 
 
 def append_files_at(dir_fd: int, files: Sequence[tuple[str, bytes]]) -> None:
@@ -198,28 +238,38 @@ def overwrite_in_place(dump_root: Path, rel: Sequence[str], data: bytes) -> bool
         os.close(out)
 
 
-def write_streamed(dump_root: Path, rel: Sequence[str], write: Callable[[BinaryIO], None]) -> None:
+def write_streamed(dump_root: Path, rel: Sequence[str], write: Callable[[BinaryIO], None],
+                   durable: bool = False) -> None:
     """Like write_files for one file whose bytes `write(f)` streams into f, so
     that they never need to be in memory at once."""
     *dirs, name = rel
     fd = open_dir(dump_root, dirs, create=True)
     try:
-        write_streamed_at(fd, name, write)
+        write_streamed_at(fd, name, write, durable)
     finally:
         os.close(fd)
+    if durable:
+        sync_parents(dump_root, dirs)
 
 
-def write_streamed_at(dir_fd: int, name: str, write: Callable[[BinaryIO], None]) -> None:
+def write_streamed_at(dir_fd: int, name: str, write: Callable[[BinaryIO], None],
+                      durable: bool = False) -> None:
     """write_streamed into the directory `dir_fd` (from open_dir or open_subdir):
-    a temporary, renamed to `name` once `write(f)` has written it all."""
+    a temporary, renamed to `name` once `write(f)` has written it all (and, if
+    `durable`, fsync'd; the directory fsync'd after the rename)."""
     tmp, out = _open_temporary(dir_fd, name)
     try:
         with os.fdopen(out, "wb") as f:
             write(f)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         os.unlink(tmp, dir_fd=dir_fd)
         raise
+    if durable:
+        os.fsync(dir_fd)
 
 
 def remove_file(dump_root: Path, rel: Sequence[str]) -> None:
@@ -234,11 +284,13 @@ def remove_file(dump_root: Path, rel: Sequence[str]) -> None:
         os.close(fd)
 
 
-def remove_at(dir_fd: int, name: str) -> None:
+def remove_at(dir_fd: int, name: str) -> bool:
+    """Removes the file `name` of the directory; False if there was none."""
     try:
         os.unlink(name, dir_fd=dir_fd)
+        return True
     except FileNotFoundError:
-        pass
+        return False
 
 
 def read_at(dir_fd: int, name: str, tail: int | None = None) -> bytes | None:

@@ -279,7 +279,8 @@ class ManifestWriter:
         df.write_parquet(buf, compression="zstd", statistics=True)
         p = _Part(f"part-{state.next_n:08d}-L{level}.parquet", level, df.height, state.next_n)
         state.next_n += 1
-        fsio.write_files(self.dump_root, [((*self._pdir(part), p.name), buf.getvalue())])
+        fsio.write_files(self.dump_root, [((*self._pdir(part), p.name), buf.getvalue())],
+                         durable=True)
         state.parts.append(p)
         return p
 
@@ -299,14 +300,15 @@ class ManifestWriter:
                 concatenate([stack.enter_context(open(p, "rb")) for p in paths], f)
 
         try:
-            fsio.write_streamed(self.dump_root, rel, copy)
+            fsio.write_streamed(self.dump_root, rel, copy, durable=True)
         except NotConcatenable as exc:
             import polars as pl
 
             log.info("merging %s by decoding it: %s", base, exc)
             lazy = pl.scan_parquet(paths)
             fsio.write_streamed(self.dump_root, rel, lambda f: lazy.sink_parquet(
-                f, compression="zstd", statistics=True, row_group_size=MERGE_ROW_GROUP))
+                f, compression="zstd", statistics=True, row_group_size=MERGE_ROW_GROUP),
+                durable=True)
         return new
 
     def _compact(self, part: Partition, state: _Partition) -> None:

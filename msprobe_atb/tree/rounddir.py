@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from msprobe_atb.tree import fsio
@@ -20,8 +21,7 @@ from msprobe_atb.tree.records import RoundKey
 STAT = "statistic.csv"
 EXTRA = "statistic_extra.csv"
 MARKER = "ROUND_COMPLETE.json"
-# fdatasync of the rounds a flush completes, side by side: each waits for the
-# disk, not the CPU (the GIL is let go meanwhile)
+# the syncs of the rounds a flush completes, side by side (_side_by_side)
 _SYNCERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="sync")
 # One CSV record: cells outside quotes hold no line break (csvfmt quotes them).
 _CSV_RECORD = re.compile(rb'(?:[^"\n]|"[^"]*")*\n')
@@ -38,6 +38,8 @@ class RoundDir:
         self.dump_root = dump_root
         self.rel = ("data", key[0], key[1])
         self._fd: int | None = None
+        # its own entry and those above it on disk (commit_markers), since it was opened
+        self.entry_durable = False
 
     def fd(self) -> int:
         """The open directory, made (again) if needed."""
@@ -45,6 +47,7 @@ class RoundDir:
             self.close()  # removed since it was opened
         if self._fd is None:
             self._fd = fsio.open_dir(self.dump_root, self.rel, create=True)
+            self.entry_durable = False
         return self._fd
 
     def close(self) -> None:
@@ -87,25 +90,67 @@ class RoundDir:
     def read(self, file: str, tail: int | None = None) -> bytes | None:
         return fsio.read_at(self.fd(), file, tail)
 
-    def write_marker(self, data: bytes) -> None:
-        fsio.write_files_at(self.fd(), [(MARKER, data)])
-
     def remove_marker(self) -> None:
-        fsio.remove_at(self.fd(), MARKER)
+        """The round no longer committed, durably: after a machine crash its old
+        marker must not stand beside the rows appended since."""
+        if fsio.remove_at(self.fd(), MARKER):
+            os.fsync(self.fd())
 
 
-def sync_pairs(dirs: Sequence[RoundDir]) -> list[BaseException | None]:
-    """fdatasync of each round's pair, side by side; per round, None or what failed."""
-    def sync(d: RoundDir) -> BaseException | None:
+def _side_by_side(work, items: Sequence) -> list[BaseException | None]:
+    """work(item) for each item on the sync threads, side by side (each waits for
+    the disk, not the CPU: the GIL is let go meanwhile); per item, None or the
+    OSError / UnsafePath it raised."""
+    def run(item) -> BaseException | None:
         try:
-            fsio.sync_files_at(d.fd(), [STAT, EXTRA])
+            work(item)
             return None
         except (OSError, fsio.UnsafePath) as exc:
             return exc
 
-    if len(dirs) > 1:
+    if len(items) > 1:
         try:
-            return list(_SYNCERS.map(sync, dirs))
+            return list(_SYNCERS.map(run, items))
         except RuntimeError:
             pass  # the interpreter is shutting down (a dumper's exit hook): one by one
-    return [sync(d) for d in dirs]
+    return [run(item) for item in items]
+
+
+def sync_pairs(dirs: Sequence[RoundDir]) -> list[BaseException | None]:
+    """fdatasync of each round's pair, side by side; per round, None or what failed."""
+    return _side_by_side(lambda d: fsio.sync_files_at(d.fd(), [STAT, EXTRA]), dirs)
+
+
+def commit_markers(markers: Sequence[tuple[RoundDir, bytes]]) -> list[BaseException | None]:
+    """The rounds' commits, each its ROUND_COMPLETE.json, durable (their pairs
+    synced before, sync_pairs): the temporaries written and fsync'd side by side,
+    renamed, then the directories fsync'd side by side, each once: every round's
+    (the marker's entry, the pair's beside it) and, for a round directory new to
+    its RoundDir, those above it up to the dump root (its own entry). Per round,
+    None or what failed: its marker is then not in place, or not known to be on disk."""
+    temps: dict[int, str] = {}
+
+    def stage(i: int) -> None:
+        d, data = markers[i]
+        temps[i] = fsio.staged(d.fd(), MARKER, data, durable=True)
+
+    failed = _side_by_side(stage, range(len(markers)))
+    needs: dict[tuple[str, ...], list[int]] = {}  # directory -> the rounds it commits
+    for i, (d, _) in enumerate(markers):
+        if failed[i] is None:
+            try:
+                fsio.rename_staged(d.fd(), temps[i], MARKER)
+            except (OSError, fsio.UnsafePath) as exc:
+                failed[i] = exc
+                continue
+            for n in range(len(d.rel), len(d.rel) - 1 if d.entry_durable else -1, -1):
+                needs.setdefault(d.rel[:n], []).append(i)
+    if needs:
+        root = markers[0][0].dump_root
+        rels = list(needs)
+        for rel, exc in zip(rels, _side_by_side(partial(fsio.sync_dir, root), rels)):
+            for i in needs[rel]:
+                failed[i] = failed[i] or exc
+    for (d, _), exc in zip(markers, failed):
+        d.entry_durable = d.entry_durable or exc is None
+    return failed

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 from cp_helpers import DaemonProc, FakeShim
 
 REPO = Path(__file__).resolve().parents[2]
+# offline_helpers.make_real_dump: the stand-in under the real probe, for real record logs
+sys.path.insert(0, str(REPO / "tests" / "offline"))
 
 
 @pytest.fixture
