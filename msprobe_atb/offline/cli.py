@@ -1,4 +1,5 @@
-"""Subcommands convert, stats, compare, overflow, report (registered into `msprobe-atb`)."""
+"""Subcommands convert, stats, compare, diagnose, overflow, report (registered into
+`msprobe-atb`)."""
 
 from __future__ import annotations
 
@@ -199,6 +200,52 @@ def _compare_report(a, res) -> int:
     return res.exit_code()
 
 
+DIAGNOSE_EXITS = """exit codes:
+  0  no cause found: no NaN/Inf, no jump, no divergence from the golden
+  1  a root cause is named
+  2  bad arguments, or a dump that cannot be read
+  3  something is wrong (NaN/Inf, or a divergence) but no op or input behind it
+     replays at fault, or the golden is built differently and was not compared"""
+
+
+def cmd_diagnose(a) -> int:
+    from .diagnose.engine import diagnose
+    from .diagnose.text import diagnosis_json
+    from .read.dumpset import open_dumps
+    try:
+        dump = _open(a.dir, fill_stats=True)
+        golden = open_dumps([a.golden]) if a.golden else None
+    except (DumpNotFound, ValueError) as e:
+        return _err("diagnose", str(e))
+    refused: list[str] = []
+    with contextlib.ExitStack() as stack:
+        if golden is None:
+            doc = diagnosis_json(diagnose(dump))
+        else:
+            try:
+                compare = _golden_compare(golden, dump, a, stack)
+            except ValueError as e:
+                return _err("diagnose", str(e))
+            bar = progress_bar("compare with golden", unit="pair")
+            try:
+                res = compare(golden, dump, jobs=a.jobs, progress=bar.update)
+            finally:
+                bar.close()
+            refused = list(res.scope.structure) if res.scope.incomplete else []
+            doc = res.diagnosis
+    if refused:
+        doc = {**doc, "golden_refused": refused}
+    if a.json:
+        print(json.dumps(jsonable(doc), indent=1))
+    else:
+        print("\n".join(doc["lines"]))
+        for why in refused:
+            print(f"  golden not compared: {why}")
+    if doc["found"]:
+        return 1
+    return 3 if refused or doc["unexplained"] else 0
+
+
 def cmd_convert(a) -> int:
     from .read.convert import convert
     bar = progress_bar("convert")
@@ -348,6 +395,26 @@ def register(sub) -> None:
                    help="with --scheduler: how long the scheduler has to answer "
                         f"({CONNECT_TIMEOUT_S:g})")
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("diagnose", help="the root cause of NaN/Inf, jumps or a divergence: "
+                       "the first op whose own result is wrong, an input already bad, or an "
+                       "overflow (exit 1 if a cause is named)",
+                       description="Finds where the dump first goes wrong (NaN/Inf, a tensor "
+                       "whose abs-max or norm jumps against its other rounds or its "
+                       "neighbours in other layers, the first divergence from a golden), then "
+                       "walks upstream through the graph replaying each producer in float64 "
+                       "(msprobe-atb replay) to the op whose own result is wrong (own-error), "
+                       "an input already bad when it entered the dump (a weight, a model "
+                       "input, a KV cache an earlier round wrote), or an op whose exact result "
+                       "leaves its dtype (overflow). Prints one line per process: root cause; "
+                       "consequence.",
+                       epilog=DIAGNOSE_EXITS, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dir", metavar="DIR", help="the dump (output root or atb_dump_data)")
+    p.add_argument("--golden", metavar="G", help="a golden dump (ATB, or a torch golden) to "
+                   "find the first divergence against")
+    p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    _jobs(p)
+    p.set_defaults(func=cmd_diagnose)
 
     p = sub.add_parser("convert", help=".bin to .npy, recursively, keeping the tree")
     p.add_argument("src", help="a .bin file or a directory")

@@ -137,7 +137,8 @@ def _from_model(models: dict[str, tuple[list[ModelNode], int]], top: Node, tenso
     for n in reversed(nodes[:pos]):
         if mt in n.outputs:
             return Upstream(n.gid, n.name, mt, top.op_id, depth)
-    kind = "weight" if "_weight_" in mt else "model input"
+    kind = "weight" if "_weight_" in mt else "KV cache" if "cache" in mt.lower() \
+        else "model input"
     return Upstream("", f"{kind} of {nodes[pos].model}", mt, top.op_id, depth)
 
 

@@ -3,25 +3,20 @@ fed it, and the largest values per layer."""
 
 from __future__ import annotations
 
-import math
-
 import polars as pl
 
 from msprobe_atb.tree.incidents import format_incident, read_incidents
-from msprobe_atb.tree.models import model_kind, round_label, rounds_label
+from msprobe_atb.tree.models import model_kind, rounds_label
 
+from ..diagnose.anomalies import first_nonfinite
+from ..diagnose.anomalies import json_number as _num
+from ..diagnose.engine import diagnose
+from ..diagnose.text import diagnosis_json
 from ..read.dtypes import TOLERANCES
 from ..read.graph import feeder_kinds, load_layer_graphs, load_model_graphs, upstream
 from ..read.losses import format_losses, losses_summary
 from ..read.table import Dump, op_path
 from ..replay.text import brief_line, replay_brief
-
-
-def _num(v):
-    """JSON-safe number (NaN/Inf as strings, as in the record logs)."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
-    return v
 
 
 def _fmt(v) -> str:
@@ -30,31 +25,6 @@ def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:.6g}"
     return str(v)
-
-
-def tensor_ref(row: dict) -> dict:
-    """The user-facing description of one tensor row."""
-    return {
-        "dev_pid": row["dev_pid"], "round": row["round"], "model": row.get("model"),
-        "round_label": round_label(row["round"], row.get("model")), "seq": row["seq"],
-        "op": op_path(row["op_id"], row["op_name"]), "op_id": row["op_id"],
-        "stage": row["stage"], "io": row["io"], "index": row["index"], "dtype": row["dtype"],
-        "shape": row["shape"],
-        "nan": row["nan"], "pinf": row["pinf"], "ninf": row["ninf"], "zero": row["zero"],
-        "max": _num(row["max"]), "min": _num(row["min"]), "norm": _num(row["norm"]),
-        "path": row["path"], "status": row["status"],
-    }
-
-
-def first_nonfinite(df: pl.DataFrame) -> list[dict]:
-    """Per process, the first tensor in execution order with NaN/Inf; the list is
-    ordered with the earliest round first. Only inputs before and outputs after
-    an op count: an output buffer before the op ran holds stale data."""
-    bad = df.filter(pl.col("nonfinite") & pl.col("primary"))
-    if bad.height == 0:
-        return []
-    firsts = bad.group_by("dev_pid", maintain_order=True).first()
-    return [tensor_ref(r) for r in firsts.sort(["round", "seq"]).iter_rows(named=True)]
 
 
 def _feeders(df: pl.DataFrame, ref: dict, graphs, models) -> list[dict]:
@@ -159,6 +129,8 @@ def summarize(dump: Dump, df: pl.DataFrame | None = None, *, top: int = 10) -> d
     root = dump.layout.root
     return {
         "dump": str(dump.layout.root or dump.layout.given), "tensors": df.height,
+        # the root cause, as diagnose, compare, the report and incidents say it
+        "diagnosis": diagnosis_json(diagnose(dump, df)),
         **losses_summary(dump.layout),
         "processes": procs, "status": status, "problems": dump.problems,
         # statistics read from the tensors' files: the dump records none for them
@@ -209,7 +181,7 @@ def no_nonfinite_text(s: dict) -> str:
 
 
 def format_text(s: dict) -> str:
-    lines = [f"Dump {s['dump']}: {s['tensors']} tensors"]
+    lines = [s["diagnosis"]["line"], f"Dump {s['dump']}: {s['tensors']} tensors"]
     for p in s["processes"]:
         lines.append(f"  process {p['dev_pid']} (device {p['device']}): {rounds_text(p)}"
                      f", {p['layers']} layers, {p['ops']} ops, "

@@ -1,0 +1,102 @@
+"""The diagnosis of a dump: per process, its anomalies (anomalies.py), the walk
+from the earliest one up to its root cause (walk.py), and the consequence a user
+sees first (the first NaN/Inf, else the first divergence). One function,
+`diagnose`, for every command that names a cause: diagnose, stats, compare, the
+report and incidents."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from ..read.table import Dump
+from ..replay.dumpops import DumpedOp
+from ..replay.runner import OpResult
+from .anomalies import Anomaly, find_anomalies, jumps
+from .walk import CacheHop, Cause, Walker, index_of
+
+
+@dataclass
+class Chain:
+    """One process's finding: the cause, the anomaly the walk started from, and the
+    consequence (the op a user sees go wrong first), with the KV caches between."""
+
+    dev_pid: str
+    cause: Cause
+    start: Anomaly
+    consequence: tuple[DumpedOp, OpResult, Anomaly] | None
+    caches: list[CacheHop] = field(default_factory=list)
+
+
+@dataclass
+class Diagnosis:
+    chains: list[Chain]  # earliest first
+    unexplained: list[Anomaly]  # NaN/Inf or divergences no cause was found for
+    models: dict[tuple[str, str], str]  # (dev_pid, layer) -> model, for round labels
+    several: bool  # the dump has several processes: say the device
+
+
+def _key(row: dict) -> tuple:
+    return (row["dev_pid"], row["round"], row["op_id"], row["io"], index_of(row["index"]))
+
+
+def _suspects(df: pl.DataFrame, jumped: pl.DataFrame, failures: pl.DataFrame | None
+              ) -> set[tuple]:
+    """Every tensor known to be bad: holding NaN/Inf, jumping, or failing compare."""
+    cols = ["dev_pid", "round", "op_id", "io", "index"]
+    parts = [df.filter(pl.col("primary") & pl.col("nonfinite")).select(cols),
+             jumped.select(cols)]
+    if failures is not None:
+        parts.append(failures.select(cols))
+    return {_key(r) for p in parts for r in p.iter_rows(named=True)}
+
+
+def failing_rows(df: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
+    """The rows of the target's table `df` whose pair failed in compare's result
+    `rows` (inputs before and outputs after each op), in execution order."""
+    bad = rows.filter((pl.col("verdict") == "fail") & pl.col("primary")).select(
+        pl.col("target_process").alias("dev_pid"), "round", "op_id", "io", "index").unique()
+    keys = ["dev_pid", "round", "op_id", "io", "index"]
+    return df.filter(pl.col("primary")).join(bad, on=keys, how="semi", nulls_equal=True)
+
+
+def _consequence(walker: Walker, anomalies: list[Anomaly], cause: Cause
+                 ) -> tuple[DumpedOp, OpResult, Anomaly] | None:
+    seen = next((a for kind in ("nonfinite", "divergence") for a in anomalies
+                 if a.kind == kind), None)
+    op = walker.op_at(seen.tensor) if seen is not None else None
+    if op is None or op.op_id == cause.op.op_id and op.round == cause.op.round:
+        return None
+    return op, walker.replay(op), seen
+
+
+def diagnose(dump: Dump, df: pl.DataFrame | None = None,
+             failures: pl.DataFrame | None = None) -> Diagnosis:
+    """The root cause per process of the tensors `df` (default: the whole dump);
+    `failures`: the rows compare found diverging from a golden (failing_rows)."""
+    from ..read.models import model_map
+
+    df = dump.tensors if df is None else df
+    several = df.get_column("dev_pid").n_unique() > 1 if df.height else False
+    jumped = jumps(df)
+    found = find_anomalies(df, jumped, failures)
+    out = Diagnosis([], [], model_map(df), several)
+    if not found:
+        return out
+    walker = Walker(dump, df.filter(pl.col("dev_pid").is_in(list(found))),
+                    _suspects(df, jumped, failures))
+    for dev_pid, anomalies in sorted(found.items(), key=lambda kv: (kv[1][0].tensor["round"],
+                                                                      kv[1][0].seq)):
+        for a in anomalies:  # a jump may be innocent: then the next anomaly
+            start = walker.op_at(a.tensor)
+            if start is None:
+                continue
+            w = walker.walk(start, a.tensor["io"], index_of(a.tensor["index"]))
+            if w.cause is not None:
+                out.chains.append(Chain(dev_pid, w.cause, a,
+                                        _consequence(walker, anomalies, w.cause), w.caches))
+                break
+        else:
+            out.unexplained += [a for a in anomalies if a.kind != "jump"][:1]
+    return out
