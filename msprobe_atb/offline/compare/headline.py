@@ -128,7 +128,7 @@ def _divergence(res: CompareResult, fd: dict, structure_differs: bool) -> list[s
 def format_summary(res: CompareResult, outputs: list[str] | None = None) -> str:
     sc = res.scope
     counts = {v: res.count(v) for v in VERDICTS}
-    lines = [res.diagnosis["line"]] if res.diagnosis else []
+    lines = list(res.diagnosis["lines"]) if res.diagnosis else []
     lines += _structure(res)
     # not compared: paired, but the cluster could not answer for them (said below)
     unpaired = {k: counts[k] for k in ("target-only", "golden-only", "not-compared")

@@ -181,7 +181,7 @@ def no_nonfinite_text(s: dict) -> str:
 
 
 def format_text(s: dict) -> str:
-    lines = [s["diagnosis"]["line"], f"Dump {s['dump']}: {s['tensors']} tensors"]
+    lines = [*s["diagnosis"]["lines"], f"Dump {s['dump']}: {s['tensors']} tensors"]
     for p in s["processes"]:
         lines.append(f"  process {p['dev_pid']} (device {p['device']}): {rounds_text(p)}"
                      f", {p['layers']} layers, {p['ops']} ops, "
