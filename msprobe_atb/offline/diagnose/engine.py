@@ -34,7 +34,7 @@ class Diagnosis:
     chains: list[Chain]  # earliest first
     unexplained: list[Anomaly]  # NaN/Inf or divergences no cause was found for
     models: dict[tuple[str, str], str]  # (dev_pid, layer) -> model, for round labels
-    several: bool  # the dump has several processes: say the device
+    several: bool  # the dump has several processes: the device is said
 
 
 def _key(row: dict) -> tuple:
@@ -77,8 +77,10 @@ def diagnose(dump: Dump, df: pl.DataFrame | None = None,
     `failures`: the rows compare found diverging from a golden (failing_rows)."""
     from ..read.models import model_map
 
+    # the device is said wherever the dump has several processes, whatever `df` holds
+    several = dump.tensors.get_column("dev_pid").n_unique() > 1 if dump.tensors.height \
+        else False
     df = dump.tensors if df is None else df
-    several = df.get_column("dev_pid").n_unique() > 1 if df.height else False
     jumped = jumps(df)
     found = find_anomalies(df, jumped, failures)
     out = Diagnosis([], [], model_map(df), several)
