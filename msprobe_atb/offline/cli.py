@@ -183,6 +183,17 @@ def _golden_compare(golden, target, a, stack: contextlib.ExitStack):
     return compare
 
 
+def _against_golden(golden, target, a, stack: contextlib.ExitStack):
+    """`target` compared with `golden` (_golden_compare's compare) on `a.jobs` workers,
+    with a progress bar; ValueError for options that do not apply to these dumps."""
+    compare = _golden_compare(golden, target, a, stack)
+    bar = progress_bar("compare with golden")
+    try:
+        return compare(golden, target, jobs=a.jobs, progress=bar.update)
+    finally:
+        bar.close()
+
+
 def _compare_report(a, res) -> int:
     from .compare.headline import format_summary, summary_json
     try:
@@ -223,14 +234,9 @@ def cmd_diagnose(a) -> int:
             doc = diagnosis_json(diagnose(dump))
         else:
             try:
-                compare = _golden_compare(golden, dump, a, stack)
+                res = _against_golden(golden, dump, a, stack)
             except ValueError as e:
                 return _err("diagnose", str(e))
-            bar = progress_bar("compare with golden", unit="pair")
-            try:
-                res = compare(golden, dump, jobs=a.jobs, progress=bar.update)
-            finally:
-                bar.close()
             refused = list(res.scope.structure) if res.scope.incomplete else []
             doc = res.diagnosis
     if refused:
@@ -290,12 +296,7 @@ def cmd_report(a) -> int:
     with contextlib.ExitStack() as stack:
         comp = None
         if golden is not None:
-            compare = _golden_compare(golden, dump, a, stack)
-            bar = progress_bar("compare with golden")
-            try:
-                comp = compare(golden, dump, jobs=a.jobs, progress=bar.update)
-            finally:
-                bar.close()
+            comp = _against_golden(golden, dump, a, stack)
         if comp is not None and comp.torch_alignment is not None:
             golden = comp.torch_alignment.golden  # the torch tensors, aligned
         bar = progress_bar("report", unit="step", total=REPORT_STEPS)
