@@ -155,3 +155,11 @@ def test_a_kv_cache_carrying_a_bad_value_is_named_a_cache(dumps):
 def test_bad_input_is_one_line(tmp_path):
     rc, out = run_cli("diagnose", str(tmp_path / "none"))
     assert rc == 2 and out == ""
+
+
+def test_a_statistics_only_dump_says_replay_cannot_judge(stats_dump):
+    """The Inf is found, but with no tensor files no op can be replayed: said, exit 3."""
+    rc, out = run_cli("diagnose", str(stats_dump))
+    assert rc == 3, out
+    assert out.startswith("no cause found: 1_Prefill_layer/5_SelfAttentionOperation/"), out
+    assert "replay cannot judge 1_Prefill_layer/5_SelfAttentionOperation: no input tensor" in out

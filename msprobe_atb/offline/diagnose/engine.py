@@ -14,7 +14,7 @@ from ..read.table import Dump
 from ..replay.dumpops import DumpedOp
 from ..replay.runner import OpResult
 from .anomalies import Anomaly, find_anomalies, jumps
-from .walk import CacheHop, Cause, Walker, index_of
+from .walk import CacheHop, Cause, Walk, Walker, index_of
 
 
 @dataclass
@@ -32,7 +32,8 @@ class Chain:
 @dataclass
 class Diagnosis:
     chains: list[Chain]  # earliest first
-    unexplained: list[Anomaly]  # NaN/Inf or divergences no cause was found for
+    # NaN/Inf or divergences no cause was found for, each with why not
+    unexplained: list[tuple[Anomaly, str]]
     models: dict[tuple[str, str], str]  # (dev_pid, layer) -> model, for round labels
     several: bool  # the dump has several processes: the device is said
 
@@ -90,15 +91,29 @@ def diagnose(dump: Dump, df: pl.DataFrame | None = None,
                     _suspects(df, jumped, failures))
     for dev_pid, anomalies in sorted(found.items(), key=lambda kv: (kv[1][0].tensor["round"],
                                                                       kv[1][0].seq)):
+        why = {}
         for a in anomalies:  # a jump may be innocent: then the next anomaly
             start = walker.op_at(a.tensor)
             if start is None:
+                why[id(a)] = "its op is not among the dump's ops"
                 continue
             w = walker.walk(start, a.tensor["io"], index_of(a.tensor["index"]))
             if w.cause is not None:
                 out.chains.append(Chain(dev_pid, w.cause, a,
                                         _consequence(walker, anomalies, w.cause), w.caches))
                 break
+            why[id(a)] = _why_none(w)
         else:
-            out.unexplained += [a for a in anomalies if a.kind != "jump"][:1]
+            out.unexplained += [(a, why.get(id(a), "")) for a in anomalies
+                                if a.kind != "jump"][:1]
     return out
+
+
+def _why_none(w: Walk) -> str:
+    """Why a walk found no cause: replay could not judge the ops it met, or it
+    judged them and none is at fault."""
+    if w.replayed and all(r.verdict == "not-replayable" for r in w.replayed):
+        first = w.replayed[0]
+        return f"replay cannot judge {first.op.rel}: {first.why}"
+    more = f" among the first {len(w.replayed)} replayed" if w.exhausted else ""
+    return f"no op or input behind it replays at fault{more}"

@@ -79,18 +79,18 @@ def chain_line(d: Diagnosis, ch: Chain) -> str:
     return text
 
 
-def _unexplained_line(d: Diagnosis, a: Anomaly) -> str:
+def _unexplained_line(d: Diagnosis, a: Anomaly, why: str) -> str:
     t = a.tensor
     where = f"device {t['dev_pid'].split('_')[0]}, " if d.several else ""
     return (f"{NO_CAUSE}: {t['op']} {t['io']} {t['index']} {_anomaly_text(a)} ({where}"
-            f"{t['round_label']}), and no op or input behind it replays at fault")
+            f"{t['round_label']}), and {why}")
 
 
 def lines(d: Diagnosis) -> list[str]:
     """One line per process with a finding, earliest first; `no cause found` alone
     when there is none."""
     out = [chain_line(d, ch) for ch in d.chains]
-    out += [_unexplained_line(d, a) for a in d.unexplained]
+    out += [_unexplained_line(d, a, why) for a, why in d.unexplained]
     return out or [NO_CAUSE]
 
 
@@ -122,5 +122,5 @@ def diagnosis_json(d: Diagnosis) -> dict:
         chains.append(item)
     return jsonable({"line": headline(d), "lines": lines(d), "found": bool(d.chains),
                      "causes": chains,
-                     "unexplained": [{"kind": a.kind, "what": a.what, "tensor": a.tensor}
-                                     for a in d.unexplained]})
+                     "unexplained": [{"kind": a.kind, "what": a.what, "why": why,
+                                      "tensor": a.tensor} for a, why in d.unexplained]})

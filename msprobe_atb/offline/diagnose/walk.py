@@ -55,7 +55,7 @@ class Cause:
 @dataclass
 class Walk:
     cause: Cause | None
-    results: dict[Key, OpResult] = field(default_factory=dict)
+    replayed: list[OpResult] = field(default_factory=list)  # in the order met
     caches: list[CacheHop] = field(default_factory=list)
     exhausted: bool = False  # stopped at MAX_REPLAYS
 
@@ -183,7 +183,7 @@ class Walker:
 
     def walk(self, start: DumpedOp, io: str, index: int | None) -> Walk:
         """From the op holding an anomalous tensor (`io`, `index`) up to its cause."""
-        out = Walk(None, self.results)
+        out = Walk(None)
         causes: list[Cause] = []
         overflows: list[Cause] = []
         queue: deque[DumpedOp | tuple[DumpedOp, int]] = deque()
@@ -208,6 +208,7 @@ class Walker:
             seen.add(key)
             replays += 1
             r = self.replay(op)
+            out.replayed.append(r)
             if r.verdict == "own-error":
                 causes.append(Cause("own-error", op, r))
                 continue
