@@ -138,8 +138,11 @@ def test_a_clean_run_against_its_golden_names_no_cause(dumps):
 def test_a_kv_cache_carrying_a_bad_value_is_named_a_cache(dumps):
     """Decode rounds 2-3 of device 1 after the Inf its Rope made in decode round 1:
     the key cache layer 1 reads carries it; the round that wrote it is not read."""
+    import polars as pl
+
     from msprobe_atb.offline.diagnose.engine import diagnose
     from msprobe_atb.offline.diagnose.text import lines
+    from msprobe_atb.offline.diagnose.walk import Walker, index_of
     from msprobe_atb.offline.read.table import filter_tensors, open_dump
 
     dump = open_dump(dumps["nonfinite"], fill_stats=True)
@@ -148,8 +151,20 @@ def test_a_kv_cache_carrying_a_bad_value_is_named_a_cache(dumps):
     assert line.startswith("root cause: KV cache DecoderModel_Decoder_kcache_1 read by "
                            "6_Decoder_layer (device 1, decode round 2) carries a bad value"), line
     # with the round that wrote it, the cause is the op itself
-    (line,) = lines(diagnose(dump, filter_tensors(dump.tensors, device="1")))
+    mine = filter_tensors(dump.tensors, device="1")
+    (line,) = lines(diagnose(dump, mine))
     assert line.startswith(CAUSES[("nonfinite", 1)]), line
+    # and a walk from the cache layer 1 reads in decode round 2 goes through the op
+    # that wrote the Inf into it in decode round 1, up to the Rope
+    bad = {(r["dev_pid"], r["round"], r["op_id"], r["io"], index_of(r["index"]))
+           for r in mine.filter(pl.col("nonfinite")).iter_rows(named=True)}
+    walker = Walker(dump, mine, bad, bad)
+    dev_pid = mine.get_column("dev_pid")[0]
+    walk = walker.walk(walker.rep.by_id[(dev_pid, 2, "6")], "input", 6)
+    assert [(h.tensor, h.writer.rel, h.writer.round) for h in walk.caches] == [
+        ("DecoderModel_Decoder_kcache_1", "6_Decoder_layer/4_ReshapeAndCacheOperation", 1)]
+    assert (walk.cause.verdict, walk.cause.op.rel, walk.cause.op.round) == (
+        "own-error", "5_Decoder_layer/3_RopeOperation", 1)
 
 
 def test_bad_input_is_one_line(tmp_path):

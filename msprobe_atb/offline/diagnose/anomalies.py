@@ -24,7 +24,7 @@ from ..read.table import op_path
 # a few times at most on the stand-in and by tens on real models (massive
 # activations); an op gone wrong by a scale is off by hundreds.
 JUMP_FACTOR = 50.0
-# Envelopes below this are zero for the purpose (a tensor that is usually zero).
+# Statistics at or below this are zero for the purpose: they make no envelope.
 TINY = 1e-30
 # Jumps per process the walk starts from, at most (the earliest ones).
 MAX_JUMPS = 4
@@ -81,8 +81,8 @@ def _nonfinite_what(t: dict) -> str:
 
 def _others_median(value: pl.Expr, by: list[str]) -> pl.Expr:
     """Per group of `by`, the median of the other rows' `value` (the row itself left
-    out: with two layers, each is held against the other alone)."""
-    n = pl.len().over(by)
+    out: with two layers, each is held against the other alone); nulls take no part."""
+    n = value.count().over(by)
     total = value.sum().over(by)
     # the median of the others: for small groups (the usual: a few layers or rounds)
     # the mean of the others stands in where the median cannot leave one out
@@ -101,7 +101,10 @@ def jumps(df: pl.DataFrame, factor: float = JUMP_FACTOR) -> pl.DataFrame:
         return floats.with_columns(pl.lit(0.0).alias("jump"), pl.lit("").alias("against"))
     child = pl.col("op_id").str.replace(r"^\d+", "")
     inner = pl.col("op_name").str.replace(r"^[^/]*", "")
-    kind = pl.col("model").fill_null("").map_elements(model_kind, return_dtype=pl.Utf8)
+    models = floats.get_column("model").drop_nulls().unique().to_list() \
+        if "model" in floats.columns else []
+    kind = pl.col("model").replace_strict({m: model_kind(m) for m in models}, default="",
+                                          return_dtype=pl.Utf8) if models else pl.lit("")
     floats = floats.with_columns(child.alias("_child"), inner.alias("_inner"),
                                  kind.alias("_kind"))
     tensor = ["stage", "io", "index"]
@@ -109,10 +112,11 @@ def jumps(df: pl.DataFrame, factor: float = JUMP_FACTOR) -> pl.DataFrame:
     layers = ["dev_pid", "round", "_kind", "_child", "_inner", *tensor]
     ratios = []
     for col in ("abs_max", "norm"):
-        logv = pl.col(col).clip(TINY).log()
+        # a tensor that is all zeros (an empty KV cache) makes no envelope
+        logv = pl.when(pl.col(col) > TINY).then(pl.col(col).log())
         for name, by in (("rounds", rounds), ("layers", layers)):
             env = _others_median(logv, by).exp()
-            ratios.append(pl.when(env > TINY).then(pl.col(col) / env).alias(f"_{col}_{name}"))
+            ratios.append((pl.col(col) / env).alias(f"_{col}_{name}"))
     floats = floats.with_columns(ratios)
     by_rounds = pl.max_horizontal("_abs_max_rounds", "_norm_rounds")
     by_layers = pl.max_horizontal("_abs_max_layers", "_norm_layers")

@@ -42,15 +42,16 @@ def _key(row: dict) -> tuple:
     return (row["dev_pid"], row["round"], row["op_id"], row["io"], index_of(row["index"]))
 
 
-def _suspects(df: pl.DataFrame, jumped: pl.DataFrame, failures: pl.DataFrame | None
-              ) -> set[tuple]:
-    """Every tensor known to be bad: holding NaN/Inf, jumping, or failing compare."""
+def _bad_tensors(df: pl.DataFrame, jumped: pl.DataFrame, failures: pl.DataFrame | None
+                 ) -> tuple[set[tuple], set[tuple]]:
+    """The tensors that look bad (holding NaN/Inf, jumping, failing compare), and
+    those of them that are bad for sure (all but the jumps): Walker's two sets."""
     cols = ["dev_pid", "round", "op_id", "io", "index"]
-    parts = [df.filter(pl.col("primary") & pl.col("nonfinite")).select(cols),
-             jumped.select(cols)]
+    parts = [df.filter(pl.col("primary") & pl.col("nonfinite")).select(cols)]
     if failures is not None:
         parts.append(failures.select(cols))
-    return {_key(r) for p in parts for r in p.iter_rows(named=True)}
+    confirmed = {_key(r) for p in parts for r in p.iter_rows(named=True)}
+    return confirmed | {_key(r) for r in jumped.select(cols).iter_rows(named=True)}, confirmed
 
 
 def failing_rows(df: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
@@ -88,7 +89,7 @@ def diagnose(dump: Dump, df: pl.DataFrame | None = None,
     if not found:
         return out
     walker = Walker(dump, df.filter(pl.col("dev_pid").is_in(list(found))),
-                    _suspects(df, jumped, failures))
+                    *_bad_tensors(df, jumped, failures))
     for dev_pid, anomalies in sorted(found.items(), key=lambda kv: (kv[1][0].tensor["round"],
                                                                       kv[1][0].seq)):
         why = {}

@@ -10,8 +10,10 @@ inputs (those holding NaN/Inf, jumping, or diverging from the golden), across
 layers through `info/model`. An input no op produced (a weight, a model input)
 that is suspect is a cause itself: it was bad when it entered the dump. A KV cache
 is followed instead to the op that wrote the bad value into it in an earlier
-round, when the dump holds that op. With no op or input at fault, the earliest op
-whose exact result leaves its dtype (`overflow`) is the cause.
+round, when the dump holds that op. Such an input is named only when it is bad
+for sure (NaN/Inf, or diverging from the golden), not for a jump alone. With no
+op or input at fault, the earliest op whose exact result leaves its dtype
+(`overflow`) is the cause.
 """
 
 from __future__ import annotations
@@ -74,12 +76,17 @@ def _leaves(node: Node):
 
 
 class Walker:
-    """Walks upstream in the processes of one dump; `suspects` are the tensors
-    (dev_pid, round, op_id, io, index) known to be bad."""
+    """Walks upstream in the processes of one dump. `suspects` are the tensors
+    (dev_pid, round, op_id, io, index) that look bad, the walk follows them;
+    `confirmed` those of them that are bad for sure (NaN/Inf, a divergence from the
+    golden): only such an input, no op's output, is named as a cause (a jump alone
+    is no proof: a KV cache or an input may grow for good reasons)."""
 
-    def __init__(self, dump: Dump, df: pl.DataFrame, suspects: set[tuple]):
+    def __init__(self, dump: Dump, df: pl.DataFrame, suspects: set[tuple],
+                 confirmed: set[tuple]):
         self.rep = Replayer(dump, df)
         self.suspects = suspects
+        self.confirmed = confirmed
         self.results: dict[Key, OpResult] = {}
 
     def op_at(self, tensor: dict) -> DumpedOp | None:
@@ -184,6 +191,12 @@ class Walker:
     def walk(self, start: DumpedOp, io: str, index: int | None) -> Walk:
         """From the op holding an anomalous tensor (`io`, `index`) up to its cause."""
         out = Walk(None)
+        if start.children and io == "output":  # a layer's output: the op that wrote it
+            found = find_node(self.rep.graphs.get(start.dev_pid, {}), start.op_id)
+            node = found[0] if found else None
+            if node is not None and index is not None and index < len(node.outputs):
+                start = self._writer(start.dev_pid, start.round, node,
+                                     node.outputs[index]) or start
         causes: list[Cause] = []
         overflows: list[Cause] = []
         queue: deque[DumpedOp | tuple[DumpedOp, int]] = deque()
@@ -209,11 +222,12 @@ class Walker:
             replays += 1
             r = self.replay(op)
             out.replayed.append(r)
+            # a graph's verdict is its first child's at fault: that child is named
             if r.verdict == "own-error":
-                causes.append(Cause("own-error", op, r))
+                causes.append(Cause("own-error", r.op, r))
                 continue
             if r.verdict == "overflow":
-                overflows.append(Cause("overflow", op, r))
+                overflows.append(Cause("overflow", r.op, r))
             named = (r.bad_input or {}).get("input")
             for t in op.inputs:
                 if t.name == named or self._suspect(op, "input", t.index):
@@ -234,4 +248,5 @@ class Walker:
                 if writer is not None:
                     queue.append(writer)
                     return
-            causes.append(Cause("input-bad", op, source=src))
+            if (op.dev_pid, op.round, op.op_id, "input", index) in self.confirmed:
+                causes.append(Cause("input-bad", op, source=src))
