@@ -167,6 +167,22 @@ def test_a_kv_cache_carrying_a_bad_value_is_named_a_cache(dumps):
         "own-error", "5_Decoder_layer/3_RopeOperation", 1)
 
 
+def test_a_stale_kv_cache_is_named_a_cache(dumps):
+    """Decode round 3 of device 0 reads the NaN the overflow of decode round 2 left in
+    layer 1's key cache: stats (one dir or several) names it a cache."""
+    cache = "DecoderModel_Decoder_kcache_1"
+    rc, text = run_cli("stats", str(dumps["norm_and_linear"]), "--round", "3", "--device", "0")
+    first = text.split("FIRST NaN/Inf in ")[1].splitlines()
+    assert "decode round 3, 6_Decoder_layer input 6 " in first[0], first
+    assert first[1] == f"  a KV cache ({cache}): it carries a value an earlier round wrote"
+    assert text.startswith(f"root cause: KV cache {cache} read by 6_Decoder_layer (device 0, "
+                           "decode round 3) carries a bad value written in an earlier round")
+    rc, text = run_cli("stats", str(dumps["norm_and_linear"]), str(dumps["bf16"]))
+    (said,) = [line for line in text.splitlines() if line.startswith("decode round 3: ")]
+    assert said.endswith(f"6_Decoder_layer before input 6 (a KV cache, {cache}: it carries a "
+                         "value an earlier round wrote)"), said
+
+
 def test_bad_input_is_one_line(tmp_path):
     rc, out = run_cli("diagnose", str(tmp_path / "none"))
     assert rc == 2 and out == ""

@@ -52,7 +52,7 @@ def cause_text(d: Diagnosis, c) -> str:
     src = c.source
     if src["kind"] == "KV cache":
         return (f"KV cache {src['tensor']} read by {c.op.rel} ({where}) carries a bad value "
-                "written in a round before the dump's first")
+                "written in an earlier round, not among those read")
     return (f"{src['kind']} {src['tensor']} already bad when read by {c.op.rel} ({where}: "
             "it held NaN/Inf or jumped before any op of the dump wrote it)")
 

@@ -213,6 +213,17 @@ def upstream(graphs: dict[str, Node], op_id: str, io: str = "output", index: int
     return out
 
 
+def kv_cache_of(graphs: dict[str, Node], models: dict[str, tuple[list[ModelNode], int]],
+                op_id: str, io: str, index: int | None) -> str | None:
+    """The model's name of the KV cache that input `index` of `op_id` is, when no op
+    of its layer wrote it before: a NaN/Inf it holds was written in an earlier round."""
+    if io != "input" or index is None:
+        return None
+    ups = upstream(graphs, op_id, io="input", index=index, max_depth=1, models=models)
+    return ups[0].tensor if ups and not ups[0].op_id and \
+        ups[0].op_name.startswith("KV cache") else None
+
+
 def feeder_kinds(names: list[str]) -> str:
     """'12 weights, 1 model input': feeders that are no op (no statistics), counted by
     kind, from the names upstream gives them ('weight of M', 'model input of M',

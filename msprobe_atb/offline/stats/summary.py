@@ -13,7 +13,13 @@ from ..diagnose.anomalies import json_number as _num
 from ..diagnose.engine import diagnose
 from ..diagnose.text import diagnosis_json
 from ..read.dtypes import TOLERANCES
-from ..read.graph import feeder_kinds, load_layer_graphs, load_model_graphs, upstream
+from ..read.graph import (
+    feeder_kinds,
+    kv_cache_of,
+    load_layer_graphs,
+    load_model_graphs,
+    upstream,
+)
 from ..read.losses import format_losses, losses_summary
 from ..read.table import Dump, op_path
 from ..replay.text import brief_line, replay_brief
@@ -122,6 +128,8 @@ def summarize(dump: Dump, df: pl.DataFrame | None = None, *, top: int = 10) -> d
             graphs_cache[f["dev_pid"]] = (load_layer_graphs(info, f["dev_pid"], dump.problems),
                                           load_model_graphs(info, f["dev_pid"], dump.problems))
         f["upstream"] = _feeders(df, f, *graphs_cache[f["dev_pid"]])
+        f["kv_cache"] = kv_cache_of(*graphs_cache[f["dev_pid"]], f["op_id"], f["io"],
+                                    int(f["index"]) if str(f["index"]).isdigit() else None)
         # Is it the op, its inputs or the dtype? (msprobe-atb replay)
         f["replay"] = replay_brief(dump, f["dev_pid"], f["round"], f["op_id"])
     layers = per_layer(df)
@@ -216,6 +224,9 @@ def format_text(s: dict) -> str:
         lines.append(f"FIRST NaN/Inf in {f['dev_pid']}: {f['round_label']}, {f['op']} "
                      f"{f['io']} {f['index']} ({f['dtype']} {f['shape']}): "
                      f"nan {_fmt(f['nan'])}, +inf {_fmt(f['pinf'])}, -inf {_fmt(f['ninf'])}")
+        if f.get("kv_cache"):
+            lines.append(f"  a KV cache ({f['kv_cache']}): it carries a value an earlier round "
+                         "wrote")
         if f["path"]:
             lines.append(f"  file: {f['path']}")
         if f.get("replay"):
