@@ -108,7 +108,10 @@ class Walker:
                 self.results[key] = next((r for r in found if r.verdict == "own-error"),
                                          found[-1])
             else:
-                self.results[key] = self.rep.replay(op)
+                try:
+                    self.results[key] = self.rep.replay(op)
+                except (OSError, ValueError, MemoryError) as e:  # said, never raised
+                    self.results[key] = OpResult(op, "not-replayable", f"replay failed: {e}")
         return self.results[key]
 
     def _suspect(self, op: DumpedOp, io: str, index: int) -> bool:
