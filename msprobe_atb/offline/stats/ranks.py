@@ -18,6 +18,8 @@ import polars as pl
 
 from msprobe_atb.tree.models import model_kind, round_label
 
+from ..diagnose.engine import diagnose
+from ..diagnose.text import diagnosis_json
 from ..read.graph import kv_cache_of, load_layer_graphs, load_model_graphs
 from ..read.losses import format_losses, losses_summary
 from ..read.manifest import meta
@@ -97,7 +99,8 @@ def across_ranks(df: pl.DataFrame) -> dict:
 
 
 def format_ranks(s: dict, dumps: list[str], limit: int = 20) -> str:
-    lines = [f"{len(s['ranks'])} ranks in {len(dumps)} dumps: {', '.join(dumps)}", "",
+    lines = [f"{d['host']}: {line}" for d in s["diagnosis"] for line in d["lines"]]
+    lines += [f"{len(s['ranks'])} ranks in {len(dumps)} dumps: {', '.join(dumps)}", "",
              f"{'host':<16} {'process':<14} {'device':>6} {'rounds':>6} {'tensors':>8} "
              f"{'NaN/Inf':>7} {'max norm':>12}  first NaN/Inf"]
     for r in s["ranks"]:
@@ -161,6 +164,12 @@ def stats_ranks(dirs: list[str], opened: list[Dump], *, op=None, layer=None, rou
     df = filter_tensors(ranks_table(dumps), op=op, layer=layer, round=round, device=device)
     out = across_ranks(df)
     _name_caches(out["rounds"], dict(dumps))
+    # the root cause in each dump, as `diagnose DIR` names it there
+    out["diagnosis"] = [
+        {"host": host, "dump": str(d.root or d.layout.given),
+         **diagnosis_json(diagnose(d, filter_tensors(d.tensors, op=op, layer=layer, round=round,
+                                                     device=device)))}
+        for host, d in dumps]
     out["dumps"] = [str(d.root or d.layout.given) for d in opened]
     out["problems"] = [p for d in opened for p in d.problems]
     # per dump: what it lost, or what its derived files do not hold yet
