@@ -212,11 +212,13 @@ def _compare_report(a, res) -> int:
 
 
 DIAGNOSE_EXITS = """exit codes:
-  0  no cause found: no NaN/Inf, no jump, no divergence from the golden
+  0  no cause found: no NaN/Inf, no divergence from the golden (a jump that
+     replay finds no op at fault behind is no finding)
   1  a root cause is named
   2  bad arguments, or a dump that cannot be read
   3  something is wrong (NaN/Inf, or a divergence) but no op or input behind it
-     replays at fault, or the golden is built differently and was not compared"""
+     replays at fault, or the comparison with the golden is incomplete (built
+     differently, or too little compared: said)"""
 
 
 def cmd_diagnose(a) -> int:
@@ -237,16 +239,18 @@ def cmd_diagnose(a) -> int:
                 res = _against_golden(golden, dump, a, stack)
             except ValueError as e:
                 return _err("diagnose", str(e))
-            refused = list(res.scope.structure) if res.scope.incomplete else []
+            sc = res.scope
+            refused = (sc.structure or sc.causes or ["too little was compared"]) \
+                if sc.incomplete else []
             doc = res.diagnosis
     if refused:
-        doc = {**doc, "golden_refused": refused}
+        doc = {**doc, "golden_incomplete": refused}
     if a.json:
         print(json.dumps(jsonable(doc), indent=1))
     else:
         print("\n".join(doc["lines"]))
         for why in refused:
-            print(f"  golden not compared: {why}")
+            print(f"  the comparison with the golden is incomplete: {why}")
     if doc["found"]:
         return 1
     return 3 if refused or doc["unexplained"] else 0

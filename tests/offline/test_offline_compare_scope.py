@@ -42,7 +42,8 @@ def test_different_layer_counts_say_structure_first(tmp_path):
     assert set(at3.get_column("verdict")) == {"golden-only", "target-only"}
     rc, out = run_cli("compare", "-gp", str(g), "-tp", str(t), "-o", str(tmp_path / "c.csv"))
     assert rc == 3
-    assert out.startswith("STRUCTURE DIFFERS")
+    # after the diagnosis (of the target alone: its pairs are not trusted)
+    assert out.startswith(res.diagnosis["lines"][0] + "\nSTRUCTURE DIFFERS")
     assert "3: golden Prefill_layer, target LmHead" in out
     assert "top-level op counts differ: golden 4 Prefill_layer; target 2 Prefill_layer" in out
     assert "No divergent tensor: all" not in out
