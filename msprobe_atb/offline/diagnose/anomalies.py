@@ -84,8 +84,8 @@ def _others_median(value: pl.Expr, by: list[str]) -> pl.Expr:
     out: with two layers, each is held against the other alone); nulls take no part."""
     n = value.count().over(by)
     total = value.sum().over(by)
-    # the median of the others: for small groups (the usual: a few layers or rounds)
-    # the mean of the others stands in where the median cannot leave one out
+    # in a small group (the usual: a few layers or rounds) one row weighs on the
+    # median, so the mean of the others stands in for it
     return pl.when(n >= 4).then(value.median().over(by)).when(n >= 2) \
         .then((total - value) / (n - 1)).otherwise(None)
 
