@@ -80,8 +80,9 @@ def _nonfinite_what(t: dict) -> str:
 
 
 def _others_median(value: pl.Expr, by: list[str]) -> pl.Expr:
-    """Per group of `by`, the median of the other rows' `value` (the row itself left
-    out: with two layers, each is held against the other alone); nulls take no part."""
+    """Per group of `by`, the median of `value`; in a group of two or three, the mean
+    of the other rows' (with two layers, each is held against the other alone); nulls
+    take no part."""
     n = value.count().over(by)
     total = value.sum().over(by)
     # in a small group (the usual: a few layers or rounds) one row weighs on the
