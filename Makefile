@@ -88,6 +88,8 @@ test: all native-test lint pytest
 #              dtypes, bombs)
 #   hostile    hostile mapping YAML, safetensors headers and configs, SQL for query, FIFOs
 #              and devices in place of every file a reader opens
+#   diagnose   every injected-fault case of tests/offline/test_diagnose.py (make test runs
+#              a quick subset): diagnose names the injected op
 CONFIG_FUZZ_EXAMPLES ?= 10000
 MANIFEST_FUZZ_INPUTS ?= 200
 SCHEDULER_FUZZ_EXAMPLES ?= 2000
@@ -96,7 +98,7 @@ FUZZ_ARGS_config = --examples $(CONFIG_FUZZ_EXAMPLES)
 FUZZ_ARGS_manifest = --inputs $(MANIFEST_FUZZ_INPUTS)
 FUZZ_ARGS_scheduler = --examples $(SCHEDULER_FUZZ_EXAMPLES)
 FUZZ_ARGS_replay = --examples $(REPLAY_FUZZ_EXAMPLES)
-PY_FUZZ_TARGETS := $(addprefix fuzz-,config reader manifest scheduler replay hostile)
+PY_FUZZ_TARGETS := $(addprefix fuzz-,config reader manifest scheduler replay hostile diagnose)
 FUZZ_TARGETS += $(PY_FUZZ_TARGETS)
 .PHONY: $(PY_FUZZ_TARGETS)
 $(PY_FUZZ_TARGETS): fuzz-%: all deps

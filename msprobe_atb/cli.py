@@ -19,7 +19,7 @@ COMMAND_MODULES = (
     "msprobe_atb.wait",  # wait
     "msprobe_atb.run",  # run
     "msprobe_atb.tree.cli",  # rebuild
-    "msprobe_atb.offline.cli",  # convert, stats, compare, overflow, report
+    "msprobe_atb.offline.cli",  # convert, stats, compare, diagnose, overflow, report
     "msprobe_atb.offline.manifest.cli",  # index, query
     "msprobe_atb.offline.replay.cli",  # replay
     "msprobe_atb.recorder.cli",  # trigger, incidents

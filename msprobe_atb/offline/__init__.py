@@ -7,7 +7,8 @@
 
 Rooms, by what a user runs: read (dtypes, binfile, layout, table, manifest, graph, ...:
 reading a dump), stats (stats, overflow), compare (pairing, metrics, engines, the torch
-golden), report, manifest (index, query), replay; cli registers their commands.
+golden), report, manifest (index, query), replay, diagnose (the root cause, which stats,
+compare, report and incidents show); cli registers their commands.
 """
 
 import importlib

@@ -1,4 +1,5 @@
-"""Subcommands convert, stats, compare, overflow, report (registered into `msprobe-atb`)."""
+"""Subcommands convert, stats, compare, diagnose, overflow, report (registered into
+`msprobe-atb`)."""
 
 from __future__ import annotations
 
@@ -182,6 +183,17 @@ def _golden_compare(golden, target, a, stack: contextlib.ExitStack):
     return compare
 
 
+def _against_golden(golden, target, a, stack: contextlib.ExitStack):
+    """`target` compared with `golden` (_golden_compare's compare) on `a.jobs` workers,
+    with a progress bar; ValueError for options that do not apply to these dumps."""
+    compare = _golden_compare(golden, target, a, stack)
+    bar = progress_bar("compare with golden")
+    try:
+        return compare(golden, target, jobs=a.jobs, progress=bar.update)
+    finally:
+        bar.close()
+
+
 def _compare_report(a, res) -> int:
     from .compare.headline import format_summary, summary_json
     try:
@@ -197,6 +209,51 @@ def _compare_report(a, res) -> int:
     # 3: checked nothing or too little, or different structure; 1: a tensor diverges,
     # could not be read or was not compared (an unanswered comparison is not a pass).
     return res.exit_code()
+
+
+DIAGNOSE_EXITS = """exit codes:
+  0  no cause found: no NaN/Inf, no divergence from the golden (a jump that
+     replay finds no op at fault behind is no finding)
+  1  a root cause is named
+  2  bad arguments, or a dump that cannot be read
+  3  something is wrong (NaN/Inf, or a divergence) but no op or input behind it
+     replays at fault, or the comparison with the golden is incomplete (built
+     differently, or too little compared: said)"""
+
+
+def cmd_diagnose(a) -> int:
+    from .diagnose.engine import diagnose
+    from .diagnose.text import diagnosis_json
+    from .read.dumpset import open_dumps
+    try:
+        dump = _open(a.dir, fill_stats=True)
+        golden = open_dumps([a.golden]) if a.golden else None
+    except (DumpNotFound, ValueError) as e:
+        return _err("diagnose", str(e))
+    refused: list[str] = []
+    with contextlib.ExitStack() as stack:
+        if golden is None:
+            doc = diagnosis_json(diagnose(dump))
+        else:
+            try:
+                res = _against_golden(golden, dump, a, stack)
+            except ValueError as e:
+                return _err("diagnose", str(e))
+            sc = res.scope
+            refused = (sc.structure or sc.causes or ["too little was compared"]) \
+                if sc.incomplete else []
+            doc = res.diagnosis
+    if refused:
+        doc = {**doc, "golden_incomplete": refused}
+    if a.json:
+        print(json.dumps(jsonable(doc), indent=1))
+    else:
+        print("\n".join(doc["lines"]))
+        for why in refused:
+            print(f"  the comparison with the golden is incomplete: {why}")
+    if doc["found"]:
+        return 1
+    return 3 if refused or doc["unexplained"] else 0
 
 
 def cmd_convert(a) -> int:
@@ -243,12 +300,7 @@ def cmd_report(a) -> int:
     with contextlib.ExitStack() as stack:
         comp = None
         if golden is not None:
-            compare = _golden_compare(golden, dump, a, stack)
-            bar = progress_bar("compare with golden")
-            try:
-                comp = compare(golden, dump, jobs=a.jobs, progress=bar.update)
-            finally:
-                bar.close()
+            comp = _against_golden(golden, dump, a, stack)
         if comp is not None and comp.torch_alignment is not None:
             golden = comp.torch_alignment.golden  # the torch tensors, aligned
         bar = progress_bar("report", unit="step", total=REPORT_STEPS)
@@ -348,6 +400,26 @@ def register(sub) -> None:
                    help="with --scheduler: how long the scheduler has to answer "
                         f"({CONNECT_TIMEOUT_S:g})")
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("diagnose", help="the root cause of NaN/Inf, jumps or a divergence: "
+                       "the first op whose own result is wrong, an input already bad, or an "
+                       "overflow (exit 1 if a cause is named)",
+                       description="Finds where the dump first goes wrong (NaN/Inf, a tensor "
+                       "whose abs-max or norm jumps against its other rounds or its "
+                       "neighbours in other layers, the first divergence from a golden), then "
+                       "walks upstream through the graph replaying each producer in float64 "
+                       "(msprobe-atb replay) to the op whose own result is wrong (own-error), "
+                       "an input already bad when it entered the dump (a weight, a model "
+                       "input, a KV cache an earlier round wrote), or an op whose exact result "
+                       "leaves its dtype (overflow). Prints one line per process: root cause; "
+                       "consequence.",
+                       epilog=DIAGNOSE_EXITS, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dir", metavar="DIR", help="the dump (output root or atb_dump_data)")
+    p.add_argument("--golden", metavar="G", help="a golden dump (ATB, or a torch golden) to "
+                   "find the first divergence against")
+    p.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    _jobs(p)
+    p.set_defaults(func=cmd_diagnose)
 
     p = sub.add_parser("convert", help=".bin to .npy, recursively, keeping the tree")
     p.add_argument("src", help="a .bin file or a directory")

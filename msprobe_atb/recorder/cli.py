@@ -84,24 +84,34 @@ def run_incidents(args: argparse.Namespace) -> int:
     if not docs:
         print(f"no incidents in {dump_root}")
         return 0
-    print("\n\n".join(format_incident(d) + (f"\n  {brief_line(d['replay'])}" if d.get("replay")
-                                             else "") for d in docs))
+    print("\n\n".join(format_incident(d)
+                       + (f"\n  {brief_line(d['replay'])}" if d.get("replay") else "")
+                       + (f"\n  {d['diagnosis']['line']}" if d.get("diagnosis") else "")
+                       for d in docs))
     return 0
 
 
 def _add_replay(dump_root: Path, docs: list[dict]) -> None:
-    """Each incident's first offending op, replayed from the rounds it flushed:
-    the op, its inputs, or the dtype (msprobe-atb replay)."""
+    """Each incident's first offending op, replayed from the rounds it flushed
+    (the op, its inputs, or the dtype: msprobe-atb replay), and the root cause in
+    its process's rounds (msprobe-atb diagnose)."""
+    import polars as pl
+
+    from msprobe_atb.offline.diagnose.engine import diagnose
+    from msprobe_atb.offline.diagnose.text import diagnosis_json
     from msprobe_atb.offline.read.layout import DumpNotFound
     from msprobe_atb.offline.read.table import open_dump
     from msprobe_atb.offline.replay.text import replay_brief
     try:
-        dump = open_dump(dump_root)
+        dump = open_dump(dump_root, fill_stats=True)
     except (DumpNotFound, ValueError, OSError):
         return
     for d in docs:
         ft = d.get("first_tensor") or {}
-        if "error" in d or not ft.get("op_id") or d.get("round") is None:
+        if "error" in d:
             continue
         dev_pid = f"{d.get('device')}_{d.get('pid')}"
-        d["replay"] = replay_brief(dump, dev_pid, d["round"], ft["op_id"])
+        mine = dump.tensors.filter(pl.col("dev_pid") == dev_pid)
+        d["diagnosis"] = diagnosis_json(diagnose(dump, mine if mine.height else None))
+        if ft.get("op_id") and d.get("round") is not None:
+            d["replay"] = replay_brief(dump, dev_pid, d["round"], ft["op_id"])

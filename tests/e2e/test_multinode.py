@@ -87,7 +87,9 @@ def test_two_nodes_one_shared_config(tmp_path, service_env, services):
 
     st = cli("stats", *(str(s.out) for s in nodes.values()))
     assert st.returncode == 0, st.stderr
-    lines = st.stdout.split("round 0: ")[1].splitlines()
+    out = st.stdout.splitlines()  # the diagnosis lines come first, then the ranks
+    at = next(i for i, line in enumerate(out) if "round 0: NaN/Inf first on " in line)
+    lines = [out[at].split("round 0: ", 1)[1], *out[at + 1:]]
     assert lines[0].startswith("NaN/Inf first on node-b device 0 ")
     assert "2_Prefill_layer" in lines[0]
     assert lines[1].startswith("  then node-b device 1 ") and "(+0)" in lines[1]

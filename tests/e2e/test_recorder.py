@@ -50,7 +50,15 @@ def test_inf_on_one_rank_flushes_the_same_rounds_of_every_rank(tmp_path, service
     (inc,) = json.loads(cli("incidents", str(tmp_path), "--json").stdout)
     # the report on disk, plus replay's verdict on its first offending op
     verdict = inc.pop("replay")
+    diagnosis = inc.pop("diagnosis")
     assert inc == incidents(tmp_path)[0]
+    # the root cause, as `diagnose` names it in the incident's process (issue 31)
+    assert diagnosis["lines"] == [
+        "root cause: 2_Prefill_layer/11_ActivationOperation own-error (device 1, prefill "
+        "round 21: output -inf where float64 is " + diagnosis["lines"][0].rpartition(" ")[2]]
+    assert cli("diagnose", str(tmp_path), check=False).stdout.splitlines() == \
+        diagnosis["lines"]
+    assert diagnosis["lines"][0] in cli("incidents", str(tmp_path)).stdout
     assert verdict["verdict"] == "own-error", verdict
     assert verdict["path"].endswith("/21/2_Prefill_layer/11_ActivationOperation"), verdict
     assert verdict["worst"]["dumped"] == "-inf"

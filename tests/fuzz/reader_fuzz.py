@@ -8,7 +8,7 @@ K findings" (distinct failures, each shrunk to its smallest input).
   `stats` (its incident lines) and `report` (its incident section) either show
   the file or refuse it by name; no exception; a round dir shown is this dump's.
 * nonutf8-names: op names of any bytes (odd bytes, backslashes, quotes, markup)
-  in a dump, through stats, compare, report, index, query, convert, overflow
+  in a dump, through stats, diagnose, compare, report, index, query, convert, overflow
   and incidents (in-process, as the CLI runs them): no error, every tensor
   read, every path a reader gives opens its file, every name shown in the text
   form of tree/names.py, which gives the bytes back.
@@ -180,6 +180,8 @@ class NonUtf8Names:
         assert s["tensors"] == n, s["tensors"]
         first = s["first_nonfinite"][0]
         assert first["op"] == shown[0] and os.path.isfile(os_path(first["path"])), first
+        diagnosis = json.loads(cli("diagnose", str(target), "--json", ok=(0, 1, 3)))
+        assert diagnosis["lines"] == s["diagnosis"]["lines"] and diagnosis["lines"]
         out = cli("compare", "-m", "atb", "-gp", str(golden), "-tp", str(target),
                   "-o", str(base / "c.csv"))
         assert f"{n} pairs compared" in out and f"pass {n}" in out, out

@@ -91,13 +91,14 @@ def _wait_done(out: Path, timeout: float = 90.0) -> None:
         raise RuntimeError(f"msprobe-atb rebuild {out} failed: {r.stderr[-2000:]}")
 
 
-def make_real_dump(out: Path, dtype: str, *, inject: str | None = None, task: str = "all",
+def make_real_dump(out: Path, dtype: str, *, inject: str | tuple[str, ...] | None = None,
+                   task: str = "all",
                    filter_level: int = 1, model: list[str] = MODEL,
                    all_stages: bool = False, devices: tuple[int, ...] = (0,),
                    save_child: bool = True) -> Path:
     """Run the stand-in ATB under the real probe with a config enabled from the start
     (`all_stages`: save_all_stages, the opt-in to all four stages), one process per
-    device, side by side."""
+    device, side by side; `inject`: one --inject spec, or several."""
     out.mkdir(parents=True, exist_ok=True)
     cfg = out / "config.json"
     cfg.write_text(json.dumps({"task": task, "dump_enable": True, "exec_range": "all",
@@ -110,8 +111,8 @@ def make_real_dump(out: Path, dtype: str, *, inject: str | None = None, task: st
                MSPROBE_ATB_PYTHON=sys.executable, LD_PRELOAD=str(shim_lib(ABI)),
                LD_LIBRARY_PATH=f"{home / 'lib'}:{env.get('LD_LIBRARY_PATH', '')}")
     cmd = [str(atbsim_bin(ABI)), "run", "--dtype", dtype, *model]
-    if inject:
-        cmd += ["--inject", inject]
+    for spec in [inject] if isinstance(inject, str) else inject or ():
+        cmd += ["--inject", spec]
     procs = [subprocess.Popen([*cmd, "--device", str(d)], env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True) for d in devices]
     for p in procs:

@@ -29,6 +29,14 @@ def _model(root, names: list[str], dtype=np.float32, task: str = "all", rounds=(
     return root
 
 
+def _body(out: str) -> str:
+    """compare's text after its diagnosis lines (one per process, first)."""
+    lines = out.splitlines(keepends=True)
+    while lines and lines[0].startswith(("root cause: ", "no cause found")):
+        lines.pop(0)
+    return "".join(lines)
+
+
 def llama(layers: int) -> list[str]:
     return ["WordEmbedding", *["Prefill_layer"] * layers, "LmHead"]
 
@@ -42,7 +50,8 @@ def test_different_layer_counts_say_structure_first(tmp_path):
     assert set(at3.get_column("verdict")) == {"golden-only", "target-only"}
     rc, out = run_cli("compare", "-gp", str(g), "-tp", str(t), "-o", str(tmp_path / "c.csv"))
     assert rc == 3
-    assert out.startswith("STRUCTURE DIFFERS")
+    # after the diagnosis (of the target alone: its pairs are not trusted)
+    assert out.startswith(res.diagnosis["lines"][0] + "\nSTRUCTURE DIFFERS")
     assert "3: golden Prefill_layer, target LmHead" in out
     assert "top-level op counts differ: golden 4 Prefill_layer; target 2 Prefill_layer" in out
     assert "No divergent tensor: all" not in out
@@ -55,7 +64,7 @@ def test_different_layer_counts_say_structure_first(tmp_path):
     assert lm["verdict"] in ("pass", "fail") and "golden name Prefill_layer" in lm["reason"]
     rc, out = run_cli("compare", "-gp", str(g), "-tp", str(t), "-o", str(tmp_path / "d.csv"),
                       "--pair-by-id")
-    assert rc == 0 and out.startswith("STRUCTURE DIFFERS") and "as asked" in out
+    assert rc == 0 and _body(out).startswith("STRUCTURE DIFFERS") and "as asked" in out
 
 
 def test_nothing_matched_is_not_a_pass(tmp_path):
@@ -66,7 +75,7 @@ def test_nothing_matched_is_not_a_pass(tmp_path):
     assert "NOTHING WAS COMPARED" in out and "no round in common (golden rounds 0, target 5-6)" \
         in out
     assert "No divergent tensor" not in out  # nothing was compared: no line about it
-    assert out.startswith("0 pairs compared, 16 target-only, 8 golden-only (processes ")
+    assert _body(out).startswith("0 pairs compared, 16 target-only, 8 golden-only (processes ")
     rc, out = run_cli("compare", "-gp", str(g), "-tp", str(t), "-o", str(tmp_path / "d.csv"),
                       "--json")
     s = json.loads(out)
@@ -88,7 +97,7 @@ def test_far_fewer_matched_names_the_selection(tmp_path):
     rc, out = run_cli("compare", "-gp", str(g), "-tp", str(t), "-o", str(tmp_path / "c.csv"))
     assert rc == 3 and "NOT A PASS: only 2 of the smaller dump's 14 tensors" in out
     # the pairs, not the rows of both sides, are what was compared
-    assert out.startswith("2 pairs compared, 12 target-only, 14 golden-only (processes "
+    assert _body(out).startswith("2 pairs compared, 12 target-only, 14 golden-only (processes "
                           "0_321→0_321)\n")
     assert "the dumps selected different ops: golden 8 op ids, target 7, 1 in common" in out
     rc, _ = run_cli("compare", "-gp", str(g), "-tp", str(t), "-o", str(tmp_path / "d.csv"),

@@ -184,11 +184,17 @@ def test_main_cli_entry(real_dumps):
 
 def test_different_layer_counts_real(stats_dump_3_layers, stats_dump, tmp_path):
     """3-layer golden vs 2-layer target: the LmHead of one is not compared with
-    a decoder layer of the other, and the structure difference comes first."""
+    a decoder layer of the other, and the structure difference comes first, after
+    the diagnosis of the target alone (its pairs are not trusted)."""
     rc, out = run_cli("compare", "-gp", str(stats_dump_3_layers), "-tp", str(stats_dump),
                       "-o", str(tmp_path / "c.csv"))
     assert rc == 3, out[:2000]
-    assert out.startswith("STRUCTURE DIFFERS")
+    rc_alone, alone = run_cli("diagnose", str(stats_dump))
+    assert out.startswith(alone + "STRUCTURE DIFFERS")
+    rc, said = run_cli("diagnose", str(stats_dump), "--golden", str(stats_dump_3_layers))
+    assert rc == 3 and said.startswith(alone)
+    assert "\n  the comparison with the golden is incomplete: op names differ at " in said
+    assert "3: golden Prefill_layer, target LmHead" in said, said
     assert "3: golden Prefill_layer, target LmHead" in out
     assert "model DecoderModel_Prefill differs (info/model): golden 3 Prefill_layer; target 2 " \
         "Prefill_layer\n  model DecoderModel_Decoder differs" in out

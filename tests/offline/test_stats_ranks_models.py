@@ -21,7 +21,7 @@ def test_rounds_are_labelled_and_kept_apart_by_model(tmp_path):
         ("decode round 0", "node-b", []), ("prefill round 0", "node-a", [])]
     assert {r["host"]: r["first_nonfinite"]["round_label"] for r in s["ranks"]} == {
         "node-a": "prefill round 0", "node-b": "decode round 0"}
-    text = format_ranks({**s, "losses": []}, ["a", "b"])
+    text = format_ranks({**s, "losses": [], "diagnosis": []}, ["a", "b"])
     assert "\nprefill round 0: NaN/Inf first on node-a " in text
     assert "\ndecode round 0: NaN/Inf first on node-b " in text
     assert "\nround 0:" not in text

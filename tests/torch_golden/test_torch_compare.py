@@ -242,3 +242,16 @@ def test_top_level_ops_alone_align_by_order(dumps, tmp_path):
         ("2_Prefill_layer", "input", "model.layers.1 input 0"),
         ("6_Decoder_layer", "output", "model.layers.1 output 0"),
         ("7_LmHead", "output", "lm_head output 0 [rows of lm_head_indices]")}
+
+
+def test_diagnose_against_the_torch_golden(dumps):
+    """The root cause of the injected Inf, named against the torch golden as compare
+    says it; the clean fp32 run has none."""
+    rc, text = run_cli("diagnose", str(dumps["inf"]), "--golden", str(dumps["torch"]), "-j", "1")
+    assert rc == 1 and text.startswith("root cause: 2_Prefill_layer/11_ActivationOperation "
+                                       "own-error (prefill round 0: output inf where "), text
+    _, compared = run_cli("compare", "-gp", str(dumps["torch"]), "-tp", str(dumps["inf"]),
+                          "-o", str(dumps["inf"].parent / "diagnosed.csv"), "-j", "1")
+    assert compared.startswith(text)
+    rc, text = run_cli("diagnose", str(dumps["fp32"]), "--golden", str(dumps["torch"]), "-j", "1")
+    assert (rc, text) == (0, "no cause found\n")

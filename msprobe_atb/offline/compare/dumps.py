@@ -39,6 +39,8 @@ import polars as pl
 
 from msprobe_atb.tree.models import layer_of, round_label
 
+from ..diagnose.engine import diagnose, failing_rows
+from ..diagnose.text import diagnosis_json
 from ..read.confine import REFUSED
 from ..read.dtypes import TOLERANCES
 from ..read.losses import format_losses, losses_summary
@@ -81,6 +83,8 @@ class CompareResult:
     # against a torch golden: what was aligned how, and what could not be
     # (torch_golden.TorchAlignment)
     torch_alignment: Any = None
+    # the root cause in the target (diagnose/text.py diagnosis_json), its divergence included
+    diagnosis: dict | None = None
 
     def round_label(self, row: dict) -> str:
         """The row's round named by its op's model: "prefill round 21"."""
@@ -374,6 +378,9 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
     fd = first_divergence(res)
     if fd is not None and fd["op_id"] is not None:
         res.first_replay = replay_brief(target, fd["target_process"], fd["round"], fd["op_id"])
+    # an incomplete comparison's failures may pair different ops: the target alone then
+    res.diagnosis = diagnosis_json(diagnose(
+        target, t, failures=None if scope.incomplete else failing_rows(t, rows)))
     return res
 
 

@@ -137,7 +137,8 @@ def _divergence(res: CompareResult, fd: dict, structure_differs: bool) -> list[s
 def format_summary(res: CompareResult, outputs: list[str] | None = None) -> str:
     sc = res.scope
     counts = {v: res.count(v) for v in VERDICTS}
-    lines = _structure(res)
+    lines = list(res.diagnosis["lines"]) if res.diagnosis else []
+    lines += _structure(res)
     # not compared: paired, but the cluster could not answer for them (said below)
     unpaired = {k: counts[k] for k in ("target-only", "golden-only", "not-compared")
                 if counts[k]}
@@ -214,4 +215,5 @@ def summary_json(res: CompareResult, outputs: list[str], notes: list[str]) -> di
         "error_growth": [{**o, "round_label": res.round_label(o)} for o in error_growth(res)],
         "engine": res.engine.as_dict(), "outputs": outputs, "exit_code": res.exit_code(),
         "torch_alignment": res.torch_alignment and res.torch_alignment.as_dict(),
+        "diagnosis": res.diagnosis,
     }

@@ -137,7 +137,8 @@ def _from_model(models: dict[str, tuple[list[ModelNode], int]], top: Node, tenso
     for n in reversed(nodes[:pos]):
         if mt in n.outputs:
             return Upstream(n.gid, n.name, mt, top.op_id, depth)
-    kind = "weight" if "_weight_" in mt else "model input"
+    kind = "weight" if "_weight_" in mt else "KV cache" if "cache" in mt.lower() \
+        else "model input"
     return Upstream("", f"{kind} of {nodes[pos].model}", mt, top.op_id, depth)
 
 
@@ -210,6 +211,17 @@ def upstream(graphs: dict[str, Node], op_id: str, io: str = "output", index: int
             nxt += [(t, p) for t in p.inputs]
         frontier = nxt
     return out
+
+
+def kv_cache_of(graphs: dict[str, Node], models: dict[str, tuple[list[ModelNode], int]],
+                op_id: str, io: str, index: int | None) -> str | None:
+    """The model's name of the KV cache that input `index` of `op_id` is, when no op
+    of its layer wrote it before: a NaN/Inf it holds was written in an earlier round."""
+    if io != "input" or index is None:
+        return None
+    ups = upstream(graphs, op_id, io="input", index=index, max_depth=1, models=models)
+    return ups[0].tensor if ups and not ups[0].op_id and \
+        ups[0].op_name.startswith("KV cache") else None
 
 
 def feeder_kinds(names: list[str]) -> str:

@@ -1,4 +1,5 @@
-"""The headline card at the top of a report made with a golden dump: where the
+"""The headline cards at the top of a report: the diagnosis (the root cause, the
+line `msprobe-atb diagnose` prints), and with a golden dump where the
 first divergent op is (layer, op, round, device, model), how large the error is
 there (NaN/Inf counts of both sides first, then max abs/rel error and cosine over
 the elements finite on both sides), and the two tensors' values against each
@@ -130,3 +131,10 @@ def _replay_block(b: dict) -> str:
                  ("float64", number(w["float64"]))]
     cls = "ok" if b["verdict"] == "ok" else "bad"
     return f"<div class='replay {cls}'><h3>Is it the op? (replay)</h3>{_facts(rows)}</div>"
+
+
+def diagnosis_block(doc: dict) -> str:
+    """The diagnosis card: one line per process, as `msprobe-atb diagnose` says it."""
+    cls = "bad" if doc["found"] or doc["unexplained"] else "ok"
+    return "".join(f"<p class='{cls} diagnosis'>{html.escape(line)}</p>"
+                   for line in doc["lines"])

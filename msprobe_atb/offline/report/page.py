@@ -1,7 +1,7 @@
 """`msprobe-atb report`: one self-contained HTML page that works offline, with
 interactive plots (Plotly, inlined), sortable tables and links to the tensors:
-with a golden, a headline card first (headline.py); the summary, the
-first NaN/Inf with the ops feeding it and a histogram of its values, norm and
+the diagnosis's card first, with a golden the first divergent op's (headline.py);
+the summary, the first NaN/Inf with the ops feeding it and a histogram of its values, norm and
 abs-max per layer and device across rounds, the NaN/Inf map, and with a golden
 the error growth along the layers, the per-layer comparison and the worst
 tensor pairs. A golden built differently is not compared: the page says why.
@@ -25,7 +25,7 @@ from ..read.losses import format_losses
 from ..read.table import Dump
 from ..stats.summary import no_nonfinite_text, ranges_text, rounds_text, summarize
 from . import figures as figs
-from .headline import headline_blocks, load_tensors
+from .headline import diagnosis_block, headline_blocks, load_tensors
 from .page_text import plot_json
 
 MAX_COMPARE_ROWS = 300
@@ -386,6 +386,8 @@ def build_report(dump: Dump, comparison: CompareResult | None = None,
     df = dump.tensors.filter(pl.col("primary")) if dump.tensors.height else dump.tensors
     gdf = golden.tensors.filter(pl.col("primary")) if golden is not None else None
     order = _layer_order(df, *([gdf] if gdf is not None else []))
+    diagnosis = comparison.diagnosis if comparison is not None else s["diagnosis"]
+    page.sections.append(("diagnosis", "Root cause", diagnosis_block(diagnosis)))
     if comparison is not None:
         page.sections.append(("headline", "First divergent op", "".join(
             headline_blocks(comparison, dump, page.plot))))
@@ -422,7 +424,7 @@ def build_report(dump: Dump, comparison: CompareResult | None = None,
     fd = first_divergence(comparison) if comparison is not None else None
     info = {"sections": [sid for sid, _, _ in page.sections], "plots": page.plots,
             "tensors": s["tensors"], "first_nonfinite": s["first_nonfinite"][:1],
-            "first_divergence": fd, "refused": refused, "lost": s["lost"],
+            "first_divergence": fd, "diagnosis": diagnosis, "refused": refused, "lost": s["lost"],
             "params_lost": s["params_lost"], "derived_behind": s["derived_behind"],
             "derived_lag": s["derived_lag"]}
     return doc, info

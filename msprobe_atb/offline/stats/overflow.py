@@ -16,10 +16,10 @@ import polars as pl
 
 from msprobe_atb.tree.names import text_of_bytes
 
+from ..diagnose.anomalies import tensor_ref
 from ..read.datafile import open_data
 from ..read.read_errors import read_errors
 from ..read.table import Dump, op_path
-from .tensor_ref import tensor_ref
 
 _IDS = re.compile(r"_(\d+(?:_\d+)*)$")
 

@@ -18,6 +18,9 @@ import polars as pl
 
 from msprobe_atb.tree.models import model_kind, round_label
 
+from ..diagnose.engine import diagnose
+from ..diagnose.text import diagnosis_json
+from ..read.graph import kv_cache_of, load_layer_graphs, load_model_graphs
 from ..read.losses import format_losses, losses_summary
 from ..read.manifest import meta
 from ..read.table import Dump, filter_tensors, op_path
@@ -58,6 +61,7 @@ def _first_bad(df: pl.DataFrame) -> pl.DataFrame:
 def _where(r: dict) -> dict:
     return {"host": r["host"], "dev_pid": r["dev_pid"], "device": r["device"],
             "round_seq": r["round_seq"], "op": op_path(r["op_id"], r["op_name"]),
+            "op_id": r["op_id"],
             "stage": r["stage"], "io": r["io"], "index": r["index"],
             "nan": r["nan"], "pinf": r["pinf"], "ninf": r["ninf"]}
 
@@ -95,7 +99,8 @@ def across_ranks(df: pl.DataFrame) -> dict:
 
 
 def format_ranks(s: dict, dumps: list[str], limit: int = 20) -> str:
-    lines = [f"{len(s['ranks'])} ranks in {len(dumps)} dumps: {', '.join(dumps)}", "",
+    lines = [f"{d['host']}: {line}" for d in s["diagnosis"] for line in d["lines"]]
+    lines += [f"{len(s['ranks'])} ranks in {len(dumps)} dumps: {', '.join(dumps)}", "",
              f"{'host':<16} {'process':<14} {'device':>6} {'rounds':>6} {'tensors':>8} "
              f"{'NaN/Inf':>7} {'max norm':>12}  first NaN/Inf"]
     for r in s["ranks"]:
@@ -118,12 +123,12 @@ def format_ranks(s: dict, dumps: list[str], limit: int = 20) -> str:
         f = rd["first"]
         lines.append(f"{rd['round_label']}: NaN/Inf first on {f['host']} device "
                      f"{_fmt(f['device'])} ({f['dev_pid']}) at #{f['round_seq']} of the "
-                     f"round: {f['op']} {f['stage']} {f['io']} {f['index']}")
+                     f"round: {f['op']} {f['stage']} {f['io']} {f['index']}{_cache_note(f)}")
         for o in rd["followed"]:
             same = " (same op)" if o["op"] == f["op"] else ""
             lines.append(f"  then {o['host']} device {_fmt(o['device'])} ({o['dev_pid']}) "
                          f"at #{o['round_seq']} (+{o['round_seq'] - f['round_seq']}): "
-                         f"{o['op']} {o['io']} {o['index']}{same}")
+                         f"{o['op']} {o['io']} {o['index']}{same}{_cache_note(o)}")
         if rd["clean_ranks"]:
             lines.append(f"  {rd['clean_ranks']} other rank(s) stayed finite in this round")
     if len(s["rounds"]) > limit:
@@ -133,11 +138,38 @@ def format_ranks(s: dict, dumps: list[str], limit: int = 20) -> str:
     return "\n".join(lines)
 
 
+def _name_caches(rounds: list[dict], by_host: dict[str, Dump]) -> None:
+    """Each round's first NaN/Inf per rank gets `kv_cache`: the KV cache it is, when it
+    is one (a value an earlier round wrote, carried into this one), else None."""
+    graphs: dict[tuple[str, str], tuple] = {}
+    for rd in rounds:
+        for w in [rd["first"], *rd["followed"]]:
+            key = (w["host"], w["dev_pid"])
+            if key not in graphs:
+                info = by_host[w["host"]].layout.info if w["host"] in by_host else None
+                graphs[key] = (load_layer_graphs(info, w["dev_pid"]),
+                               load_model_graphs(info, w["dev_pid"]))
+            index = int(w["index"]) if str(w["index"]).isdigit() else None
+            w["kv_cache"] = kv_cache_of(*graphs[key], w["op_id"], w["io"], index)
+
+
+def _cache_note(w: dict) -> str:
+    return (f" (a KV cache, {w['kv_cache']}: it carries a value an earlier round wrote)"
+            if w.get("kv_cache") else "")
+
+
 def stats_ranks(dirs: list[str], opened: list[Dump], *, op=None, layer=None, round=None,
                 device=None) -> dict:
     dumps = [(host_of(d, given), d) for given, d in zip(dirs, opened)]
     df = filter_tensors(ranks_table(dumps), op=op, layer=layer, round=round, device=device)
     out = across_ranks(df)
+    _name_caches(out["rounds"], dict(dumps))
+    # the root cause in each dump, as `diagnose DIR` names it there
+    out["diagnosis"] = [
+        {"host": host, "dump": str(d.root or d.layout.given),
+         **diagnosis_json(diagnose(d, filter_tensors(d.tensors, op=op, layer=layer, round=round,
+                                                     device=device)))}
+        for host, d in dumps]
     out["dumps"] = [str(d.root or d.layout.given) for d in opened]
     out["problems"] = [p for d in opened for p in d.problems]
     # per dump: what it lost, or what its derived files do not hold yet

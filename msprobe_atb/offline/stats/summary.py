@@ -3,27 +3,27 @@ fed it, and the largest values per layer."""
 
 from __future__ import annotations
 
-import math
-
 import polars as pl
 
 from msprobe_atb.tree.incidents import format_incident, read_incidents
 from msprobe_atb.tree.models import model_kind, rounds_label
 
+from ..diagnose.anomalies import first_nonfinite
+from ..diagnose.engine import diagnose
+from ..diagnose.text import diagnosis_json
 from ..read.dtypes import TOLERANCES
-from ..read.graph import feeder_kinds, load_layer_graphs, load_model_graphs, upstream
+from ..read.graph import (
+    feeder_kinds,
+    kv_cache_of,
+    load_layer_graphs,
+    load_model_graphs,
+    upstream,
+)
+from ..read.jsonsafe import jsonable as _num
 from ..read.losses import format_losses, losses_summary
 from ..read.table import Dump, op_path
 from ..replay.text import brief_line, replay_brief
 from .overflow import event_line, logged_events
-from .tensor_ref import tensor_ref
-
-
-def _num(v):
-    """JSON-safe number (NaN/Inf as strings, as in the record logs)."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
-    return v
 
 
 def _fmt(v) -> str:
@@ -32,17 +32,6 @@ def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:.6g}"
     return str(v)
-
-
-def first_nonfinite(df: pl.DataFrame) -> list[dict]:
-    """Per process, the first tensor in execution order with NaN/Inf; the list is
-    ordered with the earliest round first. Only inputs before and outputs after
-    an op count: an output buffer before the op ran holds stale data."""
-    bad = df.filter(pl.col("nonfinite") & pl.col("primary"))
-    if bad.height == 0:
-        return []
-    firsts = bad.group_by("dev_pid", maintain_order=True).first()
-    return [tensor_ref(r) for r in firsts.sort(["round", "seq"]).iter_rows(named=True)]
 
 
 def _feeders(df: pl.DataFrame, ref: dict, graphs, models) -> list[dict]:
@@ -140,6 +129,8 @@ def summarize(dump: Dump, df: pl.DataFrame | None = None, *, top: int = 10) -> d
             graphs_cache[f["dev_pid"]] = (load_layer_graphs(info, f["dev_pid"], dump.problems),
                                           load_model_graphs(info, f["dev_pid"], dump.problems))
         f["upstream"] = _feeders(df, f, *graphs_cache[f["dev_pid"]])
+        f["kv_cache"] = kv_cache_of(*graphs_cache[f["dev_pid"]], f["op_id"], f["io"],
+                                    int(f["index"]) if str(f["index"]).isdigit() else None)
         # Is it the op, its inputs or the dtype? (msprobe-atb replay)
         f["replay"] = replay_brief(dump, f["dev_pid"], f["round"], f["op_id"])
     layers = per_layer(df)
@@ -147,6 +138,8 @@ def summarize(dump: Dump, df: pl.DataFrame | None = None, *, top: int = 10) -> d
     root = dump.layout.root
     return {
         "dump": str(dump.layout.root or dump.layout.given), "tensors": df.height,
+        # the root cause, as diagnose, compare, the report and incidents say it
+        "diagnosis": diagnosis_json(diagnose(dump, df)),
         **losses_summary(dump.layout),
         "processes": procs, "status": status, "problems": dump.problems,
         # statistics read from the tensors' files: the dump records none for them
@@ -199,7 +192,7 @@ def no_nonfinite_text(s: dict) -> str:
 
 
 def format_text(s: dict) -> str:
-    lines = [f"Dump {s['dump']}: {s['tensors']} tensors"]
+    lines = [*s["diagnosis"]["lines"], f"Dump {s['dump']}: {s['tensors']} tensors"]
     for p in s["processes"]:
         lines.append(f"  process {p['dev_pid']} (device {p['device']}): {rounds_text(p)}"
                      f", {p['layers']} layers, {p['ops']} ops, "
@@ -239,6 +232,9 @@ def format_text(s: dict) -> str:
         lines.append(f"FIRST NaN/Inf in {f['dev_pid']}: {f['round_label']}, {f['op']} "
                      f"{f['io']} {f['index']} ({f['dtype']} {f['shape']}): "
                      f"nan {_fmt(f['nan'])}, +inf {_fmt(f['pinf'])}, -inf {_fmt(f['ninf'])}")
+        if f.get("kv_cache"):
+            lines.append(f"  a KV cache ({f['kv_cache']}): it carries a value an earlier round "
+                         "wrote")
         if f["path"]:
             lines.append(f"  file: {f['path']}")
         if f.get("replay"):

@@ -1,0 +1,148 @@
+"""Where a dump first looks wrong, before asking why: per process, the first
+tensor holding NaN/Inf, tensors whose abs-max or norm jumps far past their
+envelope (the same tensor in the model's other rounds, or the same op of the
+other layers in the same round), and with a golden the first divergent tensor.
+
+Only inputs before and outputs after an op count: an output buffer before the op
+ran holds stale data. A jump is a hint, not a finding: the upstream walk
+(walk.py) keeps it only when replay finds an op at fault behind it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from msprobe_atb.tree.models import model_kind, round_label
+
+from ..read.dtypes import TOLERANCES
+from ..read.jsonsafe import jsonable
+from ..read.table import op_path
+
+# A statistic this many times its envelope is a jump. Layers of one model differ by
+# a few times at most on the stand-in and by tens on real models (massive
+# activations); an op gone wrong by a scale is off by hundreds.
+JUMP_FACTOR = 50.0
+# Statistics at or below this are zero for the purpose: they make no envelope.
+TINY = 1e-30
+# Jumps per process the walk starts from, at most (the earliest ones).
+MAX_JUMPS = 4
+
+
+def tensor_ref(row: dict) -> dict:
+    """The user-facing description of one tensor row."""
+    return {
+        "dev_pid": row["dev_pid"], "round": row["round"], "model": row.get("model"),
+        "round_label": round_label(row["round"], row.get("model")), "seq": row["seq"],
+        "op": op_path(row["op_id"], row["op_name"]), "op_id": row["op_id"],
+        "stage": row["stage"], "io": row["io"], "index": row["index"], "dtype": row["dtype"],
+        "shape": row["shape"],
+        "nan": row["nan"], "pinf": row["pinf"], "ninf": row["ninf"], "zero": row["zero"],
+        "max": jsonable(row["max"]), "min": jsonable(row["min"]), "norm": jsonable(row["norm"]),
+        "path": row["path"], "status": row["status"],
+    }
+
+
+def first_nonfinite(df: pl.DataFrame) -> list[dict]:
+    """Per process, the first tensor in execution order with NaN/Inf; the list is
+    ordered with the earliest round first."""
+    bad = df.filter(pl.col("nonfinite") & pl.col("primary"))
+    if bad.height == 0:
+        return []
+    firsts = bad.group_by("dev_pid", maintain_order=True).first()
+    return [tensor_ref(r) for r in firsts.sort(["round", "seq"]).iter_rows(named=True)]
+
+
+@dataclass
+class Anomaly:
+    kind: str  # "nonfinite", "jump" or "divergence"
+    tensor: dict  # tensor_ref of the tensor
+    what: str  # what is wrong with it, in a few words
+
+    @property
+    def seq(self) -> int:
+        return self.tensor["seq"]
+
+
+def _nonfinite_what(t: dict) -> str:
+    counts = [(t.get(k), name) for k, name in (("nan", "NaN"), ("pinf", "+Inf"),
+                                              ("ninf", "-Inf"))]
+    said = ", ".join(f"{n} {name}" for n, name in counts if n)
+    return f"holds {said}" if said else "holds NaN/Inf"
+
+
+def _others_median(value: pl.Expr, by: list[str]) -> pl.Expr:
+    """Per group of `by`, the median of `value`; in a group of two or three, the mean
+    of the other rows' (with two layers, each is held against the other alone); nulls
+    take no part."""
+    n = value.count().over(by)
+    total = value.sum().over(by)
+    # in a small group (the usual: a few layers or rounds) one row weighs on the
+    # median, so the mean of the others stands in for it
+    return pl.when(n >= 4).then(value.median().over(by)).when(n >= 2) \
+        .then((total - value) / (n - 1)).otherwise(None)
+
+
+def jumps(df: pl.DataFrame, factor: float = JUMP_FACTOR) -> pl.DataFrame:
+    """The finite float tensors whose abs-max or norm is past `factor` times its
+    envelope, in execution order, with `jump` (how many times) and `against`
+    (rounds or layers). Envelopes are per process and model, in log space."""
+    floats = df.filter(pl.col("primary") & ~pl.col("nonfinite")
+                       & pl.col("dtype").is_in(list(TOLERANCES))
+                       & pl.col("abs_max").is_finite() & pl.col("norm").is_finite())
+    if floats.height == 0:
+        return floats.with_columns(pl.lit(0.0).alias("jump"), pl.lit("").alias("against"))
+    child = pl.col("op_id").str.replace(r"^\d+", "")
+    inner = pl.col("op_name").str.replace(r"^[^/]*", "")
+    models = floats.get_column("model").drop_nulls().unique().to_list() \
+        if "model" in floats.columns else []
+    kind = pl.col("model").replace_strict({m: model_kind(m) for m in models}, default="",
+                                          return_dtype=pl.Utf8) if models else pl.lit("")
+    floats = floats.with_columns(child.alias("_child"), inner.alias("_inner"),
+                                 kind.alias("_kind"))
+    tensor = ["stage", "io", "index"]
+    rounds = ["dev_pid", "op_id", *tensor]
+    layers = ["dev_pid", "round", "_kind", "_child", "_inner", *tensor]
+    ratios = []
+    for col in ("abs_max", "norm"):
+        # a tensor that is all zeros (an empty KV cache) makes no envelope
+        logv = pl.when(pl.col(col) > TINY).then(pl.col(col).log())
+        for name, by in (("rounds", rounds), ("layers", layers)):
+            env = _others_median(logv, by).exp()
+            ratios.append((pl.col(col) / env).alias(f"_{col}_{name}"))
+    floats = floats.with_columns(ratios)
+    by_rounds = pl.max_horizontal("_abs_max_rounds", "_norm_rounds")
+    by_layers = pl.max_horizontal("_abs_max_layers", "_norm_layers")
+    out = floats.with_columns(
+        pl.max_horizontal(by_rounds, by_layers).alias("jump"),
+        pl.when(by_rounds.fill_null(0) >= by_layers.fill_null(0)).then(pl.lit("rounds"))
+        .otherwise(pl.lit("layers")).alias("against"))
+    return out.filter(pl.col("jump") > factor)
+
+
+def find_anomalies(df: pl.DataFrame, jumped: pl.DataFrame, failures: pl.DataFrame | None
+                   ) -> dict[str, list[Anomaly]]:
+    """Per process, its anomalies in execution order: the first NaN/Inf, the first
+    jumps before it (`jumped`: jumps(df)), and with a golden (`failures`: the rows
+    of `df` compare failed) the first divergent tensor."""
+    found: dict[str, list[Anomaly]] = {}
+    for t in first_nonfinite(df):
+        found.setdefault(t["dev_pid"], []).append(Anomaly("nonfinite", t, _nonfinite_what(t)))
+    earliest = (jumped.group_by("dev_pid", maintain_order=True).head(MAX_JUMPS)
+                .iter_rows(named=True))
+    for r in earliest:
+        first = found.get(r["dev_pid"], [])
+        if any(a.kind == "nonfinite" and a.seq < r["seq"] for a in first):
+            continue  # after the first NaN/Inf: its consequence, not a start
+        against = r["against"]
+        stat = "abs-max" if (r[f"_abs_max_{against}"] or 0) >= (r[f"_norm_{against}"] or 0) \
+            else "norm"
+        what = f"{stat} {r['jump']:.3g}x its envelope over the other {against}"
+        found.setdefault(r["dev_pid"], []).append(Anomaly("jump", tensor_ref(r), what))
+    if failures is not None and failures.height:
+        firsts = failures.group_by("dev_pid", maintain_order=True).first()
+        for r in firsts.iter_rows(named=True):
+            found.setdefault(r["dev_pid"], []).append(
+                Anomaly("divergence", tensor_ref(r), "diverges from the golden"))
+    return {dp: sorted(a, key=lambda x: x.seq) for dp, a in found.items()}
