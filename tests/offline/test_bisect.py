@@ -1,0 +1,136 @@
+"""`msprobe-atb bisect` (issue 33) on real stand-in dumps: seeded faults found, clean runs
+naming no op, the evaluation bound, and the emulation's predictions held against the
+stand-in rerun without each fault."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from offline_helpers import ABI, make_real_dump, need_real
+from testkit import atb_home, atbsim_bin
+
+from msprobe_atb.cli import main
+from msprobe_atb.offline.bisect.search import relative_error
+
+# 4 layers, tiny: the prefill round has 56 leaf ops.
+MODEL = ["--layers", "4", "--hidden", "32", "--heads", "2", "--vocab", "64", "--prompt-len", "6",
+         "--decode-steps", "1", "--seed", "5"]
+# name -> (dtype, faults as --inject specs, the ops they hit as prefill op ids)
+CASES = {
+    "norm_fp16": ("fp16", ["scale=1.05:layer=1,op=PostNorm"], ["2_9"]),
+    "swiglu_bf16": ("bf16", ["scale=1.15:layer=2,op=SwiGLU"], ["3_11"]),
+    "down_fp16": ("fp16", ["scale=1.02:layer=3,op=Down"], ["4_12"]),
+    "attention_bf16": ("bf16", ["scale=0.8:layer=0,op=Attention"], ["1_5"]),
+    "two_fp16": ("fp16", ["scale=1.1:layer=0,op=InputNorm", "scale=1.03:layer=3,op=GateUp"],
+                 ["1_0", "4_10"]),
+    "two_bf16": ("bf16", ["scale=1.2:layer=0,op=SwiGLU", "scale=0.85:layer=2,op=OProj"],
+                 ["1_11", "3_6"]),
+}
+
+
+def bisect(*args) -> tuple[int, dict]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(["bisect", *map(str, args), "--json"])
+    return rc, json.loads(out.getvalue())
+
+
+def _injects(faults: list[str]) -> list[str]:
+    return [a for f in faults for a in ("--inject", f)]
+
+
+def logits_of_run(path, dtype: str, faults: list[str]) -> np.ndarray:
+    """The prefill logits of the stand-in run without the probe (--logits-out)."""
+    home = atb_home(ABI)
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("ATB_")}
+    env.update(ATB_HOME_PATH=str(home), LD_LIBRARY_PATH=f"{home / 'lib'}")
+    subprocess.run([str(atbsim_bin(ABI)), "run", "--dtype", dtype, *MODEL, *_injects(faults),
+                    "--logits-out", str(path)], env=env, check=True, capture_output=True,
+                   timeout=120)
+    return np.fromfile(path, dtype=np.float32)[:64]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Each case's dump and bisect result, and two clean dumps."""
+    need_real()
+    base = tmp_path_factory.mktemp("bisect")
+    out = {}
+    for name, (dtype, faults, _) in CASES.items():
+        d = make_real_dump(base / name, dtype, model=[*MODEL, *_injects(faults)])
+        out[name] = (d, *bisect(d))
+    for dtype in ("fp16", "bf16"):
+        d = make_real_dump(base / f"clean_{dtype}", dtype, model=MODEL)
+        out[f"clean_{dtype}"] = (d, *bisect(d))
+    yield out
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _bound_holds(doc: dict) -> bool:
+    n, k = doc["searchable"], len(doc["chosen"])
+    return doc["evaluations"] <= 2 * k * math.log2(n) + n
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_seeded_ops_are_found_and_their_promotion_reaches_the_target(runs, name):
+    _, rc, doc = runs[name]
+    seeded = set(CASES[name][2])
+    chosen = {c["op_id"] for c in doc["chosen"]}
+    assert rc == 0 and doc["reached"]
+    assert seeded <= chosen and len(chosen - seeded) <= 1, (chosen, doc["ranking"][:4])
+    assert doc["after"] <= doc["target"] < doc["before"]
+    assert doc["searchable"] == doc["ops"] == 56 and not doc["excluded"]
+    assert _bound_holds(doc), doc["evaluations"]
+
+
+def test_precision_and_recall_over_the_cases(runs):
+    hits = found = seeded = 0
+    for name, (_, _, ops) in CASES.items():
+        chosen = {c["op_id"] for c in runs[name][2]["chosen"]}
+        hits += len(chosen & set(ops))
+        found += len(chosen)
+        seeded += len(ops)
+    assert hits / found >= 0.9 and hits / seeded >= 0.9
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_a_clean_run_needs_no_promotion(runs, dtype):
+    _, rc, doc = runs[f"clean_{dtype}"]
+    assert rc == 0 and doc["reached"] and doc["chosen"] == [] and doc["ranking"] == []
+    assert doc["before"] <= doc["target"]
+    assert _bound_holds(doc)
+
+
+def _spearman(a: list[float], b: list[float]) -> float:
+    ra, rb = (np.argsort(np.argsort(x)).astype(float) for x in (a, b))
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def test_predicted_removal_ranks_as_the_rerun_without_the_fault_measures(runs, tmp_path):
+    """Per seeded op: the error its promotion alone removes in the chained run, against
+    the error removed by running the stand-in without that fault (the others kept),
+    both against the dump's all-float64 chained run."""
+    from msprobe_atb.offline.bisect.chain import Chain
+    from msprobe_atb.offline.read.table import filter_tensors, open_dump
+    predicted, measured = [], []
+    for name, (dtype, faults, ops) in CASES.items():
+        d, _, doc = runs[name]
+        dump = open_dump(d)
+        dump.tensors = filter_tensors(dump.tensors, round=0)
+        golden = Chain(dump, 0).run(rest="promoted")[-1][0]
+        before = relative_error(logits_of_run(tmp_path / "all.bin", dtype, faults), golden)
+        removed = {r["op_id"]: r["removed"] for r in doc["ranking"]}
+        for fault, op in zip(faults, ops):
+            rest = [f for f in faults if f != fault]
+            after = relative_error(logits_of_run(tmp_path / "one.bin", dtype, rest), golden)
+            predicted.append(removed[op])
+            measured.append(before - after)
+    assert _spearman(predicted, measured) >= 0.8, list(zip(predicted, measured))
