@@ -66,7 +66,7 @@ class Chain:
     def __init__(self, dump: Dump, round_: int, model: str | None = None, progress=None):
         df = dump.tensors
         if not df.height:
-            raise ChainError("the dump holds no tensor of that round")
+            raise ChainError(f"the dump holds no tensor in round {round_}")
         self.dev_pid = sorted(set(df.get_column("dev_pid").to_list()))[0]
         ops = [o for o in dumped_ops(dump, df) if o.dev_pid == self.dev_pid and o.is_leaf]
         leaves = model_leaves(dump.layout.info, self.dev_pid)

@@ -32,6 +32,7 @@ def _positive(text: str, what: str, kind=float):
 
 
 def cmd_bisect(a) -> int:
+    from ..read.emit import emit
     from ..read.jsonsafe import jsonable
     from ..read.layout import DumpNotFound
     from ..read.progress import progress_bar
@@ -75,12 +76,10 @@ def cmd_bisect(a) -> int:
     doc = document(chain, res, metric=a.metric, out_step=out_step, golden=what,
                    target_from=target_from, evaluations=err.evaluations)
     text = json.dumps(jsonable(doc), indent=1) if a.json else format_text(doc)
-    if a.output:
-        with open(a.output, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
-        print(f"bisect: {len(doc['chosen'])} op(s) to promote; written to {a.output}")
-    else:
-        print(text)
+    try:
+        emit(text, a.output, f"bisect: {len(doc['chosen'])} op(s) to promote")
+    except ValueError as e:
+        return _error(str(e))
     return EXIT_OK if res.reached else EXIT_NOT_REACHED
 
 

@@ -22,7 +22,7 @@ def _fit(golden: np.ndarray, like: np.ndarray, where: str) -> np.ndarray:
     if golden.size > like.size and golden.ndim and golden.shape[-1] == width:
         return golden.reshape(-1, width)[-(like.size // width):].reshape(like.shape)
     raise ChainError(f"{where} has shape {list(golden.shape)}, the chained output "
-                     f"{list(like.shape)}")
+                     f"{list(like.shape)}: is the golden a run of the same model?")
 
 
 def golden_output(path: str, round_: int, op_id: str, like: np.ndarray) -> np.ndarray:
