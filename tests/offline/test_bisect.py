@@ -134,3 +134,22 @@ def test_predicted_removal_ranks_as_the_rerun_without_the_fault_measures(runs, t
             predicted.append(removed[op])
             measured.append(before - after)
     assert _spearman(predicted, measured) >= 0.8, list(zip(predicted, measured))
+
+
+def test_the_report_shows_the_ranking_of_a_bisect_result_beside_the_dump(runs, tmp_path):
+    d, _, doc = runs["norm_fp16"]
+    (d / "bisect.json").write_text(json.dumps(doc))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["report", str(d), "-o", str(tmp_path / "r.html"), "--json"]) == 0
+    info = json.loads(out.getvalue())
+    assert "precision" in info["sections"] and info["bisect"] == str(d / "bisect.json")
+    page = (tmp_path / "r.html").read_text()
+    assert "RmsNorm (node 9) in Prefill_layer 1" in page
+    assert page.count("9_RmsNormOperation") >= 2  # in the set and at the top of the ranking
+    (d / "bisect.json").write_text("{not json")
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["report", str(d), "-o", str(tmp_path / "r.html")]) == 0
+    assert "bisect.json</code>" not in (page := (tmp_path / "r.html").read_text())
+    assert "bisect.json: cannot be read" in page
+    (d / "bisect.json").unlink()
