@@ -88,6 +88,7 @@ def test_the_seeded_ops_are_found_and_their_promotion_reaches_the_target(runs, n
     assert seeded <= chosen and len(chosen - seeded) <= 1, (chosen, doc["ranking"][:4])
     assert doc["after"] <= doc["target"] < doc["before"]
     assert doc["searchable"] == doc["ops"] == 56 and not doc["excluded"]
+    assert doc["deployed_drift"] == 0.0  # the deployed chain gives the dump back bit for bit
     assert _bound_holds(doc), doc["evaluations"]
 
 

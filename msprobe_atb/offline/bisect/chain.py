@@ -164,6 +164,10 @@ class Chain:
             self._base = out
         return out
 
+    def dumped_output(self, i: int) -> np.ndarray:
+        """Step i's dumped output 0."""
+        return load_tensors(self.steps[i].op, self.steps[i].op.outputs[:1], "output")[0]
+
     def step_of(self, op_id: str) -> int:
         """The step that makes op `op_id`'s output (a graph: its last leaf op)."""
         for i in range(len(self.steps) - 1, -1, -1):

@@ -32,11 +32,14 @@ def _positive(text: str, what: str, kind=float):
 
 
 def cmd_bisect(a) -> int:
+    import numpy as np
+
     from ..read.emit import emit
     from ..read.jsonsafe import jsonable
     from ..read.layout import DumpNotFound
     from ..read.progress import progress_bar
     from ..read.table import filter_tensors, open_dump
+    from ..replay.refs import NotReplayable
     from .chain import Chain, ChainError
     from .golden import golden_output
     from .search import Evaluator, relative_error, search
@@ -56,6 +59,9 @@ def cmd_bisect(a) -> int:
         with progress_bar("bisect: chained runs", "run") as bar:
             err = Evaluator(chain, out_step, None, budget, bar.update)
             deployed = err.output()
+            with np.errstate(invalid="ignore"):
+                drift = float(np.nanmax(np.abs(deployed - chain.dumped_output(out_step)),
+                                        initial=0.0))
             if a.golden:
                 golden, what = golden_output(a.golden, a.round, chain.steps[out_step].op.op_id,
                                              deployed), a.golden
@@ -71,10 +77,10 @@ def cmd_bisect(a) -> int:
             else:
                 target_from = "--target"
             res = search(err, chain.searchable, target)
-    except (DumpNotFound, ValueError, ChainError) as e:
+    except (DumpNotFound, ValueError, ChainError, NotReplayable) as e:
         return _error(str(e))
     doc = document(chain, res, metric=a.metric, out_step=out_step, golden=what,
-                   target_from=target_from, evaluations=err.evaluations)
+                   target_from=target_from, evaluations=err.evaluations, drift=drift)
     text = json.dumps(jsonable(doc), indent=1) if a.json else format_text(doc)
     try:
         emit(text, a.output, f"bisect: {len(doc['chosen'])} op(s) to promote")

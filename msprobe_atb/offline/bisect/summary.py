@@ -68,7 +68,7 @@ def _op(chain: Chain, i: int) -> dict:
 
 
 def document(chain: Chain, res: Result, *, metric: str, out_step: int, golden: str,
-             target_from: str, evaluations: int) -> dict:
+             target_from: str, evaluations: int, drift: float) -> dict:
     removed = dict(res.ranking)
     n, k = len(chain.searchable), len(res.chosen)
     share = (lambda r: r / res.before) if res.before and res.before != float("inf") \
@@ -77,7 +77,8 @@ def document(chain: Chain, res: Result, *, metric: str, out_step: int, golden: s
         "model": chain.model, "round": chain.round, "process": chain.dev_pid,
         "metric": {"kind": metric, **_op(chain, out_step)}, "golden": golden,
         "before": res.before, "after": res.after, "target": res.target,
-        "target_from": target_from, "reached": res.reached, "budget_spent": res.budget_spent,
+        "target_from": target_from, "deployed_drift": drift, "reached": res.reached,
+        "budget_spent": res.budget_spent,
         "ops": len(chain.steps), "searchable": n,
         "chosen": [{**_op(chain, i), "removed": removed.get(i),
                     "share": share(removed[i]) if i in removed else None}

@@ -27,6 +27,9 @@ def format_text(doc: dict) -> str:
              f"{doc['ops']} ops, {doc['searchable']} searchable",
              f"error: ‖output − golden‖ / ‖golden‖ of {m['kind']} ({m['path']}), golden: "
              f"{doc['golden']}",
+             "the all-deployed chained run gives the dumped output back " + (
+                 "exactly" if not doc["deployed_drift"] else
+                 f"within {_e(doc['deployed_drift'])} (largest |difference|)"),
              f"error before {_e(doc['before'])}, target {_e(doc['target'])} "
              f"({doc['target_from']})"]
     if not doc["chosen"] and doc["reached"]:
