@@ -19,7 +19,7 @@ def _fit(golden: np.ndarray, like: np.ndarray, where: str) -> np.ndarray:
     if golden.shape == like.shape:
         return golden
     width = like.shape[-1] if like.ndim else 1
-    if golden.size > like.size and golden.ndim and golden.shape[-1] == width:
+    if golden.size >= like.size and golden.ndim and golden.shape[-1] == width:
         return golden.reshape(-1, width)[-(like.size // width):].reshape(like.shape)
     raise ChainError(f"{where} has shape {list(golden.shape)}, the chained output "
                      f"{list(like.shape)}: is the golden a run of the same model?")
@@ -34,7 +34,7 @@ def golden_output(path: str, round_: int, op_id: str, like: np.ndarray) -> np.nd
         raise ChainError(f"the golden {path} holds no op in round {round_}")
     if is_torch_dump(dump):
         top = [o for o in ops if "_" not in o.op_id and o.dev_pid == ops[0].dev_pid]
-        op, what = top[-1], "its last top-level module"
+        op, what = top[-1], "last top-level module"
     else:
         same = [o for o in ops if o.op_id == op_id and o.dev_pid == ops[0].dev_pid]
         if not same:
