@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +14,8 @@ import pytest
 from testkit import BUILD, atb_home
 
 TEST_BUILD = BUILD / "test"
+# offline_helpers.make_real_dump: the stand-in under the real probe, for real dumps
+sys.path.insert(0, str(Path(__file__).parents[1] / "offline"))
 
 
 def recording_probe(abi: int) -> Path:

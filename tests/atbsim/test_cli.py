@@ -9,7 +9,7 @@ import pytest
 
 OPTIONS = ["--layers", "--hidden", "--heads", "--ffn", "--vocab", "--prompt-len", "--prompt",
            "--decode-steps", "--requests", "--dtype", "--seed", "--device", "--async",
-           "--no-compute", "--inject", "--logits-out", "--port", "--devices"]
+           "--no-compute", "--inject", "--precision-fault", "--logits-out", "--port", "--devices"]
 
 
 def atbsim(paths, abi: int, *args: str, **kw) -> subprocess.CompletedProcess:
@@ -45,6 +45,21 @@ def test_help_lists_every_option(atbsim_paths, argv):
     (["run", "--layers", "2", "--inject", "nan:op=QKV,layer=2"], "layer 2 does not exist"),
     (["run", "--decode-steps", "0", "--inject", "nan:op=QKV,layer=0,stage=decode"],
      "--decode-steps is 0"),
+    (["run", "--precision-fault", "fp16-everything:layer=0"],
+     "kind must be one of rmsnorm-fp16-accumulate, softmax-no-max-subtract"),
+    (["run", "--precision-fault", "swiglu-fp16-intermediate"], "layer=N is required"),
+    (["run", "--precision-fault", "linear-fp16-accumulate:layer=0"],
+     "op=NAME is required: one of QKV, OProj, GateUp, Down"),
+    (["run", "--precision-fault", "rmsnorm-fp16-accumulate:layer=0,op=QKV"],
+     "op 'QKV' is not a kernel rmsnorm-fp16-accumulate can be; use op=InputNorm or op=PostNorm"),
+    (["run", "--precision-fault", "softmax-no-max-subtract:layer=0,round=1"],
+     "bad field 'round=1'"),
+    (["run", "--layers", "2", "--precision-fault", "swiglu-fp16-intermediate:layer=2"],
+     "layer 2 does not exist"),
+    (["run", "--dtype", "fp32", "--precision-fault", "swiglu-fp16-intermediate:layer=0"],
+     "needs --dtype fp16 or bf16 (this run is fp32)"),
+    (["run", "--no-compute", "--precision-fault", "swiglu-fp16-intermediate:layer=0"],
+     "--no-compute does no arithmetic"),
     (["run", "--hidden", "65536", "--vocab", "1000000"], "the weights alone need"),
     (["run", "--prompt", ""], "--prompt: the text is empty"),
     (["serve", "--devices", "2"], "--port P is required"),

@@ -189,29 +189,35 @@ bool Llama::build_stage(Phase &st, bool prefill) {
         auto node = [&](atbsim::LeafOpSpec spec, const char *name, std::vector<uint32_t> ins, std::vector<uint32_t> outs) {
             return atbsim::GraphNode{leaf(std::move(spec), li, name, layer_name), std::move(ins), std::move(outs)};
         };
+        // The env of node `name`: its kernel computes in half if a --precision-fault names it.
+        auto env_of = [&](const char *name) {
+            OpEnv e = env;
+            if (has_precision_fault(opt_.precision_faults, li, name)) e.precision_fault = dt;
+            return e;
+        };
         atbsim::GraphSpec g;
         g.name = layer_name;
         g.inTensorNum = kLayerIn;
         g.outTensorNum = 1;
         g.internalTensorNum = kLayerInternal;
         g.nodes = {
-            node(rmsnorm_op(env, eps), "InputNorm", {L_HIDDEN, L_W_INNORM}, {L_NORMED}),
-            node(linear_op(env), "QKV", {L_NORMED, L_W_QKV}, {L_QKV}),
+            node(rmsnorm_op(env_of("InputNorm"), eps), "InputNorm", {L_HIDDEN, L_W_INNORM}, {L_NORMED}),
+            node(linear_op(env_of("QKV")), "QKV", {L_NORMED, L_W_QKV}, {L_QKV}),
             node(split3_op(env), "SplitQKV", {L_QKV}, {L_Q, L_K, L_V}),
             node(rope_op(env), "Rope", {L_Q, L_K, L_COS, L_SIN, L_SEQLEN}, {L_RQ, L_RK}),
             // In place: the outputs are the cache inputs, as in ATB-Models' layers.
             node(reshape_and_cache_op(env), "ReshapeAndCache", {L_RK, L_V, L_KCACHE, L_VCACHE, L_SLOTS},
                  {L_KCACHE, L_VCACHE}),
-            prefill ? node(self_attention_op(env), "Attention", {L_RQ, L_RK, L_V, L_SEQLEN}, {L_ATTN})
-                    : node(paged_attention_op(env), "Attention", {L_RQ, L_KCACHE, L_VCACHE, L_BLOCKS, L_SEQLEN},
+            prefill ? node(self_attention_op(env_of("Attention")), "Attention", {L_RQ, L_RK, L_V, L_SEQLEN}, {L_ATTN})
+                    : node(paged_attention_op(env_of("Attention")), "Attention", {L_RQ, L_KCACHE, L_VCACHE, L_BLOCKS, L_SEQLEN},
                            {L_ATTN}),
-            node(linear_op(env), "OProj", {L_ATTN, L_W_O}, {L_O}),
+            node(linear_op(env_of("OProj")), "OProj", {L_ATTN, L_W_O}, {L_O}),
             node(add_op(env, dt), "AttnAdd", {L_HIDDEN, L_O}, {L_RESID}),
             node(event_op(), "Event", {}, {}),
-            node(rmsnorm_op(env, eps), "PostNorm", {L_RESID, L_W_POSTNORM}, {L_NORMED2}),
-            node(linear_op(env), "GateUp", {L_NORMED2, L_W_GATEUP}, {L_GATEUP}),
-            node(swiglu_op(env), "SwiGLU", {L_GATEUP}, {L_ACT}),
-            node(linear_op(env), "Down", {L_ACT, L_W_DOWN}, {L_DOWN}),
+            node(rmsnorm_op(env_of("PostNorm"), eps), "PostNorm", {L_RESID, L_W_POSTNORM}, {L_NORMED2}),
+            node(linear_op(env_of("GateUp")), "GateUp", {L_NORMED2, L_W_GATEUP}, {L_GATEUP}),
+            node(swiglu_op(env_of("SwiGLU")), "SwiGLU", {L_GATEUP}, {L_ACT}),
+            node(linear_op(env_of("Down")), "Down", {L_ACT, L_W_DOWN}, {L_DOWN}),
             node(add_op(env, dt), "MlpAdd", {L_RESID, L_DOWN}, {L_OUT}),
         };
         auto layer_op = graph_op(g);

@@ -45,6 +45,7 @@ const char *kUsage =
 void usage(FILE *to) {
     std::fputs(kUsage, to);
     std::fputs(model_options_help(), to);
+    std::fputs(precision_fault_help(), to);
 }
 
 int usage_error(const std::string &msg) {
@@ -90,6 +91,8 @@ int run_main(const std::vector<std::string> &args) {
                  store_name(opt.dtype), opt.weights.empty() ? "seed=" : "weights=",
                  opt.weights.empty() ? std::to_string(opt.seed).c_str() : opt.weights.c_str(), opt.async ? " async" : "",
                  opt.no_compute ? " no-compute" : "");
+    for (const PrecisionFault &f : opt.precision_faults)
+        std::fprintf(stderr, "[atbsim] precision fault: %s\n", f.describe().c_str());
     int rc = 0;
     {
         Llama model(opt);

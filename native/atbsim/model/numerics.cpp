@@ -133,23 +133,40 @@ void fill_varying(void *dst, size_t bytes, uint64_t seed) {
     for (size_t i = 8 * words; i < bytes; i++) w[i] = static_cast<unsigned char>((base + i) & 0x3f);
 }
 
-void rmsnorm(const float *x, const float *w, size_t rows, size_t h, float eps, float *y) {
+float round_to(Store s, float v) {
+    switch (s) {
+    case Store::F16: return f16_to_f32(f32_to_f16(v));
+    case Store::BF16: return bf16_to_f32(f32_to_bf16(v));
+    default: return v;
+    }
+}
+
+void rmsnorm(const float *x, const float *w, size_t rows, size_t h, float eps, float *y, Store half) {
     for (size_t r = 0; r < rows; r++) {
         const float *xr = x + r * h;
         double ss = 0;
-        for (size_t i = 0; i < h; i++) ss += static_cast<double>(xr[i]) * xr[i];
+        if (half == Store::F32) {
+            for (size_t i = 0; i < h; i++) ss += static_cast<double>(xr[i]) * xr[i];
+        } else {
+            float acc = 0.0f;
+            for (size_t i = 0; i < h; i++) acc = round_to(half, acc + round_to(half, xr[i] * xr[i]));
+            ss = acc;
+        }
         float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(h) + eps));
         for (size_t i = 0; i < h; i++) y[r * h + i] = xr[i] * inv * w[i];
     }
 }
 
-void matmul_nt(const float *x, const float *w, size_t m, size_t k, size_t n, float *y) {
+void matmul_nt(const float *x, const float *w, size_t m, size_t k, size_t n, float *y, Store half) {
     for (size_t i = 0; i < m; i++) {
         const float *xr = x + i * k;
         for (size_t j = 0; j < n; j++) {
             const float *wr = w + j * k;
             float acc = 0.0f;
-            for (size_t t = 0; t < k; t++) acc += xr[t] * wr[t];
+            if (half == Store::F32)
+                for (size_t t = 0; t < k; t++) acc += xr[t] * wr[t];
+            else
+                for (size_t t = 0; t < k; t++) acc = round_to(half, acc + xr[t] * wr[t]);
             y[i * n + j] = acc;
         }
     }
@@ -188,16 +205,16 @@ void rope(float *x, const float *cos_t, const float *sin_t, size_t rows, size_t 
     }
 }
 
-void swiglu(const float *gate_up, size_t rows, size_t ff, float *y) {
+void swiglu(const float *gate_up, size_t rows, size_t ff, float *y, Store half) {
     for (size_t r = 0; r < rows; r++) {
         const float *g = gate_up + r * 2 * ff;
         const float *u = g + ff;
-        for (size_t i = 0; i < ff; i++) y[r * ff + i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+        for (size_t i = 0; i < ff; i++) y[r * ff + i] = round_to(half, g[i] / (1.0f + std::exp(-g[i]))) * u[i];
     }
 }
 
 void attention(const float *q, const float *k, const float *v, size_t s, size_t t,
-               size_t heads, size_t d, size_t q_pos0, float *out) {
+               size_t heads, size_t d, size_t q_pos0, float *out, Store half) {
     size_t stride = heads * d;
     float scale = 1.0f / std::sqrt(static_cast<float>(d));
     std::vector<float> p(t);
@@ -214,9 +231,16 @@ void attention(const float *q, const float *k, const float *v, size_t s, size_t 
                 mx = std::max(mx, p[j]);
             }
             float sum = 0.0f;
-            for (size_t j = 0; j < visible; j++) {
-                p[j] = std::exp(p[j] - mx);
-                sum += p[j];
+            if (half == Store::F32) {
+                for (size_t j = 0; j < visible; j++) {
+                    p[j] = std::exp(p[j] - mx);
+                    sum += p[j];
+                }
+            } else {  // exp(score) itself: past ln(65504) ~ 11.09 it is inf in fp16
+                for (size_t j = 0; j < visible; j++) {
+                    p[j] = round_to(half, std::exp(p[j]));
+                    sum = round_to(half, sum + p[j]);
+                }
             }
             float *o = out + i * stride + hd * d;
             for (size_t e = 0; e < d; e++) o[e] = 0.0f;

@@ -112,11 +112,11 @@ atbsim::LeafOpSpec rmsnorm_op(const OpEnv &env, float eps) {
     auto s = leaf("RmsNormOperation", "RmsNormOpsRunner", {"x", "gamma"}, {"y"},
                   json_param({{"layerType", atbsim::Json::Int(1)}, {"normParam", norm}}), atbsim::SameAsInput(0));
     s.kernels.push_back(kernel("RmsNormKernel", "NormOperation", {In(0), In(1)}, {Out(0)}, 32,
-                               math_or_skip(env, [eps](KernelLaunch &l) {
+                               math_or_skip(env, [eps, half = env.precision_fault](KernelLaunch &l) {
                                    Mki::Tensor &x = l.inTensors[0];
                                    if (numel(l.inTensors[1]) != last_dim(x)) return fail("RmsNormKernel", "gamma size != hidden");
                                    std::vector<float> y(numel(x));
-                                   rmsnorm(f32(x).data(), f32(l.inTensors[1]).data(), rows_of(x), last_dim(x), eps, y.data());
+                                   rmsnorm(f32(x).data(), f32(l.inTensors[1]).data(), rows_of(x), last_dim(x), eps, y.data(), half);
                                    put(y, l.outTensors[0]);
                                    return true;
                                }),
@@ -135,11 +135,11 @@ atbsim::LeafOpSpec linear_op(const OpEnv &env) {
                               {"transposeA", atbsim::Json::Bool(false)}, {"transposeB", atbsim::Json::Bool(true)}}),
                   infer);
     s.kernels.push_back(kernel("MatMulKernel", "MatMulOperation", {In(0), In(1)}, {Out(0)}, 64,
-                               math_or_skip(env, [](KernelLaunch &l) {
+                               math_or_skip(env, [half = env.precision_fault](KernelLaunch &l) {
                                    Mki::Tensor &x = l.inTensors[0], &w = l.inTensors[1];
                                    size_t m = rows_of(x), k = last_dim(x), n = rows_of(w);
                                    std::vector<float> y(m * n);
-                                   matmul_nt(f32(x).data(), f32(w).data(), m, k, n, y.data());
+                                   matmul_nt(f32(x).data(), f32(w).data(), m, k, n, y.data(), half);
                                    put(y, l.outTensors[0]);
                                    return true;
                                }),
@@ -249,16 +249,17 @@ atbsim::LeafOpSpec self_attention_op(const OpEnv &env) {
     auto s = leaf("SelfAttentionOperation", "SelfAttentionOpsRunner", {"query", "key", "value", "seqLen"}, {"attnOut"},
                   attention_param(env, true), atbsim::SameAsInput(0));
     int heads = env.heads;
+    Store half = env.precision_fault;
     s.kernels.push_back(kernel("FlashAttentionKernel", "UnpadFlashAttentionOperation", {In(0), In(1), In(2), In(3)},
                                {Out(0)}, 128,
-                               math_or_skip(env, [heads](KernelLaunch &l) {
+                               math_or_skip(env, [heads, half](KernelLaunch &l) {
                                    Mki::Tensor &q = l.inTensors[0];
                                    size_t s_len = rows_of(q), h = static_cast<size_t>(heads), d = last_dim(q) / h;
                                    if (static_cast<size_t>(i32(l.inTensors[3])[0]) != s_len)
                                        return fail("FlashAttentionKernel", "seqLen != query rows");
                                    std::vector<float> o(numel(q));
                                    attention(f32(q).data(), f32(l.inTensors[1]).data(), f32(l.inTensors[2]).data(), s_len,
-                                             s_len, h, d, 0, o.data());
+                                             s_len, h, d, 0, o.data(), half);
                                    put(o, l.outTensors[0]);
                                    return true;
                                }),
@@ -271,9 +272,10 @@ atbsim::LeafOpSpec paged_attention_op(const OpEnv &env) {
                   {"query", "keyCache", "valueCache", "blockTables", "contextLens"}, {"attnOut"}, attention_param(env, false),
                   atbsim::SameAsInput(0));
     int heads = env.heads, block = env.block_size;
+    Store half = env.precision_fault;
     s.kernels.push_back(kernel("PagedAttentionKernel", "PagedAttentionOperation",
                                {In(0), In(1), In(2), In(3), In(4)}, {Out(0)}, 128,
-                               math_or_skip(env, [heads, block](KernelLaunch &l) {
+                               math_or_skip(env, [heads, block, half](KernelLaunch &l) {
                                    Mki::Tensor &q = l.inTensors[0];
                                    const Mki::Tensor &tables = l.inTensors[3];
                                    size_t hid = last_dim(q), h = static_cast<size_t>(heads), rows = rows_of(q);
@@ -292,7 +294,7 @@ atbsim::LeafOpSpec paged_attention_op(const OpEnv &env) {
                                    std::vector<float> o(numel(q));
                                    attention(f32(q).data(), to_f32(kbuf.data(), store_of(q), n * hid).data(),
                                              to_f32(vbuf.data(), store_of(q), n * hid).data(), rows, n, h, hid / h,
-                                             n - rows, o.data());
+                                             n - rows, o.data(), half);
                                    put(o, l.outTensors[0]);
                                    return true;
                                }),
@@ -325,10 +327,10 @@ atbsim::LeafOpSpec swiglu_op(const OpEnv &env) {
     auto s = leaf("ActivationOperation", "ActivationOpsRunner", {"x"}, {"y"},
                   json_param({{"activationType", atbsim::Json::Int(6)}, {"dim", atbsim::Json::Int(-1)}}), infer);
     s.kernels.push_back(kernel("SwiGluKernel", "ActivationOperation", {In(0)}, {Out(0)}, 16,
-                               math_or_skip(env, [](KernelLaunch &l) {
+                               math_or_skip(env, [half = env.precision_fault](KernelLaunch &l) {
                                    Mki::Tensor &y = l.outTensors[0];
                                    std::vector<float> out(numel(y));
-                                   swiglu(f32(l.inTensors[0]).data(), rows_of(y), last_dim(y), out.data());
+                                   swiglu(f32(l.inTensors[0]).data(), rows_of(y), last_dim(y), out.data(), half);
                                    put(out, y);
                                    return true;
                                }),

@@ -17,6 +17,9 @@ struct OpEnv {
     int heads = 1;
     int head_dim = 2;
     int block_size = 128;  // KV cache block size (tokens)
+    // The run's half type if this op's kernel has a --precision-fault (RmsNorm,
+    // Linear, attention and SwiGLU kernels honour it); Store::F32: a clean kernel.
+    Store precision_fault = Store::F32;
 };
 
 atbsim::LeafOpSpec rmsnorm_op(const OpEnv &env, float eps);

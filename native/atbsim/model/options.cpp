@@ -30,6 +30,12 @@ static std::string lower(std::string s) {
     return s;
 }
 
+std::string canonical_node_name(const std::string &name) {
+    for (const std::string &node : layer_node_names())
+        if (lower(node) == lower(name)) return node;
+    return "";
+}
+
 static bool parse_u64(const std::string &text, uint64_t *out) {
     if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return false;
     errno = 0;
@@ -40,7 +46,7 @@ static bool parse_u64(const std::string &text, uint64_t *out) {
     return true;
 }
 
-static bool parse_int(const std::string &text, int lo, int hi, int *out) {
+bool parse_int(const std::string &text, int lo, int hi, int *out) {
     uint64_t v;
     if (!parse_u64(text, &v) || v < static_cast<uint64_t>(lo) || v > static_cast<uint64_t>(hi)) return false;
     *out = static_cast<int>(v);
@@ -62,6 +68,19 @@ static bool parse_ids(const std::string &text, std::vector<int64_t> *out) {
     return true;
 }
 
+std::vector<SpecField> spec_fields(const std::string &spec) {
+    std::vector<SpecField> out;
+    size_t colon = spec.find(':');
+    std::istringstream fields(colon == std::string::npos ? "" : spec.substr(colon + 1));
+    std::string field;
+    while (std::getline(fields, field, ',')) {
+        if (field.empty()) continue;
+        size_t eq = field.find('=');
+        out.push_back({field, field.substr(0, eq), eq == std::string::npos ? "" : field.substr(eq + 1)});
+    }
+    return out;
+}
+
 std::string Inject::describe() const {
     std::ostringstream os;
     if (scale != 0.0) os << kind << " of output " << out << " of ";
@@ -75,8 +94,7 @@ std::string Inject::describe() const {
 
 bool parse_inject(const std::string &spec, Inject *out, std::string *err) {
     Inject inj;
-    size_t colon = spec.find(':');
-    std::string kind = spec.substr(0, colon);
+    std::string kind = spec.substr(0, spec.find(':'));
     if (kind == "nan") inj.value = NAN;
     else if (kind == "inf" || kind == "+inf") inj.value = INFINITY, kind = "inf";
     else if (kind == "-inf") inj.value = -INFINITY;
@@ -94,13 +112,8 @@ bool parse_inject(const std::string &spec, Inject *out, std::string *err) {
     }
     inj.kind = kind;
     bool have_op = false;
-    std::string rest = colon == std::string::npos ? "" : spec.substr(colon + 1);
-    std::istringstream fields(rest);
-    std::string field;
-    while (std::getline(fields, field, ',')) {
-        if (field.empty()) continue;
-        size_t eq = field.find('=');
-        std::string key = field.substr(0, eq), val = eq == std::string::npos ? "" : field.substr(eq + 1);
+    for (const SpecField &f : spec_fields(spec)) {
+        const std::string &field = f.text, &key = f.key, &val = f.value;
         uint64_t n = 0;
         bool numeric = parse_u64(val, &n);
         if (key == "layer" && numeric && n < 100000) inj.layer = static_cast<int>(n);
@@ -112,8 +125,7 @@ bool parse_inject(const std::string &spec, Inject *out, std::string *err) {
             inj.stage = val == "prefill" ? Stage::Prefill : Stage::Decode;
         else if (key == "op" && !val.empty()) {
             std::string want = lower(val);
-            for (const std::string &name : layer_node_names())
-                if (lower(name) == want) inj.op = name;
+            inj.op = canonical_node_name(val);
             if (want == "wordembedding") inj.op = "WordEmbedding";
             if (want == "lmhead") inj.op = "LmHead";
             if (inj.op.empty()) {
@@ -172,7 +184,8 @@ int parse_model_option(const std::vector<std::string> &args, size_t *i, Options 
     for (const IntOpt &o : ints)
         if (name == o.name) found = &o;
     bool known = found || name == "--dtype" || name == "--seed" || name == "--inject" || name == "--prompt" ||
-                 name == "--weights" || name == "--prompt-ids" || name == "--decode-ids";
+                 name == "--weights" || name == "--prompt-ids" || name == "--decode-ids" ||
+                 name == "--precision-fault";
     if (!known) return 0;
     opt->given.push_back(name);
     if (*i + 1 >= args.size()) {
@@ -216,6 +229,12 @@ int parse_model_option(const std::vector<std::string> &args, size_t *i, Options 
             return -1;
         }
         opt->prompt = val;
+        return 1;
+    }
+    if (name == "--precision-fault") {
+        PrecisionFault fault;
+        if (!parse_precision_fault(val, &fault, err)) return -1;
+        opt->precision_faults.push_back(fault);
         return 1;
     }
     Inject inj;
@@ -269,6 +288,23 @@ bool validate(const Options &opt, std::string *err) {
         }
         if (inj.stage == Stage::Decode && opt.decode_steps == 0) {
             *err = "--inject " + inj.describe() + ": stage=decode but --decode-steps is 0";
+            return false;
+        }
+    }
+    for (const PrecisionFault &f : opt.precision_faults) {
+        const std::string head = "--precision-fault '" + f.spec + "': ";
+        if (f.layer >= opt.layers) {
+            *err = head + "layer " + std::to_string(f.layer) + " does not exist (--layers " + std::to_string(opt.layers) +
+                   ", layers count from 0)";
+            return false;
+        }
+        if (opt.dtype == Store::F32) {
+            *err = head + "a precision fault keeps an intermediate in the run's half type, so it needs --dtype fp16 or "
+                          "bf16 (this run is fp32)";
+            return false;
+        }
+        if (opt.no_compute) {
+            *err = head + "--no-compute does no arithmetic to lose precision in; drop one of them";
             return false;
         }
     }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "numerics.h"
+#include "precision_fault.h"
 
 namespace atbsim_lm {
 
@@ -48,6 +49,7 @@ struct Options {
     bool async = false;
     bool no_compute = false;
     std::vector<Inject> injects;
+    std::vector<PrecisionFault> precision_faults;
     // --weights DIR: a Hugging Face checkpoint; finish_options() fills the sizes and these.
     std::string weights;
     bool tie_embeddings = false;
@@ -62,6 +64,17 @@ struct Options {
 // Names of the nodes of one layer graph, in node order; `op=` accepts these
 // (case-insensitive) and the top-level ops "WordEmbedding" and "LmHead".
 const std::vector<std::string> &layer_node_names();
+// The canonical spelling of a layer node name given in any case; "" if none.
+std::string canonical_node_name(const std::string &name);
+
+// The fields after the ':' of a fault spec (KIND:key=value,...), empty ones skipped.
+struct SpecField {
+    std::string text, key, value;  // "layer=1", "layer", "1"
+};
+std::vector<SpecField> spec_fields(const std::string &spec);
+
+// A decimal integer in [lo, hi], nothing else.
+bool parse_int(const std::string &text, int lo, int hi, int *out);
 
 bool parse_inject(const std::string &spec, Inject *out, std::string *err);
 
@@ -72,7 +85,8 @@ int parse_model_option(const std::vector<std::string> &args, size_t *i, Options 
 // Bytes of all weight tensors the model allocates.
 uint64_t weight_bytes(const Options &opt);
 
-// Cross-field checks after parsing (sizes, heads divide hidden, injection layers in range).
+// Cross-field checks after parsing (sizes, heads divide hidden, injection and
+// precision-fault layers in range, precision faults only in half runs).
 bool validate(const Options &opt, std::string *err);
 
 // After parsing: applies --weights (config.json sets the sizes; every tensor is
