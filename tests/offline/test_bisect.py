@@ -20,19 +20,25 @@ from testkit import atb_home, atbsim_bin
 from msprobe_atb.cli import main
 from msprobe_atb.offline.bisect.search import relative_error
 
-# 4 layers, tiny: the prefill round has 56 leaf ops.
-MODEL = ["--layers", "4", "--hidden", "32", "--heads", "2", "--vocab", "64", "--prompt-len", "6",
-         "--decode-steps", "1", "--seed", "5"]
-# name -> (dtype, faults as --inject specs, the ops they hit as prefill op ids)
+# 4 layers of hidden 512 (the stand-in's precision faults reduce over 512 to 1024 terms,
+# enough to move the logits past the dtype's own noise; at hidden 32 most do not) and a
+# vocabulary of 1024 (the logits' error norm then varies little between two rounding
+# trajectories): the prefill round has 56 leaf ops.
+MODEL = ["--layers", "4", "--hidden", "512", "--heads", "8", "--vocab", "1024",
+         "--prompt-len", "6", "--decode-steps", "0", "--seed", "5"]
+VOCAB = 1024
+# name -> (dtype, faults as atbsim options, the ops they hit as prefill op ids): kernel
+# precision faults (docs/atbsim_model.md), and an op's output scaled (an own error)
+PF, INJ = "--precision-fault", "--inject"
 CASES = {
-    "norm_fp16": ("fp16", ["scale=1.05:layer=1,op=PostNorm"], ["2_9"]),
-    "swiglu_bf16": ("bf16", ["scale=1.15:layer=2,op=SwiGLU"], ["3_11"]),
-    "down_fp16": ("fp16", ["scale=1.02:layer=3,op=Down"], ["4_12"]),
-    "attention_bf16": ("bf16", ["scale=0.8:layer=0,op=Attention"], ["1_5"]),
-    "two_fp16": ("fp16", ["scale=1.1:layer=0,op=InputNorm", "scale=1.03:layer=3,op=GateUp"],
-                 ["1_0", "4_10"]),
-    "two_bf16": ("bf16", ["scale=1.2:layer=0,op=SwiGLU", "scale=0.85:layer=2,op=OProj"],
-                 ["1_11", "3_6"]),
+    "qkv_fp16": ("fp16", [(PF, "linear-fp16-accumulate:layer=0,op=QKV")], ["1_1"]),
+    "postnorm_bf16": ("bf16", [(PF, "rmsnorm-fp16-accumulate:layer=1,op=PostNorm")], ["2_9"]),
+    "gateup_bf16": ("bf16", [(PF, "linear-fp16-accumulate:layer=1,op=GateUp")], ["2_10"]),
+    "down_fp16": ("fp16", [(INJ, "scale=1.02:layer=3,op=Down")], ["4_12"]),
+    "two_fp16": ("fp16", [(PF, "linear-fp16-accumulate:layer=0,op=QKV"),
+                          (INJ, "scale=1.03:layer=2,op=SwiGLU")], ["1_1", "3_11"]),
+    "two_bf16": ("bf16", [(PF, "linear-fp16-accumulate:layer=0,op=QKV"),
+                          (PF, "rmsnorm-fp16-accumulate:layer=3,op=PostNorm")], ["1_1", "4_9"]),
 }
 
 
@@ -43,19 +49,19 @@ def bisect(*args) -> tuple[int, dict]:
     return rc, json.loads(out.getvalue())
 
 
-def _injects(faults: list[str]) -> list[str]:
-    return [a for f in faults for a in ("--inject", f)]
+def _options(faults: list[tuple[str, str]]) -> list[str]:
+    return [a for f in faults for a in f]
 
 
-def logits_of_run(path, dtype: str, faults: list[str]) -> np.ndarray:
+def logits_of_run(path, dtype: str, faults: list[tuple[str, str]]) -> np.ndarray:
     """The prefill logits of the stand-in run without the probe (--logits-out)."""
     home = atb_home(ABI)
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("ATB_")}
     env.update(ATB_HOME_PATH=str(home), LD_LIBRARY_PATH=f"{home / 'lib'}")
-    subprocess.run([str(atbsim_bin(ABI)), "run", "--dtype", dtype, *MODEL, *_injects(faults),
+    subprocess.run([str(atbsim_bin(ABI)), "run", "--dtype", dtype, *MODEL, *_options(faults),
                     "--logits-out", str(path)], env=env, check=True, capture_output=True,
                    timeout=120)
-    return np.fromfile(path, dtype=np.float32)[:64]
+    return np.fromfile(path, dtype=np.float32)[:VOCAB]
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +71,7 @@ def runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("bisect")
     out = {}
     for name, (dtype, faults, _) in CASES.items():
-        d = make_real_dump(base / name, dtype, model=[*MODEL, *_injects(faults)])
+        d = make_real_dump(base / name, dtype, model=[*MODEL, *_options(faults)])
         out[name] = (d, *bisect(d))
     for dtype in ("fp16", "bf16"):
         d = make_real_dump(base / f"clean_{dtype}", dtype, model=MODEL)
@@ -138,7 +144,7 @@ def test_predicted_removal_ranks_as_the_rerun_without_the_fault_measures(runs, t
 
 
 def test_the_report_shows_the_ranking_of_a_bisect_result_beside_the_dump(runs, tmp_path):
-    d, _, doc = runs["norm_fp16"]
+    d, _, doc = runs["postnorm_bf16"]
     (d / "bisect.json").write_text(json.dumps(doc))
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
