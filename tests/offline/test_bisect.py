@@ -160,3 +160,59 @@ def test_the_report_shows_the_ranking_of_a_bisect_result_beside_the_dump(runs, t
     assert "bisect.json</code>" not in (page := (tmp_path / "r.html").read_text())
     assert "bisect.json: cannot be read" in page
     (d / "bisect.json").unlink()
+
+
+SMALL = ["--layers", "2", "--hidden", "32", "--heads", "2", "--vocab", "64", "--prompt-len", "4",
+         "--decode-steps", "0"]
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    need_real()
+    base = tmp_path_factory.mktemp("bisect_small")
+    yield make_real_dump(base / "small", "fp16", model=SMALL)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_an_op_replay_cannot_recompute_is_named_and_kept_out(small):
+    param = next((small / "atb_dump_data" / "data").glob(
+        "*/0/2_Prefill_layer/7_ElewiseOperation/op_param.json"))
+    kept = param.read_text()
+    try:
+        param.write_text('{"elewiseType": 99}')
+        rc, doc = bisect(small)
+    finally:
+        param.write_text(kept)
+    assert rc == 0 and [x["op_id"] for x in doc["excluded"]] == ["2_7"]
+    assert "not replayable" in doc["excluded"][0]["why"] and "elewiseType=99" in \
+        doc["excluded"][0]["why"]
+    assert doc["searchable"] == doc["ops"] - 1 == 29
+    assert doc["deployed_drift"] == 0.0  # it gives its dumped outputs in every run
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--round", "5"], "no tensor in round 5"),
+    (["--op", "2_9"], "--op names the op of --metric output"),
+    (["--metric", "output", "--op", "9_9"], "no op 9_9 in DecoderModel_Prefill"),
+    (["--model", "Nope"], "no model 'Nope' in info/model"),
+    (["--target", "0"], "--target '0': expected a positive float"),
+    (["--budget", "many"], "--budget 'many': expected a positive int"),
+])
+def test_bad_input_is_one_line_naming_it(small, capsys, args, says):
+    assert main(["bisect", str(small), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("msprobe-atb bisect: error: ") and says in err and \
+        err.count("\n") == 1, err
+
+
+def test_a_dump_without_child_ops_says_what_to_dump(tmp_path, capsys):
+    need_real()
+    d = make_real_dump(tmp_path / "top", "fp16", model=SMALL, save_child=False)
+    assert main(["bisect", str(d)]) == 2
+    assert "dumped with its op_param.json" in capsys.readouterr().err
+
+
+def test_a_budget_stops_the_search_with_the_best_set_seen(runs):
+    d = runs["postnorm_bf16"][0]
+    rc, doc = bisect(d, "--budget", "10")
+    assert rc == 1 and doc["budget_spent"] and not doc["reached"] and doc["evaluations"] == 10

@@ -53,9 +53,8 @@ def _model_of_round(leaves: dict, ops: list[DumpedOp], model: str | None) -> str
             raise ChainError(f"no model {model!r} in info/model (it has "
                              f"{', '.join(sorted(leaves)) or 'none'})")
         return model
-    first = ops[0].op_id if ops else None
     for name, ls in leaves.items():
-        if any(leaf.op_id == first for leaf in ls):
+        if any(leaf.op_id == ops[0].op_id for leaf in ls):
             return name
     raise ChainError("info/model names none of the round's ops: the dataflow is unknown")
 
@@ -69,32 +68,36 @@ class Chain:
             raise ChainError(f"the dump holds no tensor in round {round_}")
         self.dev_pid = sorted(set(df.get_column("dev_pid").to_list()))[0]
         ops = [o for o in dumped_ops(dump, df) if o.dev_pid == self.dev_pid and o.is_leaf]
+        if not ops:
+            raise ChainError(f"no op of round {round_} was dumped with its op_param.json (dump "
+                             "with \"save_child\": true: configs/precision_search.json)")
         leaves = model_leaves(dump.layout.info, self.dev_pid)
         self.model = _model_of_round(leaves, ops, model)
         by_id = {o.op_id: o for o in ops}
         order = [leaf for leaf in leaves[self.model] if leaf.op_id in by_id]
         if not order:
-            raise ChainError(f"no op of {self.model} was dumped with its op_param.json in "
-                             "that round (dump with \"save_child\": true)")
+            raise ChainError(f"no op of {self.model} was dumped in round {round_}")
         self.round = round_
         self.steps: list[Step] = []
         writers: dict[str, Source] = {}
         for leaf in order:
             op = by_id[leaf.op_id]
-            sources = [writers.get(t) if i < len(op.inputs) else None
-                       for i, t in enumerate(leaf.inputs)][:len(op.inputs)]
+            sources = [writers.get(t) for t in leaf.inputs[:len(op.inputs)]]
             sources += [None] * (len(op.inputs) - len(sources))
-            sources = [s if s is None or s[1] < len(self.steps[s[0]].dtypes) else None
-                       for s in sources]
-            self.steps.append(self._step(op, sources))
+            self.steps.append(self._step(op, sources, self._shape))
             for j, t in enumerate(leaf.outputs[:len(op.outputs)]):
                 writers[t] = (len(self.steps) - 1, j)
             if progress:
                 progress(1)
         self._base: list[list[np.ndarray]] | None = None
 
+    def _shape(self, src: Source) -> tuple[int, ...] | None:
+        s = self.steps[src[0]]
+        outs = s.dumped_outputs if s.fixed else s.own_error
+        return outs[src[1]].shape if src[1] < len(outs) else None
+
     @staticmethod
-    def _step(op: DumpedOp, sources: list[Source | None]) -> Step:
+    def _step(op: DumpedOp, sources: list[Source | None], shape_of) -> Step:
         dtypes = [t.dtype for t in op.outputs]
         try:
             param = op.param()
@@ -117,11 +120,15 @@ class Chain:
             step.dumped_outputs = _load_quietly(op)
             step.dumped_inputs = [None] * len(sources)
             return step
+        # A producer whose output is not the shape this op read (a graph that does not
+        # describe the dump) does not feed it: its dumped input does.
+        step.sources = [src if src is None or shape_of(src) == x.shape else None
+                        for src, x in zip(sources, inputs)]
         step.own_error = modes.own_error(reference, dumped, dtypes)
         if not modes.reproduces(modes.deployed(reference, step.own_error, dtypes), dumped):
             step.excluded = ("its deployed result misses its dumped output (the float64 "
                              "reference leaves the dtype's range or is NaN); it runs emulated")
-        step.dumped_inputs = [x if s is None else None for x, s in zip(inputs, sources)]
+        step.dumped_inputs = [x if s is None else None for x, s in zip(inputs, step.sources)]
         return step
 
     @property
@@ -130,8 +137,6 @@ class Chain:
 
     def _compute(self, i: int, ins: list[np.ndarray], mode: str) -> list[np.ndarray]:
         s = self.steps[i]
-        if s.fixed:
-            return s.dumped_outputs
         try:
             outs = modes.values(REFERENCES[s.op.op_type](s.param, ins))
         except FAILURES as e:
@@ -151,6 +156,9 @@ class Chain:
         out: list[list[np.ndarray]] = []
         changed = set()
         for i, s in enumerate(self.steps):
+            if s.fixed:  # its dumped outputs, whatever its inputs
+                out.append(s.dumped_outputs)
+                continue
             moved = i in promoted or any(src is not None and src[0] in changed
                                          for src in s.sources)
             if base is not None and not moved:
