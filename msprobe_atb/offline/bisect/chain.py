@@ -37,7 +37,8 @@ class Step:
     sources: list[Source | None]  # per input: its producer in the run, or None (dumped)
     dumped_inputs: list[np.ndarray | None]  # kept where the source is the dump
     dtypes: list[str]  # its outputs' dump dtypes
-    own_error: list[np.ndarray] = field(default_factory=list)
+    shapes: list[tuple[int, ...]] = field(default_factory=list)  # its outputs' shapes
+    own_error: list[np.ndarray | None] = field(default_factory=list)
     dumped_outputs: list[np.ndarray] = field(default_factory=list)  # kept for fixed steps
     excluded: str | None = None  # why it is kept out of the search
     fixed: bool = False  # not-replayable: its dumped outputs stand in every run
@@ -92,9 +93,8 @@ class Chain:
         self._base: list[list[np.ndarray]] | None = None
 
     def _shape(self, src: Source) -> tuple[int, ...] | None:
-        s = self.steps[src[0]]
-        outs = s.dumped_outputs if s.fixed else s.own_error
-        return outs[src[1]].shape if src[1] < len(outs) else None
+        shapes = self.steps[src[0]].shapes
+        return shapes[src[1]] if src[1] < len(shapes) else None
 
     @staticmethod
     def _step(op: DumpedOp, sources: list[Source | None], shape_of) -> Step:
@@ -118,6 +118,7 @@ class Chain:
         except FAILURES as e:
             step.excluded, step.fixed = f"not replayable: {e}", True
             step.dumped_outputs = _load_quietly(op)
+            step.shapes = [d.shape for d in step.dumped_outputs]
             step.dumped_inputs = [None] * len(sources)
             return step
         # A producer whose output is not the shape this op read (a graph that does not
@@ -125,6 +126,7 @@ class Chain:
         step.sources = [src if src is None or shape_of(src) == x.shape else None
                         for src, x in zip(sources, inputs)]
         step.own_error = modes.own_error(reference, dumped, dtypes)
+        step.shapes = [d.shape for d in dumped]
         if not modes.reproduces(modes.deployed(reference, step.own_error, dtypes), dumped):
             step.excluded = ("its deployed result misses its dumped output (the float64 "
                              "reference leaves the dtype's range or is NaN); it runs emulated")
