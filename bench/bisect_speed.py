@@ -23,19 +23,22 @@ MODEL = ["--layers", str(LAYERS), "--dtype", "fp16", "--decode-steps", "1",
 TARGET_CPU_S = 600.0
 
 
+def _figures(doc: dict, wall: float, cpu: float, rss: int) -> list[str]:
+    found = ", ".join(c["path"].split("/", 2)[2] for c in doc["chosen"]) or "no op"
+    return [f"{LAYERS}-layer prefill round: {doc['ops']} ops ({doc['searchable']} searchable), "
+            f"{doc['evaluations']} chained runs (bound {doc['bound']:.0f}); error "
+            f"{doc['before']:.3g} -> {doc['after']:.3g} (target {doc['target']:.3g}) by "
+            f"promoting {found}",
+            f"{wall:.1f} s wall (load average {os.getloadavg()[0]:.1f}), {cpu:.1f} CPU s "
+            f"(target <= {TARGET_CPU_S:g}: {met(cpu <= TARGET_CPU_S)}), peak RSS "
+            f"{rss / 1024:.0f} MiB"]
+
+
 def run():
     tmp = Path(tempfile.mkdtemp(prefix="msprobe_atb_bench_bisect."))
     try:
         dump = dump_model(tmp / "dump", MODEL, ids="", save_child=True)
         out, wall, cpu, rss = run_measured(["bisect", str(dump), "--json"])
-        doc = json.loads(out)
-        found = ", ".join(c["path"].split("/", 2)[2] for c in doc["chosen"]) or "no op"
-        yield (f"{LAYERS}-layer prefill round: {doc['ops']} ops ({doc['searchable']} "
-               f"searchable), {doc['evaluations']} chained runs (bound "
-               f"{doc['bound']:.0f}); error {doc['before']:.3g} -> {doc['after']:.3g} "
-               f"(target {doc['target']:.3g}) by promoting {found}")
-        yield (f"{wall:.1f} s wall (load average {os.getloadavg()[0]:.1f}), {cpu:.1f} CPU s "
-               f"(target <= {TARGET_CPU_S:g}: {met(cpu <= TARGET_CPU_S)}), peak RSS "
-               f"{rss / 1024:.0f} MiB")
+        yield from _figures(json.loads(out), wall, cpu, rss)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -13,7 +13,6 @@ target, and, when the error before is above the target, a set without the faulty
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
@@ -28,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "offline"),
                 str(Path(__file__).parent)]
 
-from hypothesis_run import run_in_tmp, run_targets  # noqa: E402
+from hypothesis_run import examples_main, run_in_tmp  # noqa: E402
 from offline_helpers import make_real_dump  # noqa: E402
 
 from msprobe_atb.cli import main as cli_main  # noqa: E402
@@ -98,11 +97,7 @@ def run(name: str, examples: int, derandomize: bool = False) -> tuple[int, list[
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--examples", type=int, default=20)
-    ap.add_argument("targets", nargs="*", default=list(PROPERTIES), help="default: all")
-    args = ap.parse_args()
-    return run_targets(args.targets, lambda name: run(name, args.examples))
+    return examples_main(__doc__, list(PROPERTIES), run, 20)
 
 
 if __name__ == "__main__":
