@@ -31,9 +31,16 @@ def _positive(text: str, what: str, kind=float):
     return v
 
 
-def cmd_bisect(a) -> int:
-    import numpy as np
+def _dtype_noise(err) -> tuple[float, str]:
+    """The default target: the error of the run with every op emulated, with its margin."""
+    from .search import relative_error
 
+    noise = relative_error(err.output(rest="emulated"), err.golden)
+    return noise * NOISE_MARGIN, (f"the dtype's own noise, every op a correct kernel of its "
+                                  f"dtype: {noise:.3g}, times {NOISE_MARGIN:g}")
+
+
+def cmd_bisect(a) -> int:
     from ..read.emit import emit
     from ..read.jsonsafe import jsonable
     from ..read.layout import DumpNotFound
@@ -42,7 +49,7 @@ def cmd_bisect(a) -> int:
     from ..replay.refs import NotReplayable
     from .chain import Chain, ChainError
     from .golden import golden_output
-    from .search import Evaluator, relative_error, search
+    from .search import Evaluator, largest_difference, search
     from .summary import document
     from .text import format_text
 
@@ -57,28 +64,21 @@ def cmd_bisect(a) -> int:
             chain = Chain(dump, a.round, a.model, bar.update)
         out_step = chain.step_of(a.op) if a.op else len(chain.steps) - 1
         with progress_bar("bisect: chained runs", "run") as bar:
-            err = Evaluator(chain, out_step, None, budget, bar.update)
+            err = Evaluator(chain, out_step, budget, bar.update)
             deployed = err.output()
-            with np.errstate(invalid="ignore"):
-                drift = float(np.nanmax(np.abs(deployed - chain.dumped_output(out_step)),
-                                        initial=0.0))
+            drift = largest_difference(deployed, chain.dumped_output(out_step))
             if a.golden:
-                golden, what = golden_output(a.golden, a.round, chain.steps[out_step].op.op_id,
-                                             deployed), a.golden
+                golden = golden_output(a.golden, a.round, chain.steps[out_step].op.op_id,
+                                       deployed)
             else:
-                golden, what = err.output(rest="promoted"), "the all-float64 chained run"
-            err.golden = golden
-            err.seen[frozenset()] = relative_error(deployed, golden)
-            if target is None:
-                noise = relative_error(err.output(rest="emulated"), golden)
-                target = noise * NOISE_MARGIN
-                target_from = (f"the dtype's own noise, every op a correct kernel of its "
-                               f"dtype: {noise:.3g}, times {NOISE_MARGIN:g}")
-            else:
-                target_from = "--target"
+                golden = err.output(rest="promoted")
+            err.measure_against(golden, deployed)
+            target, target_from = (target, "--target") if target is not None else \
+                _dtype_noise(err)
             res = search(err, chain.searchable, target)
     except (DumpNotFound, ValueError, ChainError, NotReplayable) as e:
         return _error(str(e))
+    what = a.golden or "the all-float64 chained run"
     doc = document(chain, res, metric=a.metric, out_step=out_step, golden=what,
                    target_from=target_from, evaluations=err.evaluations, drift=drift)
     text = json.dumps(jsonable(doc), indent=1) if a.json else format_text(doc)

@@ -34,6 +34,17 @@ def relative_error(made: np.ndarray, golden: np.ndarray) -> float:
     return diff / norm if norm else diff
 
 
+def largest_difference(made: np.ndarray, dumped: np.ndarray) -> float:
+    """max |made − dumped| (0: equal, NaN where NaN; inf: NaN/Inf where the other has
+    none)."""
+    made, dumped = made.astype(np.float64), dumped.astype(np.float64)
+    if np.array_equal(made, dumped, equal_nan=True):
+        return 0.0
+    with np.errstate(invalid="ignore"):
+        d = np.abs(made - dumped)
+    return math.inf if np.isnan(d).any() else float(d.max())
+
+
 class BudgetSpent(Exception):
     """The evaluations allowed (--budget) are used up."""
 
@@ -41,12 +52,18 @@ class BudgetSpent(Exception):
 class Evaluator:
     """The error of the chained output with a set of steps promoted, each set run once."""
 
-    def __init__(self, chain: Chain, out_step: int, golden: np.ndarray,
-                 budget: int | None = None, progress: Callable[[int], None] | None = None):
-        self.chain, self.out_step, self.golden = chain, out_step, golden
+    def __init__(self, chain: Chain, out_step: int, budget: int | None = None,
+                 progress: Callable[[int], None] | None = None):
+        self.chain, self.out_step = chain, out_step
         self.budget, self.progress = budget, progress
         self.evaluations = 0
+        self.golden: np.ndarray | None = None  # set once known (it may be a chained run)
         self.seen: dict[frozenset[int], float] = {}
+
+    def measure_against(self, golden: np.ndarray, deployed: np.ndarray) -> None:
+        """Sets the golden, with the all-deployed run's output already made."""
+        self.golden = golden
+        self.seen[frozenset()] = relative_error(deployed, golden)
 
     def count(self) -> None:
         if self.budget is not None and self.evaluations >= self.budget:
