@@ -163,7 +163,7 @@ def test_the_report_shows_the_ranking_of_a_bisect_result_beside_the_dump(runs, t
 
 
 SMALL = ["--layers", "2", "--hidden", "32", "--heads", "2", "--vocab", "64", "--prompt-len", "4",
-         "--decode-steps", "0"]
+         "--decode-steps", "2"]
 
 
 @pytest.fixture(scope="module")
@@ -172,6 +172,17 @@ def small(tmp_path_factory):
     base = tmp_path_factory.mktemp("bisect_small")
     yield make_real_dump(base / "small", "fp16", model=SMALL)
     shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_decode_round_runs_on_its_dumped_kv_cache(small):
+    """Round 1 holds decode step 1 alone: its model is the decode model, its attention
+    reads the caches its ReshapeAndCache ops wrote in the chained run."""
+    rc, doc = bisect(small, "--round", "1")
+    assert rc == 0 and doc["model"] == "DecoderModel_Decoder" and doc["round"] == 1
+    assert doc["deployed_drift"] == 0.0 and not doc["excluded"] and doc["chosen"] == []
+    rc, doc = bisect(small, "--round", "1", "--target", "1e-9")  # every op's rounding counts
+    assert any(r["op_type"] == "PagedAttentionOperation" for r in doc["ranking"])
+    assert doc["metric"]["path"].endswith("/1/7_LmHead/2_LinearOperation")
 
 
 def test_an_op_replay_cannot_recompute_is_named_and_kept_out(small):
