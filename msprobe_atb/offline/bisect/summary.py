@@ -27,14 +27,13 @@ def _layer_names(chain: Chain) -> dict[str, tuple[str, int | None]]:
 
 def _ranges(nums: list[int]) -> str:
     """[1, 2, 3, 5] -> '1-3, 5'."""
-    parts, start = [], None
-    for i, n in enumerate(sorted(nums)):
-        if start is None:
-            start = n
-        if i + 1 == len(nums) or sorted(nums)[i + 1] != n + 1:
-            parts.append(f"{start}" if start == n else f"{start}-{n}")
-            start = None
-    return ", ".join(parts)
+    runs: list[list[int]] = []
+    for n in sorted(nums):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _short(op_type: str) -> str:
@@ -55,9 +54,7 @@ def groups(chain: Chain, steps: list[int]) -> list[str]:
     for (kind, node, name), idx in found.items():
         where = f"node {node}" if node else "the op itself"
         nums = [i for i in idx if i is not None]
-        place = f"{name} {_ranges(nums)}" if nums else name
-        if nums:
-            place = f"{name}s {_ranges(nums)}" if len(nums) > 1 else place
+        place = name if not nums else f"{name}{'s' if len(nums) > 1 else ''} {_ranges(nums)}"
         out.append(f"{kind} ({where}) in {place}")
     return out
 
