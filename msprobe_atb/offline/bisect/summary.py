@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ..stats.summary import ranges_text
 from .chain import Chain
 from .search import Result, bound
 
@@ -25,17 +26,6 @@ def _layer_names(chain: Chain) -> dict[str, tuple[str, int | None]]:
     return {g: (n, i if count[n] > 1 else None) for g, (n, i) in out.items()}
 
 
-def _ranges(nums: list[int]) -> str:
-    """[1, 2, 3, 5] -> '1-3, 5'."""
-    runs: list[list[int]] = []
-    for n in sorted(nums):
-        if runs and n == runs[-1][1] + 1:
-            runs[-1][1] = n
-        else:
-            runs.append([n, n])
-    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
-
-
 def _short(op_type: str) -> str:
     return op_type[:-len("Operation")] if op_type.endswith("Operation") else op_type
 
@@ -54,7 +44,7 @@ def groups(chain: Chain, steps: list[int]) -> list[str]:
     for (kind, node, name), idx in found.items():
         where = f"node {node}" if node else "the op itself"
         nums = [i for i in idx if i is not None]
-        place = name if not nums else f"{name}{'s' if len(nums) > 1 else ''} {_ranges(nums)}"
+        place = name if not nums else f"{name}{'s' if len(nums) > 1 else ''} {ranges_text(nums)}"
         out.append(f"{kind} ({where}) in {place}")
     return out
 
