@@ -86,6 +86,7 @@ test: all native-test lint pytest
 #   scheduler  the Dask scheduler's inputs
 #   replay     crafted op_param.json and tensors through replay (param values, shapes,
 #              dtypes, bombs)
+#   bisect     seeded faults in any layer through bisect on real dumps (about 15 s an input)
 #   hostile    hostile mapping YAML, safetensors headers and configs, SQL for query, FIFOs
 #              and devices in place of every file a reader opens
 #   diagnose   every injected-fault case of tests/offline/test_diagnose.py (make test runs
@@ -94,11 +95,13 @@ CONFIG_FUZZ_EXAMPLES ?= 10000
 MANIFEST_FUZZ_INPUTS ?= 200
 SCHEDULER_FUZZ_EXAMPLES ?= 2000
 REPLAY_FUZZ_EXAMPLES ?= 3000
+BISECT_FUZZ_EXAMPLES ?= 20
 FUZZ_ARGS_config = --examples $(CONFIG_FUZZ_EXAMPLES)
 FUZZ_ARGS_manifest = --inputs $(MANIFEST_FUZZ_INPUTS)
 FUZZ_ARGS_scheduler = --examples $(SCHEDULER_FUZZ_EXAMPLES)
 FUZZ_ARGS_replay = --examples $(REPLAY_FUZZ_EXAMPLES)
-PY_FUZZ_TARGETS := $(addprefix fuzz-,config reader manifest scheduler replay hostile diagnose)
+FUZZ_ARGS_bisect = --examples $(BISECT_FUZZ_EXAMPLES)
+PY_FUZZ_TARGETS := $(addprefix fuzz-,config reader manifest scheduler replay bisect hostile diagnose)
 FUZZ_TARGETS += $(PY_FUZZ_TARGETS)
 .PHONY: $(PY_FUZZ_TARGETS)
 $(PY_FUZZ_TARGETS): fuzz-%: all deps

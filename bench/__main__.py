@@ -22,6 +22,7 @@ BENCHMARKS = (
     "bench.stats_pace",
     "bench.startup",
     "bench.replay_speed",
+    "bench.bisect_speed",
     "bench.torch_dumper",
 )
 

@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "msprobe_atb.offline.cli",  # convert, stats, compare, diagnose, overflow, report
     "msprobe_atb.offline.manifest.cli",  # index, query
     "msprobe_atb.offline.replay.cli",  # replay
+    "msprobe_atb.offline.bisect.cli",  # bisect
     "msprobe_atb.recorder.cli",  # trigger, incidents
 )
 

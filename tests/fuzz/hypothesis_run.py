@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 import traceback
 from collections.abc import Callable
@@ -64,3 +65,15 @@ def run_short(run: Callable[..., tuple[int, list[BaseException]]], target: str,
     assert tried >= examples
     if findings:
         raise findings[0]
+
+
+def examples_main(doc: str, targets: list[str],
+                  run: Callable[[str, int], tuple[int, list[BaseException]]],
+                  default: int) -> int:
+    """The command line of a fuzzer whose targets take a number of examples: runs the
+    targets named (default: all) and prints their findings (run_targets)."""
+    ap = argparse.ArgumentParser(description=doc)
+    ap.add_argument("--examples", type=int, default=default)
+    ap.add_argument("targets", nargs="*", default=targets, help="default: all")
+    args = ap.parse_args()
+    return run_targets(args.targets, lambda name: run(name, args.examples))

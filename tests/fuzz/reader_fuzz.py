@@ -8,8 +8,9 @@ K findings" (distinct failures, each shrunk to its smallest input).
   `stats` (its incident lines) and `report` (its incident section) either show
   the file or refuse it by name; no exception; a round dir shown is this dump's.
 * nonutf8-names: op names of any bytes (odd bytes, backslashes, quotes, markup)
-  in a dump, through stats, diagnose, compare, report, index, query, convert, overflow
-  and incidents (in-process, as the CLI runs them): no error, every tensor
+  in a dump, through stats, diagnose, compare, report, index, query, convert, overflow,
+  incidents and bisect (in-process, as the CLI runs them; bisect refuses the
+  dump, which has no op_param.json nor info/, in one line): no error, every tensor
   read, every path a reader gives opens its file, every name shown in the text
   form of tree/names.py, which gives the bytes back.
 """
@@ -201,6 +202,7 @@ class NonUtf8Names:
         out = cli("convert", str(golden), "-o", str(base / "npy"))
         assert f"converted {n}," in out and "errors 0" in out, out
         assert shown[0] in cli("overflow", str(target))
+        cli("bisect", str(target), ok=(2,))
         book = IncidentBook(target / "atb_dump_data")
         book.add_trigger(1, "nan", "nan", 1, 0, f"{DEV_PID}/0/{ops[0]}/after/outtensor0.bin",
                          4711, {"nan": 1})

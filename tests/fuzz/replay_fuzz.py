@@ -13,7 +13,6 @@ the input), or more than PEAK bytes allocated while replaying (tracemalloc).
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
@@ -25,7 +24,7 @@ from hypothesis import strategies as st
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tests" / "offline"), str(Path(__file__).parent)]
 
-from hypothesis_run import run_in_tmp, run_targets  # noqa: E402
+from hypothesis_run import examples_main, run_in_tmp  # noqa: E402
 from replay_craft import crafted_op, replay_json, traced  # noqa: E402
 
 from msprobe_atb.offline.replay.refs import REFERENCES  # noqa: E402
@@ -124,11 +123,7 @@ def run(name: str, examples: int, derandomize: bool = False) -> tuple[int, list[
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--examples", type=int, default=3000)
-    ap.add_argument("targets", nargs="*", default=list(PROPERTIES), help="default: all")
-    args = ap.parse_args()
-    return run_targets(args.targets, lambda name: run(name, args.examples))
+    return examples_main(__doc__, list(PROPERTIES), run, 3000)
 
 
 if __name__ == "__main__":

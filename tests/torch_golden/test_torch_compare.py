@@ -5,7 +5,9 @@ teacher-forced into the decode steps): prefill and 2 decode steps on both sides.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import sys
 from pathlib import Path
@@ -255,3 +257,17 @@ def test_diagnose_against_the_torch_golden(dumps):
     assert compared.startswith(text)
     rc, text = run_cli("diagnose", str(dumps["fp32"]), "--golden", str(dumps["torch"]), "-j", "1")
     assert (rc, text) == (0, "no cause found\n")
+
+
+def test_bisect_measures_the_logits_against_a_torch_golden(dumps):
+    """The torch golden's logits are the LM head's last token row; an fp32 stand-in run
+    of the same checkpoint is within fp32 noise of it, an fp16 one within its dtype's
+    own noise: no op needs promotion."""
+    from msprobe_atb.cli import main
+    for name, most in (("fp32", 1e-5), ("fp16", 1e-2)):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = main(["bisect", str(dumps[name]), "--golden", str(dumps["torch"]), "--json"])
+        doc = json.loads(out.getvalue())
+        assert rc == 0 and doc["golden"] == str(dumps["torch"]), doc
+        assert doc["before"] < most and doc["chosen"] == [], doc

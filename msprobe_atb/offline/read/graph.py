@@ -231,3 +231,44 @@ def feeder_kinds(names: list[str]) -> str:
     kinds = Counter("layer input" if n.startswith("input of ") else n.partition(" of ")[0]
                     for n in names)
     return ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in kinds.items())
+
+
+@dataclass
+class Leaf:
+    """A leaf op of a model's execution, its tensors named in the model's one namespace."""
+
+    op_id: str
+    inputs: list[str]
+    outputs: list[str]
+
+
+def _leaves(obj: dict, op_id: str, out: list[Leaf], depth: int = 0) -> None:
+    kids = [k for k in obj.get("nodes") or [] if isinstance(k, dict)]
+    if depth > 200:
+        raise ValueError("graph nested deeper than 200 levels")
+    if not kids:
+        out.append(Leaf(op_id, _names(obj.get("inTensors")), _names(obj.get("outTensors"))))
+    for i, k in enumerate(kids):
+        _leaves(k, f"{op_id}_{i}", out, depth + 1)
+
+
+def model_leaves(info: Path | None, dev_pid: str | None = None,
+                 problems: list[str] | None = None) -> dict[str, list[Leaf]]:
+    """Model name -> its leaf ops in execution order, from info/model/{dev_pid}/*.json
+    (each node holds its layer graph, its tensors resolved into the model's names), so
+    a tensor's producer is the last leaf before its reader that writes it."""
+    out: dict[str, list[Leaf]] = {}
+    for f in _info_jsons(info, "model", dev_pid):
+        try:
+            obj = texts(json.loads(read_small(f, "an info/model graph", MAX_INFO)
+                                   .decode("utf-8", "surrogateescape")))
+            leaves: list[Leaf] = []
+            for n in obj.get("nodes") or []:
+                m = _GID.search(str(n.get("opName", "")))
+                if m:
+                    _leaves(n, m.group(1), leaves)
+            out.setdefault(str(obj.get("modelName", f.stem)), leaves)
+        except (OSError, ValueError, AttributeError, TypeError, RecursionError) as e:
+            if problems is not None:
+                problems.append(f"{text_of(str(f))}: model graph skipped ({e})")
+    return out

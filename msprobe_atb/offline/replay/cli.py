@@ -40,6 +40,7 @@ def _lost_lines(dump) -> list[str]:
 
 
 def cmd_replay(a) -> int:
+    from ..read.emit import emit
     from ..read.jsonsafe import jsonable
     from ..read.layout import DumpNotFound
     from ..read.table import filter_tensors, open_dump
@@ -97,12 +98,11 @@ def cmd_replay(a) -> int:
     text = json.dumps(jsonable(doc), indent=1) if a.json else \
         format_text(results, first, golden_of if gold is not None else None,
                     show_ok=bool(a.op) or a.verbose, lost=lost)
-    if a.output:
-        with open(a.output, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
-        print(f"replay: {len(results)} op(s) judged; written to {a.output}")
-    else:
-        print(text)
+    try:
+        emit(text, a.output, f"replay: {len(results)} op(s) judged")
+    except ValueError as e:
+        print(f"msprobe-atb replay: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
     return EXIT_AT_FAULT if first else EXIT_OK
 
 

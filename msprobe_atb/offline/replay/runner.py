@@ -54,7 +54,7 @@ def _torch_module(op: DumpedOp) -> str:
     return f"torch module {op.op_type} ({op.module or 'its name is not in info/layer'})"
 
 
-def _load(op: DumpedOp, tensors, what: str) -> list[np.ndarray]:
+def load_tensors(op: DumpedOp, tensors, what: str) -> list[np.ndarray]:
     want = range(len(tensors) and tensors[-1].index + 1)
     have = {t.index: t for t in tensors}
     missing = [i for i in want if i not in have or not have[i].path]
@@ -156,8 +156,8 @@ class Replayer:
         try:
             if not op.inputs and not op.outputs:
                 return OpResult(op, "ok", "no tensors: nothing to recompute")
-            inputs = _load(op, op.inputs, "input")
-            dumped = _load(op, op.outputs, "output")
+            inputs = load_tensors(op, op.inputs, "input")
+            dumped = load_tensors(op, op.outputs, "output")
         except (NotReplayable, ValueError) as e:
             return OpResult(op, "not-replayable", str(e))
         masks = MASK_INPUTS.get(ref_type, lambda p, n: set())(param, len(inputs))

@@ -27,6 +27,7 @@ from ..stats.summary import no_nonfinite_text, ranges_text, rounds_text, summari
 from . import figures as figs
 from .headline import diagnosis_block, headline_blocks, load_tensors
 from .page_text import plot_json
+from .precision import bisect_result, precision_rows
 
 MAX_COMPARE_ROWS = 300
 REPORT_STEPS = 6  # the progress callback is called once per step
@@ -130,6 +131,30 @@ def _summary(page: Page, s: dict, comparison: CompareResult | None) -> None:
         body.append("<p class='bad'>Problems:</p><ul>" + "".join(
             f"<li>{html.escape(p)}</li>" for p in s["problems"][:50]) + "</ul>")
     page.sections.append(("summary", "Summary", "".join(body)))
+
+
+def _precision(page: Page, root: Path | None) -> str | None:
+    """The bisect result beside the dump, if any; returns its file's name."""
+    f, doc = bisect_result(root)
+    if f is None:
+        return None
+    title = "Ops to keep in fp32 (bisect)"
+    if isinstance(doc, str):
+        page.sections.append(("precision", title, f"<p class='bad'>{html.escape(str(f))}: "
+                              f"{html.escape(doc)}</p>"))
+        return str(f)
+    head, groups, chosen, ranking = precision_rows(doc)
+    cols = ["op", "type", "error removed alone", "share"]
+    body = [f"<p>{html.escape(head)} (<code>{html.escape(str(f))}</code>).</p>"]
+    if groups:
+        body.append("<p>By op type and layer: " + html.escape("; ".join(groups)) + "</p>")
+    if chosen:
+        body.append(_table(cols, chosen))
+    if ranking:
+        body += ["<p>Ranking: the error each op removes when promoted alone.</p>",
+                 _table(cols, ranking, scroll=True)]
+    page.sections.append(("precision", title, "".join(body)))
+    return str(f)
 
 
 def _incidents(page: Page, s: dict) -> None:
@@ -394,6 +419,7 @@ def build_report(dump: Dump, comparison: CompareResult | None = None,
     _summary(page, s, comparison)
     if s["incidents"]:
         _incidents(page, s)
+    bisect_file = _precision(page, dump.root)
     step()
     _first_nan(page, s, df)
     step()
@@ -426,5 +452,5 @@ def build_report(dump: Dump, comparison: CompareResult | None = None,
             "tensors": s["tensors"], "first_nonfinite": s["first_nonfinite"][:1],
             "first_divergence": fd, "diagnosis": diagnosis, "refused": refused, "lost": s["lost"],
             "params_lost": s["params_lost"], "derived_behind": s["derived_behind"],
-            "derived_lag": s["derived_lag"]}
+            "derived_lag": s["derived_lag"], "bisect": bisect_file}
     return doc, info
