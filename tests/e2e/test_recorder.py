@@ -52,7 +52,7 @@ def test_inf_on_one_rank_flushes_the_same_rounds_of_every_rank(tmp_path, service
     verdict = inc.pop("replay")
     diagnosis = inc.pop("diagnosis")
     assert inc == incidents(tmp_path)[0]
-    # the root cause, as `diagnose` names it in the incident's process (issue 31)
+    # the root cause, as `diagnose` names it in the incident's process
     assert diagnosis["lines"] == [
         "root cause: 2_Prefill_layer/11_ActivationOperation own-error (device 1, prefill "
         "round 21: output -inf where float64 is " + diagnosis["lines"][0].rpartition(" ")[2]]

@@ -1,4 +1,4 @@
-"""`msprobe-atb bisect` (issue 33) on real stand-in dumps: seeded faults found, clean runs
+"""`msprobe-atb bisect` on real stand-in dumps: seeded faults found, clean runs
 naming no op, the evaluation bound, and the emulation's predictions held against the
 stand-in rerun without each fault."""
 
