@@ -20,6 +20,7 @@ from offline_helpers import (  # noqa: E402
     TRUTH_LAYERS,
     TRUTH_MODEL,
     make_real_dump,
+    module_real_dump,
     need_real,
 )
 
@@ -51,30 +52,24 @@ def real_dumps(tmp_path_factory):
 def overflow_dump(tmp_path_factory):
     """An overflow_check run of the injected model: the overflowing kernel is
     reported (info/overflow) and only its tensors are dumped."""
-    need_real()
-    base = tmp_path_factory.mktemp("overflow")
-    yield make_real_dump(base / "ovf", "fp16", inject=INJECT, task="overflow_check")
-    shutil.rmtree(base, ignore_errors=True)
+    yield from module_real_dump(tmp_path_factory, "overflow", "fp16", inject=INJECT,
+                                task="overflow_check")
 
 
 @pytest.fixture(scope="session")
 def stats_dump(tmp_path_factory):
     """A statistics-only run of the injected model (no .bin files)."""
-    need_real()
-    base = tmp_path_factory.mktemp("stats")
-    yield make_real_dump(base / "st", "fp16", inject=INJECT, task="statistics")
-    shutil.rmtree(base, ignore_errors=True)
+    yield from module_real_dump(tmp_path_factory, "stats", "fp16", inject=INJECT,
+                                task="statistics")
 
 
 @pytest.fixture(scope="session")
 def stats_dump_3_layers(tmp_path_factory):
     """The statistics-only run of stats_dump's model with 3 layers instead of 2."""
-    need_real()
-    base = tmp_path_factory.mktemp("stats3")
     model = [*MODEL]
     model[model.index("--layers") + 1] = "3"
-    yield make_real_dump(base / "st3", "fp32", task="statistics", model=model)
-    shutil.rmtree(base, ignore_errors=True)
+    yield from module_real_dump(tmp_path_factory, "stats3", "fp32", task="statistics",
+                                model=model)
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -121,6 +122,15 @@ def make_real_dump(out: Path, dtype: str, *, inject: str | tuple[str, ...] | Non
             raise RuntimeError(f"atbsim failed ({p.returncode}): {err[-2000:]}")
     _wait_done(out)
     return out
+
+
+def module_real_dump(tmp_path_factory, name: str, dtype: str, **kw) -> Iterator[Path]:
+    """The body of a module-scoped fixture: one real dump (make_real_dump's `kw`) under
+    a temporary dir of `name`, removed after the module's tests."""
+    need_real()
+    base = tmp_path_factory.mktemp(name)
+    yield make_real_dump(base / name, dtype, **kw)
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def need_real() -> None:

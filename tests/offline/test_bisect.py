@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from offline_helpers import ABI, make_real_dump, need_real
+from offline_helpers import ABI, make_real_dump, module_real_dump, need_real
 from testkit import atb_home, atbsim_bin
 
 from msprobe_atb.cli import main
@@ -170,10 +170,7 @@ SMALL = ["--layers", "2", "--hidden", "32", "--heads", "2", "--vocab", "64", "--
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
-    need_real()
-    base = tmp_path_factory.mktemp("bisect_small")
-    yield make_real_dump(base / "small", "fp16", model=SMALL)
-    shutil.rmtree(base, ignore_errors=True)
+    yield from module_real_dump(tmp_path_factory, "bisect_small", "fp16", model=SMALL)
 
 
 def test_a_decode_round_runs_on_its_dumped_kv_cache(small):

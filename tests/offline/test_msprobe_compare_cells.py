@@ -8,14 +8,13 @@ a tensor of one element."""
 
 from __future__ import annotations
 
-import shutil
 from collections import Counter
 
 import numpy as np
 import polars as pl
 import pytest
 from msprobe_definitions import cosine_na, errors_na, max_relative_err, tensor_stats
-from offline_helpers import INJECT, make_real_dump, need_real
+from offline_helpers import INJECT, module_real_dump
 
 from msprobe_atb.offline import compare_dumps, load_bin, open_dump
 from msprobe_atb.tree.names import os_path
@@ -26,10 +25,7 @@ ROUNDED = ("float16", "bf16")  # their means are exact to msProbe's: rounded to 
 @pytest.fixture(scope="module")
 def bf16_injected(tmp_path_factory):
     """The injected fault of real_dumps["injected"], in a bf16 run."""
-    need_real()
-    base = tmp_path_factory.mktemp("bf16")
-    yield make_real_dump(base / "bf16", "bf16", inject=INJECT)
-    shutil.rmtree(base, ignore_errors=True)
+    yield from module_real_dump(tmp_path_factory, "bf16", "bf16", inject=INJECT)
 
 
 def _zeroed(a: np.ndarray) -> np.ndarray:
