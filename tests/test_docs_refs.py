@@ -22,7 +22,7 @@ SECTION = "§"
 # reference split over two comment lines is found too.
 FORBIDDEN = {
     "a section of an outside document": r"\b(?:spec|callsites|design|peers|seeds?)\s*" + SECTION,
-    "an issue of the tracker": r"\bissues?\s+#?\d",
+    "an issue of the tracker": r"\bissues?\s+#?\d|\b(?:the|this) issue(?:'s)?\b",
     "the ATB call-site notes": r"\bcallsites\b|atb_probe_callsites",
     "msProbe's dump spec": r"dump_spec",
     "the design notes": r"\bdesign\.md\b",
@@ -133,7 +133,8 @@ def test_the_checks_catch_what_they_should():
     for text in ("see §4", "docs/atb_hooks.md §42", "docs/nothing.md §1",
                  "docs/atb_hooks.md §4, as the notes' §5 say"):
         assert unresolved_sections("x.py", text, cache), text
-    for text in ("(Issue 30 §6)", "# see issue\n# 28", "spec §7", "the seed 003 tree",
+    for text in ("(Issue 30 §6)", "# see issue\n# 28", "the issue's bound", "spec §7",
+                 "the seed 003 tree",
                  "/work/shared/x", "design.md"):
         assert forbidden_references("x.py", text), text
 
