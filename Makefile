@@ -65,6 +65,7 @@ native-test: native $(NATIVE_TEST_TARGETS)
 lint: deps
 	$(VENV)/bin/ruff check msprobe_atb tests bench
 
+# --durations: every run names its 25 slowest tests, where `make test`'s time goes.
 # The test's temporary dirs live in build/, not /tmp/pytest-of-$USER: pytest starts by
 # emptying this one dir, instead of sweeping every older run's trees (dumps, deep
 # hostile-path trees) out of /tmp at the end, which took minutes on a shared machine.
@@ -72,7 +73,7 @@ lint: deps
 # test's setup, under that test's timeout (a run after a long one failed there).
 pytest: all deps
 	rm -rf $(BUILD)/pytest-tmp
-	$(VENV)/bin/pytest -q -ra --basetemp=$(BUILD)/pytest-tmp tests
+	$(VENV)/bin/pytest -q -ra --durations=25 --basetemp=$(BUILD)/pytest-tmp tests
 
 test: all native-test lint pytest
 
