@@ -24,6 +24,7 @@
 #include "selcache.h"
 #include "snapshot.h"
 #include "stats.h"
+#include "tensorrec.h"
 #include "topo.h"
 #include "util.h"
 #include "writer.h"
