@@ -105,7 +105,7 @@ static int dir_fd(struct writer *w, const char *dir)
 
 /* Writes header + payload and, with hash, gives the payload's content hash.
  * An item whose header lies right before its payload (lead: a large tensor,
- * hooks.c) goes out from there with O_DIRECT, hashed first, and each piece
+ * save.c) goes out from there with O_DIRECT, hashed first, and each piece
  * written goes back to the ring at once (a hook waiting for room waits for
  * bytes, never for the whole file); otherwise the
  * payload is hashed piece by piece just before each piece is written. */
