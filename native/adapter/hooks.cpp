@@ -12,6 +12,8 @@
 #define MSP_HOOK __attribute__((visibility("default")))
 #include "atb_probe_decl.h"
 #include "hooks.h"
+#include "reports.h"
+#include "save.h"
 
 extern "C" {
 // Read by the core (attach: ABI check, attach record, proc slot).

@@ -27,7 +27,7 @@ from .datafile import open_data, read_small
 from .layout import DumpLayout
 
 MARKER = "ROUND_COMPLETE.json"
-# Tensor and exit records as the shim writes them (native/core/mechanisms/writer.c and
+# Tensor and exit records as the shim writes them (native/core/mechanisms/tensorrec.c and
 # exitdrain.c: one a line, keys in this order); literal prefixes keep the scans fast.
 _TENSOR = b'{"k":"tensor",'
 _LOST = tuple(b'"task":"%s","file":"lost"' % t for t in (b"tensor", b"statistics", b"all"))

@@ -2,7 +2,10 @@
  * The C++ adapter (native/adapter/hooks.cpp) forwards each hook here with
  * (pointer, length) views of its std::string / std::vector arguments, so
  * the core never touches a libstdc++ type and is compiled once for both
- * ABIs. Nothing here throws; bad input is logged, counted and survived. */
+ * ABIs. Nothing here throws; bad input is logged, counted and survived.
+ * This header: the predicates' fast paths, and the answerer behind them that
+ * depends on the call (hooks.c); the saves are save.h, the reports
+ * reports.h. */
 #ifndef MSP_HOOKS_H
 #define MSP_HOOKS_H
 
@@ -26,6 +29,22 @@ typedef struct {
  * and awake where the config decides alone, a constant function; only an
  * answer that depends on the call reaches the hooks' own (hooks.c). */
 msp_bool msp_hook_in_dir_awake(msp_sv dir);
+
+/* The snapshot for an awake answerer or hook: NULL if asleep again since
+ * the hook's check. Before the process attached (at its start, in a forked
+ * child, or with no memory for a snapshot yet) `awake` holds
+ * MSP_HOT_UNATTACHED, so IsSaveTensorInSpecificDir, ReportOverflowKernel or
+ * an answerer loaded just before a fork attaches here. Inline: the
+ * answerers (hooks.c) and the reports (reports.c) share it. */
+static inline const struct msp_snap *msp_hook_awake_snapshot(void)
+{
+    const struct msp_snap *s = msp_hot_awake();
+    if (__builtin_expect(s == MSP_HOT_UNATTACHED, 0)) {
+        msp_slow_refresh();
+        s = msp_hot_awake();
+    }
+    return s == MSP_HOT_UNATTACHED ? NULL : s; /* still: no memory for a snapshot */
+}
 
 /* IsTensorNeedSave: ATB caches the answer for children and kernels, so it
  * must not depend on the current config (the other predicates filter):
@@ -112,14 +131,7 @@ static inline msp_bool msp_hook_is_overflow_check(void)
     return MSP_HOT_LOAD(msp_hot.answer.overflow)();
 }
 
-void msp_hook_save_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const void *host, uint64_t size,
-                          msp_sv path);
-void msp_hook_save_param(msp_sv param, msp_sv path);
-int msp_hook_report_graph_enable(void);
-void msp_hook_report_graph(msp_sv name, msp_sv json);
-void msp_hook_report_overflow_kernel(msp_sv kernel);
-int msp_hook_is_report_topo(msp_sv model);
-void msp_hook_report_topo(msp_sv model, msp_sv json);
+/* The saves: save.h; the reports: reports.h. */
 
 #ifdef __cplusplus
 }

@@ -15,7 +15,7 @@
 #include "recorder.h"
 #include "snapshot.h"
 #include "util.h"
-#include "writer.h"
+#include "tensorrec.h"
 
 static uint64_t g_drain_s, g_build_ms;
 #define INFLIGHT_GRACE_NS 5000000000ULL

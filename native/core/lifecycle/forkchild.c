@@ -17,7 +17,7 @@
 #include "state.h"
 #include "topo.h"
 #include "util.h"
-#include "writer.h"
+#include "datadir.h"
 
 void msp_fork_child(void)
 {

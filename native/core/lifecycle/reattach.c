@@ -17,7 +17,7 @@
 #include "record.h"
 #include "snapshot.h"
 #include "util.h"
-#include "writer.h"
+#include "datadir.h"
 
 static int unlinked(int fd)
 {

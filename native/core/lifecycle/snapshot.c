@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "answers.h"
+#include "datadir.h"
 #include "filter.h"
 #include "hot.h"
 #include "models.h"

@@ -5,6 +5,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Room for a .bin header (or stub) as the writers build it. */
+#define MSP_BIN_HEADER_CAP 4096
+
 /* Writes the header of a .bin with `size` payload bytes into buf. With
  * alias != NULL it is a dedup stub instead: $Object.Count=0,
  * $Object.Length=0, an extra `data=<alias>` attribute and no data object

@@ -1,5 +1,5 @@
 /* filter_level's duplicate finder: per writer, the recent tensors of each layer
- * scope by content hash, so that writer.c can link a repeat to its first copy
+ * scope by content hash, so that dedup_link.c can link a repeat to its first copy
  * (dedup.h says why identity is by content). */
 #define _GNU_SOURCE
 #include "dedup.h"

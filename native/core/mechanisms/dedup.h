@@ -7,7 +7,7 @@
  * a byte compare against the real file on disk, so a hash collision can
  * never alias different data and an in-place update can never leave a stub
  * pointing at stale bytes). A duplicate becomes a hard link to the first
- * copy (writer.c), so every path still reads the whole tensor; a data= stub
+ * copy (dedup_link.c), so every path still reads the whole tensor; a data= stub
  * only where the file system refuses links. The scope is one top-level layer in one round:
  * "{dev}_{pid}/{exec}/{id}_{Layer}", so stubs always point at a file of the
  * same round, and `_{irName}` file names neither defeat nor break it.

@@ -1,5 +1,6 @@
 /* A writer's batch of records: the lines in one buffer, their room claimed in
- * the log, one write(2) for all of them, then what waits for each (recbatch.h). */
+ * the log, one write(2) for all of them, then what waits for each (recbatch.h):
+ * up through a pointer, tensorrec.c's msp_tensorrec_appended. */
 #include "recbatch.h"
 
 #include <stdlib.h>

@@ -8,7 +8,9 @@
  * it waits for work, so a lone record is not held. What must wait until a
  * record is in the log runs after that write: its tensor is no longer
  * pending (pending.h), which may append its round's record after it; the
- * writer's own (the items' queue gauges, writer.c) after the flush. */
+ * writer's own (the items' queue gauges, writer.c) after the flush. The
+ * `after` it is given is the records' owner's (tensorrec.c), called through
+ * that pointer. */
 #ifndef MSP_RECBATCH_H
 #define MSP_RECBATCH_H
 

@@ -1,6 +1,7 @@
 /* The flight recorder: routes the items of an armed config into the per-round
- * ring, scans them for the shim's triggers, claims incidents and flushes the
- * held rounds to the writers (recorder.h). */
+ * ring, holds the rounds it keeps, scans the items for the shim's triggers
+ * (rectrigger.c says which fires), claims incidents and flushes the held
+ * rounds to the writers (recorder.h). */
 #define _GNU_SOURCE
 #include "recorder.h"
 
@@ -17,6 +18,7 @@
 #include "pending.h"
 #include "record.h"
 #include "recstats.h"
+#include "rectrigger.h"
 #include "ring_overwrite.h"
 #include "slot.h"
 #include "stats.h"
@@ -420,47 +422,6 @@ int msp_recorder_route(const struct msp_config *c, const char *path, size_t n)
 
 /* ---- triggers ---- */
 
-static const char *kind_name(uint32_t kind)
-{
-    switch (kind) {
-    case MSP_TRIG_NAN: return "nan";
-    case MSP_TRIG_INF: return "inf";
-    case MSP_TRIG_OVERFLOW: return "overflow";
-    case MSP_TRIG_ABS_MAX: return "abs_max_over";
-    case MSP_TRIG_GROWTH: return "growth_over";
-    case MSP_TRIG_GOLDEN: return "golden";
-    default: return "manual";
-    }
-}
-
-/* Which shim-side trigger the statistics fire, with its value; 0 if none. */
-static uint32_t fired(const struct msp_config *c, const struct msp_stats *st, double *value)
-{
-    if ((c->rec_triggers & MSP_TRIG_NAN) && st->nan) {
-        *value = NAN;
-        return MSP_TRIG_NAN;
-    }
-    if ((c->rec_triggers & MSP_TRIG_INF) && (st->pinf || st->ninf)) {
-        *value = st->pinf ? INFINITY : -INFINITY;
-        return MSP_TRIG_INF;
-    }
-    if (!(c->rec_triggers & MSP_TRIG_ABS_MAX) || !st->has_minmax)
-        return 0;
-    double hi, lo;
-    switch (st->kind) {
-    case MSP_STATS_FLOAT: hi = st->max, lo = st->min; break;
-    case MSP_STATS_INT: hi = (double)st->imax, lo = (double)st->imin; break;
-    case MSP_STATS_UINT: hi = (double)st->umax, lo = (double)st->umin; break;
-    default: return 0;
-    }
-    double m = fabs(hi) > fabs(lo) ? fabs(hi) : fabs(lo);
-    if (m > c->rec_abs_max) {
-        *value = m;
-        return MSP_TRIG_ABS_MAX;
-    }
-    return 0;
-}
-
 /* Under g_mu: claims an incident for a trigger of this process and applies
  * it at once (this process's rounds are flushed before the hook returns).
  * Returns its seq, 0 if none was claimed. */
@@ -488,12 +449,12 @@ static uint64_t fire(const struct msp_config *c, uint32_t kind, double value, co
         return 0; /* one is queued already, or max_incidents reached (counted) */
     msp_log("recorder: incident %llu, %s trigger in %.*s (round %lld); every process of this "
             "output dir writes its last %u rounds",
-            (unsigned long long)seq, kind_name(kind), (int)(n > 300 ? 300 : n), path,
+            (unsigned long long)seq, msp_trigger_name(kind), (int)(n > 300 ? 300 : n), path,
             (long long)round, c->rec_keep_rounds + 1);
     struct jbuf b;
     msp_rec_begin(&b, "incident");
     jb_ku64(&b, "seq", seq);
-    jb_kcstr(&b, "trigger", kind_name(kind));
+    jb_kcstr(&b, "trigger", msp_trigger_name(kind));
     jb_kf64(&b, "value", value);
     if (finding != MSP_OVF_NONE)
         jb_kcstr(&b, "finding", msp_ovf_finding_name(finding));
@@ -525,24 +486,6 @@ struct scan {
     int64_t round;
 };
 
-/* The overflow trigger: an output holding NaN/Inf that ATB's scan misses
- * (overflow_finding.h) fires it too, as the probe's find. */
-static void overflow_missed(const struct msp_config *c, const struct msp_item *it,
-                            struct scan *sc)
-{
-    const struct msp_stats *st = &sc->st;
-    if (!(c->rec_triggers & MSP_TRIG_OVERFLOW) || !(st->nan || st->pinf || st->ninf) ||
-        !msp_after_output_dir(it->path, strlen(it->path)))
-        return;
-    sc->finding = msp_ovf_classify(it->dtype, it->data, it->size);
-    if (sc->finding == MSP_OVF_NONE)
-        return;
-    sc->kind = MSP_TRIG_OVERFLOW;
-    sc->value = sc->finding == MSP_OVF_NAN         ? NAN
-                : sc->finding == MSP_OVF_BF16_NINF ? -INFINITY
-                                                   : INFINITY;
-}
-
 static void scan_locked(const struct msp_config *c, const struct msp_item *it, struct scan *sc)
 {
     sc->have = 0;
@@ -559,9 +502,7 @@ static void scan_locked(const struct msp_config *c, const struct msp_item *it, s
     sc->round = s ? (int64_t)sc->exec : -1;
     if (c->rec_triggers & CONTROL_PLANE_TRIGGERS)
         msp_recstats_put(msp_now_ns(), sc->exec, &sc->st, it->path);
-    sc->kind = fired(c, &sc->st, &sc->value);
-    if (!sc->kind)
-        overflow_missed(c, it, sc);
+    sc->kind = msp_trigger_fired(c, it, &sc->st, &sc->value, &sc->finding);
 }
 
 /* Under g_mu: an output of the kernel of the pending overflow incident, with
