@@ -14,11 +14,10 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from msprobe_atb.tree.models import model_kind, round_label
+from msprobe_atb.tree.models import model_kind
 
 from ..read.dtypes import TOLERANCES
-from ..read.jsonsafe import jsonable
-from ..read.table import op_path
+from ..read.tensor_ref import tensor_ref
 
 # A statistic this many times its envelope is a jump. Layers of one model differ by
 # a few times at most on the stand-in and by tens on real models (massive
@@ -28,20 +27,6 @@ JUMP_FACTOR = 50.0
 TINY = 1e-30
 # Jumps per process the walk starts from, at most (the earliest ones).
 MAX_JUMPS = 4
-
-
-def tensor_ref(row: dict) -> dict:
-    """The user-facing description of one tensor row."""
-    return {
-        "dev_pid": row["dev_pid"], "round": row["round"], "model": row.get("model"),
-        "round_label": round_label(row["round"], row.get("model")), "seq": row["seq"],
-        "op": op_path(row["op_id"], row["op_name"]), "op_id": row["op_id"],
-        "stage": row["stage"], "io": row["io"], "index": row["index"], "dtype": row["dtype"],
-        "shape": row["shape"],
-        "nan": row["nan"], "pinf": row["pinf"], "ninf": row["ninf"], "zero": row["zero"],
-        "max": jsonable(row["max"]), "min": jsonable(row["min"]), "norm": jsonable(row["norm"]),
-        "path": row["path"], "status": row["status"],
-    }
 
 
 def first_nonfinite(df: pl.DataFrame) -> list[dict]:
