@@ -194,3 +194,17 @@ def test_a_statistics_only_dump_says_replay_cannot_judge(stats_dump):
     assert rc == 3, out
     assert out.startswith("no cause found: 1_Prefill_layer/5_SelfAttentionOperation/"), out
     assert "replay cannot judge 1_Prefill_layer/5_SelfAttentionOperation: no input tensor" in out
+
+
+def test_stats_replays_each_op_once(dumps, monkeypatch):
+    """The replay line of stats' first NaN/Inf is the diagnosis' verdict on its op: no
+    op is replayed a second time for it."""
+    from msprobe_atb.offline.replay.runner import Replayer
+
+    replayed = []
+    replay = Replayer.replay
+    monkeypatch.setattr(Replayer, "replay", lambda self, op: replayed.append(op.path)
+                        or replay(self, op))
+    rc, text = run_cli("stats", str(dumps["norm_and_linear"]))
+    assert "\n  replay: overflow (" in text, text
+    assert replayed and len(replayed) == len(set(replayed)), replayed

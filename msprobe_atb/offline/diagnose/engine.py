@@ -36,6 +36,8 @@ class Diagnosis:
     unexplained: list[tuple[Anomaly, str]]
     models: dict[tuple[str, str], str]  # (dev_pid, layer) -> model, for round labels
     several: bool  # the dump has several processes: the device is said
+    # (dev_pid, round, op_id) of each first NaN/Inf -> the replay verdict on its op
+    verdicts: dict[tuple[str, int, str], OpResult] = field(default_factory=dict)
 
 
 def _key(row: dict) -> tuple:
@@ -107,6 +109,12 @@ def diagnose(dump: Dump, df: pl.DataFrame | None = None,
         else:
             out.unexplained += [(a, why.get(id(a), "")) for a in anomalies
                                 if a.kind != "jump"][:1]
+        for a in anomalies:
+            if a.kind == "nonfinite":
+                t = a.tensor
+                verdict = walker.verdict(t)
+                if verdict is not None:
+                    out.verdicts[(t["dev_pid"], t["round"], t["op_id"])] = verdict
     return out
 
 

@@ -26,7 +26,7 @@ import polars as pl
 from ..read.graph import Node, find_node, upstream
 from ..read.table import Dump
 from ..replay.dumpops import DumpedOp
-from ..replay.runner import OpResult, Replayer
+from ..replay.runner import OpResult, Replayer, holding_op, op_verdict
 
 # Ops replayed per walk, at most: a walk that has not found its cause by then
 # stops and says what it saw.
@@ -98,6 +98,12 @@ class Walker:
             if op is not None:
                 return op
         return None
+
+    def verdict(self, tensor: dict) -> OpResult | None:
+        """The replay verdict on the op holding a tensor of the table, as `replay`
+        says it (runner.replay_op), from the replays the walks made."""
+        op = holding_op(self.rep.by_id, tensor["dev_pid"], tensor["round"], tensor["op_id"])
+        return None if op is None else op_verdict(op, self.rep.by_id, self.replay)
 
     def replay(self, op: DumpedOp) -> OpResult:
         key = (op.dev_pid, op.round, op.op_id)
