@@ -1,7 +1,8 @@
 """Where a dump first looks wrong, before asking why: per process, the first
 tensor holding NaN/Inf, tensors whose abs-max or norm jumps far past their
 envelope (the same tensor in the model's other rounds, or the same op of the
-other layers in the same round), and with a golden the first divergent tensor.
+other layers in the same round), the first overflow ATB or the probe reported
+(info/overflow), and with a golden the first divergent tensor.
 
 Only inputs before and outputs after an op count: an output buffer before the op
 ran holds stale data. A jump is a hint, not a finding: the upstream walk
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from msprobe_atb.tree.models import model_kind
+from msprobe_atb.tree.overflow_findings import ATB, ATB_BF16_FINITE, sentence
 
 from ..read.dtypes import TOLERANCES
 from ..read.tensor_ref import tensor_ref
@@ -41,7 +43,7 @@ def first_nonfinite(df: pl.DataFrame) -> list[dict]:
 
 @dataclass
 class Anomaly:
-    kind: str  # "nonfinite", "jump" or "divergence"
+    kind: str  # "nonfinite", "jump", "divergence", "reported" or "false report"
     tensor: dict  # tensor_ref of the tensor
     what: str  # what is wrong with it, in a few words
 
@@ -106,12 +108,32 @@ def jumps(df: pl.DataFrame, factor: float = JUMP_FACTOR) -> pl.DataFrame:
     return out.filter(pl.col("jump") > factor)
 
 
-def find_anomalies(df: pl.DataFrame, jumped: pl.DataFrame, failures: pl.DataFrame | None
-                   ) -> dict[str, list[Anomaly]]:
+def reported(df: pl.DataFrame, events: list[dict]) -> list[Anomaly]:
+    """Per process, the first overflow event of the dump's overflow logs
+    (`events`: read/overflow_log.py) of `df`'s tensors, at its kernel's first output,
+    and the first false report of ATB's (a finite bf16 +-2^121 it read as an fp16
+    Inf): that one is no finding, only said."""
+    held = set(df.select("dev_pid", "round", "op_id").unique().iter_rows())
+    out: dict[tuple[str, str], Anomaly] = {}
+    for e in events:
+        tensors = [t for t in e["tensors"] if (t["dev_pid"], t["round"], t["op_id"]) in held]
+        if not tensors:
+            continue
+        kind = "false report" if e["finding"] == sentence(ATB_BF16_FINITE) else "reported"
+        at = next((t for t in tensors if t["io"] == "output"), tensors[0])
+        out.setdefault((e["dev_pid"], kind), Anomaly(kind, at, e["finding"] or sentence(ATB)))
+    return list(out.values())
+
+
+def find_anomalies(df: pl.DataFrame, jumped: pl.DataFrame, failures: pl.DataFrame | None,
+                   events: list[dict]) -> dict[str, list[Anomaly]]:
     """Per process, its anomalies in execution order: the first NaN/Inf, the first
-    jumps before it (`jumped`: jumps(df)), and with a golden (`failures`: the rows
-    of `df` compare failed) the first divergent tensor."""
+    jumps before it (`jumped`: jumps(df)), the first overflow ATB or the probe
+    reported (`events`: reported), and with a golden (`failures`: the rows of `df`
+    compare failed) the first divergent tensor."""
     found: dict[str, list[Anomaly]] = {}
+    for a in reported(df, events):
+        found.setdefault(a.tensor["dev_pid"], []).append(a)
     for t in first_nonfinite(df):
         found.setdefault(t["dev_pid"], []).append(Anomaly("nonfinite", t, _nonfinite_what(t)))
     earliest = (jumped.group_by("dev_pid", maintain_order=True).head(MAX_JUMPS)

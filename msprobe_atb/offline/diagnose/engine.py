@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from ..read.overflow_log import overflow_log_events
 from ..read.table import Dump
 from ..replay.dumpops import DumpedOp
 from ..replay.runner import OpResult
@@ -36,6 +37,8 @@ class Diagnosis:
     unexplained: list[tuple[Anomaly, str]]
     models: dict[tuple[str, str], str]  # (dev_pid, layer) -> model, for round labels
     several: bool  # the dump has several processes: the device is said
+    # ATB's reports of a finite bf16 output: no finding, said as false reports
+    false_reports: list[Anomaly] = field(default_factory=list)
     # (dev_pid, round, op_id) of each first NaN/Inf -> the replay verdict on its op
     verdicts: dict[tuple[str, int, str], OpResult] = field(default_factory=dict)
 
@@ -86,7 +89,7 @@ def diagnose(dump: Dump, df: pl.DataFrame | None = None,
         else False
     df = dump.tensors if df is None else df
     jumped = jumps(df)
-    found = find_anomalies(df, jumped, failures)
+    found = find_anomalies(df, jumped, failures, overflow_log_events(dump) or [])
     out = Diagnosis([], [], model_map(df), several)
     if not found:
         return out
@@ -94,6 +97,8 @@ def diagnose(dump: Dump, df: pl.DataFrame | None = None,
                     *_bad_tensors(df, jumped, failures))
     for dev_pid, anomalies in sorted(found.items(), key=lambda kv: (kv[1][0].tensor["round"],
                                                                       kv[1][0].seq)):
+        out.false_reports += [a for a in anomalies if a.kind == "false report"]
+        anomalies = [a for a in anomalies if a.kind != "false report"]
         why = {}
         for a in anomalies:  # a jump may be innocent: then the next anomaly
             start = walker.op_at(a.tensor)
@@ -101,9 +106,10 @@ def diagnose(dump: Dump, df: pl.DataFrame | None = None,
                 why[id(a)] = "its op is not among the dump's ops"
                 continue
             w = walker.walk(start, a.tensor["io"], index_of(a.tensor["index"]))
-            if w.cause is not None:
-                out.chains.append(Chain(dev_pid, w.cause, a,
-                                        _consequence(walker, anomalies, w.cause), w.caches))
+            cause = w.cause or _reported(a, start, w)
+            if cause is not None:
+                out.chains.append(Chain(dev_pid, cause, a,
+                                        _consequence(walker, anomalies, cause), w.caches))
                 break
             why[id(a)] = _why_none(w)
         else:
@@ -116,6 +122,15 @@ def diagnose(dump: Dump, df: pl.DataFrame | None = None,
                 if verdict is not None:
                     out.verdicts[(t["dev_pid"], t["round"], t["op_id"])] = verdict
     return out
+
+
+def _reported(a: Anomaly, start: DumpedOp, w: Walk) -> Cause | None:
+    """An overflow reported (ATB's or the probe's) in an op whose inputs were not
+    dumped (an overflow_check dump): nothing behind it can be replayed, so the op
+    and who found it are what the dump can name."""
+    if a.kind != "reported" or any(t.path for t in start.inputs):
+        return None
+    return Cause("reported", start, w.replayed[0] if w.replayed else None, finding=a.what)
 
 
 def _why_none(w: Walk) -> str:

@@ -48,10 +48,12 @@ class Cause:
     """What the walk ended at: an op (own-error, overflow), or an input already bad
     when it entered the dump (`verdict` input-bad, `source` its kind and name)."""
 
-    verdict: str
+    verdict: str  # own-error, overflow, input-bad, or "reported": an overflow reported
+    # in an op whose inputs were not dumped (overflow_check), `finding` who found it
     op: DumpedOp  # the op at fault, or the op that read the bad input
     result: OpResult | None = None
     source: dict | None = None  # {"kind": "weight"|"model input"|"KV cache", "tensor"}
+    finding: str | None = None
 
 
 @dataclass
