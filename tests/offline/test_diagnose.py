@@ -19,6 +19,7 @@ import shutil
 
 import pytest
 from offline_helpers import (
+    llama_checkpoint,
     make_real_dump,
     module_real_dump,
     need_real,
@@ -249,3 +250,28 @@ def test_stats_replays_each_op_once(dumps, monkeypatch):
     rc, text = run_cli("stats", str(dumps["norm_and_linear"]))
     assert "\n  replay: overflow (" in text, text
     assert replayed and len(replayed) == len(set(replayed)), replayed
+
+
+@pytest.fixture(scope="module")
+def scaled_weight_dump(tmp_path_factory):
+    """A 4-layer checkpoint whose layer 2 Down weight is 1000x the others' (fp16)."""
+    need_real()
+    base = tmp_path_factory.mktemp("scaled_weight")
+    weights = llama_checkpoint(base / "weights", layers=4, hidden=32, ffn=64, heads=2, vocab=64,
+                               scaled={"model.layers.2.mlp.down_proj.weight": 1000.0})
+    yield make_real_dump(base / "dump", "fp16", task="tensor", model=[
+        "--weights", str(weights), "--prompt-len", "4", "--decode-steps", "1"])
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_weight_far_past_its_other_layers_is_named_without_a_golden(scaled_weight_dump):
+    """No NaN/Inf and no golden: the Down weight of layer 2 is judged against the same
+    weight of the other layers, and named; the op that read it replays ok."""
+    rc, doc = _diagnose(str(scaled_weight_dump))
+    assert rc == 1, doc["lines"]
+    (line,) = doc["lines"]
+    assert line.startswith("root cause: weight DecoderModel_Prefill_weight_"), line
+    assert line.endswith(" already bad when read by 3_Prefill_layer (prefill round 0: its norm "
+                         "is 1.01e+03x its median over the model's 4 layers, no op of the dump "
+                         "wrote it)"), line
+    assert doc["causes"][0]["cause"]["input"]["kind"] == "weight"

@@ -29,6 +29,9 @@ JUMP_FACTOR = 50.0
 TINY = 1e-30
 # Jumps per process the walk starts from, at most (the earliest ones).
 MAX_JUMPS = 4
+# A weight is judged without a golden only against the same weight of at least this
+# many layers (itself included): their median, which one bad layer cannot move.
+WEIGHT_LAYERS = 4
 
 
 def first_nonfinite(df: pl.DataFrame) -> list[dict]:
@@ -73,8 +76,9 @@ def _others_median(value: pl.Expr, by: list[str]) -> pl.Expr:
 
 def jumps(df: pl.DataFrame, factor: float = JUMP_FACTOR) -> pl.DataFrame:
     """The finite float tensors whose abs-max or norm is past `factor` times its
-    envelope, in execution order, with `jump` (how many times) and `against`
-    (rounds or layers). Envelopes are per process and model, in log space."""
+    envelope, in execution order, with `jump` (how many times), `against` (rounds or
+    layers) and `layers_n` (the layers it was held against, itself included).
+    Envelopes are per process and model, in log space."""
     floats = df.filter(pl.col("primary") & ~pl.col("nonfinite")
                        & pl.col("dtype").is_in(list(TOLERANCES))
                        & pl.col("abs_max").is_finite() & pl.col("norm").is_finite())
@@ -98,7 +102,7 @@ def jumps(df: pl.DataFrame, factor: float = JUMP_FACTOR) -> pl.DataFrame:
         for name, by in (("rounds", rounds), ("layers", layers)):
             env = _others_median(logv, by).exp()
             ratios.append((pl.col(col) / env).alias(f"_{col}_{name}"))
-    floats = floats.with_columns(ratios)
+    floats = floats.with_columns(*ratios, pl.len().over(layers).alias("layers_n"))
     by_rounds = pl.max_horizontal("_abs_max_rounds", "_norm_rounds")
     by_layers = pl.max_horizontal("_abs_max_layers", "_norm_layers")
     out = floats.with_columns(
@@ -123,6 +127,25 @@ def reported(df: pl.DataFrame, events: list[dict]) -> list[Anomaly]:
         at = next((t for t in tensors if t["io"] == "output"), tensors[0])
         out.setdefault((e["dev_pid"], kind), Anomaly(kind, at, e["finding"] or sentence(ATB)))
     return list(out.values())
+
+
+def outlier_inputs(jumped: pl.DataFrame) -> list[tuple[dict, str]]:
+    """The inputs of `jumped` (jumps(df)) past the factor against the same tensor of
+    WEIGHT_LAYERS layers or more, each with what jumped: a weight among them is bad
+    for sure (walk.py). A weight is the same in every round and its layers' copies
+    are drawn alike, so one far past their median is no growth of the data, as an
+    activation's or a KV cache's may be."""
+    if jumped.height == 0:  # none: jumps() made none of its columns
+        return []
+    rows = jumped.filter((pl.col("io") == "input") & (pl.col("layers_n") >= WEIGHT_LAYERS)
+                         & (pl.max_horizontal("_abs_max_layers", "_norm_layers") > JUMP_FACTOR))
+    out = []
+    for r in rows.iter_rows(named=True):
+        absmax, norm = r["_abs_max_layers"] or 0, r["_norm_layers"] or 0
+        stat, ratio = ("abs-max", absmax) if absmax >= norm else ("norm", norm)
+        out.append((r, f"{stat} is {ratio:.3g}x its median over the model's {r['layers_n']} "
+                       "layers"))
+    return out
 
 
 def find_anomalies(df: pl.DataFrame, jumped: pl.DataFrame, failures: pl.DataFrame | None,

@@ -14,7 +14,7 @@ from ..read.overflow_log import overflow_log_events
 from ..read.table import Dump
 from ..replay.dumpops import DumpedOp
 from ..replay.runner import OpResult
-from .anomalies import Anomaly, find_anomalies, jumps
+from .anomalies import Anomaly, find_anomalies, jumps, outlier_inputs
 from .walk import CacheHop, Cause, Walk, Walker, index_of
 
 
@@ -48,15 +48,18 @@ def _key(row: dict) -> tuple:
 
 
 def _bad_tensors(df: pl.DataFrame, jumped: pl.DataFrame, failures: pl.DataFrame | None
-                 ) -> tuple[set[tuple], set[tuple]]:
-    """The tensors that look bad (holding NaN/Inf, jumping, failing compare), and
-    those of them that are bad for sure (all but the jumps): Walker's two sets."""
+                 ) -> tuple[set[tuple], set[tuple], dict[tuple, str]]:
+    """The tensors that look bad (holding NaN/Inf, jumping, failing compare), those
+    of them that are bad for sure (all but the jumps), and the inputs that jumped
+    against their layers (outlier_inputs, with what jumped): Walker's three."""
     cols = ["dev_pid", "round", "op_id", "io", "index"]
     parts = [df.filter(pl.col("primary") & pl.col("nonfinite")).select(cols)]
     if failures is not None:
         parts.append(failures.select(cols))
     confirmed = {_key(r) for p in parts for r in p.iter_rows(named=True)}
-    return confirmed | {_key(r) for r in jumped.select(cols).iter_rows(named=True)}, confirmed
+    outliers = {_key(r): what for r, what in outlier_inputs(jumped)}
+    return (confirmed | {_key(r) for r in jumped.select(cols).iter_rows(named=True)},
+            confirmed, outliers)
 
 
 def failing_rows(df: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:

@@ -56,6 +56,9 @@ def cause_text(d: Diagnosis, c) -> str:
     if src["kind"] == "KV cache":
         return (f"KV cache {src['tensor']} read by {c.op.rel} ({where}) carries a bad value "
                 "written in an earlier round, not among those read")
+    if src.get("what"):  # a weight past the same weight of the other layers
+        return (f"{src['kind']} {src['tensor']} already bad when read by {c.op.rel} ({where}: "
+                f"its {src['what']}, no op of the dump wrote it)")
     return (f"{src['kind']} {src['tensor']} already bad when read by {c.op.rel} ({where}: "
             "it held NaN/Inf or jumped before any op of the dump wrote it)")
 
