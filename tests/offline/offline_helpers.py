@@ -137,3 +137,42 @@ def need_real() -> None:
     missing = [p for p in (atbsim_bin(ABI), shim_lib(ABI)) if not p.exists()]
     if missing:
         pytest.skip(f"real-dump tests need the native build (make): missing {missing}")
+
+
+def llama_checkpoint(path: Path, *, layers: int, hidden: int, ffn: int, heads: int,
+                     vocab: int, scaled: dict[str, float] | None = None) -> Path:
+    """A random float32 Hugging Face Llama checkpoint for the stand-in's `--weights`
+    (config.json, model.safetensors: written here, no torch), its weights at a trained
+    model's scale; `scaled`: tensor name -> factor its weight is multiplied by, the
+    weight fault atbsim's --inject cannot make."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    shapes = {"model.embed_tokens.weight": (vocab, hidden), "model.norm.weight": (hidden,),
+              "lm_head.weight": (vocab, hidden)}
+    for n in range(layers):
+        p = f"model.layers.{n}."
+        shapes.update({p + "input_layernorm.weight": (hidden,),
+                       p + "post_attention_layernorm.weight": (hidden,),
+                       **{f"{p}self_attn.{x}_proj.weight": (hidden, hidden) for x in "qkvo"},
+                       p + "mlp.gate_proj.weight": (ffn, hidden),
+                       p + "mlp.up_proj.weight": (ffn, hidden),
+                       p + "mlp.down_proj.weight": (hidden, ffn)})
+    header, blobs, at = {}, [], 0
+    for name, shape in shapes.items():
+        w = (1 + 0.1 * rng.standard_normal(shape) if len(shape) == 1
+             else rng.standard_normal(shape) / (1 if "embed" in name else shape[1] ** 0.5))
+        blob = (w * (scaled or {}).get(name, 1.0)).astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [at, at + len(blob)]}
+        blobs.append(blob)
+        at += len(blob)
+    head = json.dumps(header).encode()
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "model.safetensors").write_bytes(len(head).to_bytes(8, "little") + head
+                                             + b"".join(blobs))
+    (path / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "hidden_size": hidden,
+        "intermediate_size": ffn, "num_hidden_layers": layers, "num_attention_heads": heads,
+        "vocab_size": vocab, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
+        "torch_dtype": "float32"}))
+    return path

@@ -18,7 +18,13 @@ import os
 import shutil
 
 import pytest
-from offline_helpers import make_real_dump, need_real, run_cli
+from offline_helpers import (
+    llama_checkpoint,
+    make_real_dump,
+    module_real_dump,
+    need_real,
+    run_cli,
+)
 
 MODEL = ["--layers", "2", "--hidden", "32", "--heads", "2", "--vocab", "64", "--prompt-len",
          "4", "--decode-steps", "4", "--seed", "3"]
@@ -194,3 +200,78 @@ def test_a_statistics_only_dump_says_replay_cannot_judge(stats_dump):
     assert rc == 3, out
     assert out.startswith("no cause found: 1_Prefill_layer/5_SelfAttentionOperation/"), out
     assert "replay cannot judge 1_Prefill_layer/5_SelfAttentionOperation: no input tensor" in out
+
+
+NOT_DUMPED = ("its inputs were not dumped: dump them with task tensor to find whether the op "
+              "or its inputs are at fault")
+
+
+def test_an_overflow_atb_reported_with_no_inputs_is_named_as_reported(overflow_dump):
+    """An overflow_check dump holds the reported kernel's outputs only: nothing can be
+    replayed, so the op and ATB's report are the cause, with why no more is known."""
+    rc, doc = _diagnose(str(overflow_dump))
+    assert rc == 1, doc["lines"]
+    assert doc["lines"] == ["root cause: ATB reported an overflow in 1_Prefill_layer/"
+                            "5_SelfAttentionOperation/0_FlashAttentionKernel (prefill round 0); "
+                            + NOT_DUMPED], doc["lines"]
+    assert doc["causes"][0]["cause"]["finding"] == "ATB reported an overflow"
+    rc, text = run_cli("stats", str(overflow_dump))
+    assert text.splitlines()[0] == doc["lines"][0]
+
+
+@pytest.fixture(scope="module")
+def false_report_dump(tmp_path_factory):
+    """bf16 2^121 (bits 0x7C00, an fp16 Inf to ATB's scan) in layer 1's SwiGLU output,
+    under the overflow task."""
+    yield from module_real_dump(tmp_path_factory, "false_report", "bf16", model=MODEL,
+                                task="overflow_check", inject="value=0x1p121:layer=1,op=SwiGLU")
+
+
+def test_atbs_false_report_of_a_finite_bf16_is_no_cause(false_report_dump):
+    rc, doc = _diagnose(str(false_report_dump))
+    assert (rc, doc["found"], doc["causes"]) == (0, False, []), doc["lines"]
+    (line,) = doc["lines"]
+    assert line.startswith("no cause found: ATB's overflow report of 2_Prefill_layer/"
+                           "11_ActivationOperation/0_SwiGluKernel (prefill round 0) is false: "
+                           "as bf16 its output holds no Inf or NaN (abs-max 2.65846e+36"), line
+    rc, text = run_cli("stats", str(false_report_dump))
+    assert text.splitlines()[0] == line
+
+
+def test_stats_replays_each_op_once(dumps, monkeypatch):
+    """The replay line of stats' first NaN/Inf is the diagnosis' verdict on its op: no
+    op is replayed a second time for it."""
+    from msprobe_atb.offline.replay.runner import Replayer
+
+    replayed = []
+    replay = Replayer.replay
+    monkeypatch.setattr(Replayer, "replay", lambda self, op: replayed.append(op.path)
+                        or replay(self, op))
+    rc, text = run_cli("stats", str(dumps["norm_and_linear"]))
+    assert "\n  replay: overflow (" in text, text
+    assert replayed and len(replayed) == len(set(replayed)), replayed
+
+
+@pytest.fixture(scope="module")
+def scaled_weight_dump(tmp_path_factory):
+    """A 4-layer checkpoint whose layer 2 Down weight is 1000x the others' (fp16)."""
+    need_real()
+    base = tmp_path_factory.mktemp("scaled_weight")
+    weights = llama_checkpoint(base / "weights", layers=4, hidden=32, ffn=64, heads=2, vocab=64,
+                               scaled={"model.layers.2.mlp.down_proj.weight": 1000.0})
+    yield make_real_dump(base / "dump", "fp16", task="tensor", model=[
+        "--weights", str(weights), "--prompt-len", "4", "--decode-steps", "1"])
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_weight_far_past_its_other_layers_is_named_without_a_golden(scaled_weight_dump):
+    """No NaN/Inf and no golden: the Down weight of layer 2 is judged against the same
+    weight of the other layers, and named; the op that read it replays ok."""
+    rc, doc = _diagnose(str(scaled_weight_dump))
+    assert rc == 1, doc["lines"]
+    (line,) = doc["lines"]
+    assert line.startswith("root cause: weight DecoderModel_Prefill_weight_"), line
+    assert line.endswith(" already bad when read by 3_Prefill_layer (prefill round 0: its norm "
+                         "is 1.01e+03x its median over the model's 4 layers, no op of the dump "
+                         "wrote it)"), line
+    assert doc["causes"][0]["cause"]["input"]["kind"] == "weight"

@@ -1,7 +1,8 @@
 """Where a dump first looks wrong, before asking why: per process, the first
 tensor holding NaN/Inf, tensors whose abs-max or norm jumps far past their
 envelope (the same tensor in the model's other rounds, or the same op of the
-other layers in the same round), and with a golden the first divergent tensor.
+other layers in the same round), the first overflow ATB or the probe reported
+(info/overflow), and with a golden the first divergent tensor.
 
 Only inputs before and outputs after an op count: an output buffer before the op
 ran holds stale data. A jump is a hint, not a finding: the upstream walk
@@ -14,11 +15,11 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from msprobe_atb.tree.models import model_kind, round_label
+from msprobe_atb.tree.models import model_kind
+from msprobe_atb.tree.overflow_findings import ATB, ATB_BF16_FINITE, sentence
 
 from ..read.dtypes import TOLERANCES
-from ..read.jsonsafe import jsonable
-from ..read.table import op_path
+from ..read.tensor_ref import tensor_ref
 
 # A statistic this many times its envelope is a jump. Layers of one model differ by
 # a few times at most on the stand-in and by tens on real models (massive
@@ -28,20 +29,9 @@ JUMP_FACTOR = 50.0
 TINY = 1e-30
 # Jumps per process the walk starts from, at most (the earliest ones).
 MAX_JUMPS = 4
-
-
-def tensor_ref(row: dict) -> dict:
-    """The user-facing description of one tensor row."""
-    return {
-        "dev_pid": row["dev_pid"], "round": row["round"], "model": row.get("model"),
-        "round_label": round_label(row["round"], row.get("model")), "seq": row["seq"],
-        "op": op_path(row["op_id"], row["op_name"]), "op_id": row["op_id"],
-        "stage": row["stage"], "io": row["io"], "index": row["index"], "dtype": row["dtype"],
-        "shape": row["shape"],
-        "nan": row["nan"], "pinf": row["pinf"], "ninf": row["ninf"], "zero": row["zero"],
-        "max": jsonable(row["max"]), "min": jsonable(row["min"]), "norm": jsonable(row["norm"]),
-        "path": row["path"], "status": row["status"],
-    }
+# A weight is judged without a golden only against the same weight of at least this
+# many layers (itself included): their median, which one bad layer cannot move.
+WEIGHT_LAYERS = 4
 
 
 def first_nonfinite(df: pl.DataFrame) -> list[dict]:
@@ -56,7 +46,7 @@ def first_nonfinite(df: pl.DataFrame) -> list[dict]:
 
 @dataclass
 class Anomaly:
-    kind: str  # "nonfinite", "jump" or "divergence"
+    kind: str  # "nonfinite", "jump", "divergence", "reported" or "false report"
     tensor: dict  # tensor_ref of the tensor
     what: str  # what is wrong with it, in a few words
 
@@ -86,8 +76,9 @@ def _others_median(value: pl.Expr, by: list[str]) -> pl.Expr:
 
 def jumps(df: pl.DataFrame, factor: float = JUMP_FACTOR) -> pl.DataFrame:
     """The finite float tensors whose abs-max or norm is past `factor` times its
-    envelope, in execution order, with `jump` (how many times) and `against`
-    (rounds or layers). Envelopes are per process and model, in log space."""
+    envelope, in execution order, with `jump` (how many times), `against` (rounds or
+    layers) and `layers_n` (the layers it was held against, itself included).
+    Envelopes are per process and model, in log space."""
     floats = df.filter(pl.col("primary") & ~pl.col("nonfinite")
                        & pl.col("dtype").is_in(list(TOLERANCES))
                        & pl.col("abs_max").is_finite() & pl.col("norm").is_finite())
@@ -111,7 +102,7 @@ def jumps(df: pl.DataFrame, factor: float = JUMP_FACTOR) -> pl.DataFrame:
         for name, by in (("rounds", rounds), ("layers", layers)):
             env = _others_median(logv, by).exp()
             ratios.append((pl.col(col) / env).alias(f"_{col}_{name}"))
-    floats = floats.with_columns(ratios)
+    floats = floats.with_columns(*ratios, pl.len().over(layers).alias("layers_n"))
     by_rounds = pl.max_horizontal("_abs_max_rounds", "_norm_rounds")
     by_layers = pl.max_horizontal("_abs_max_layers", "_norm_layers")
     out = floats.with_columns(
@@ -121,12 +112,51 @@ def jumps(df: pl.DataFrame, factor: float = JUMP_FACTOR) -> pl.DataFrame:
     return out.filter(pl.col("jump") > factor)
 
 
-def find_anomalies(df: pl.DataFrame, jumped: pl.DataFrame, failures: pl.DataFrame | None
-                   ) -> dict[str, list[Anomaly]]:
+def reported(df: pl.DataFrame, events: list[dict]) -> list[Anomaly]:
+    """Per process, the first overflow event of the dump's overflow logs
+    (`events`: read/overflow_log.py) of `df`'s tensors, at its kernel's first output,
+    and the first false report of ATB's (a finite bf16 +-2^121 it read as an fp16
+    Inf): that one is no finding, only said."""
+    held = set(df.select("dev_pid", "round", "op_id").unique().iter_rows())
+    out: dict[tuple[str, str], Anomaly] = {}
+    for e in events:
+        tensors = [t for t in e["tensors"] if (t["dev_pid"], t["round"], t["op_id"]) in held]
+        if not tensors:
+            continue
+        kind = "false report" if e["finding"] == sentence(ATB_BF16_FINITE) else "reported"
+        at = next((t for t in tensors if t["io"] == "output"), tensors[0])
+        out.setdefault((e["dev_pid"], kind), Anomaly(kind, at, e["finding"] or sentence(ATB)))
+    return list(out.values())
+
+
+def outlier_inputs(jumped: pl.DataFrame) -> list[tuple[dict, str]]:
+    """The inputs of `jumped` (jumps(df)) past the factor against the same tensor of
+    WEIGHT_LAYERS layers or more, each with what jumped: a weight among them is bad
+    for sure (walk.py). A weight is the same in every round and its layers' copies
+    are drawn alike, so one far past their median is no growth of the data, as an
+    activation's or a KV cache's may be."""
+    if jumped.height == 0:  # none: jumps() made none of its columns
+        return []
+    rows = jumped.filter((pl.col("io") == "input") & (pl.col("layers_n") >= WEIGHT_LAYERS)
+                         & (pl.max_horizontal("_abs_max_layers", "_norm_layers") > JUMP_FACTOR))
+    out = []
+    for r in rows.iter_rows(named=True):
+        absmax, norm = r["_abs_max_layers"] or 0, r["_norm_layers"] or 0
+        stat, ratio = ("abs-max", absmax) if absmax >= norm else ("norm", norm)
+        out.append((r, f"{stat} is {ratio:.3g}x its median over the model's {r['layers_n']} "
+                       "layers"))
+    return out
+
+
+def find_anomalies(df: pl.DataFrame, jumped: pl.DataFrame, failures: pl.DataFrame | None,
+                   events: list[dict]) -> dict[str, list[Anomaly]]:
     """Per process, its anomalies in execution order: the first NaN/Inf, the first
-    jumps before it (`jumped`: jumps(df)), and with a golden (`failures`: the rows
-    of `df` compare failed) the first divergent tensor."""
+    jumps before it (`jumped`: jumps(df)), the first overflow ATB or the probe
+    reported (`events`: reported), and with a golden (`failures`: the rows of `df`
+    compare failed) the first divergent tensor."""
     found: dict[str, list[Anomaly]] = {}
+    for a in reported(df, events):
+        found.setdefault(a.tensor["dev_pid"], []).append(a)
     for t in first_nonfinite(df):
         found.setdefault(t["dev_pid"], []).append(Anomaly("nonfinite", t, _nonfinite_what(t)))
     earliest = (jumped.group_by("dev_pid", maintain_order=True).head(MAX_JUMPS)

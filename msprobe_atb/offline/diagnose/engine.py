@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from ..read.overflow_log import overflow_log_events
 from ..read.table import Dump
 from ..replay.dumpops import DumpedOp
 from ..replay.runner import OpResult
-from .anomalies import Anomaly, find_anomalies, jumps
+from .anomalies import Anomaly, find_anomalies, jumps, outlier_inputs
 from .walk import CacheHop, Cause, Walk, Walker, index_of
 
 
@@ -36,6 +37,10 @@ class Diagnosis:
     unexplained: list[tuple[Anomaly, str]]
     models: dict[tuple[str, str], str]  # (dev_pid, layer) -> model, for round labels
     several: bool  # the dump has several processes: the device is said
+    # ATB's reports of a finite bf16 output: no finding, said as false reports
+    false_reports: list[Anomaly] = field(default_factory=list)
+    # (dev_pid, round, op_id) of each first NaN/Inf -> the replay verdict on its op
+    verdicts: dict[tuple[str, int, str], OpResult] = field(default_factory=dict)
 
 
 def _key(row: dict) -> tuple:
@@ -43,15 +48,18 @@ def _key(row: dict) -> tuple:
 
 
 def _bad_tensors(df: pl.DataFrame, jumped: pl.DataFrame, failures: pl.DataFrame | None
-                 ) -> tuple[set[tuple], set[tuple]]:
-    """The tensors that look bad (holding NaN/Inf, jumping, failing compare), and
-    those of them that are bad for sure (all but the jumps): Walker's two sets."""
+                 ) -> tuple[set[tuple], set[tuple], dict[tuple, str]]:
+    """The tensors that look bad (holding NaN/Inf, jumping, failing compare), those
+    of them that are bad for sure (all but the jumps), and the inputs that jumped
+    against their layers (outlier_inputs, with what jumped): Walker's three."""
     cols = ["dev_pid", "round", "op_id", "io", "index"]
     parts = [df.filter(pl.col("primary") & pl.col("nonfinite")).select(cols)]
     if failures is not None:
         parts.append(failures.select(cols))
     confirmed = {_key(r) for p in parts for r in p.iter_rows(named=True)}
-    return confirmed | {_key(r) for r in jumped.select(cols).iter_rows(named=True)}, confirmed
+    outliers = {_key(r): what for r, what in outlier_inputs(jumped)}
+    return (confirmed | {_key(r) for r in jumped.select(cols).iter_rows(named=True)},
+            confirmed, outliers)
 
 
 def failing_rows(df: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
@@ -84,7 +92,7 @@ def diagnose(dump: Dump, df: pl.DataFrame | None = None,
         else False
     df = dump.tensors if df is None else df
     jumped = jumps(df)
-    found = find_anomalies(df, jumped, failures)
+    found = find_anomalies(df, jumped, failures, overflow_log_events(dump) or [])
     out = Diagnosis([], [], model_map(df), several)
     if not found:
         return out
@@ -92,6 +100,8 @@ def diagnose(dump: Dump, df: pl.DataFrame | None = None,
                     *_bad_tensors(df, jumped, failures))
     for dev_pid, anomalies in sorted(found.items(), key=lambda kv: (kv[1][0].tensor["round"],
                                                                       kv[1][0].seq)):
+        out.false_reports += [a for a in anomalies if a.kind == "false report"]
+        anomalies = [a for a in anomalies if a.kind != "false report"]
         why = {}
         for a in anomalies:  # a jump may be innocent: then the next anomaly
             start = walker.op_at(a.tensor)
@@ -99,15 +109,31 @@ def diagnose(dump: Dump, df: pl.DataFrame | None = None,
                 why[id(a)] = "its op is not among the dump's ops"
                 continue
             w = walker.walk(start, a.tensor["io"], index_of(a.tensor["index"]))
-            if w.cause is not None:
-                out.chains.append(Chain(dev_pid, w.cause, a,
-                                        _consequence(walker, anomalies, w.cause), w.caches))
+            cause = w.cause or _reported(a, start, w)
+            if cause is not None:
+                out.chains.append(Chain(dev_pid, cause, a,
+                                        _consequence(walker, anomalies, cause), w.caches))
                 break
             why[id(a)] = _why_none(w)
         else:
             out.unexplained += [(a, why.get(id(a), "")) for a in anomalies
                                 if a.kind != "jump"][:1]
+        for a in anomalies:
+            if a.kind == "nonfinite":
+                t = a.tensor
+                verdict = walker.verdict(t)
+                if verdict is not None:
+                    out.verdicts[(t["dev_pid"], t["round"], t["op_id"])] = verdict
     return out
+
+
+def _reported(a: Anomaly, start: DumpedOp, w: Walk) -> Cause | None:
+    """An overflow reported (ATB's or the probe's) in an op whose inputs were not
+    dumped (an overflow_check dump): nothing behind it can be replayed, so the op
+    and who found it are what the dump can name."""
+    if a.kind != "reported" or any(t.path for t in start.inputs):
+        return None
+    return Cause("reported", start, w.replayed[0] if w.replayed else None, finding=a.what)
 
 
 def _why_none(w: Walk) -> str:

@@ -49,15 +49,43 @@ def cause_text(d: Diagnosis, c) -> str:
         return f"{c.op.rel} own-error ({where}: {_how_wrong(c.result)})"
     if c.verdict == "overflow":
         return f"{c.op.rel} overflow ({where}: its exact result leaves {_dtype(c.result)})"
+    if c.verdict == "reported":
+        return (f"{_found_in(c.finding, c.op.rel, where)}; its inputs were not dumped: dump "
+                "them with task tensor to find whether the op or its inputs are at fault")
     src = c.source
     if src["kind"] == "KV cache":
         return (f"KV cache {src['tensor']} read by {c.op.rel} ({where}) carries a bad value "
                 "written in an earlier round, not among those read")
+    if src.get("what"):  # a weight past the same weight of the other layers
+        return (f"{src['kind']} {src['tensor']} already bad when read by {c.op.rel} ({where}: "
+                f"its {src['what']}, no op of the dump wrote it)")
     return (f"{src['kind']} {src['tensor']} already bad when read by {c.op.rel} ({where}: "
             "it held NaN/Inf or jumped before any op of the dump wrote it)")
 
 
+def _found_in(finding: str, op: str, where: str) -> str:
+    """'ATB reported an overflow in OP (prefill round 0)', 'the probe found NaN in OP
+    (prefill round 0; ATB does not report NaN)': who found what, where."""
+    head, paren, why = finding.partition(" (")
+    return f"{head} in {op} ({where}" + (f"; {why}" if paren else ")")
+
+
+def _false_report_line(d: Diagnosis, a: Anomaly) -> str:
+    t = a.tensor
+    where = f"device {t['dev_pid'].split('_')[0]}, " if d.several else ""
+    return (f"{NO_CAUSE}: ATB's overflow report of {t['op']} ({where}{t['round_label']}) is "
+            f"false: as bf16 its output holds no Inf or NaN (abs-max {number(_abs_max(t))}: "
+            "ATB reads bf16 as fp16, and a finite bf16 +-2^121 is an fp16 Inf to it)")
+
+
+def _abs_max(t: dict):
+    values = [v for v in (t["max"], t["min"]) if isinstance(v, float)]
+    return max(abs(v) for v in values) if values else t["max"]
+
+
 def _anomaly_text(a: Anomaly) -> str:
+    if a.kind == "reported":  # `what` is who found it
+        return f"overflowed: {a.what}"
     return a.what if a.kind != "divergence" else "diverges from the golden"
 
 
@@ -91,6 +119,7 @@ def lines(d: Diagnosis) -> list[str]:
     when there is none."""
     out = [chain_line(d, ch) for ch in d.chains]
     out += [_unexplained_line(d, a, why) for a, why in d.unexplained]
+    out += [_false_report_line(d, a) for a in d.false_reports]
     return out or [NO_CAUSE]
 
 
@@ -110,7 +139,8 @@ def diagnosis_json(d: Diagnosis) -> dict:
     for ch in d.chains:
         item = {"line": chain_line(d, ch), "dev_pid": ch.dev_pid,
                 "cause": {"verdict": ch.cause.verdict, **_op_json(d, ch.cause.op, ch.cause.result),
-                          **({"input": ch.cause.source} if ch.cause.source else {})},
+                          **({"input": ch.cause.source} if ch.cause.source else {}),
+                          **({"finding": ch.cause.finding} if ch.cause.finding else {})},
                 "started_from": {"kind": ch.start.kind, "what": ch.start.what,
                                  "tensor": ch.start.tensor},
                 "caches": [{"tensor": h.tensor, "reader": h.reader.path,
@@ -123,4 +153,6 @@ def diagnosis_json(d: Diagnosis) -> dict:
     return jsonable({"line": headline(d), "lines": lines(d), "found": bool(d.chains),
                      "causes": chains,
                      "unexplained": [{"kind": a.kind, "what": a.what, "why": why,
-                                      "tensor": a.tensor} for a, why in d.unexplained]})
+                                      "tensor": a.tensor} for a, why in d.unexplained],
+                     "false_reports": [{"what": a.what, "tensor": a.tensor}
+                                       for a in d.false_reports]})

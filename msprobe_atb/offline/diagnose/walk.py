@@ -11,7 +11,8 @@ layers through `info/model`. An input no op produced (a weight, a model input)
 that is suspect is a cause itself: it was bad when it entered the dump. A KV cache
 is followed instead to the op that wrote the bad value into it in an earlier
 round, when the dump holds that op. Such an input is named only when it is bad
-for sure (NaN/Inf, or diverging from the golden), not for a jump alone. With no
+for sure (NaN/Inf, or diverging from the golden), not for a jump alone, but for a
+weight far past the same weight of the model's other layers. With no
 op or input at fault, the earliest op whose exact result leaves its dtype
 (`overflow`) is the cause.
 """
@@ -26,7 +27,7 @@ import polars as pl
 from ..read.graph import Node, find_node, upstream
 from ..read.table import Dump
 from ..replay.dumpops import DumpedOp
-from ..replay.runner import OpResult, Replayer
+from ..replay.runner import OpResult, Replayer, holding_op, op_verdict
 
 # Ops replayed per walk, at most: a walk that has not found its cause by then
 # stops and says what it saw.
@@ -48,10 +49,12 @@ class Cause:
     """What the walk ended at: an op (own-error, overflow), or an input already bad
     when it entered the dump (`verdict` input-bad, `source` its kind and name)."""
 
-    verdict: str
+    verdict: str  # own-error, overflow, input-bad, or "reported": an overflow reported
+    # in an op whose inputs were not dumped (overflow_check), `finding` who found it
     op: DumpedOp  # the op at fault, or the op that read the bad input
     result: OpResult | None = None
     source: dict | None = None  # {"kind": "weight"|"model input"|"KV cache", "tensor"}
+    finding: str | None = None
 
 
 @dataclass
@@ -80,13 +83,16 @@ class Walker:
     (dev_pid, round, op_id, io, index) that look bad, the walk follows them;
     `confirmed` those of them that are bad for sure (NaN/Inf, a divergence from the
     golden): only such an input, no op's output, is named as a cause (a jump alone
-    is no proof: a KV cache or an input may grow for good reasons)."""
+    is no proof: a KV cache or an input may grow for good reasons); `outliers`, the
+    inputs that jumped against the same input of the other layers: a weight among
+    them is named too (anomalies.outlier_inputs)."""
 
     def __init__(self, dump: Dump, df: pl.DataFrame, suspects: set[tuple],
-                 confirmed: set[tuple]):
+                 confirmed: set[tuple], outliers: dict[tuple, str] | None = None):
         self.rep = Replayer(dump, df)
         self.suspects = suspects
         self.confirmed = confirmed
+        self.outliers = outliers or {}
         self.results: dict[Key, OpResult] = {}
 
     def op_at(self, tensor: dict) -> DumpedOp | None:
@@ -98,6 +104,12 @@ class Walker:
             if op is not None:
                 return op
         return None
+
+    def verdict(self, tensor: dict) -> OpResult | None:
+        """The replay verdict on the op holding a tensor of the table, as `replay`
+        says it (runner.replay_op), from the replays the walks made."""
+        op = holding_op(self.rep.by_id, tensor["dev_pid"], tensor["round"], tensor["op_id"])
+        return None if op is None else op_verdict(op, self.rep.by_id, self.replay)
 
     def replay(self, op: DumpedOp) -> OpResult:
         key = (op.dev_pid, op.round, op.op_id)
@@ -251,5 +263,8 @@ class Walker:
                 if writer is not None:
                     queue.append(writer)
                     return
-            if (op.dev_pid, op.round, op.op_id, "input", index) in self.confirmed:
+            key = (op.dev_pid, op.round, op.op_id, "input", index)
+            if key in self.confirmed:
                 causes.append(Cause("input-bad", op, source=src))
+            elif src["kind"] == "weight" and key in self.outliers:
+                causes.append(Cause("input-bad", op, source={**src, "what": self.outliers[key]}))

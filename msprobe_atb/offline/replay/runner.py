@@ -227,17 +227,31 @@ def first_at_fault(results: list[OpResult]) -> OpResult | None:
     return next((r for r in results if r.verdict in AT_FAULT), None)
 
 
+def holding_op(by_id: dict, dev_pid: str, round_: int, op_id: str) -> DumpedOp | None:
+    """The op that holds a tensor of `op_id` in `by_id` (Replayer.by_id): the nearest
+    of its ops that is a graph with child ops in the dump, a leaf op, a torch module
+    or the top-level op (a kernel's tensor is judged as its op's)."""
+    parts = op_id.split("_")
+    for n in range(len(parts), 0, -1):
+        op = by_id.get((dev_pid, round_, "_".join(parts[:n])))
+        if op is not None and (op.children or op.is_leaf or op.module is not None or n == 1):
+            return op
+    return None
+
+
+def op_verdict(op: DumpedOp, by_id: dict, replay) -> OpResult:
+    """The verdict on `op` by `replay` (a function of one op): a graph's is the first
+    of its ops at fault, else its last op's."""
+    if op.children:
+        results = [replay(by_id[(op.dev_pid, op.round, c)]) for c in op.children]
+        return first_at_fault(results) or results[-1]
+    return replay(op)
+
+
 def replay_op(dump: Dump, dev_pid: str, round_: int, op_id: str) -> OpResult | None:
     """The verdict on the op that holds a tensor of interest (a kernel's tensor is
     judged as its op's), replaying only that process's round."""
     df = dump.tensors.filter((pl.col("dev_pid") == dev_pid) & (pl.col("round") == round_))
     rep = Replayer(dump, df)
-    parts = op_id.split("_")
-    for n in range(len(parts), 0, -1):
-        op = rep.by_id.get((dev_pid, round_, "_".join(parts[:n])))
-        if op is not None and op.children:  # a graph: the first of its ops at fault
-            results = [rep.replay(rep.by_id[(dev_pid, round_, c)]) for c in op.children]
-            return first_at_fault(results) or results[-1]
-        if op is not None and (op.is_leaf or op.module is not None or n == 1):
-            return rep.replay(op)
-    return None
+    op = holding_op(rep.by_id, dev_pid, round_, op_id)
+    return None if op is None else op_verdict(op, rep.by_id, rep.replay)

@@ -22,7 +22,7 @@ from ..read.graph import (
 from ..read.jsonsafe import jsonable as _num
 from ..read.losses import format_losses, losses_summary
 from ..read.table import Dump, op_path
-from ..replay.text import brief_line, replay_brief
+from ..replay.text import brief, brief_line
 from .overflow import event_line, logged_events
 
 
@@ -122,6 +122,10 @@ def summarize(dump: Dump, df: pl.DataFrame | None = None, *, top: int = 10) -> d
                       "layers": g.get_column("layer").n_unique()})
     status = dict(df.group_by("status").len().iter_rows()) if df.height else {}
     firsts = first_nonfinite(df)
+    # the root cause, as diagnose, compare, the report and incidents say it; its
+    # replays give each first NaN/Inf's op its verdict (is it the op, its inputs or
+    # the dtype?), so no op is replayed twice
+    diagnosis = diagnose(dump, df)
     graphs_cache: dict[str, tuple] = {}
     info = dump.layout.info
     for f in firsts:
@@ -131,15 +135,13 @@ def summarize(dump: Dump, df: pl.DataFrame | None = None, *, top: int = 10) -> d
         f["upstream"] = _feeders(df, f, *graphs_cache[f["dev_pid"]])
         f["kv_cache"] = kv_cache_of(*graphs_cache[f["dev_pid"]], f["op_id"], f["io"],
                                     int(f["index"]) if str(f["index"]).isdigit() else None)
-        # Is it the op, its inputs or the dtype? (msprobe-atb replay)
-        f["replay"] = replay_brief(dump, f["dev_pid"], f["round"], f["op_id"])
+        f["replay"] = brief(diagnosis.verdicts.get((f["dev_pid"], f["round"], f["op_id"])))
     layers = per_layer(df)
     other = int((~df.get_column("primary")).sum()) if df.height else 0
     root = dump.layout.root
     return {
         "dump": str(dump.layout.root or dump.layout.given), "tensors": df.height,
-        # the root cause, as diagnose, compare, the report and incidents say it
-        "diagnosis": diagnosis_json(diagnose(dump, df)),
+        "diagnosis": diagnosis_json(diagnosis),
         **losses_summary(dump.layout),
         "processes": procs, "status": status, "problems": dump.problems,
         # statistics read from the tensors' files: the dump records none for them
