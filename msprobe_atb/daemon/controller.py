@@ -25,7 +25,7 @@ from msprobe_atb.config.schema import (
     ConfigError,
     compile_config,
 )
-from msprobe_atb.daemon import lastgood
+from msprobe_atb.tree import lastgood
 
 log = logging.getLogger("msprobe_atb")
 
