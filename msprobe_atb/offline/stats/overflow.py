@@ -14,10 +14,10 @@ import re
 
 import polars as pl
 
+from msprobe_atb.tree.datafile import open_data
 from msprobe_atb.tree.names import text_of_bytes
 
 from ..diagnose.anomalies import tensor_ref
-from ..read.datafile import open_data
 from ..read.read_errors import read_errors
 from ..read.table import Dump, op_path
 
