@@ -23,7 +23,8 @@ COMMAND_MODULES = (
     "msprobe_atb.offline.manifest.cli",  # index, query
     "msprobe_atb.offline.replay.cli",  # replay
     "msprobe_atb.offline.bisect.cli",  # bisect
-    "msprobe_atb.recorder.cli",  # trigger, incidents
+    "msprobe_atb.recorder.cli",  # trigger
+    "msprobe_atb.offline.incidents.cli",  # incidents
 )
 
 

@@ -25,9 +25,9 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from msprobe_atb.config.describe import describe
+    from msprobe_atb.config.golden import validate_golden
     from msprobe_atb.config.loader import ConfigMissing, load_config
     from msprobe_atb.config.schema import ConfigError
-    from msprobe_atb.recorder.golden import validate_golden
 
     try:
         cfg = load_config(args.config)

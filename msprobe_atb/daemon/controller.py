@@ -25,7 +25,7 @@ from msprobe_atb.config.schema import (
     ConfigError,
     compile_config,
 )
-from msprobe_atb.daemon import lastgood
+from msprobe_atb.tree import lastgood
 
 log = logging.getLogger("msprobe_atb")
 
@@ -61,7 +61,7 @@ class Controller:
         to the config file's directory), loaded once per path; None without one.
         Raises ConfigError when they cannot be read: validate_golden judges, as
         for `msprobe-atb check`."""
-        from msprobe_atb.recorder.golden import validate_golden
+        from msprobe_atb.config.golden import validate_golden
 
         loaded = validate_golden(cfg, self.config_path, self._golden)
         if loaded is None:

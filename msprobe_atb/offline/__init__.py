@@ -5,10 +5,11 @@
     dump = open_dump("out/")                          # dump.tensors: polars DataFrame
     bad = dump.filter(layer="3", round="0-1").filter(pl.col("nonfinite"))
 
-Rooms, by what a user runs: read (dtypes, binfile, layout, table, manifest, graph, ...:
+Rooms, by what a user runs: read (dtypes, binfile, layout, table, manifest, ...:
 reading a dump), stats (stats, overflow), compare (pairing, metrics, engines, the torch
 golden), report, manifest (index, query), replay, diagnose (the root cause, which stats,
-compare, report and incidents show); cli registers their commands.
+compare, report and incidents show), incidents (the flight recorder's reports, with their
+replay and diagnosis); cli registers their commands.
 """
 
 import importlib

@@ -1,2 +1,2 @@
-"""The flight recorder's control-plane side: the trigger and incidents commands,
-and the triggers evaluated from the shims' statistics (golden, growth)."""
+"""The flight recorder's control-plane side: the trigger command, and the triggers
+evaluated from the shims' statistics (golden, growth)."""

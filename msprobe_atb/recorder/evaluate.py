@@ -13,9 +13,9 @@ import logging
 import math
 import time
 
+from msprobe_atb.config.golden import STATS, Golden
 from msprobe_atb.config.recorder import TRIG_BITS, Recorder
 from msprobe_atb.recorder.channel import Channel, StatEntry
-from msprobe_atb.recorder.golden import Golden, divergence
 from msprobe_atb.tree.csvfmt import parse_tensor_path
 
 log = logging.getLogger("msprobe_atb")
@@ -27,6 +27,21 @@ MARGIN_NS = 50_000_000
 
 def _absmax(e: StatEntry) -> float:
     return max(abs(e.max), abs(e.min)) if e.has_minmax else math.nan
+
+
+def divergence(target: tuple[float, ...], golden: tuple[float, ...]) -> tuple[float, str]:
+    """The largest relative difference of max/min/mean/norm and which one. A value
+    near zero is compared against 1/1000 of the golden tensor's range instead."""
+    scale = max(abs(golden[0]), abs(golden[1])) * 1e-3
+    worst, which = 0.0, STATS[0]
+    for name, t, g in zip(STATS, target, golden):
+        if math.isnan(t) or math.isinf(t):
+            d = math.inf if t != g else 0.0
+        else:
+            d = abs(t - g) / max(abs(g), scale, 1e-30)
+        if d > worst:
+            worst, which = d, name
+    return worst, which
 
 
 class Evaluator:

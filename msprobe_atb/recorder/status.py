@@ -21,7 +21,7 @@ DAEMON_TRIGGERS = TRIG_BITS["growth_over"] | TRIG_BITS["golden"]
 def kept_recorder(dump_root: Path, config_path: str):
     """The recorder block of the config the control plane keeps in force
     (.probe/last_good_config.json), or None."""
-    from msprobe_atb.daemon import lastgood
+    from msprobe_atb.tree import lastgood
 
     cfg = lastgood.load(dump_root, Path(config_path)) if config_path else None
     return cfg.recorder if cfg is not None else None

@@ -18,6 +18,7 @@ from typing import Any
 
 from msprobe_atb.tree import fsio
 from msprobe_atb.tree.csvfmt import parse_tensor_path
+from msprobe_atb.tree.graph import feeder_kinds, load_layer_graphs, load_model_graphs, upstream
 from msprobe_atb.tree.incident_check import BadIncident, checked
 from msprobe_atb.tree.models import layer_of, model_of_layer, round_label, rounds_by_model
 from msprobe_atb.tree.names import text_of, texts
@@ -250,15 +251,11 @@ class IncidentBook:
 
     def _graphs(self, dev_pid: str | None) -> dict:
         """The process's model topologies (info/model), for the model of each op."""
-        from msprobe_atb.offline.read.graph import load_model_graphs
-
         return load_model_graphs(self.dump_root / "info", dev_pid) if dev_pid else {}
 
     def _feeders(self, inc: Incident, ft: dict | None) -> list[dict]:
         if not ft or not inc.dev_pid:
             return []
-        from msprobe_atb.offline.read.graph import load_layer_graphs, upstream
-
         graphs = load_layer_graphs(self.dump_root / "info", inc.dev_pid)
         index = int(ft["index"]) if str(ft["index"]).isdigit() else None
         return [{"op_id": u.op_id, "op_name": u.op_name, "tensor": u.tensor,
@@ -331,8 +328,6 @@ def format_incident(doc: dict) -> str:
                                           if k in stats))
     feeders = doc.get("feeding_ops") or []
     if feeders:
-        from msprobe_atb.offline.read.graph import feeder_kinds
-
         rest = [f["op_name"] for f in feeders if not f["op_id"]]  # inputs: no statistics
         lines.append("  fed by: " + ", ".join(
             [*(f"{f['op_id']} {f['op_name']}" for f in feeders if f["op_id"])][:6]

@@ -11,8 +11,8 @@ import pytest
 
 from msprobe_atb.config.schema import ASLEEP
 from msprobe_atb.control.block import ControlBlock
-from msprobe_atb.daemon import lastgood
 from msprobe_atb.daemon.controller import Controller
+from msprobe_atb.tree import lastgood
 
 GOOD = json.dumps({"dump_enable": True, "exec_range": "all", "ids": "2"}).encode()
 BAD = b'{"dump_enable": true, "filter_level": 7}'

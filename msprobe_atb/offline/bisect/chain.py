@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..read.graph import model_leaves
+from msprobe_atb.tree.graph import model_leaves
+
 from ..read.table import Dump
 from ..replay.dumpops import DumpedOp, dumped_ops
 from ..replay.refs import REFERENCES, NotReplayable

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from msprobe_atb.tree.datafile import open_data
+
 from ..dask_roots import announced_roots, can_read
 from ..read.binfile import BinFileError, TensorNotSaved
-from ..read.datafile import open_data
 from ..read.metrics import (
     Accumulator,
     Reader,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ..read.graph import load_model_graphs
+from msprobe_atb.tree.graph import load_model_graphs
 
 # A dtype tag inside an op or kernel name: F16, BF16, FP32, I64, Int8, 16, ...
 DTYPE_TAG = r"(?i)(?:bf|fp|f|u?int|i|float|half)?\d+"

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from ..read.graph import Node, find_node, upstream
+from msprobe_atb.tree.graph import Node, find_node, upstream
+
 from ..read.table import Dump
 from ..replay.dumpops import DumpedOp
 from ..replay.runner import OpResult, Replayer, holding_op, op_verdict

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
+from msprobe_atb.tree.datafile import open_data
 from msprobe_atb.tree.names import text_of
 
 from .confine import Confinement
-from .datafile import open_data
 from .dtypes import SPECS, DtypeSpec, dtype_name, format_name
 
 MAX_HEADER = 64 * 1024  # a real header is ~120 bytes; anything longer is not a .bin

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from msprobe_atb.control.liveness import is_alive, is_daemon
 from msprobe_atb.tree import lag, progress
+from msprobe_atb.tree.datafile import open_data, read_small
 from msprobe_atb.tree.records import CHUNK, RECORD_START, list_logs
 
-from .datafile import open_data, read_small
 from .layout import DumpLayout
 
 MARKER = "ROUND_COMPLETE.json"

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import polars as pl
 
+from msprobe_atb.tree.datafile import read_small
 from msprobe_atb.tree.manifest import META, manifest_dir
 
 from .confine import Confinement
 from .counts import count_problem
-from .datafile import read_small
 from .layout import DumpLayout, RoundDir
 from .manifest_parts import owned_parts, wrong_types
 from .read_errors import read_errors

@@ -44,10 +44,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from msprobe_atb.tree.datafile import open_data
 from msprobe_atb.tree.names import os_path
 
 from ..read.binfile import BinFileError, BinHeader, TensorNotSaved, payload_spec, resolve
-from ..read.datafile import open_data
 from ..read.dtypes import SPECS, tolerance
 from ._pair_kernel import ffi, lib
 

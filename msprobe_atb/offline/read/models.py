@@ -13,9 +13,8 @@ from pathlib import Path
 
 import polars as pl
 
+from msprobe_atb.tree.graph import load_model_graphs
 from msprobe_atb.tree.models import model_of_layer
-
-from .graph import load_model_graphs
 
 
 def with_models(df: pl.DataFrame, info: Path | None) -> pl.DataFrame:

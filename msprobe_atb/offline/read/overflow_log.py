@@ -8,9 +8,9 @@ import re
 
 import polars as pl
 
+from msprobe_atb.tree.datafile import open_data
 from msprobe_atb.tree.names import text_of_bytes
 
-from .datafile import open_data
 from .read_errors import read_errors
 from .table import Dump
 from .tensor_ref import tensor_ref

@@ -29,12 +29,12 @@ from pathlib import Path
 
 import polars as pl
 
+from msprobe_atb.tree.datafile import not_regular
 from msprobe_atb.tree.names import BACKSLASH, os_path, text_of, text_of_bytes
 
 from .binfile import BinFileError, TensorNotSaved, read_header, resolve
 from .confine import Confinement, refuse_outside
 from .counts import drop_miscounted
-from .datafile import not_regular
 from .filestats import FileStats
 from .layout import DumpLayout, RoundDir, find_layout
 from .manifest import read as read_manifest

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import polars as pl
 
-from .datafile import MAX_INFO, read_small
+from msprobe_atb.tree.datafile import MAX_INFO, read_small
+
 from .table import Dump
 
 

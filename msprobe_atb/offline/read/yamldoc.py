@@ -9,9 +9,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from msprobe_atb.tree.datafile import read_bounded
 from msprobe_atb.tree.names import text_of
-
-from .datafile import read_bounded
 
 
 class YamlRefused(ValueError):

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import polars as pl
 
-from ..read.datafile import read_bounded
+from msprobe_atb.tree.datafile import read_bounded
+
 from ..read.table import Dump
 from ..read.torch_dump import is_torch_dump, module_names
 

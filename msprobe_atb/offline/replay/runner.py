@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from msprobe_atb.tree.graph import load_layer_graphs, load_model_graphs, upstream
+
 from ..read.binfile import BinFileError, load_bin
-from ..read.graph import load_layer_graphs, load_model_graphs, upstream
 from ..read.table import Dump
 from .dumpops import DumpedOp, dumped_ops
 from .judge import CHUNK, OutputJudge

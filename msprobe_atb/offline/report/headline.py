@@ -12,12 +12,12 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
+from msprobe_atb.tree.graph import load_model_graphs
 from msprobe_atb.tree.names import os_path
 
 from ..compare.dumps import CompareResult, first_divergence
 from ..compare.headline import NO_ERRORS, has_nonfinite, nonfinite_text
 from ..read.binfile import BinFileError, TensorNotSaved, load_bin
-from ..read.graph import load_model_graphs
 from ..read.table import Dump
 from ..replay.text import number
 from . import figures as figs

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..read.datafile import read_small
+from msprobe_atb.tree.datafile import read_small
 
 BISECT_FILE = "bisect.json"
 RANKING_ROWS = 20

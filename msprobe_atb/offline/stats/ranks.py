@@ -16,11 +16,11 @@ from pathlib import Path
 
 import polars as pl
 
+from msprobe_atb.tree.graph import kv_cache_of, load_layer_graphs, load_model_graphs
 from msprobe_atb.tree.models import model_kind, round_label
 
 from ..diagnose.engine import diagnose
 from ..diagnose.text import diagnosis_json
-from ..read.graph import kv_cache_of, load_layer_graphs, load_model_graphs
 from ..read.losses import format_losses, losses_summary
 from ..read.manifest import meta
 from ..read.table import Dump, filter_tensors, op_path

@@ -5,6 +5,13 @@ from __future__ import annotations
 
 import polars as pl
 
+from msprobe_atb.tree.graph import (
+    feeder_kinds,
+    kv_cache_of,
+    load_layer_graphs,
+    load_model_graphs,
+    upstream,
+)
 from msprobe_atb.tree.incidents import format_incident, read_incidents
 from msprobe_atb.tree.models import model_kind, rounds_label
 
@@ -12,13 +19,6 @@ from ..diagnose.anomalies import first_nonfinite
 from ..diagnose.engine import diagnose
 from ..diagnose.text import diagnosis_json
 from ..read.dtypes import TOLERANCES
-from ..read.graph import (
-    feeder_kinds,
-    kv_cache_of,
-    load_layer_graphs,
-    load_model_graphs,
-    upstream,
-)
 from ..read.jsonsafe import jsonable as _num
 from ..read.losses import format_losses, losses_summary
 from ..read.table import Dump, op_path

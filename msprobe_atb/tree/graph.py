@@ -15,9 +15,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from msprobe_atb.tree.datafile import MAX_INFO, read_small
 from msprobe_atb.tree.names import text_of, texts
-
-from .datafile import MAX_INFO, read_small
 
 
 @dataclass

@@ -13,7 +13,6 @@ read: a FIFO or a device named statistic.csv is refused, never waited on."""
 from __future__ import annotations
 
 import csv
-import math
 import stat
 from pathlib import Path
 
@@ -108,18 +107,3 @@ def validate_golden(cfg: Config | None, config_path: Path | None,
     except GoldenError as exc:
         raise ConfigError(str(config_path or "config"),
                           [f'"recorder.triggers": golden: {exc}']) from None
-
-
-def divergence(target: tuple[float, ...], golden: tuple[float, ...]) -> tuple[float, str]:
-    """The largest relative difference of max/min/mean/norm and which one. A value
-    near zero is compared against 1/1000 of the golden tensor's range instead."""
-    scale = max(abs(golden[0]), abs(golden[1])) * 1e-3
-    worst, which = 0.0, STATS[0]
-    for name, t, g in zip(STATS, target, golden):
-        if math.isnan(t) or math.isinf(t):
-            d = math.inf if t != g else 0.0
-        else:
-            d = abs(t - g) / max(abs(g), scale, 1e-30)
-        if d > worst:
-            worst, which = d, name
-    return worst, which
