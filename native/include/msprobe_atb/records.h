@@ -3,16 +3,19 @@
  * (docs/contracts.md §4 says what each record means and when it is written).
  *
  * Each line of MSP_RECORD_FIELDS is X(kind, field, type, writers, presence):
- *   type      INT (a JSON integer), STR, BOOL, F64 (a double, written as §4 says),
- *             STATS (a stats object, MSP_RECORD_PARTS' `stats`, or null),
+ *   type      INT (a JSON integer), STR, BOOL, F64 (a double, written as
+ *             docs/contracts.md §4 says), STATS (a stats object, MSP_RECORD_PARTS'
+ *             `stats`, or null),
  *             ROUNDS (a list of MSP_RECORD_PARTS' `flush_round` objects),
  *             COUNTS (an object of round key to count), JSON (a string holding JSON),
  *             VALUE (a statistic: F64, an INT for integer dtypes, [re, im] F64s for
  *             complex64);
  *   writers   who writes the field, an | of MSP_BY_SHIM (native/core), MSP_BY_TORCH
  *             (msprobe_atb/torch) and MSP_BY_CTL (the control plane's exit record for a
- *             process that died before its own, tree/killed.py);
- *   presence  ALWAYS, or OPTIONAL (absent when it would say nothing).
+ *             process that died before its own, tree/killed.py); MSP_BY_ALL: the shim
+ *             and the torch dumper, MSP_BY_ANY: all three;
+ *   presence  ALWAYS, or OPTIONAL (absent from some records of its kind: where it
+ *             would say nothing, or it is another writer's).
  * Every record has MSP_RECORD_COMMON's fields, first, in that order.
  * MSP_RECORD_PARTS lists the fields of the objects nested in records, X(part, field,
  * type, writers, presence) likewise.
