@@ -79,3 +79,60 @@ def parts() -> dict[str, tuple[Field, ...]]:
 
 def common() -> tuple[Field, ...]:
     return lists()[COMMON]
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_f64(v: object) -> bool:
+    """A double as §4 writes it (a string), or a JSON number (the torch dumper's)."""
+    return isinstance(v, str | float) or _is_int(v)
+
+
+def _is_value(v: object) -> bool:
+    return _is_f64(v) or (isinstance(v, list) and len(v) == 2 and all(map(_is_f64, v)))
+
+
+def _part_problems(obj: object, part: str, writer: str) -> list[str]:
+    if not isinstance(obj, dict):
+        return [f"a {part} that is not an object"]
+    return _fields_problems(obj, parts()[part], writer, part)
+
+
+_TYPES = {
+    "INT": _is_int, "STR": lambda v: isinstance(v, str), "BOOL": lambda v: isinstance(v, bool),
+    "F64": _is_f64, "VALUE": _is_value, "JSON": lambda v: isinstance(v, str),
+    "COUNTS": lambda v: isinstance(v, dict) and all(map(_is_int, v.values())),
+}
+
+
+def _value_problems(v: object, f: Field, writer: str) -> list[str]:
+    if f.type == "STATS":
+        return [] if v is None else _part_problems(v, "stats", writer)
+    if f.type == "ROUNDS":
+        if not isinstance(v, list):
+            return [f"{f.name}: not a list"]
+        return [p for x in v for p in _part_problems(x, "flush_round", writer)]
+    return [] if _TYPES[f.type](v) else [f"{f.name}: {v!r} is not {f.type}"]
+
+
+def _fields_problems(rec: dict, fields: tuple[Field, ...], writer: str, what: str) -> list[str]:
+    mine = {f.name: f for f in fields if writer in f.writers}
+    out = [f"{what}: {k} is not declared for the {writer}" for k in rec if k not in mine]
+    for f in mine.values():
+        if f.name in rec:
+            out += _value_problems(rec[f.name], f, writer)
+        elif not f.optional:
+            out.append(f"{what}: {f.name} is missing")
+    return out
+
+
+def problems(rec: dict, writer: str) -> list[str]:
+    """What in record `rec`, written by `writer` (a value of WRITERS), the header does
+    not allow: a kind or field it does not declare for that writer, a missing field,
+    a value of another type. Empty for a record as declared."""
+    kind = rec.get("k")
+    if kind not in kinds():
+        return [f"kind {kind!r} is not declared"]
+    return _fields_problems(rec, common() + kinds()[kind], writer, kind)
