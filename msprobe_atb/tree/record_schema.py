@@ -86,7 +86,8 @@ def _is_int(v: object) -> bool:
 
 
 def _is_f64(v: object) -> bool:
-    """A double as §4 writes it (a string), or a JSON number (the torch dumper's)."""
+    """A double as docs/contracts.md §4 writes it (a string), or a JSON number (the
+    torch dumper's)."""
     return isinstance(v, str | float) or _is_int(v)
 
 
