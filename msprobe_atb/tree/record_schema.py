@@ -126,13 +126,18 @@ def _fields_problems(rec: dict, fields: tuple[Field, ...], writer: str, what: st
             out += _value_problems(rec[f.name], f, writer)
         elif not f.optional:
             out.append(f"{what}: {f.name} is missing")
+    # the header's order: the ingest kernel's fast path and the loss tally's scans
+    # read the shim's records by it
+    order = [k for k in mine if k in rec]
+    if not out and list(rec) != order:
+        out.append(f"{what}: fields {list(rec)} not in the order {order}")
     return out
 
 
 def problems(rec: dict, writer: str) -> list[str]:
     """What in record `rec`, written by `writer` (a value of WRITERS), the header does
     not allow: a kind or field it does not declare for that writer, a missing field,
-    a value of another type. Empty for a record as declared."""
+    a value of another type, fields in another order. Empty for a record as declared."""
     kind = rec.get("k")
     if kind not in kinds():
         return [f"kind {kind!r} is not declared"]

@@ -16,7 +16,9 @@
  *             and the torch dumper, MSP_BY_ANY: all three;
  *   presence  ALWAYS, or OPTIONAL (absent from some records of its kind: where it
  *             would say nothing, or it is another writer's).
- * Every record has MSP_RECORD_COMMON's fields, first, in that order.
+ * Every record has MSP_RECORD_COMMON's fields first, then its kind's, in the order
+ * listed (the ingest kernel's fast path and offline/read/losses.py read the shim's
+ * tensor, param and exit records by it).
  * MSP_RECORD_PARTS lists the fields of the objects nested in records, X(part, field,
  * type, writers, presence) likewise.
  *
