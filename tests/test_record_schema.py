@@ -227,6 +227,33 @@ def test_the_ingest_kernel_reads_declared_fields():
     assert re.findall(r'"(\w+)"', stat_keys) == [f.name for f in rs.parts()["stats"]]
 
 
+def _shim_order(kind: str) -> list[str]:
+    return [f.name for f in (*rs.common(), *rs.kinds()[kind]) if "shim" in f.writers]
+
+
+def test_the_ingest_fast_path_reads_the_declared_order():
+    """jsonline.c's shim_layout reads a tensor or param record by its keys' order: the
+    head both share, the param's rest, then the tensor's rest, its stats object's
+    keys where the object is."""
+    body = next(b for b in _c_functions(REPO / "native" / "ingest" / "jsonline.c")
+                if "static int shim_layout(" in b)
+    tensor, param = _shim_order("tensor"), _shim_order("param")
+    head, stats = 4, tensor.index("stats") + 1  # k, t, seq, path
+    assert tensor[:head] == param[:head]
+    assert re.findall(r'\\"(\w+)\\":', body) == (
+        tensor[:head] + param[head:] + tensor[head:stats] + [f.name for f in rs.parts()["stats"]]
+        + tensor[stats:])
+
+
+def test_the_loss_tally_scans_the_declared_order():
+    """offline/read/losses.py finds tensor records by their head and lost ones by `task`
+    and `file` side by side."""
+    text = (PKG / "offline" / "read" / "losses.py").read_text()
+    tensor = _shim_order("tensor")
+    assert tensor[:4] == ["k", "t", "seq", "path"] and '"seq":\\d+,"path":' in text
+    assert tensor[tensor.index("task") + 1] == "file" and '"task":"%s","file":"lost"' in text
+
+
 def test_every_declared_field_is_read_or_says_why_not():
     said = set(re.findall(r"""["'](\w+)["']""", _reader_text()))
     for f in (x for v in rs.lists().values() for x in v):
