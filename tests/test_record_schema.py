@@ -13,19 +13,19 @@ import re
 import subprocess
 from pathlib import Path
 
-from testkit import c_program
+from testkit import REPO, c_program
 
 from msprobe_atb.tree import record_schema as rs
 
-REPO = Path(__file__).resolve().parents[1]
 CORE = REPO / "native" / "core"
 PKG = REPO / "msprobe_atb"
+INGEST = REPO / "native" / "ingest" / "jsonline.c"
 # the modules that read records: the tree builder's, the offline loss tally, the
 # torch dumper's summary, and the native ingest kernel
 READERS = [*(PKG / "tree" / f"{m}.py" for m in ("builder", "csvfmt", "records", "incidents",
                                                "procinfo", "overflow_csv", "manifest", "lag")),
            PKG / "offline" / "read" / "losses.py", PKG / "torch" / "summary.py",
-           REPO / "native" / "ingest" / "jsonline.c"]
+           INGEST]
 
 # `fn(&b, "key"` in C: a key written by a jb_k* call or a helper given the key
 _C_KEY = re.compile(r'\b(\w+)\(\s*&?[\w.>-]+,\s*"(\w+)"')
@@ -33,10 +33,6 @@ _C_BEGIN = re.compile(r'msp_rec_begin\(&[\w.>-]+,\s*(\w+|"\w+")\)')
 _C_DEF = re.compile(r"^\w[^;{]*?\b(\w+)\(", re.M)
 _C_FUNC_END = re.compile(r"^}$", re.M)
 _PY_READ = re.compile(r"""\brec(?:\.get\(|\[)["'](\w+)["']""")
-
-
-def _declared(kind: str) -> set[str]:
-    return {f.name for f in rs.kinds()[kind]}
 
 
 def _part(name: str) -> set[str]:
@@ -218,7 +214,7 @@ def test_every_field_a_reader_uses_is_declared():
 
 
 def test_the_ingest_kernel_reads_declared_fields():
-    text = (REPO / "native" / "ingest" / "jsonline.c").read_text()
+    text = INGEST.read_text()
     keys = re.search(r"#define KEY_LIST\(X\)(.*?)\n#define", text, re.S).group(1)
     assert set(re.findall(r"X\((\w+)\)", keys)) <= {
         f.name for f in (*rs.common(), *rs.kinds()["tensor"], *rs.kinds()["param"],
@@ -235,8 +231,7 @@ def test_the_ingest_fast_path_reads_the_declared_order():
     """jsonline.c's shim_layout reads a tensor or param record by its keys' order: the
     head both share, the param's rest, then the tensor's rest, its stats object's
     keys where the object is."""
-    body = next(b for b in _c_functions(REPO / "native" / "ingest" / "jsonline.c")
-                if "static int shim_layout(" in b)
+    body = next(b for b in _c_functions(INGEST) if "static int shim_layout(" in b)
     tensor, param = _shim_order("tensor"), _shim_order("param")
     head, stats = 4, tensor.index("stats") + 1  # k, t, seq, path
     assert tensor[:head] == param[:head]
