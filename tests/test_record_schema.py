@@ -22,7 +22,7 @@ from record_sources import (
     reader_text,
     writes,
 )
-from testkit import c_program
+from testkit import REPO, c_program
 
 from msprobe_atb.tree import record_schema as rs
 
@@ -132,3 +132,16 @@ def test_every_declared_field_is_read_or_says_why_not():
         else:
             assert f.name in said, f"records.h: no reader uses `{f.kind}.{f.name}`; read " \
                 "it or say why not on its line"
+
+
+def test_the_contracts_explain_only_declared_fields():
+    """docs/contracts.md §4 says what fields mean, records.h which there are: a field
+    §4 explains (`name`: ...) is one of its kind's."""
+    text = (REPO / "docs" / "contracts.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \| .*? \| (.*) \|$", text, re.M)
+    explained = {(kind, name) for kind, says in rows if kind in rs.kinds()
+                 for name in re.findall(r"(?:^|; )`(\w+)`(?: \([^)]*\))?:", says)}
+    assert len({kind for kind, _ in explained}) > 10
+    parts = {f.name for v in rs.parts().values() for f in v}
+    assert [(k, n) for k, n in explained if n not in
+            {f.name for f in rs.kinds()[k]} | parts] == []
