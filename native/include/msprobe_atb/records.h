@@ -25,8 +25,10 @@
  * A field written but read by no reader says why in a comment on its line, ending
  * in "unread". tests/test_record_schema.py fails on a field a writer (C or Python)
  * emits or a reader uses that is not listed here, and on a listed field no writer
- * emits or no reader uses unless its line says why. It is fed to C as it is (the
- * test compiles it) and parsed by msprobe_atb/tree/record_schema.py.
+ * emits or no reader uses unless its line says why; record_schema.problems holds
+ * the records real runs write to it (tests/e2e/test_record_schema_live.py, the probe,
+ * torch dumper and crash tests). It is fed to C as it is (the test compiles it) and
+ * parsed by msprobe_atb/tree/record_schema.py.
  */
 #ifndef MSPROBE_ATB_RECORDS_H
 #define MSPROBE_ATB_RECORDS_H
