@@ -136,7 +136,7 @@ def test_every_declared_field_is_read_or_says_why_not():
 
 def test_the_contracts_explain_only_declared_fields():
     """docs/contracts.md §4 says what fields mean, records.h which there are: a field
-    §4 explains (`name`: ...) is one of its kind's."""
+    that section explains (`name`: ...) is one of its kind's."""
     text = (REPO / "docs" / "contracts.md").read_text()
     rows = re.findall(r"^\| `(\w+)` \| .*? \| (.*) \|$", text, re.M)
     explained = {(kind, name) for kind, says in rows if kind in rs.kinds()
