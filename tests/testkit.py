@@ -280,3 +280,18 @@ def find_circle(graph: dict[str, set[str]]) -> list[str] | None:
         if node not in state and (circle := visit(node)):
             return circle
     return None
+
+
+def c_program(tmp_path: Path, main: str, sources: tuple[str, ...] = ()) -> Path:
+    """`main` (C source text) compiled with the shim's mechanisms `sources` (file names
+    in native/core/mechanisms), its headers and native/include on the include path;
+    the executable."""
+    mech = REPO / "native" / "core" / "mechanisms"
+    src = tmp_path / "main.c"
+    src.write_text(main)
+    exe = tmp_path / "main"
+    subprocess.run(["cc", "-std=gnu11", "-Wall", "-Wextra", "-Werror",
+                    f"-I{REPO / 'native' / 'include'}", f"-I{mech}", str(src),
+                    *(str(mech / s) for s in sources), "-o", str(exe), "-lpthread"],
+                   check=True)
+    return exe

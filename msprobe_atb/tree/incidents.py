@@ -174,9 +174,8 @@ class IncidentBook:
             self.add_trigger(seq, str(rec.get("trigger", "?")), _num(_decoded(rec.get("value"))),
                              int(rec.get("trigger_ns") or rec.get("t") or 0), rec.get("round"),
                              str(rec.get("path", "")), key.pid, _record_stats(rec),
-                             str(rec.get("detail", "")),
-                             dev if isinstance(dev, int) and not isinstance(dev, bool) else None,
-                             str(rec.get("finding") or "") or None)
+                             device=dev if isinstance(dev, int) and not isinstance(dev, bool)
+                             else None, finding=str(rec.get("finding") or "") or None)
             return
         if kind == "incident_tensor":
             self.add_kernel_output(seq, str(rec.get("path", "")), _record_stats(rec),

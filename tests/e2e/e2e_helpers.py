@@ -132,3 +132,17 @@ def run_dump(tmp_path: Path, env: dict[str, str], abi: int, model: list[str], **
     assert records == sum(len(f.read_text().splitlines()) - 1 for f in stats) > 0
     assert all((f.parent / "ROUND_COMPLETE.json").exists() for f in stats)
     return root / "data"
+
+
+def run_atbsim(tmp_path: Path, env: dict, config: dict, abi: int, args: list[str]) -> Path:
+    """`msprobe-atb run` of `atbsim run ARGS...` under `config`; the output dir."""
+    tmp_path.mkdir(exist_ok=True)
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(config))
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "msprobe_atb", "run", "--output", str(out),
+                        "--config", str(cfg), "--", str(atbsim_bin(abi)), "run", *args],
+                       env=dict(env, ATB_HOME_PATH=str(atb_home(abi))), cwd=tmp_path,
+                       capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return out

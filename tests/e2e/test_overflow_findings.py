@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from e2e_helpers import require_artifacts
-from testkit import REPO, atb_home, atbsim_bin
+from e2e_helpers import require_artifacts, run_atbsim
+from testkit import REPO
 
 ABI = 1
 MODEL = ["--layers", "2", "--hidden", "32", "--vocab", "64", "--prompt-len", "4",
@@ -30,18 +30,8 @@ def _artifacts():
 
 
 def run_dump(tmp_path: Path, env: dict, config: dict, dtype: str, inject: str) -> Path:
-    """`msprobe-atb run` of the stand-in under `config`; the output dir."""
-    tmp_path.mkdir(exist_ok=True)
-    cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps(config))
-    out = tmp_path / "out"
-    p = subprocess.run([sys.executable, "-m", "msprobe_atb", "run", "--output", str(out),
-                        "--config", str(cfg), "--", str(atbsim_bin(ABI)), "run", *MODEL,
-                        "--dtype", dtype, "--inject", f"{inject}:layer=1,op=SwiGLU"],
-                       env=dict(env, ATB_HOME_PATH=str(atb_home(ABI))), cwd=tmp_path,
-                       capture_output=True, text=True, timeout=180)
-    assert p.returncode == 0, p.stdout + p.stderr
-    return out
+    return run_atbsim(tmp_path, env, config, ABI, [*MODEL, "--dtype", dtype, "--inject",
+                                                    f"{inject}:layer=1,op=SwiGLU"])
 
 
 def overflow_dump(tmp_path: Path, env: dict, dtype: str, inject: str, **overflow) -> Path:

@@ -109,9 +109,15 @@ class Dump:
 
     # ---- reading results ----
     def records(self) -> list[dict[str, Any]]:
+        """The shim's records, each checked against records.h (the hooks these tests
+        drive make records the stand-in never makes: lost, refused, empty ones)."""
+        from msprobe_atb.tree.record_schema import problems
+
         out = []
         for f in sorted((self.root / ".probe" / "records").glob("*.jsonl")):
             out += [json.loads(line) for line in f.read_text().splitlines()]
+        bad = [f"{p}: {r}" for r in out for p in problems(r, "shim")]
+        assert not bad, "records not as records.h declares them:\n" + "\n".join(bad[:20])
         return out
 
     def tensors(self, file: str | None = None) -> list[dict[str, Any]]:

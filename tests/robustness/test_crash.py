@@ -25,6 +25,8 @@ from robust_helpers import (
 )
 from testkit import wait_until
 
+from msprobe_atb.tree.record_schema import problems
+
 # Many rounds, so the queue is full of copies when the process is killed.
 BIG = no_compute_model(requests=40)
 
@@ -57,6 +59,7 @@ def test_sigkill_mid_dump(tmp_path):
     recs = records(root)
     # it really died mid-run: its only exit record is the daemon's, for a killed process
     assert [r.get("killed") for r in recs if r["k"] == "exit"] == [True]
+    assert [p for r in recs if r["k"] == "exit" for p in problems(r, "control plane")] == []
     tensors = [r for r in recs if r["k"] == "tensor"]
     stray = temp_files(root / "data")
     # A writer killed mid-file leaves its temporary; it is never named like a tensor.

@@ -147,6 +147,21 @@ def test_record_log_is_the_builder_s_input(full):
     assert recs[-1]["tensors_written"] == len(tensors)
 
 
+def test_records_are_as_records_h_declares_them(full):
+    """Every kind and field the torch dumper writes is declared for it, of its type, and
+    every field declared for it that a clean dump has is there (records.h)."""
+    from msprobe_atb.tree import record_schema as rs
+
+    root, _, _ = full
+    (log,) = (root / ".probe" / "records").iterdir()
+    recs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [p for r in recs for p in rs.problems(r, "torch")] == []
+    seen = {(r["k"], k) for r in recs for k in r}
+    # a lost tensor's note: none in a clean dump
+    assert [f"{f.kind}.{f.name}" for f in rs.lists()[rs.RECORDS]
+            if "torch" in f.writers and (f.kind, f.name) not in seen] == ["tensor.note"]
+
+
 def test_the_offline_tools_read_a_torch_dump(full, tmp_path):
     root, _, _ = full
     rc, out = run_cli("stats", str(root))
