@@ -7,14 +7,13 @@ value and what is accepted, so one edit can fix them all.
 
 from __future__ import annotations
 
-import datetime as _dt
 import difflib
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from msprobe_atb.config.recorder import Recorder, validate_recorder
+from msprobe_atb.config.render import key_text, show, type_name
 
 # Limits of the control block (control.h); kept here so `check` needs no extension.
 MAX_RANGES = 32
@@ -45,6 +44,10 @@ DEFAULTS: dict[str, Any] = {
 }
 OVERFLOW_KEYS = ("overflow_nums", "check_mode", "probe_scan")
 MAX_QUEUE_BUDGET_MB = 1 << 20  # 1 TiB: anything larger is a typo
+
+# Python refuses to print integers of more than 4300 digits (int_max_str_digits);
+# a bound or an id is at most 19 digits, so a longer digit string is refused by length.
+MAX_INT_DIGITS = 19
 
 _ID_RE = re.compile(r"^[0-9]+(_[0-9]+)*$")
 _UINT_RE = re.compile(r"[0-9]+")
@@ -107,127 +110,6 @@ class Config:
         }
 
 
-SHOW_MAX = 1000
-SHOW_DEPTH = 20
-# Python refuses to print integers of more than 4300 digits (int_max_str_digits);
-# a bound or an id is at most 19 digits, so a longer digit string is refused by length.
-MAX_INT_DIGITS = 19
-
-
-def _digits(n: int) -> int:
-    """Decimal digits of n, without converting it to a string."""
-    n = abs(n)
-    d = int((n.bit_length() - 1) * 0.30102999566398120) + 1 if n else 1
-    return d + 1 if n >= 10 ** d else d
-
-
-class _Shower:
-    """Renders any value YAML or JSON can produce (dates, bytes, sets, huge ints,
-    self-references) as JSON-like text, cut after SHOW_MAX characters, encoded
-    lazily: YAML aliases can make a small file a huge value."""
-
-    def __init__(self) -> None:
-        self.out: list[str] = []
-        self.size = 0
-        self.path: set[int] = set()  # containers being rendered: a repeat is a cycle
-
-    def emit(self, text: str) -> None:
-        self.out.append(text)
-        self.size += len(text)
-
-    def full(self) -> bool:
-        return self.size > SHOW_MAX
-
-    def scalar(self, value: Any) -> str:
-        if value is None or isinstance(value, bool):
-            return json.dumps(value)
-        if isinstance(value, int):
-            if _digits(value) > 100:
-                return f"(a number of {_digits(value)} digits)"
-            return str(value)
-        if isinstance(value, float):
-            return repr(value)
-        if isinstance(value, str):
-            # backslashreplace: a lone surrogate must not break printing the message
-            return json.dumps(value, ensure_ascii=False).encode(
-                "utf-8", "backslashreplace").decode()
-        if isinstance(value, (bytes, bytearray)):
-            return f"(binary data of {len(value)} bytes)"
-        if isinstance(value, (_dt.date, _dt.time)):
-            return json.dumps(value.isoformat())
-        return f"(a value of type {type(value).__name__})"
-
-    def show(self, value: Any, depth: int = 0) -> None:
-        if self.full():
-            return
-        if not isinstance(value, (dict, list, tuple, set, frozenset)):
-            self.emit(self.scalar(value))
-            return
-        if id(value) in self.path:
-            self.emit("(a value that contains itself)")
-            return
-        if depth >= SHOW_DEPTH:
-            self.emit("[...]" if not isinstance(value, dict) else "{...}")
-            return
-        self.path.add(id(value))
-        is_dict = isinstance(value, dict)
-        self.emit("{" if is_dict else "[")
-        for i, item in enumerate(value.items() if is_dict else value):
-            if self.full():
-                break
-            if i:
-                self.emit(", ")
-            if is_dict:
-                key, item = item
-                self.emit(key_text(key, quoted=True) + ": ")
-            self.show(item, depth + 1)
-        self.emit("}" if is_dict else "]")
-        self.path.discard(id(value))
-
-    def text(self) -> str:
-        joined = "".join(self.out)
-        return joined[:SHOW_MAX] + "..." if len(joined) > SHOW_MAX else joined
-
-
-def _show(value: Any) -> str:
-    """The value as JSON-like text for a message; never raises."""
-    shower = _Shower()
-    shower.show(value)
-    return shower.text()
-
-
-def key_text(key: Any, quoted: bool = False) -> str:
-    """A mapping key for a message: YAML keys may be numbers, dates, null, ..."""
-    if isinstance(key, str):
-        text = key.encode("utf-8", "backslashreplace").decode()
-        return f'"{text}"' if quoted else text
-    return _Shower().scalar(key)
-
-
-def _type_name(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, (list, tuple)):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    if value is None:
-        return "null"
-    if isinstance(value, _dt.datetime):
-        return "a timestamp"
-    if isinstance(value, _dt.date):
-        return "a date"
-    if isinstance(value, (bytes, bytearray)):
-        return "binary data"
-    if isinstance(value, (set, frozenset)):
-        return "a set"
-    return type(value).__name__
-
-
 def _split_list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
@@ -238,7 +120,7 @@ class _Validator:
         self.notes: list[str] = []
 
     def bad(self, key: str, value: Any, what: str) -> None:
-        self.problems.append(f'"{key}": {_show(value)} {what}')
+        self.problems.append(f'"{key}": {show(value)} {what}')
 
     def boolean(self, raw: dict, key: str) -> bool:
         value = raw.get(key, DEFAULTS[key])
@@ -248,7 +130,7 @@ class _Validator:
             self.bad(key, value, f"is a string; write {value.strip().lower()} without quotes "
                      "(a JSON boolean: true or false)")
         else:
-            self.bad(key, value, f"is {_type_name(value)}; accepted values: true or false")
+            self.bad(key, value, f"is {type_name(value)}; accepted values: true or false")
         return DEFAULTS[key]
 
     def string(self, raw: dict, key: str, example: str) -> str | None:
@@ -260,7 +142,7 @@ class _Validator:
         elif isinstance(value, (list, tuple)):
             self.bad(key, value, f'is a list; give a comma-separated string, e.g. "{example}"')
         else:
-            self.bad(key, value, f'is {_type_name(value)}; give a string, e.g. "{example}"')
+            self.bad(key, value, f'is {type_name(value)}; give a string, e.g. "{example}"')
         return None
 
     def choice(self, raw: dict, key: str, accepted: tuple[str, ...], default: Any) -> str:
@@ -275,7 +157,7 @@ class _Validator:
             if close:
                 hint = f' (did you mean "{close[0]}"?)'
         self.bad(key, value, f"is not accepted; accepted values: "
-                 f"{', '.join(_show(a) for a in accepted)}{hint}")
+                 f"{', '.join(show(a) for a in accepted)}{hint}")
         return default
 
     def integer(self, raw: dict, key: str, lo: int, hi: int, default: Any, accepted: str) -> int:
@@ -307,7 +189,7 @@ def _exec_range(v: _Validator, raw: dict) -> tuple[str, str, tuple[tuple[int, in
     if word.strip().lower() == "next":
         count = count.strip() if _ else "1"
         if not _uint(count) or not 1 <= int(count) < 1 << 62:
-            v.bad("exec_range", text, f"asks for {_show(count)} executions; N in \"next:N\" is a "
+            v.bad("exec_range", text, f"asks for {show(count)} executions; N in \"next:N\" is a "
                   f"whole number from 1; {accepted}")
             return default
         # Each process fixes each model's N rounds when it next begins (native models.c);
@@ -317,7 +199,7 @@ def _exec_range(v: _Validator, raw: dict) -> tuple[str, str, tuple[tuple[int, in
     bad = [t for t in tokens if not _uint(t) or int(t) >= 1 << 63]
     if bad:
         v.bad("exec_range", text, f"has {'an invalid bound' if len(bad) == 1 else 'invalid bounds'}"
-              f" {', '.join(_show(b) for b in bad)}; bounds are non-negative integers; {accepted}")
+              f" {', '.join(show(b) for b in bad)}; bounds are non-negative integers; {accepted}")
         return default
     nums = [int(t) for t in tokens]
     if len(nums) == 1:
@@ -346,7 +228,7 @@ def _ids(v: _Validator, raw: dict) -> tuple[str, ...]:
     items = _split_list(text)
     bad = [i for i in items if not _ID_RE.match(i)]
     if bad:
-        v.bad("ids", text, f"has invalid op ids {', '.join(_show(b) for b in bad)}; an op id is "
+        v.bad("ids", text, f"has invalid op ids {', '.join(show(b) for b in bad)}; an op id is "
               'numbers joined by "_", e.g. "2", "2_1", "2_1_0"; give several as "0,2_1"')
         return ()
     long = [i for i in items if len(i.encode()) >= ID_LEN]
@@ -376,7 +258,7 @@ def _devices(v: _Validator, raw: dict) -> tuple[int, ...]:
     items = _split_list(text)
     bad = [i for i in items if not _uint(i) or int(i) > 2**31 - 1]
     if bad:
-        v.bad("device", text, f"has invalid device ids {', '.join(_show(b) for b in bad)}; "
+        v.bad("device", text, f"has invalid device ids {', '.join(show(b) for b in bad)}; "
               'give device ids as a comma-separated string, e.g. "0" or "0,1"')
         return ()
     if len(items) > MAX_DEVICES:
@@ -389,7 +271,7 @@ def _overflow(v: _Validator, raw: dict, task: str) -> tuple[int, str, bool]:
     default = DEFAULTS["overflow_check"]
     value = raw.get("overflow_check", default)
     if not isinstance(value, dict):
-        v.bad("overflow_check", value, f"is {_type_name(value)}; give an object, e.g. "
+        v.bad("overflow_check", value, f"is {type_name(value)}; give an object, e.g. "
               '{"overflow_nums": 1, "check_mode": "all"}')
         return default["overflow_nums"], default["check_mode"], default["probe_scan"]
     for key in value:
@@ -408,7 +290,7 @@ def _overflow(v: _Validator, raw: dict, task: str) -> tuple[int, str, bool]:
     scan = value.get("probe_scan", default["probe_scan"])
     if not isinstance(scan, bool):
         v.bad("overflow_check.probe_scan", scan,
-              f"is {_type_name(scan)}; accepted values: true or false")
+              f"is {type_name(scan)}; accepted values: true or false")
         scan = default["probe_scan"]
     if "overflow_check" in raw and task != "overflow_check":
         v.notes.append(f'"overflow_check" is ignored because task is "{task}"')
@@ -419,7 +301,7 @@ def validate(raw: Any, source: str = "config") -> Config:
     """Checks a parsed config document; raises ConfigError listing every problem."""
     if not isinstance(raw, dict):
         raise ConfigError(source, ["the config must be an object of fields, got "
-                                   f"{_type_name(raw)}"])
+                                   f"{type_name(raw)}"])
     v = _Validator()
     for key in raw:
         if key in DEFAULTS or (isinstance(key, str) and key.startswith("_")):
