@@ -65,7 +65,8 @@ def _run(env: dict[str, str]) -> tuple[float, int, int, float]:
 def _publish(root: Path, config: Path) -> int:
     """Publishes the config into a fresh control block and holds daemon.lock
     (no control plane is started); returns the lock's fd."""
-    from msprobe_atb.config.schema import compile_config, validate
+    from msprobe_atb.config.compile import compile_config
+    from msprobe_atb.config.schema import validate
     from msprobe_atb.control.block import ControlBlock
 
     probe = root / ".probe"

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from msprobe_atb.argtypes import seconds
-from msprobe_atb.config.schema import CHECK_MODES, POLICIES, STATE_NAMES, TASK_NAMES
+from msprobe_atb.config.compile import STATE_NAMES, TASK_NAMES
+from msprobe_atb.config.schema import CHECK_MODES, POLICIES
 from msprobe_atb.recorder import status as recorder_status
 from msprobe_atb.tree.lag import appended_of, behind_text, measure, per_log_lines, records_built
 from msprobe_atb.tree.models import model_kind, span_label

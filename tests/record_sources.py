@@ -18,7 +18,7 @@ PKG = REPO / "msprobe_atb"
 INGEST = REPO / "native" / "ingest" / "jsonline.c"
 # the modules that read records: the tree builder's, the offline loss tally, the
 # torch dumper's summary, and the native ingest kernel
-READERS = [*(PKG / "tree" / f"{m}.py" for m in ("builder", "csvfmt", "records", "incidents",
+READERS = [*(PKG / "tree" / f"{m}.py" for m in ("recordfeed", "csvfmt", "records", "incidents",
                                                "procinfo", "overflow_csv", "manifest", "lag")),
            PKG / "offline" / "read" / "losses.py", PKG / "torch" / "summary.py",
            INGEST]

@@ -1,14 +1,8 @@
 """Dump config: schema, validation, loading, compilation to the control block."""
 
+from msprobe_atb.config.compile import ASLEEP, CompiledConfig, compile_config
 from msprobe_atb.config.loader import ConfigMissing, load_bytes, load_config, read_bytes
-from msprobe_atb.config.schema import (
-    ASLEEP,
-    CompiledConfig,
-    Config,
-    ConfigError,
-    compile_config,
-    validate,
-)
+from msprobe_atb.config.schema import Config, ConfigError, validate
 
 __all__ = [
     "ASLEEP", "CompiledConfig", "Config", "ConfigError", "ConfigMissing", "compile_config",

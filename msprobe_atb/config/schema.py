@@ -1,5 +1,5 @@
 """The dump config: msProbe's fields (docs/msprobe_format.md §3.3) plus ours, validation with
-messages a person can act on, and the compiled form published to the shims.
+messages a person can act on; `compile.py` turns the result into the control block's form.
 
 Validation collects every problem of a file, each naming the field, the bad
 value and what is accepted, so one edit can fix them all.
@@ -7,14 +7,13 @@ value and what is accepted, so one edit can fix them all.
 
 from __future__ import annotations
 
-import datetime as _dt
 import difflib
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from msprobe_atb.config.recorder import Recorder, validate_recorder
+from msprobe_atb.config.render import key_text, show, type_name
 
 # Limits of the control block (control.h); kept here so `check` needs no extension.
 MAX_RANGES = 32
@@ -25,7 +24,6 @@ OP_NAME_LEN = 128
 MAX_DEVICES = 64
 
 TASKS = ("tensor", "statistics", "all", "overflow_check")
-TASK_BITS = {"tensor": 1, "statistics": 2, "all": 3, "overflow_check": 4}
 CHECK_MODES = ("all", "inf", "nan")
 POLICIES = ("block", "drop")
 
@@ -46,6 +44,10 @@ DEFAULTS: dict[str, Any] = {
 }
 OVERFLOW_KEYS = ("overflow_nums", "check_mode", "probe_scan")
 MAX_QUEUE_BUDGET_MB = 1 << 20  # 1 TiB: anything larger is a typo
+
+# Python refuses to print integers of more than 4300 digits (int_max_str_digits);
+# a bound or an id is at most 19 digits, so a longer digit string is refused by length.
+MAX_INT_DIGITS = 19
 
 _ID_RE = re.compile(r"^[0-9]+(_[0-9]+)*$")
 _UINT_RE = re.compile(r"[0-9]+")
@@ -108,168 +110,6 @@ class Config:
         }
 
 
-@dataclass(frozen=True)
-class CompiledConfig:
-    """Field-for-field the `struct msp_config` of control.h, in Python types."""
-
-    state: int = 0
-    task: int = 1
-    exec_mode: int = 0
-    ranges: tuple[tuple[int, int], ...] = ()
-    save_child: int = 0
-    filter_level: int = 1
-    ids: tuple[str, ...] = ()
-    op_names: tuple[str, ...] = ()
-    devices: tuple[int, ...] = ()
-    overflow_mode: int = 0
-    overflow_nums: int = -1
-    overflow_scan: int = 0
-    queue_budget_bytes: int = 1024 << 20
-    queue_policy: int = 0
-    save_all_stages: int = 0
-    rec_armed: int = 0
-    rec_keep_rounds: int = 0
-    rec_after_rounds: int = 0
-    rec_max_incidents: int = 0
-    rec_triggers: int = 0
-    rec_flush_on_exit: int = 0
-    rec_budget_bytes: int = 0
-    rec_abs_max: float = 0.0
-    rec_arming: int = 0  # set by the daemon: bumped at each new arming (see Controller)
-    rec_incident_base: int = 0  # set by the daemon when it arms (see Controller)
-    # exec_range "next[:N]": N, and the edit's request number (set by the daemon, a new one
-    # per edit: Controller); each shim fixes its rounds per model when that model next
-    # begins; `ranges` holds the rounds of every op of no known model
-    next_count: int = 0
-    next_request: int = 0
-
-
-STATE_NAMES = {0: "asleep", 1: "awake"}
-EXEC_MODES = {"none": 0, "all": 1, "ranges": 2}
-TASK_NAMES = {v: k for k, v in TASK_BITS.items()}
-
-
-SHOW_MAX = 1000
-SHOW_DEPTH = 20
-# Python refuses to print integers of more than 4300 digits (int_max_str_digits);
-# a bound or an id is at most 19 digits, so a longer digit string is refused by length.
-MAX_INT_DIGITS = 19
-
-
-def _digits(n: int) -> int:
-    """Decimal digits of n, without converting it to a string."""
-    n = abs(n)
-    d = int((n.bit_length() - 1) * 0.30102999566398120) + 1 if n else 1
-    return d + 1 if n >= 10 ** d else d
-
-
-class _Shower:
-    """Renders any value YAML or JSON can produce (dates, bytes, sets, huge ints,
-    self-references) as JSON-like text, cut after SHOW_MAX characters, encoded
-    lazily: YAML aliases can make a small file a huge value."""
-
-    def __init__(self) -> None:
-        self.out: list[str] = []
-        self.size = 0
-        self.path: set[int] = set()  # containers being rendered: a repeat is a cycle
-
-    def emit(self, text: str) -> None:
-        self.out.append(text)
-        self.size += len(text)
-
-    def full(self) -> bool:
-        return self.size > SHOW_MAX
-
-    def scalar(self, value: Any) -> str:
-        if value is None or isinstance(value, bool):
-            return json.dumps(value)
-        if isinstance(value, int):
-            if _digits(value) > 100:
-                return f"(a number of {_digits(value)} digits)"
-            return str(value)
-        if isinstance(value, float):
-            return repr(value)
-        if isinstance(value, str):
-            # backslashreplace: a lone surrogate must not break printing the message
-            return json.dumps(value, ensure_ascii=False).encode(
-                "utf-8", "backslashreplace").decode()
-        if isinstance(value, (bytes, bytearray)):
-            return f"(binary data of {len(value)} bytes)"
-        if isinstance(value, (_dt.date, _dt.time)):
-            return json.dumps(value.isoformat())
-        return f"(a value of type {type(value).__name__})"
-
-    def show(self, value: Any, depth: int = 0) -> None:
-        if self.full():
-            return
-        if not isinstance(value, (dict, list, tuple, set, frozenset)):
-            self.emit(self.scalar(value))
-            return
-        if id(value) in self.path:
-            self.emit("(a value that contains itself)")
-            return
-        if depth >= SHOW_DEPTH:
-            self.emit("[...]" if not isinstance(value, dict) else "{...}")
-            return
-        self.path.add(id(value))
-        is_dict = isinstance(value, dict)
-        self.emit("{" if is_dict else "[")
-        for i, item in enumerate(value.items() if is_dict else value):
-            if self.full():
-                break
-            if i:
-                self.emit(", ")
-            if is_dict:
-                key, item = item
-                self.emit(key_text(key, quoted=True) + ": ")
-            self.show(item, depth + 1)
-        self.emit("}" if is_dict else "]")
-        self.path.discard(id(value))
-
-    def text(self) -> str:
-        joined = "".join(self.out)
-        return joined[:SHOW_MAX] + "..." if len(joined) > SHOW_MAX else joined
-
-
-def _show(value: Any) -> str:
-    """The value as JSON-like text for a message; never raises."""
-    shower = _Shower()
-    shower.show(value)
-    return shower.text()
-
-
-def key_text(key: Any, quoted: bool = False) -> str:
-    """A mapping key for a message: YAML keys may be numbers, dates, null, ..."""
-    if isinstance(key, str):
-        text = key.encode("utf-8", "backslashreplace").decode()
-        return f'"{text}"' if quoted else text
-    return _Shower().scalar(key)
-
-
-def _type_name(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, (list, tuple)):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    if value is None:
-        return "null"
-    if isinstance(value, _dt.datetime):
-        return "a timestamp"
-    if isinstance(value, _dt.date):
-        return "a date"
-    if isinstance(value, (bytes, bytearray)):
-        return "binary data"
-    if isinstance(value, (set, frozenset)):
-        return "a set"
-    return type(value).__name__
-
-
 def _split_list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
@@ -280,7 +120,7 @@ class _Validator:
         self.notes: list[str] = []
 
     def bad(self, key: str, value: Any, what: str) -> None:
-        self.problems.append(f'"{key}": {_show(value)} {what}')
+        self.problems.append(f'"{key}": {show(value)} {what}')
 
     def boolean(self, raw: dict, key: str) -> bool:
         value = raw.get(key, DEFAULTS[key])
@@ -290,7 +130,7 @@ class _Validator:
             self.bad(key, value, f"is a string; write {value.strip().lower()} without quotes "
                      "(a JSON boolean: true or false)")
         else:
-            self.bad(key, value, f"is {_type_name(value)}; accepted values: true or false")
+            self.bad(key, value, f"is {type_name(value)}; accepted values: true or false")
         return DEFAULTS[key]
 
     def string(self, raw: dict, key: str, example: str) -> str | None:
@@ -302,7 +142,7 @@ class _Validator:
         elif isinstance(value, (list, tuple)):
             self.bad(key, value, f'is a list; give a comma-separated string, e.g. "{example}"')
         else:
-            self.bad(key, value, f'is {_type_name(value)}; give a string, e.g. "{example}"')
+            self.bad(key, value, f'is {type_name(value)}; give a string, e.g. "{example}"')
         return None
 
     def choice(self, raw: dict, key: str, accepted: tuple[str, ...], default: Any) -> str:
@@ -317,7 +157,7 @@ class _Validator:
             if close:
                 hint = f' (did you mean "{close[0]}"?)'
         self.bad(key, value, f"is not accepted; accepted values: "
-                 f"{', '.join(_show(a) for a in accepted)}{hint}")
+                 f"{', '.join(show(a) for a in accepted)}{hint}")
         return default
 
     def integer(self, raw: dict, key: str, lo: int, hi: int, default: Any, accepted: str) -> int:
@@ -349,7 +189,7 @@ def _exec_range(v: _Validator, raw: dict) -> tuple[str, str, tuple[tuple[int, in
     if word.strip().lower() == "next":
         count = count.strip() if _ else "1"
         if not _uint(count) or not 1 <= int(count) < 1 << 62:
-            v.bad("exec_range", text, f"asks for {_show(count)} executions; N in \"next:N\" is a "
+            v.bad("exec_range", text, f"asks for {show(count)} executions; N in \"next:N\" is a "
                   f"whole number from 1; {accepted}")
             return default
         # Each process fixes each model's N rounds when it next begins (native models.c);
@@ -359,7 +199,7 @@ def _exec_range(v: _Validator, raw: dict) -> tuple[str, str, tuple[tuple[int, in
     bad = [t for t in tokens if not _uint(t) or int(t) >= 1 << 63]
     if bad:
         v.bad("exec_range", text, f"has {'an invalid bound' if len(bad) == 1 else 'invalid bounds'}"
-              f" {', '.join(_show(b) for b in bad)}; bounds are non-negative integers; {accepted}")
+              f" {', '.join(show(b) for b in bad)}; bounds are non-negative integers; {accepted}")
         return default
     nums = [int(t) for t in tokens]
     if len(nums) == 1:
@@ -388,7 +228,7 @@ def _ids(v: _Validator, raw: dict) -> tuple[str, ...]:
     items = _split_list(text)
     bad = [i for i in items if not _ID_RE.match(i)]
     if bad:
-        v.bad("ids", text, f"has invalid op ids {', '.join(_show(b) for b in bad)}; an op id is "
+        v.bad("ids", text, f"has invalid op ids {', '.join(show(b) for b in bad)}; an op id is "
               'numbers joined by "_", e.g. "2", "2_1", "2_1_0"; give several as "0,2_1"')
         return ()
     long = [i for i in items if len(i.encode()) >= ID_LEN]
@@ -418,7 +258,7 @@ def _devices(v: _Validator, raw: dict) -> tuple[int, ...]:
     items = _split_list(text)
     bad = [i for i in items if not _uint(i) or int(i) > 2**31 - 1]
     if bad:
-        v.bad("device", text, f"has invalid device ids {', '.join(_show(b) for b in bad)}; "
+        v.bad("device", text, f"has invalid device ids {', '.join(show(b) for b in bad)}; "
               'give device ids as a comma-separated string, e.g. "0" or "0,1"')
         return ()
     if len(items) > MAX_DEVICES:
@@ -431,7 +271,7 @@ def _overflow(v: _Validator, raw: dict, task: str) -> tuple[int, str, bool]:
     default = DEFAULTS["overflow_check"]
     value = raw.get("overflow_check", default)
     if not isinstance(value, dict):
-        v.bad("overflow_check", value, f"is {_type_name(value)}; give an object, e.g. "
+        v.bad("overflow_check", value, f"is {type_name(value)}; give an object, e.g. "
               '{"overflow_nums": 1, "check_mode": "all"}')
         return default["overflow_nums"], default["check_mode"], default["probe_scan"]
     for key in value:
@@ -450,7 +290,7 @@ def _overflow(v: _Validator, raw: dict, task: str) -> tuple[int, str, bool]:
     scan = value.get("probe_scan", default["probe_scan"])
     if not isinstance(scan, bool):
         v.bad("overflow_check.probe_scan", scan,
-              f"is {_type_name(scan)}; accepted values: true or false")
+              f"is {type_name(scan)}; accepted values: true or false")
         scan = default["probe_scan"]
     if "overflow_check" in raw and task != "overflow_check":
         v.notes.append(f'"overflow_check" is ignored because task is "{task}"')
@@ -461,7 +301,7 @@ def validate(raw: Any, source: str = "config") -> Config:
     """Checks a parsed config document; raises ConfigError listing every problem."""
     if not isinstance(raw, dict):
         raise ConfigError(source, ["the config must be an object of fields, got "
-                                   f"{_type_name(raw)}"])
+                                   f"{type_name(raw)}"])
     v = _Validator()
     for key in raw:
         if key in DEFAULTS or (isinstance(key, str) and key.startswith("_")):
@@ -496,42 +336,3 @@ def validate(raw: Any, source: str = "config") -> Config:
         queue_full_policy=policy, exec_mode=exec_mode, ranges=ranges, recorder=recorder,
         notes=tuple(v.notes),
     )
-
-
-ASLEEP = CompiledConfig()
-
-
-def compile_config(cfg: Config | None) -> CompiledConfig:
-    """Maps a validated config to the control block (contracts §3); None = asleep."""
-    if cfg is None:
-        return ASLEEP
-    overflow = cfg.task == "overflow_check"
-    return CompiledConfig(
-        state=1 if cfg.dump_enable else 0,
-        task=TASK_BITS[cfg.task],
-        exec_mode=EXEC_MODES["ranges" if cfg.exec_mode == "next" else cfg.exec_mode],
-        ranges=cfg.ranges if cfg.exec_mode in ("ranges", "next") else (),
-        save_child=int(cfg.save_child),
-        filter_level=cfg.filter_level,
-        ids=cfg.ids,
-        op_names=cfg.op_name,
-        devices=cfg.device,
-        overflow_mode=CHECK_MODES.index(cfg.check_mode) if overflow else 0,
-        overflow_nums=cfg.overflow_nums if overflow else -1,
-        overflow_scan=int(cfg.probe_scan) if overflow else 0,
-        queue_budget_bytes=cfg.queue_budget_mb << 20,
-        queue_policy=POLICIES.index(cfg.queue_full_policy),
-        save_all_stages=int(cfg.save_all_stages),
-        next_count=cfg.ranges[0][1] + 1 if cfg.exec_mode == "next" else 0,
-        **_compile_recorder(cfg),
-    )
-
-
-def _compile_recorder(cfg: Config) -> dict[str, Any]:
-    r = cfg.recorder
-    if r is None or not cfg.dump_enable:
-        return {}
-    return {"rec_armed": 1, "rec_keep_rounds": r.keep_rounds, "rec_after_rounds": r.after_rounds,
-            "rec_max_incidents": r.max_incidents, "rec_triggers": r.trigger_bits,
-            "rec_flush_on_exit": int(r.flush_on_exit), "rec_budget_bytes": r.budget_mb << 20,
-            "rec_abs_max": r.abs_max_over or 0.0}

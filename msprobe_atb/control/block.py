@@ -8,7 +8,7 @@ from functools import cache
 from pathlib import Path
 from typing import NamedTuple
 
-from msprobe_atb.config.schema import CompiledConfig
+from msprobe_atb.config.compile import CompiledConfig
 from msprobe_atb.control.ext import ControlError, ext
 from msprobe_atb.control.probefiles import resolve_dump_root
 

@@ -16,15 +16,9 @@ import logging
 import time
 from pathlib import Path
 
+from msprobe_atb.config.compile import ASLEEP, STATE_NAMES, CompiledConfig, compile_config
 from msprobe_atb.config.loader import load_bytes
-from msprobe_atb.config.schema import (
-    ASLEEP,
-    STATE_NAMES,
-    CompiledConfig,
-    Config,
-    ConfigError,
-    compile_config,
-)
+from msprobe_atb.config.schema import Config, ConfigError
 from msprobe_atb.tree import lastgood
 
 log = logging.getLogger("msprobe_atb")

@@ -24,6 +24,13 @@ _ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
 BACKSLASH = "\\x5c"
 
 
+def raw_bytes(s: str) -> bytes:
+    """A name or path as the record log holds it (odd bytes as surrogate escapes,
+    see native/core/mechanisms/jsonw.h) as its raw bytes, which the CSVs hold, so
+    that a Tensor Path names the file on disk."""
+    return s.encode("utf-8", "surrogateescape")
+
+
 def text_of_bytes(data: bytes) -> str:
     """Raw bytes (a name, a path, a whole CSV file) in the text form."""
     return BACKSLASH.join(p.decode("utf-8", "backslashreplace") for p in data.split(b"\\"))

@@ -8,7 +8,7 @@ import dataclasses
 
 import cp_helpers  # noqa: F401 (builds the extension if it is missing)
 
-from msprobe_atb.config.schema import CompiledConfig
+from msprobe_atb.config.compile import CompiledConfig
 from msprobe_atb.control.block import (
     _CONFIG_LISTS,
     ControlBlock,
@@ -33,7 +33,7 @@ def _same(struct: str, c_fields: set[str], view, py_fields: set[str], where: str
 def test_compiled_config_is_struct_msp_config():
     c = layout_fields("msp_config")
     _same("msp_config", {*c.numbers, *c.lists}, CompiledConfig, _names(CompiledConfig),
-          "config/schema.py")
+          "config/compile.py")
     assert set(c.lists) == set(_CONFIG_LISTS), "a list of struct msp_config needs a line " \
         "in block.py's _CONFIG_LISTS"
     assert not c.arrays

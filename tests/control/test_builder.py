@@ -361,9 +361,9 @@ def test_released_rows_do_not_count_against_the_waiting_bound(out_dir, shims, mo
     record released go in the same flush: counting them forced the next round's
     rows out before a lower seq came (a backlog of 8 processes' logs hit the
     bound at every flush and merged thousands of rows into place)."""
-    import msprobe_atb.tree.builder as builder
+    import msprobe_atb.tree.heldrounds as heldrounds
 
-    monkeypatch.setattr(builder, "HELD_BYTES", 8192)  # a round of 1 row, not one of 40
+    monkeypatch.setattr(heldrounds, "HELD_BYTES", 8192)  # a round of 1 row, not one of 40
     a = shims(out_dir, dev=0)
     dump_root = out_dir / "atb_dump_data"
     a.block.set_proc_counter(a.slot, "queue_depth", 3)  # tensors in flight: never quiet

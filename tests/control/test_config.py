@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from msprobe_atb.config import ConfigError, compile_config, load_config, validate
-from msprobe_atb.config.schema import ASLEEP
+from msprobe_atb.config.compile import ASLEEP
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from msprobe_atb.config.schema import ASLEEP
+from msprobe_atb.config.compile import ASLEEP
 from msprobe_atb.control.block import ControlBlock
 from msprobe_atb.daemon.controller import Controller
 from msprobe_atb.tree import lastgood

@@ -147,7 +147,7 @@ def test_file_count_stays_bounded_over_many_rounds(out_dir, shims, two_nodes_env
 def test_names_that_are_not_utf8_keep_their_bytes_visible(out_dir, shims, two_nodes_env):
     a = shims(out_dir, dev=0)
     dump_root = out_dir / "atb_dump_data"
-    # the record log carries a non-UTF-8 byte as a surrogate escape (builder.py)
+    # the record log carries a non-UTF-8 byte as a surrogate escape (tree/names.py)
     a.tensor(0, "2_L\udcffx", "before/intensor0.bin", task="statistics")
     a.tensor(0, "2_L\udcffx", "after/outtensor0.bin", task="statistics", note="odd \udcfe")
     a.exit()

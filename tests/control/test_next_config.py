@@ -11,7 +11,7 @@ import pytest
 
 from msprobe_atb import wait
 from msprobe_atb.config import ConfigError, compile_config, validate
-from msprobe_atb.config.schema import CompiledConfig
+from msprobe_atb.config.compile import CompiledConfig
 from msprobe_atb.control.block import ControlBlock, ProcModel
 from msprobe_atb.daemon.controller import Controller
 from msprobe_atb.status import _models_view, next_text

@@ -19,8 +19,9 @@ import logging
 from pathlib import Path
 
 from msprobe_atb.config import cli as check_cli
+from msprobe_atb.config.compile import compile_config
 from msprobe_atb.config.loader import load_bytes
-from msprobe_atb.config.schema import Config, ConfigError, compile_config
+from msprobe_atb.config.schema import Config, ConfigError
 from msprobe_atb.control.block import ControlBlock
 from msprobe_atb.daemon.service import Daemon
 

@@ -69,7 +69,8 @@ class Dump:
             self._lock_fd = None
 
     def publish(self, raw: dict[str, Any] | None = None, error: str | None = None) -> None:
-        from msprobe_atb.config.schema import compile_config, validate
+        from msprobe_atb.config.compile import compile_config
+        from msprobe_atb.config.schema import validate
         from msprobe_atb.control.block import ControlBlock
 
         with ControlBlock(self.root, create=True) as block:

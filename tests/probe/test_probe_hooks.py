@@ -671,7 +671,8 @@ def test_forked_child_attaches_as_its_own_process(dump):
 
 
 def publish_compiled(dump: Dump, **changes) -> None:
-    from msprobe_atb.config.schema import compile_config, validate
+    from msprobe_atb.config.compile import compile_config
+    from msprobe_atb.config.schema import validate
     from msprobe_atb.control.block import ControlBlock
 
     cfg = dataclasses.replace(compile_config(validate(AWAKE)), **changes)

@@ -123,7 +123,8 @@ def test_frozen_daemon_does_not_stall_the_service(tmp_path, services):
 
 
 def test_no_op_lost_after_a_daemon_died_without_cleaning_up(tmp_path):
-    from msprobe_atb.config.schema import compile_config, validate
+    from msprobe_atb.config.compile import compile_config
+    from msprobe_atb.config.schema import validate
     from msprobe_atb.control.block import ControlBlock
 
     out = tmp_path / "out"
