@@ -238,18 +238,33 @@ def test_atbs_false_report_of_a_finite_bf16_is_no_cause(false_report_dump):
     assert text.splitlines()[0] == line
 
 
-def test_stats_replays_each_op_once(dumps, monkeypatch):
-    """The replay line of stats' first NaN/Inf is the diagnosis' verdict on its op: no
-    op is replayed a second time for it."""
+@pytest.fixture
+def replays(monkeypatch) -> list[str]:
+    """The path of every op a command replays (Replayer.replay), in order."""
     from msprobe_atb.offline.replay.runner import Replayer
 
-    replayed = []
+    replayed: list[str] = []
     replay = Replayer.replay
     monkeypatch.setattr(Replayer, "replay", lambda self, op: replayed.append(op.path)
                         or replay(self, op))
+    return replayed
+
+
+def test_stats_replays_each_op_once(dumps, replays):
+    """The replay line of stats' first NaN/Inf is the diagnosis' verdict on its op: no
+    op is replayed a second time for it."""
     rc, text = run_cli("stats", str(dumps["norm_and_linear"]))
     assert "\n  replay: overflow (" in text, text
-    assert replayed and len(replayed) == len(set(replayed)), replayed
+    assert replays and len(replays) == len(set(replays)), replays
+
+
+def test_compare_replays_each_op_once(dumps, replays, tmp_path):
+    """The replay line of compare's first divergent op is the diagnosis' verdict on its
+    op, which the walk from that divergence replayed: not replayed again."""
+    rc, text = run_cli("compare", "-gp", str(dumps["golden"]), "-tp",
+                       str(dumps["norm_and_linear"]), "-o", str(tmp_path / "c.csv"))
+    assert "\n  replay: own-error (" in text, text
+    assert replays and len(replays) == len(set(replays)), replays
 
 
 @pytest.fixture(scope="module")

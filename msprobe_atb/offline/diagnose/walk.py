@@ -106,10 +106,11 @@ class Walker:
                 return op
         return None
 
-    def verdict(self, tensor: dict) -> OpResult | None:
-        """The replay verdict on the op holding a tensor of the table, as `replay`
-        says it (runner.replay_op), from the replays the walks made."""
-        op = holding_op(self.rep.by_id, tensor["dev_pid"], tensor["round"], tensor["op_id"])
+    def verdict(self, key: Key) -> OpResult | None:
+        """The replay verdict on the op holding a tensor of the table (`key`: its
+        dev_pid, round and op_id), as `replay` says it (runner.holding_op and
+        op_verdict), from the replays the walks made."""
+        op = holding_op(self.rep.by_id, *key)
         return None if op is None else op_verdict(op, self.rep.by_id, self.replay)
 
     def replay(self, op: DumpedOp) -> OpResult:
