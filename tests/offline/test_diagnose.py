@@ -12,10 +12,13 @@ runs every case, with MSPROBE_ATB_TEST_DIAGNOSE_ALL=1."""
 
 from __future__ import annotations
 
+import contextlib
 import html
+import io
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 from offline_helpers import (
@@ -25,6 +28,9 @@ from offline_helpers import (
     need_real,
     run_cli,
 )
+
+from msprobe_atb.cli import main
+from msprobe_atb.tree.incidents import IncidentBook
 
 MODEL = ["--layers", "2", "--hidden", "32", "--heads", "2", "--vocab", "64", "--prompt-len",
          "4", "--decode-steps", "4", "--seed", "3"]
@@ -264,6 +270,29 @@ def test_compare_replays_each_op_once(dumps, replays, tmp_path):
     rc, text = run_cli("compare", "-gp", str(dumps["golden"]), "-tp",
                        str(dumps["norm_and_linear"]), "-o", str(tmp_path / "c.csv"))
     assert "\n  replay: own-error (" in text, text
+    assert replays and len(replays) == len(set(replays)), replays
+
+
+def test_incidents_replay_each_op_once(dumps, replays, tmp_path):
+    """Two incidents at the first NaN/Inf of one process: one diagnosis of the process
+    gives both their lines and their op's verdict, each op replayed once."""
+    out = tmp_path / "incidents"
+    shutil.copytree(dumps["norm_and_linear"], out, symlinks=True)
+    rc, text = run_cli("stats", str(out), "--json")
+    first = json.loads(text)["first_nonfinite"][0]
+    root = next(out.rglob("atb_dump_data"))
+    book = IncidentBook(root)
+    for seq in (1, 2):
+        book.add_trigger(seq, "inf", "inf", seq, first["round"],
+                         str(Path(first["path"]).relative_to(root / "data")),
+                         int(first["dev_pid"].split("_")[1]), {"pinf": 1})
+    book.flush()
+    replays.clear()  # stats' own
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):  # incidents is not an offline/cli.py command
+        assert main(["incidents", str(out)]) == 0
+    text = said.getvalue()
+    assert text.count("\n  replay: overflow (") == 2, text
     assert replays and len(replays) == len(set(replays)), replays
 
 
