@@ -315,7 +315,9 @@ def test_a_weight_far_past_its_other_layers_is_named_without_a_golden(scaled_wei
     assert rc == 1, doc["lines"]
     (line,) = doc["lines"]
     assert line.startswith("root cause: weight DecoderModel_Prefill_weight_"), line
-    assert line.endswith(" already bad when read by 3_Prefill_layer (prefill round 0: its norm "
-                         "is 1.01e+03x its median over the model's 4 layers, no op of the dump "
-                         "wrote it)"), line
-    assert doc["causes"][0]["cause"]["input"]["kind"] == "weight"
+    # named with the op that reads it, the layer's Down Linear, not the layer
+    assert line.endswith(" already bad when read by 3_Prefill_layer/12_LinearOperation (prefill "
+                         "round 0: its norm is 1.01e+03x its median over the model's 4 layers, "
+                         "no op of the dump wrote it)"), line
+    cause = doc["causes"][0]["cause"]
+    assert (cause["input"]["kind"], cause["op_type"]) == ("weight", "LinearOperation")
