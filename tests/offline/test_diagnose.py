@@ -12,10 +12,13 @@ runs every case, with MSPROBE_ATB_TEST_DIAGNOSE_ALL=1."""
 
 from __future__ import annotations
 
+import contextlib
 import html
+import io
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 from offline_helpers import (
@@ -25,6 +28,9 @@ from offline_helpers import (
     need_real,
     run_cli,
 )
+
+from msprobe_atb.cli import main
+from msprobe_atb.tree.incidents import IncidentBook
 
 MODEL = ["--layers", "2", "--hidden", "32", "--heads", "2", "--vocab", "64", "--prompt-len",
          "4", "--decode-steps", "4", "--seed", "3"]
@@ -238,18 +244,56 @@ def test_atbs_false_report_of_a_finite_bf16_is_no_cause(false_report_dump):
     assert text.splitlines()[0] == line
 
 
-def test_stats_replays_each_op_once(dumps, monkeypatch):
-    """The replay line of stats' first NaN/Inf is the diagnosis' verdict on its op: no
-    op is replayed a second time for it."""
+@pytest.fixture
+def replays(monkeypatch) -> list[str]:
+    """The path of every op a command replays (Replayer.replay), in order."""
     from msprobe_atb.offline.replay.runner import Replayer
 
-    replayed = []
+    replayed: list[str] = []
     replay = Replayer.replay
     monkeypatch.setattr(Replayer, "replay", lambda self, op: replayed.append(op.path)
                         or replay(self, op))
+    return replayed
+
+
+def test_stats_replays_each_op_once(dumps, replays):
+    """The replay line of stats' first NaN/Inf is the diagnosis' verdict on its op: no
+    op is replayed a second time for it."""
     rc, text = run_cli("stats", str(dumps["norm_and_linear"]))
     assert "\n  replay: overflow (" in text, text
-    assert replayed and len(replayed) == len(set(replayed)), replayed
+    assert replays and len(replays) == len(set(replays)), replays
+
+
+def test_compare_replays_each_op_once(dumps, replays, tmp_path):
+    """The replay line of compare's first divergent op is the diagnosis' verdict on its
+    op, which the walk from that divergence replayed: not replayed again."""
+    rc, text = run_cli("compare", "-gp", str(dumps["golden"]), "-tp",
+                       str(dumps["norm_and_linear"]), "-o", str(tmp_path / "c.csv"))
+    assert "\n  replay: own-error (" in text, text
+    assert replays and len(replays) == len(set(replays)), replays
+
+
+def test_incidents_replay_each_op_once(dumps, replays, tmp_path):
+    """Two incidents at the first NaN/Inf of one process: one diagnosis of the process
+    gives both their lines and their op's verdict, each op replayed once."""
+    out = tmp_path / "incidents"
+    shutil.copytree(dumps["norm_and_linear"], out, symlinks=True)
+    rc, text = run_cli("stats", str(out), "--json")
+    first = json.loads(text)["first_nonfinite"][0]
+    root = next(out.rglob("atb_dump_data"))
+    book = IncidentBook(root)
+    for seq in (1, 2):
+        book.add_trigger(seq, "inf", "inf", seq, first["round"],
+                         str(Path(first["path"]).relative_to(root / "data")),
+                         int(first["dev_pid"].split("_")[1]), {"pinf": 1})
+    book.flush()
+    replays.clear()  # stats' own
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):  # incidents is not an offline/cli.py command
+        assert main(["incidents", str(out)]) == 0
+    text = said.getvalue()
+    assert text.count("\n  replay: overflow (") == 2, text
+    assert replays and len(replays) == len(set(replays)), replays
 
 
 @pytest.fixture(scope="module")
@@ -271,7 +315,9 @@ def test_a_weight_far_past_its_other_layers_is_named_without_a_golden(scaled_wei
     assert rc == 1, doc["lines"]
     (line,) = doc["lines"]
     assert line.startswith("root cause: weight DecoderModel_Prefill_weight_"), line
-    assert line.endswith(" already bad when read by 3_Prefill_layer (prefill round 0: its norm "
-                         "is 1.01e+03x its median over the model's 4 layers, no op of the dump "
-                         "wrote it)"), line
-    assert doc["causes"][0]["cause"]["input"]["kind"] == "weight"
+    # named with the op that reads it, the layer's Down Linear, not the layer
+    assert line.endswith(" already bad when read by 3_Prefill_layer/12_LinearOperation (prefill "
+                         "round 0: its norm is 1.01e+03x its median over the model's 4 layers, "
+                         "no op of the dump wrote it)"), line
+    cause = doc["causes"][0]["cause"]
+    assert (cause["input"]["kind"], cause["op_type"]) == ("weight", "LinearOperation")

@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 
 from msprobe_atb.cli import main
+from msprobe_atb.offline.diagnose.engine import diagnose
 from msprobe_atb.offline.read.binfile import load_bin
 from msprobe_atb.offline.read.binwrite import bin_bytes
 from msprobe_atb.offline.read.table import open_dump
-from msprobe_atb.offline.replay.text import brief_line, replay_brief
+from msprobe_atb.offline.replay.text import brief, brief_line
 
 SILU = {"2_3_1": "model.layers.0.mlp.act_fn", "3_3_1": "model.layers.1.mlp.act_fn"}
 FLOAT32 = 0  # the .bin dtype code
@@ -88,7 +89,7 @@ def test_an_altered_activation_output_is_its_own_error(dump, tmp_path):
     assert "3_LlamaDecoderLayer/3_LlamaMLP/1_SiLUActivation is own-error" in first
     assert "(SiLUActivation model.layers.1.mlp.act_fn)" in text
     # another command's view of the tensor's op (stats, compare): the module itself
-    d = open_dump(str(bad))
-    brief = replay_brief(d, out.parents[5].name, 0, "3_3_1")  # data/{dev_pid}/0/...
-    assert (brief["verdict"], brief["module"]) == ("own-error", "model.layers.1.mlp.act_fn")
-    assert "1_SiLUActivation, model.layers.1.mlp.act_fn): output 0" in brief_line(brief)
+    key = (out.parents[5].name, 0, "3_3_1")  # data/{dev_pid}/0/...
+    said = brief(diagnose(open_dump(str(bad)), judge=[key]).verdicts.get(key))
+    assert (said["verdict"], said["module"]) == ("own-error", "model.layers.1.mlp.act_fn")
+    assert "1_SiLUActivation, model.layers.1.mlp.act_fn): output 0" in brief_line(said)

@@ -46,7 +46,7 @@ from ..read.dtypes import TOLERANCES
 from ..read.losses import format_losses, losses_summary
 from ..read.models import model_map
 from ..read.table import FILE_STATUSES, Dump, fill_missing_stats, op_path
-from ..replay.text import replay_brief
+from ..replay.text import brief
 from .dask_connect import CONNECT_TIMEOUT_S
 from .msprobe_cells import as_msprobe
 from .pair_engine import EngineReport, pair_metrics
@@ -376,11 +376,16 @@ def compare_dumps(golden: Dump, target: Dump, *, rtol: float | None = None,
     res = CompareResult(rows, pairs, notes, golden.problems + target.problems, engine=report,
                         scope=scope, models={**model_map(g), **model_map(t)})
     fd = first_divergence(res)
-    if fd is not None and fd["op_id"] is not None:
-        res.first_replay = replay_brief(target, fd["target_process"], fd["round"], fd["op_id"])
+    # the first divergent op's replay verdict (is it the op, its inputs or the dtype?)
+    # comes from the diagnosis' replays, so no op is replayed twice
+    first = [(fd["target_process"], fd["round"], fd["op_id"])] \
+        if fd is not None and fd["op_id"] is not None else []
     # an incomplete comparison's failures may pair different ops: the target alone then
-    res.diagnosis = diagnosis_json(diagnose(
-        target, t, failures=None if scope.incomplete else failing_rows(t, rows)))
+    diagnosis = diagnose(target, t, failures=None if scope.incomplete else failing_rows(t, rows),
+                         judge=first)
+    res.diagnosis = diagnosis_json(diagnosis)
+    if first:
+        res.first_replay = brief(diagnosis.verdicts.get(first[0]))
     return res
 
 

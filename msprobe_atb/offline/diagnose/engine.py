@@ -6,6 +6,7 @@ report and incidents."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -15,7 +16,7 @@ from ..read.table import Dump
 from ..replay.dumpops import DumpedOp
 from ..replay.runner import OpResult
 from .anomalies import Anomaly, find_anomalies, jumps, outlier_inputs
-from .walk import CacheHop, Cause, Walk, Walker, index_of
+from .walk import CacheHop, Cause, Key, Walk, Walker, index_of
 
 
 @dataclass
@@ -39,8 +40,9 @@ class Diagnosis:
     several: bool  # the dump has several processes: the device is said
     # ATB's reports of a finite bf16 output: no finding, said as false reports
     false_reports: list[Anomaly] = field(default_factory=list)
-    # (dev_pid, round, op_id) of each first NaN/Inf -> the replay verdict on its op
-    verdicts: dict[tuple[str, int, str], OpResult] = field(default_factory=dict)
+    # (dev_pid, round, op_id) of each tensor diagnose was asked to judge -> the replay
+    # verdict on its op
+    verdicts: dict[Key, OpResult] = field(default_factory=dict)
 
 
 def _key(row: dict) -> tuple:
@@ -82,9 +84,13 @@ def _consequence(walker: Walker, anomalies: list[Anomaly], cause: Cause
 
 
 def diagnose(dump: Dump, df: pl.DataFrame | None = None,
-             failures: pl.DataFrame | None = None) -> Diagnosis:
+             failures: pl.DataFrame | None = None, judge: Iterable[Key] = ()) -> Diagnosis:
     """The root cause per process of the tensors `df` (default: the whole dump);
-    `failures`: the rows compare found diverging from a golden (failing_rows)."""
+    `failures`: the rows compare found diverging from a golden (failing_rows);
+    `judge`: the tensors (dev_pid, round, op_id) whose op's replay verdict the
+    caller shows beside the diagnosis (stats' first NaN/Inf, compare's first
+    divergence, an incident's first offending tensor), in `verdicts`: taken from
+    the walks' replays, so that a command replays no op twice."""
     from ..read.models import model_map
 
     # the device is said wherever the dump has several processes, whatever `df` holds
@@ -94,9 +100,10 @@ def diagnose(dump: Dump, df: pl.DataFrame | None = None,
     jumped = jumps(df)
     found = find_anomalies(df, jumped, failures, overflow_log_events(dump) or [])
     out = Diagnosis([], [], model_map(df), several)
-    if not found:
+    judge = list(judge)
+    if not found and not judge:
         return out
-    walker = Walker(dump, df.filter(pl.col("dev_pid").is_in(list(found))),
+    walker = Walker(dump, df.filter(pl.col("dev_pid").is_in([*found, *(k[0] for k in judge)])),
                     *_bad_tensors(df, jumped, failures))
     for dev_pid, anomalies in sorted(found.items(), key=lambda kv: (kv[1][0].tensor["round"],
                                                                       kv[1][0].seq)):
@@ -118,12 +125,10 @@ def diagnose(dump: Dump, df: pl.DataFrame | None = None,
         else:
             out.unexplained += [(a, why.get(id(a), "")) for a in anomalies
                                 if a.kind != "jump"][:1]
-        for a in anomalies:
-            if a.kind == "nonfinite":
-                t = a.tensor
-                verdict = walker.verdict(t)
-                if verdict is not None:
-                    out.verdicts[(t["dev_pid"], t["round"], t["op_id"])] = verdict
+    for key in judge:  # after the walks: their replays are reused
+        verdict = walker.verdict(key)
+        if verdict is not None:
+            out.verdicts[key] = verdict
     return out
 
 

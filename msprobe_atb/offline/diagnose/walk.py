@@ -12,7 +12,8 @@ that is suspect is a cause itself: it was bad when it entered the dump. A KV cac
 is followed instead to the op that wrote the bad value into it in an earlier
 round, when the dump holds that op. Such an input is named only when it is bad
 for sure (NaN/Inf, or diverging from the golden), not for a jump alone, but for a
-weight far past the same weight of the model's other layers. With no
+weight far past the same weight of the model's other layers. A weight a layer
+takes in is named with the op inside it that reads it (info/layer). With no
 op or input at fault, the earliest op whose exact result leaves its dtype
 (`overflow`) is the cause.
 """
@@ -106,10 +107,11 @@ class Walker:
                 return op
         return None
 
-    def verdict(self, tensor: dict) -> OpResult | None:
-        """The replay verdict on the op holding a tensor of the table, as `replay`
-        says it (runner.replay_op), from the replays the walks made."""
-        op = holding_op(self.rep.by_id, tensor["dev_pid"], tensor["round"], tensor["op_id"])
+    def verdict(self, key: Key) -> OpResult | None:
+        """The replay verdict on the op holding a tensor of the table (`key`: its
+        dev_pid, round and op_id), as `replay` says it (runner.holding_op and
+        op_verdict), from the replays the walks made."""
+        op = holding_op(self.rep.by_id, *key)
         return None if op is None else op_verdict(op, self.rep.by_id, self.replay)
 
     def replay(self, op: DumpedOp) -> OpResult:
@@ -138,6 +140,20 @@ class Walker:
                 if op is not None:
                     return op
         return None
+
+    def _reader(self, op: DumpedOp, index: int) -> DumpedOp:
+        """The dumped op below graph `op` that first reads its input `index` (from
+        info/layer), else `op`: a weight a layer takes in is used by one of its ops
+        (a Linear, a norm), and that op is the one a person looks at."""
+        found = find_node(self.rep.graphs.get(op.dev_pid, {}), op.op_id) if op.children \
+            else None
+        if found is None or index >= len(found[0].inputs):
+            return op
+        tensor = found[0].inputs[index]
+        for leaf in _leaves(found[0]):
+            if tensor in leaf.inputs and (op.dev_pid, op.round, leaf.op_id) in self.rep.by_id:
+                return self.rep.by_id[(op.dev_pid, op.round, leaf.op_id)]
+        return op
 
     def _top_output(self, dev_pid: str, round_: int, gid: str, model_tensor: str
                     ) -> DumpedOp | None:
@@ -265,7 +281,9 @@ class Walker:
                     queue.append(writer)
                     return
             key = (op.dev_pid, op.round, op.op_id, "input", index)
+            reader = self._reader(op, index) if src["kind"] == "weight" else op
             if key in self.confirmed:
-                causes.append(Cause("input-bad", op, source=src))
+                causes.append(Cause("input-bad", reader, source=src))
             elif src["kind"] == "weight" and key in self.outliers:
-                causes.append(Cause("input-bad", op, source={**src, "what": self.outliers[key]}))
+                causes.append(Cause("input-bad", reader,
+                                    source={**src, "what": self.outliers[key]}))

@@ -47,24 +47,30 @@ def run_incidents(args: argparse.Namespace) -> int:
 def _add_replay(dump_root: Path, docs: list[dict]) -> None:
     """Each incident's first offending op, replayed from the rounds it flushed
     (the op, its inputs, or the dtype: msprobe-atb replay), and the root cause in
-    its process's rounds (msprobe-atb diagnose)."""
+    its process's rounds (msprobe-atb diagnose). One diagnosis per process, which
+    also gives the verdicts on its incidents' ops: no op is replayed twice."""
     import polars as pl
 
     from msprobe_atb.offline.diagnose.engine import diagnose
     from msprobe_atb.offline.diagnose.text import diagnosis_json
     from msprobe_atb.offline.read.layout import DumpNotFound
     from msprobe_atb.offline.read.table import open_dump
-    from msprobe_atb.offline.replay.text import replay_brief
+    from msprobe_atb.offline.replay.text import brief
     try:
         dump = open_dump(dump_root, fill_stats=True)
     except (DumpNotFound, ValueError, OSError):
         return
+    by_process: dict[str, list[dict]] = {}
     for d in docs:
-        ft = d.get("first_tensor") or {}
-        if "error" in d:
-            continue
-        dev_pid = f"{d.get('device')}_{d.get('pid')}"
+        if "error" not in d:
+            by_process.setdefault(f"{d.get('device')}_{d.get('pid')}", []).append(d)
+    for dev_pid, mine_docs in by_process.items():
+        ops = {id(d): (dev_pid, d["round"], ft["op_id"]) for d in mine_docs
+               if (ft := d.get("first_tensor") or {}).get("op_id") and d.get("round") is not None}
         mine = dump.tensors.filter(pl.col("dev_pid") == dev_pid)
-        d["diagnosis"] = diagnosis_json(diagnose(dump, mine if mine.height else None))
-        if ft.get("op_id") and d.get("round") is not None:
-            d["replay"] = replay_brief(dump, dev_pid, d["round"], ft["op_id"])
+        diagnosis = diagnose(dump, mine if mine.height else None, judge=ops.values())
+        said = diagnosis_json(diagnosis)
+        for d in mine_docs:
+            d["diagnosis"] = said
+            if id(d) in ops:
+                d["replay"] = brief(diagnosis.verdicts.get(ops[id(d)]))

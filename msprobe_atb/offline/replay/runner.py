@@ -247,12 +247,3 @@ def op_verdict(op: DumpedOp, by_id: dict, replay) -> OpResult:
         results = [replay(by_id[(op.dev_pid, op.round, c)]) for c in op.children]
         return first_at_fault(results) or results[-1]
     return replay(op)
-
-
-def replay_op(dump: Dump, dev_pid: str, round_: int, op_id: str) -> OpResult | None:
-    """The verdict on the op that holds a tensor of interest (a kernel's tensor is
-    judged as its op's), replaying only that process's round."""
-    df = dump.tensors.filter((pl.col("dev_pid") == dev_pid) & (pl.col("round") == round_))
-    rep = Replayer(dump, df)
-    op = holding_op(rep.by_id, dev_pid, round_, op_id)
-    return None if op is None else op_verdict(op, rep.by_id, rep.replay)

@@ -92,14 +92,3 @@ def brief_line(b: dict) -> str:
         text += f"; worst element {w['index']}: dumped {number(w['dumped'])}, float64 " \
                 f"{number(w['float64'])}"
     return text
-
-
-def replay_brief(dump, dev_pid: str, round_: int, op_id: str) -> dict | None:
-    """The brief verdict on the op holding a tensor, or None where nothing can be said
-    (the op is not in the dump); a failure to replay is said, never raised."""
-    from .runner import replay_op
-    try:
-        return brief(replay_op(dump, dev_pid, round_, op_id))
-    except (OSError, ValueError, MemoryError) as e:
-        return {"verdict": "not-replayable", "path": op_id, "op_type": "",
-                "why": f"replay failed: {e}", "worst": None}

@@ -125,7 +125,8 @@ def summarize(dump: Dump, df: pl.DataFrame | None = None, *, top: int = 10) -> d
     # the root cause, as diagnose, compare, the report and incidents say it; its
     # replays give each first NaN/Inf's op its verdict (is it the op, its inputs or
     # the dtype?), so no op is replayed twice
-    diagnosis = diagnose(dump, df)
+    diagnosis = diagnose(dump, df, judge=[(f["dev_pid"], f["round"], f["op_id"])
+                                          for f in firsts])
     graphs_cache: dict[str, tuple] = {}
     info = dump.layout.info
     for f in firsts:
