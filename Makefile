@@ -71,9 +71,14 @@ lint: deps
 # hostile-path trees) out of /tmp at the end, which took minutes on a shared machine.
 # The last run's is removed here, not by pytest: pytest does it inside the first
 # test's setup, under that test's timeout (a run after a long one failed there).
+# The tests run on PYTEST_WORKERS pytest-xdist workers (most of a test's time is spent
+# waiting on its subprocesses); --dist loadgroup keeps each module on one worker
+# (tests/conftest.py). PYTEST_WORKERS=0 runs them one at a time in one process.
+PYTEST_WORKERS ?= 2
 pytest: all deps
 	rm -rf $(BUILD)/pytest-tmp
-	$(VENV)/bin/pytest -q -ra --durations=25 --basetemp=$(BUILD)/pytest-tmp tests
+	$(VENV)/bin/pytest -q -ra --durations=25 -n $(PYTEST_WORKERS) --dist loadgroup \
+		--basetemp=$(BUILD)/pytest-tmp tests
 
 test: all native-test lint pytest
 
