@@ -72,15 +72,20 @@ lint: deps
 # The last run's is removed here, not by pytest: pytest does it inside the first
 # test's setup, under that test's timeout (a run after a long one failed there).
 # The tests run on PYTEST_WORKERS pytest-xdist workers (most of a test's time is spent
-# waiting on its subprocesses); --dist loadgroup keeps each module on one worker
-# (tests/conftest.py). PYTEST_WORKERS=0 runs them one at a time in one process.
+# waiting on its subprocesses); --dist loadfile keeps each module on one worker, so
+# a module-scoped fixture is built once. PYTEST_WORKERS=0 runs them in one process.
 PYTEST_WORKERS ?= 2
 pytest: all deps
 	rm -rf $(BUILD)/pytest-tmp
-	$(VENV)/bin/pytest -q -ra --durations=25 -n $(PYTEST_WORKERS) --dist loadgroup \
+	$(VENV)/bin/pytest -q -ra --durations=25 -n $(PYTEST_WORKERS) --dist loadfile \
 		--basetemp=$(BUILD)/pytest-tmp tests
 
-test: all native-test lint pytest
+# The build (native code, the native tests' binaries, the extensions) runs on both
+# cores; then the native tests, ruff and pytest, one after the other.
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+test:
+	$(MAKE) -j$(TEST_JOBS) all $(filter-out probe-native-test,$(NATIVE_TEST_TARGETS)) $(PROBE_TEST_BINS)
+	$(MAKE) native-test lint pytest
 
 # ---- standing fuzzers (`make test` runs a short version of each) ----
 # fuzz-NAME runs tests/fuzz/NAME_fuzz.py with FUZZ_ARGS_NAME:
