@@ -1,5 +1,9 @@
 """Shared paths to the build artifacts. Component fixtures live in each
-test folder's own conftest.py."""
+test folder's own conftest.py.
+
+`make pytest` runs the tests on two pytest-xdist workers with `--dist loadfile`:
+a module's tests run in one worker, so its module-scoped fixtures are built once.
+Session-scoped fixtures are built once per worker that needs them."""
 
 from __future__ import annotations
 
@@ -27,3 +31,4 @@ def clean_env() -> dict[str, str]:
     }
     env["MSPROBE_ATB_PYTHON"] = sys.executable
     return env
+

@@ -2,13 +2,33 @@
 # Runs the probe's native tests: the core unit tests (ASan+UBSan), a
 # multi-threaded SaveTensor stress per ABI through the real hook symbols
 # (ASan+UBSan) and the same stress under TSan. The last line is
-# "N passed, N failed".
+# "N passed, N failed". The independent cases run side by side, NATIVE_TEST_JOBS
+# at a time (default: the number of cores); each one's output is printed whole, in
+# the order below, when all are done.
 set -u
 BIN=${1:?usage: run_native_tests.sh <bin dir>}
 pass=0
 fail=0
 work=$(mktemp -d /tmp/msp_native_XXXXXX)
 trap 'rm -rf "$work"' EXIT
+max_jobs=${NATIVE_TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
+njobs=0
+
+# spawn CMD...: runs CMD in the background into $work/jobs/NN.out (a free slot first)
+mkdir -p "$work/jobs"
+spawn() {
+    while [ "$(jobs -rp | wc -l)" -ge "$max_jobs" ]; do wait -n; done
+    njobs=$((njobs + 1))
+    ("$@") >"$work/jobs/$(printf %03d $njobs).out" 2>&1 &
+}
+
+# env_run VAR=VALUE... -- FUNCTION ARGS...: the function with those variables exported
+# (in spawn's subshell, so they end with it)
+env_run() {
+    while [ "$1" != "--" ]; do export "$1"; shift; done
+    shift
+    "$@"
+}
 
 result() { # name rc
     if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "PASS $1"; else fail=$((fail + 1)); echo "FAIL $1"; fi
@@ -108,7 +128,7 @@ lazy_writers() {
     [ "${got:-}" = "threads=1 threads=4" ]
     result lazy-writers $?
 }
-lazy_writers "$BIN/stress_asan_abi1"
+spawn lazy_writers "$BIN/stress_asan_abi1"
 
 # IsSaveTensorInSpecificDir's cached verdicts (selcache.h) under threads: 4 host
 # threads ask about the same dirs while config B (other filters, and a device
@@ -143,16 +163,25 @@ dir_race() {
     result "$name" $?
 }
 # a publish leaves the old snapshot to the threads that may hold it (snapshot.c)
-ASAN_OPTIONS=detect_leaks=0 dir_race dir-race-asan "$BIN/stress_asan_abi1"
-TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" dir_race dir-race-tsan "$BIN/stress_tsan_abi1"
+spawn env_run ASAN_OPTIONS=detect_leaks=0 -- dir_race dir-race-asan "$BIN/stress_asan_abi1"
+spawn env_run TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" -- dir_race dir-race-tsan "$BIN/stress_tsan_abi1"
 
-stress stress-asan-abi0 "$BIN/stress_asan_abi0"
-stress stress-asan-abi1 "$BIN/stress_asan_abi1"
-TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" stress stress-tsan-abi1 "$BIN/stress_tsan_abi1"
-stress stress-asan-large "$BIN/stress_asan_abi1" 8 $((1 << 20))
-TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" stress stress-tsan-large "$BIN/stress_tsan_abi1" 8 $((1 << 20))
-stress stress-asan-large-ring "$BIN/stress_asan_abi1" 8 $((1 << 20)) $((4 << 20))
-TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" stress stress-tsan-large-ring "$BIN/stress_tsan_abi1" 8 $((1 << 20)) $((4 << 20))
+spawn stress stress-asan-abi0 "$BIN/stress_asan_abi0"
+spawn stress stress-asan-abi1 "$BIN/stress_asan_abi1"
+spawn env_run TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" -- stress stress-tsan-abi1 "$BIN/stress_tsan_abi1"
+spawn stress stress-asan-large "$BIN/stress_asan_abi1" 8 $((1 << 20))
+spawn env_run TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" -- stress stress-tsan-large "$BIN/stress_tsan_abi1" 8 $((1 << 20))
+spawn stress stress-asan-large-ring "$BIN/stress_asan_abi1" 8 $((1 << 20)) $((4 << 20))
+spawn env_run TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" -- stress stress-tsan-large-ring "$BIN/stress_tsan_abi1" 8 $((1 << 20)) $((4 << 20))
+
+wait
+# each case's output in order; its PASS/FAIL lines count once each
+for f in "$work"/jobs/*.out; do
+    cat "$f"
+    pass=$((pass + $(grep -c '^PASS ' "$f")))
+    fail=$((fail + $(grep -c '^FAIL ' "$f")))
+    grep -q -E '^(PASS|FAIL) ' "$f" || { fail=$((fail + 1)); echo "FAIL $(basename "$f"): no verdict"; }
+done
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

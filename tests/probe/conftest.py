@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 
 import pytest
@@ -11,8 +12,13 @@ from testkit import REPO, atbsim_bin, shim_lib, tmpfs_mounter
 
 @pytest.fixture(scope="session", autouse=True)
 def probe_built() -> None:
-    """The shim and the hook host are built from the current sources."""
-    subprocess.run(["make", "-s", "-j2", "probe"], cwd=REPO, check=True, capture_output=True)
+    """The shim and the hook host are built from the current sources (one make at a
+    time: two pytest-xdist workers would otherwise both write the same objects)."""
+    (REPO / "build").mkdir(exist_ok=True)
+    with open(REPO / "build" / ".probe-make.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run(["make", "-s", "-j2", "probe"], cwd=REPO, check=True,
+                       capture_output=True)
     for abi in (0, 1):
         assert shim_lib(abi).exists() and host_bin(abi).exists()
 
