@@ -449,8 +449,11 @@ def run(args: argparse.Namespace) -> int:
         except ControlError as exc:
             print(f"msprobe-atb status: {dump_root}: {exc}", file=sys.stderr)
             rc = max(rc, 1)
-    if args.json:
-        print(json.dumps(states[0] if len(dirs) == 1 and states else states, indent=2))
+    if args.json and len(dirs) == 1:
+        if states:  # else its error said why, and stdout holds no JSON to misread
+            print(json.dumps(states[0], indent=2))
+    elif args.json:
+        print(json.dumps(states, indent=2))
     elif states:
         print("\n\n".join(render(st) for st in states))
     return rc

@@ -195,3 +195,12 @@ def test_a_stalled_control_plane_is_said_behind(out_dir, shims, daemons, daemon_
     assert w.returncode == 3 and re.search(
         r"statistic.csv 2 records behind, " + AN_HOUR_AGO + r"; nothing built in the last \d+ "
         "s: no estimate of the time left", w.stderr), w.stderr
+
+
+def test_json_of_a_dir_it_cannot_read_prints_only_the_error(tmp_path):
+    """stdout is what a script parses: no `[]` beside the error that says why."""
+    for d in (tmp_path / "missing", tmp_path):
+        r = cli("status", str(d), "--json")
+        assert r.returncode == 2, r
+        assert r.stdout == "", r.stdout
+        assert str(d) in r.stderr
