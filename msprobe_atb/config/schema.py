@@ -292,6 +292,9 @@ def _overflow(v: _Validator, raw: dict, task: str) -> tuple[int, str, bool]:
         v.bad("overflow_check.probe_scan", scan,
               f"is {type_name(scan)}; accepted values: true or false")
         scan = default["probe_scan"]
+    if mode == "nan" and not scan and task == "overflow_check":
+        v.problems.append('"overflow_check.check_mode": "nan" finds nothing without '
+                          '"probe_scan": true (ATB\'s own scan reports Inf only, never NaN)')
     if "overflow_check" in raw and task != "overflow_check":
         v.notes.append(f'"overflow_check" is ignored because task is "{task}"')
     return nums, mode, scan

@@ -57,6 +57,8 @@ def test_defaults_match_msprobe():
      ["overflow_nums", "-1 (no limit)"]),
     ({"overflow_check": {"check_mode": "aicore"}}, ['"check_mode": "aicore"', '"inf"']),
     ({"overflow_check": {"probe_scan": "yes"}}, ["overflow_check.probe_scan", "true or false"]),
+    ({"task": "overflow_check", "overflow_check": {"check_mode": "nan"}},
+     ['check_mode": "nan" finds nothing without "probe_scan": true']),
     ({"overflow_check": {"overflow_num": 2}}, ['unknown key "overflow_num"',
                                                 'did you mean "overflow_nums"']),
 ])
@@ -112,8 +114,8 @@ def test_compile_mapping():
     assert compile_config(validate({"exec_range": "none", "dump_enable": True})).exec_mode == 0
     assert compile_config(None) == ASLEEP
     o = compile_config(validate({"task": "overflow_check", "dump_enable": True,
-                                 "overflow_check": {"overflow_nums": -1, "check_mode": "nan"}}))
-    assert (o.task, o.overflow_nums, o.overflow_mode) == (4, -1, 2)
+                                 "overflow_check": {"overflow_nums": -1, "check_mode": "inf"}}))
+    assert (o.task, o.overflow_nums, o.overflow_mode) == (4, -1, 1)
     assert o.overflow_scan == 0  # off by default: ATB would copy every kernel (README)
     scan = compile_config(validate({"task": "overflow_check", "dump_enable": True,
                                     "overflow_check": {"probe_scan": True}}))

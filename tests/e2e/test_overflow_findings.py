@@ -79,6 +79,19 @@ def test_each_event_says_who_found_it(tmp_path, clean_env, dtype, inject, report
     assert "OVERFLOW EVENTS: 1" in summary and finding in summary, summary
 
 
+@pytest.mark.parametrize("dtype,inject,mode,kept", [
+    ("fp16", "nan", "inf", False),  # the probe's NaN finding
+    ("fp16", "nan", "nan", True),
+    ("bf16", "inf", "inf", True),   # the probe's bf16 +Inf finding
+    ("bf16", "inf", "nan", False),
+    ("fp16", "inf", "nan", False),  # ATB's own report (Inf)
+])
+def test_check_mode_keeps_only_its_kind(tmp_path, clean_env, dtype, inject, mode, kept):
+    out = overflow_dump(tmp_path, clean_env, dtype, inject, probe_scan=True, check_mode=mode)
+    has = (out / "atb_dump_data" / "info" / "overflow").exists()
+    assert has == kept, cli("overflow", str(out))
+
+
 def test_by_default_atb_reports_alone_and_each_is_explained(tmp_path, clean_env):
     """probe_scan is off by default (ATB then copies only the kernel it reports:
     README): a bf16 Inf goes unseen, and ATB's false report is still explained

@@ -37,7 +37,7 @@ GOOD = {
     "device": ["", "0", "0,1", "3,3"],
     "filter_level": [0, 1, 2],
     "overflow_check": [{"overflow_nums": 1, "check_mode": "all"}, {"overflow_nums": -1},
-                       {"check_mode": "nan"}, {"probe_scan": True}],
+                       {"check_mode": "nan", "probe_scan": True}, {"probe_scan": True}],
     "queue_budget_mb": [1, 4, 1024, 1 << 20],
     "queue_full_policy": ["block", "drop"],
 }

@@ -18,13 +18,29 @@ __thread char msp_t_ovf_event_dir[512];
 __thread size_t msp_t_ovf_event_dirn;
 __thread uint64_t msp_t_ovf_event_seq;
 
+/* Does check_mode keep an event of this finding? ATB's reports (MSP_OVF_NONE)
+ * are of Inf, the probe's own findings of NaN or of an Inf ATB missed. */
+static int mode_keeps(const struct msp_snap *s, enum msp_ovf_finding finding)
+{
+    switch (s->cfg.overflow_mode) {
+    case MSP_OVERFLOW_INF:
+        return finding != MSP_OVF_NAN;
+    case MSP_OVERFLOW_NAN:
+        return finding == MSP_OVF_NAN;
+    default:
+        return 1;
+    }
+}
+
 /* An `overflow` record, ATB's report of `kernel` or the probe's `finding`
- * in the output `path`, if it is within overflow_nums (then 1, and its seq
- * in *seq). */
+ * in the output `path`, if check_mode keeps it and it is within overflow_nums
+ * (then 1, and its seq in *seq). */
 static int overflow_event(const struct msp_snap *s, const char *kernel, size_t kerneln,
                           const char *path, size_t pathn, enum msp_ovf_finding finding,
                           uint64_t *seq)
 {
+    if (!mode_keeps(s, finding))
+        return 0; /* not counted: overflow_nums counts the events kept */
     uint64_t n = __atomic_fetch_add(&g_msp.overflow_events, 1, __ATOMIC_RELAXED);
     if (s->cfg.overflow_nums >= 0 && n >= (uint64_t)s->cfg.overflow_nums)
         return 0;
