@@ -12,25 +12,39 @@ from probe_helpers import Dump
 from msprobe_atb.control.block import PROC_MODELS_EXACT, ControlBlock
 
 
+def setup(op: int) -> list[list[str] | str]:
+    """Top-level op `op` set up: IsTensorNeedSave, then UpdateConfig at the end of its
+    runner's setup."""
+    return [["need", "X", str(op)], "update"]
+
+
+def run(r: int, op: int) -> list[list[str]]:
+    """Top-level op `op` run in round r: its runner asks IsExecuteCountInRange and its
+    directory before, after and for its param (docs/atb_hooks.md §5.2)."""
+    return [["range", str(r)], ["dir", f"0_7/{r}/{op}_X"]] * 3
+
+
 def execution(r: int, *, publish: str | None = None) -> list[list[str] | str]:
     """One execution (round r) of model M, ops 1 and 2, as ATB-Models issues it: each
-    top-level op set up (IsTensorNeedSave, then UpdateConfig at the end of its runner's
-    setup) and run (IsExecuteCountInRange, IsSaveTensorInSpecificDir); the end reported
-    by IsReportModelTopoInfo. `publish`: the control plane publishes these fields
-    ("key=value ...") between the ops."""
+    top-level op set up and run; the end reported by IsReportModelTopoInfo. `publish`:
+    the control plane publishes these fields ("key=value ...") between the ops."""
     lines: list[list[str] | str] = []
     for op in (1, 2):
-        lines += [["need", "X", str(op)], "update", ["range", str(r)], ["dir", f"0_7/{r}/{op}_X"]]
+        lines += setup(op) + run(r, op)
         if publish and op == 1:
             lines.append(["publish", *publish.split()])
     return lines + [["topo?", "M"]]
 
 
 def answers(p) -> list[tuple[int, int]]:
-    """(range, dir) per op, in order."""
+    """(range, dir) per op, in order (the first of each op's three asks, which must
+    all agree)."""
     got = [(k, int(v)) for k, _, v in (ln.rpartition("=") for ln in p.stdout.splitlines())
            if k in ("range", "dir")]
-    return [(got[i][1], got[i + 1][1]) for i in range(0, len(got), 2)]
+    pairs = [(got[i][1], got[i + 1][1]) for i in range(0, len(got), 2)]
+    ops = [pairs[i:i + 3] for i in range(0, len(pairs), 3)]
+    assert all(len(set(op)) == 1 for op in ops), ops
+    return [op[0] for op in ops]
 
 
 def fixed(dump: Dump) -> list[tuple[str, int, int, int]]:
@@ -147,3 +161,24 @@ def test_setups_left_inline_still_begin_each_execution(dump, between):
         (proc,) = block.procs()
     assert proc.flags & PROC_MODELS_EXACT
     assert [(m.name, m.started, m.executed) for m in proc.models] == [("M", 3, 2)]
+
+
+@pytest.mark.parametrize("edit", ["state=1 next=42:1", "exec=none"], ids=["next", "none"])
+@pytest.mark.parametrize("start", ["asleep", "awake"])
+def test_async_execute_ends_an_execution_after_its_last_op_ran(dump, start, edit):
+    """ATB's async execute (docs/atb_hooks.md §9): the caller sets up every node and
+    reports the end (IsReportModelTopoInfo) while the worker has not run them yet. An
+    edit followed then (here by another thread's UpdateConfig, as the monitor would)
+    waits until both ops asked their directories: round 1 is dumped whole, and the edit
+    takes effect from round 2. Before, the end alone released the edit, and round 1's
+    ops answered under it: a round with none of its ops."""
+    dump.publish({"dump_enable": False})
+    script = [["publish", "state=1", "exec=0,0"]] if start == "awake" else []
+    script += execution(0) + [["publish", "state=1", "next=41:1"]]
+    script += setup(1) + setup(2) + [["topo?", "M"], ["publish", *edit.split()],
+                                     ["thread", "update"]]
+    script += run(1, 1) + run(1, 2) + execution(2)
+    p = dump.host(1, script)
+    first = [(1, 1)] * 2 if start == "awake" else [(0, 0)] * 2
+    after = [(1, 1)] * 2 if "next" in edit else [(0, 0)] * 2
+    assert answers(p) == first + [(1, 1)] * 2 + after

@@ -57,6 +57,8 @@ struct msp_state {
 
     struct msp_snap *snap;     /* atomic; NULL until attached */
     pthread_mutex_t snap_mu;
+    uint64_t deciding;         /* atomic: odd while a refresh decides whether an edit is
+                                  held and publishes it (snapshot.h) */
     int awake_seen;
 
     struct msp_queue q;
