@@ -182,3 +182,20 @@ def test_async_execute_ends_an_execution_after_its_last_op_ran(dump, start, edit
     first = [(1, 1)] * 2 if start == "awake" else [(0, 0)] * 2
     after = [(1, 1)] * 2 if "next" in edit else [(0, 0)] * 2
     assert answers(p) == first + [(1, 1)] * 2 + after
+
+
+@pytest.mark.parametrize("held_by", ["exec=all", "next=41:2"])
+def test_an_execution_that_never_ends_holds_no_edit_past_its_models_next(dump, held_by):
+    """Round 1 fails after its first op (ATB-Models then reports no end); "none" is
+    published meanwhile. The model's next execution (its first op set up again, after
+    other runners on its thread) ends round 1: the edit is in force from round 2's
+    first op. Before, round 2 counted as part of round 1, dumped under the old config,
+    and the edit waited for its end."""
+    script = [["publish", "state=1", "exec=0,0"]] + execution(0)
+    script += [["publish", "state=1", *held_by.split()]] + setup(1) + run(1, 1)
+    script += [["publish", "exec=none"]] + execution(2)
+    p = dump.host(1, script)
+    assert answers(p) == [(1, 1)] * 3 + [(0, 0)] * 2
+    with ControlBlock(dump.root, create=False) as block:
+        (proc,) = block.procs()
+    assert [(m.name, m.started, m.executed) for m in proc.models] == [("M", 3, 3)]

@@ -70,6 +70,10 @@ static inline void spin_pause(void)
 
 void msp_slow_need_save(const int64_t *ids, size_t n)
 {
+    /* an execution that failed before its end holds no edit past its model's next
+     * beginning: that ends it before the config is followed */
+    if (n == 1)
+        msp_models_restarted(ids[0]);
     if (__builtin_expect(msp_hot_changed(), 0))
         msp_slow_refresh();
     if (n != 1) /* a child or a kernel, asked once and cached by ATB */
@@ -84,7 +88,7 @@ void msp_slow_need_save(const int64_t *ids, size_t n)
      * is about once an execution, every top-level op under exec_range "next". */
     uint64_t before = __atomic_load_n(&g_msp.deciding, __ATOMIC_ACQUIRE);
     const struct msp_snap *s = note_setup(ids[0]);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    MSP_DECIDING_FENCE();
     uint64_t now = __atomic_load_n(&g_msp.deciding, __ATOMIC_ACQUIRE);
     if (__builtin_expect(now == before && !(now & 1), 1))
         return;

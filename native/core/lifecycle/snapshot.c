@@ -233,7 +233,7 @@ static int decide_and_publish(const struct msp_snap *cur, struct msp_snap *s)
     uint64_t d = __atomic_load_n(&g_msp.deciding, __ATOMIC_RELAXED);
     __atomic_store_n(&g_msp.deciding, d + 1, __ATOMIC_RELAXED);
     /* the odd word before the check: a setup noted after the check sees it */
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    MSP_DECIDING_FENCE();
     int publish = !cur || cur->ctl != s->ctl || !held(cur);
     if (publish) {
         __atomic_store_n(&g_msp.snap, s, __ATOMIC_RELEASE);

@@ -18,6 +18,12 @@ struct model {
      * stored first, next_req with release) */
     uint64_t next_req, next_first;
     uint64_t said_req; /* the request whose rounds the console was told (monitor only) */
+    /* The execution under way began at top-level op begin_op, set up by the thread
+     * whose runner count (opcount.h) was then begin_ops at begin_thread (its TLS
+     * word's address: a thread's identity without a syscall). Written by the model's
+     * thread. */
+    uint64_t begin_op, begin_ops;
+    const void *begin_thread;
 };
 
 static struct model g_models[MSP_MAX_MODELS];
@@ -145,14 +151,18 @@ static int find_or_add(const char *name, size_t n)
 
 /* Model i's execution under way began (seen), round `started` (the store's
  * news for the proc slot, out of line). */
-static __attribute__((noinline)) void begun(int i, uint64_t started)
+static __attribute__((noinline)) void begun(int i, uint64_t started, uint64_t id)
 {
-    __atomic_store_n(&g_models[i].started, started + 1, __ATOMIC_RELAXED);
+    struct model *m = &g_models[i];
+    m->begin_op = id;
+    m->begin_ops = __atomic_load_n(&msp_t_ops, __ATOMIC_RELAXED);
+    m->begin_thread = &msp_t_ops;
+    __atomic_store_n(&m->started, started + 1, __ATOMIC_RELAXED);
     to_slot(msp_proc_now(), i);
 }
 
 /* 1 if this setup began an execution of model i. */
-static inline int begin(int i)
+static inline int begin(int i, uint64_t id)
 {
     struct model *m = &g_models[i];
     /* A model's ops are set up by the thread running its Model::Execute, which
@@ -160,7 +170,7 @@ static inline int begin(int i)
     uint64_t started = __atomic_load_n(&m->started, __ATOMIC_RELAXED);
     if (started != __atomic_load_n(&m->executed, __ATOMIC_RELAXED))
         return 0; /* an execution is already under way */
-    begun(i, started);
+    begun(i, started, id);
     return 1;
 }
 
@@ -243,7 +253,7 @@ static __attribute__((noinline)) void note_next(const struct msp_config *cfg, ui
         msp_t_exec_req = req;
     int after_edit = msp_t_exec_req == req;
     if (m) {
-        if (begin(m - 1))
+        if (begin(m - 1, id))
             close_model_ops(m - 1);
         uint64_t round = __atomic_load_n(&g_models[m - 1].started, __ATOMIC_RELAXED) - 1;
         if (after_edit && fix_next(m - 1, req, round))
@@ -284,7 +294,7 @@ void msp_models_note_setup(const struct msp_config *cfg, int64_t top, int dirs)
         return;
     }
     if (m) {
-        begin(m - 1);
+        begin(m - 1, id);
     } else {
         note_unmapped(id);
         m = __atomic_load_n(&msp_op_models.of[id], __ATOMIC_RELAXED);
@@ -293,6 +303,39 @@ void msp_models_note_setup(const struct msp_config *cfg, int64_t top, int dirs)
     }
     /* until the execution's end (or a new config) its ops' setups need no note */
     __atomic_store_n(&msp_op_models.quiet[m], 1, __ATOMIC_RELAXED);
+}
+
+/* This thread's execution ended (reported or abandoned): what the next begins from. */
+static void thread_execution_over(void)
+{
+    if (msp_t_picking) {
+        msp_t_picking = 0;
+        pickers_to_slot(__atomic_sub_fetch(&g_pickers, 1, __ATOMIC_RELAXED));
+    }
+    msp_t_exec_req = 0;
+    msp_ops_mark();
+}
+
+void msp_models_restarted(int64_t top)
+{
+    if (top < 0 || top >= MSP_MODEL_OP_IDS)
+        return;
+    int i = model_of((uint64_t)top) - 1;
+    if (i < 0)
+        return;
+    struct model *m = &g_models[i];
+    uint64_t started = __atomic_load_n(&m->started, __ATOMIC_RELAXED);
+    if (started == __atomic_load_n(&m->executed, __ATOMIC_RELAXED) ||
+        m->begin_op != (uint64_t)top || m->begin_thread != (const void *)&msp_t_ops ||
+        m->begin_ops == __atomic_load_n(&msp_t_ops, __ATOMIC_RELAXED))
+        return;
+    /* Its first op again, after other runners on its thread: the execution under way
+     * failed before it reported its end. It is over; this setup begins the next. */
+    __atomic_store_n(&m->executed, started, __ATOMIC_RELAXED);
+    __atomic_store_n(&msp_op_models.quiet[i + 1], 0, __ATOMIC_RELAXED);
+    close_model_ops(i);
+    to_slot(msp_proc_now(), i);
+    thread_execution_over();
 }
 
 void msp_models_quiet_reset(void)
@@ -353,12 +396,7 @@ void msp_models_executed(const struct msp_config *cfg, const char *name, size_t 
     }
     if (i >= 0)
         to_slot(msp_proc_now(), i);
-    if (msp_t_picking) {
-        msp_t_picking = 0;
-        pickers_to_slot(__atomic_sub_fetch(&g_pickers, 1, __ATOMIC_RELAXED));
-    }
-    msp_t_exec_req = 0;
-    msp_ops_mark();
+    thread_execution_over();
 }
 
 int msp_models_next_selected(const struct msp_config *cfg, int64_t top, uint64_t round)

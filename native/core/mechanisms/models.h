@@ -69,6 +69,12 @@ void msp_models_note_setup(const struct msp_config *cfg, int64_t top, int dirs);
  * which ATB asks three times in each execute of a top-level runner, the last after
  * every save of its children and kernels). */
 void msp_models_dir_asked(int64_t top);
+/* Top-level op `top` is being set up (before the config is followed): if it began
+ * its model's execution under way and its thread set up other runners since, that
+ * execution failed before reporting its end; it is counted as ended (executed =
+ * started), so it holds no edit, and this setup begins the next. ATB-Models sets up
+ * each node once an execution. */
+void msp_models_restarted(int64_t top);
 /* The process went back to sleep: beginnings are no longer seen. */
 void msp_models_asleep(void);
 /* A new config: every setup notes again until it leaves its op quiet (its
