@@ -6,6 +6,8 @@ through the real shim by the tiny ATB stand-in (native/tests/probe_host.cpp)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from probe_helpers import Dump
 
@@ -199,3 +201,26 @@ def test_an_execution_that_never_ends_holds_no_edit_past_its_models_next(dump, h
     with ControlBlock(dump.root, create=False) as block:
         (proc,) = block.procs()
     assert [(m.name, m.started, m.executed) for m in proc.models] == [("M", 3, 3)]
+
+
+def test_a_held_execution_that_calls_no_hook_is_cut_by_the_monitor(dump):
+    """Round 1, dumped under "all", fails after its first op and the service then runs
+    nothing: the "none" published meanwhile would wait forever. Once the executions
+    made no progress for MSPROBE_ATB_HOLD_IDLE_MS, the monitor ends round 1, says so
+    (a `cut` record, which its marker carries, and the console) and applies the edit:
+    round 1's late op answers under it."""
+    from msprobe_atb.tree.drain import rebuild
+
+    save = ["save", "2", "0", "4", "fill:1:16", "0_7/1/1_X/after/outtensor0.bin"]
+    script = [["publish", "state=1", "exec=0,0"]] + execution(0)
+    script += [["publish", "state=1", "exec=all"]] + setup(1) + run(1, 1) + [save]
+    script += [["publish", "exec=none"], ["sleep", "2000"]] + run(1, 2)
+    p = dump.host(1, script, MSPROBE_ATB_HOLD_IDLE_MS="300")
+    assert answers(p) == [(1, 1)] * 3 + [(0, 0)]
+    (cut,) = [r for r in dump.records() if r["k"] == "cut"]
+    assert cut["round"].endswith("/1") and "called no hook for 300 ms" in cut["why"]
+    assert f"round {cut['round']} cut: " in p.stderr
+    with ControlBlock(dump.root, create=False) as block:
+        rebuild(dump.root, block)
+    (marker,) = dump.data.glob("*/1/ROUND_COMPLETE.json")
+    assert json.loads(marker.read_text())["cut"] == cut["why"]

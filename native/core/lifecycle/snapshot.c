@@ -196,7 +196,7 @@ static void give_sel_cache(struct msp_snap *s)
  * (the generation moved). A setup that begins an execution does so without a
  * lock (slowpath.c), so the last check and the publish are made while
  * g_msp.deciding is odd (state.h). */
-static int held(const struct msp_snap *cur)
+int msp_snap_held(const struct msp_snap *cur)
 {
     return hooks_awake(cur) && msp_models_holding(&cur->cfg);
 }
@@ -234,7 +234,7 @@ static int decide_and_publish(const struct msp_snap *cur, struct msp_snap *s)
     __atomic_store_n(&g_msp.deciding, d + 1, __ATOMIC_RELAXED);
     /* the odd word before the check: a setup noted after the check sees it */
     MSP_DECIDING_FENCE();
-    int publish = !cur || cur->ctl != s->ctl || !held(cur);
+    int publish = !cur || cur->ctl != s->ctl || !msp_snap_held(cur);
     if (publish) {
         __atomic_store_n(&g_msp.snap, s, __ATOMIC_RELEASE);
         if (!hooks_awake(s)) /* executions begin unseen (models.h) */
@@ -257,7 +257,8 @@ void msp_snap_refresh(void)
     struct msp_snap *cur = msp_snap_get();
     struct msp_control *ctl = msp_ctl_now();
     struct msp_snap *s = NULL;
-    if (!cur || cur->ctl != ctl || (cur->generation != msp_ctl_generation(ctl) && !held(cur)))
+    if (!cur || cur->ctl != ctl ||
+        (cur->generation != msp_ctl_generation(ctl) && !msp_snap_held(cur)))
         s = read_snapshot(ctl);
     if (s) {
         int was_awake = cur && cur->awake;

@@ -52,6 +52,7 @@ static __thread int msp_t_picking;
  * known) has one, its config is held (msp_models_holding). */
 #define ASKS 3
 static uint8_t g_op_asks[MSP_MODEL_OP_IDS];
+static uint64_t g_asked; /* directories asked by open ops: progress (msp_models_progress) */
 static uint8_t g_op_bucket[MSP_MODEL_OP_IDS];
 static uint32_t g_open[256];
 /* The top-level op ids this thread set up since it last reported an execution's
@@ -215,6 +216,8 @@ void msp_models_dir_asked(int64_t top)
     if (top < 0 || top >= MSP_MODEL_OP_IDS)
         return;
     uint8_t left = __atomic_load_n(&g_op_asks[top], __ATOMIC_RELAXED);
+    if (left)
+        __atomic_add_fetch(&g_asked, 1, __ATOMIC_RELAXED);
     while (left && !__atomic_compare_exchange_n(&g_op_asks[top], &left, (uint8_t)(left - 1), 0,
                                                 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         ;
@@ -423,25 +426,61 @@ int msp_models_next_count(const struct msp_config *cfg, uint64_t count)
     return 0;
 }
 
+/* Does model i's execution under way (or the ops of its last one still open) hold cfg? */
+static int holds(int i, const struct msp_config *cfg)
+{
+    const struct model *m = &g_models[i];
+    uint64_t started = __atomic_load_n(&m->started, __ATOMIC_RELAXED);
+    /* none under way, nor ops of its last one still running (async execute):
+     * else round started - 1 runs */
+    if (started == __atomic_load_n(&m->executed, __ATOMIC_RELAXED) &&
+        !(cfg->next_request && __atomic_load_n(&g_open[i + 1], __ATOMIC_RELAXED)))
+        return 0;
+    return cfg->next_request ? next_fixed(m, cfg, started - 1)
+                             : msp_exec_selected(cfg, started - 1);
+}
+
 int msp_models_holding(const struct msp_config *cfg)
 {
     if (cfg->next_request && (__atomic_load_n(&g_pickers, __ATOMIC_RELAXED) ||
                               __atomic_load_n(&g_open[MSP_OP_PENDING], __ATOMIC_RELAXED)))
         return 1; /* ops of a model not known yet, picked for this request */
     uint32_t have = __atomic_load_n(&g_n, __ATOMIC_ACQUIRE);
-    for (uint32_t i = 0; i < have; i++) {
-        const struct model *m = &g_models[i];
-        uint64_t started = __atomic_load_n(&m->started, __ATOMIC_RELAXED);
-        /* none under way, nor ops of its last one still running (async execute):
-         * else round started - 1 runs */
-        if (started == __atomic_load_n(&m->executed, __ATOMIC_RELAXED) &&
-            !(cfg->next_request && __atomic_load_n(&g_open[i + 1], __ATOMIC_RELAXED)))
-            continue;
-        if (cfg->next_request ? next_fixed(m, cfg, started - 1)
-                              : msp_exec_selected(cfg, started - 1))
+    for (uint32_t i = 0; i < have; i++)
+        if (holds((int)i, cfg))
             return 1;
-    }
     return 0;
+}
+
+uint64_t msp_models_progress(void)
+{
+    uint64_t sum = __atomic_load_n(&g_asked, __ATOMIC_RELAXED);
+    uint32_t have = __atomic_load_n(&g_n, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < have; i++)
+        sum += __atomic_load_n(&g_models[i].started, __ATOMIC_RELAXED) +
+               __atomic_load_n(&g_models[i].executed, __ATOMIC_RELAXED);
+    return sum;
+}
+
+void msp_models_cut(const struct msp_config *cfg, void (*cut)(const char *model, uint64_t round))
+{
+    uint32_t have = __atomic_load_n(&g_n, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < have; i++) {
+        if (!holds((int)i, cfg))
+            continue;
+        struct model *m = &g_models[i];
+        uint64_t started = __atomic_load_n(&m->started, __ATOMIC_RELAXED);
+        uint64_t executed = __atomic_load_n(&m->executed, __ATOMIC_RELAXED);
+        /* unless its end was reported meanwhile */
+        if (executed != started &&
+            !__atomic_compare_exchange_n(&m->executed, &executed, started, 0, __ATOMIC_RELAXED,
+                                         __ATOMIC_RELAXED))
+            continue;
+        __atomic_store_n(&msp_op_models.quiet[i + 1], 0, __ATOMIC_RELAXED);
+        close_model_ops((int)i);
+        to_slot(msp_proc_now(), (int)i);
+        cut(m->name, started - 1);
+    }
 }
 
 int msp_models_next_news(const struct msp_config *cfg, char *out, size_t cap)

@@ -99,6 +99,13 @@ int msp_models_next_count(const struct msp_config *cfg, uint64_t count);
  * was reported before they ran (ATB's async execute) still open? The config it began
  * under then stays in force until it ends (snapshot.c), so it is dumped whole. */
 int msp_models_holding(const struct msp_config *cfg);
+/* A number that moves while executions make progress: begun, ended, or their ops
+ * asking their directories under exec_range "next" (msp_models_dir_asked). */
+uint64_t msp_models_progress(void);
+/* Ends every execution that holds cfg (msp_models_holding), as if its end had been
+ * reported, and tells `cut` its model and round: the monitor's, for executions that
+ * called no hook for long (hold.c). Ops picked for a model not known yet are not cut. */
+void msp_models_cut(const struct msp_config *cfg, void (*cut)(const char *model, uint64_t round));
 /* The models whose rounds were fixed since the last call, as "M round R, N rounds
  * S-T" in out; 1 if any. Called by one thread at a time (the monitor's duties). */
 int msp_models_next_news(const struct msp_config *cfg, char *out, size_t cap);
