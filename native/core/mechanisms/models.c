@@ -20,8 +20,8 @@ struct model {
     uint64_t said_req; /* the request whose rounds the console was told (monitor only) */
     /* The execution under way began at top-level op begin_op, set up by the thread
      * whose runner count (opcount.h) was then begin_ops at begin_thread (its TLS
-     * word's address: a thread's identity without a syscall). Written by the model's
-     * thread. */
+     * word's address: a thread's identity without a syscall). Atomic; written by the
+     * model's thread. */
     uint64_t begin_op, begin_ops;
     const void *begin_thread;
 };
@@ -52,9 +52,9 @@ static __thread int msp_t_picking;
  * known) has one, its config is held (msp_models_holding). */
 #define ASKS 3
 static uint8_t g_op_asks[MSP_MODEL_OP_IDS];
-static uint64_t g_asked; /* directories asked by open ops: progress (msp_models_progress) */
 static uint8_t g_op_bucket[MSP_MODEL_OP_IDS];
 static uint32_t g_open[256];
+static uint64_t g_asked; /* directories asked by open ops: progress (msp_models_progress) */
 /* The top-level op ids this thread set up since it last reported an execution's
  * end, of no known model: a bit each, within [lo, hi] (lo > hi: none). ATB-Models
  * sets up a model's nodes on the thread that then reports the execution. */
@@ -155,9 +155,10 @@ static int find_or_add(const char *name, size_t n)
 static __attribute__((noinline)) void begun(int i, uint64_t started, uint64_t id)
 {
     struct model *m = &g_models[i];
-    m->begin_op = id;
-    m->begin_ops = __atomic_load_n(&msp_t_ops, __ATOMIC_RELAXED);
-    m->begin_thread = &msp_t_ops;
+    __atomic_store_n(&m->begin_op, id, __ATOMIC_RELAXED);
+    __atomic_store_n(&m->begin_ops, __atomic_load_n(&msp_t_ops, __ATOMIC_RELAXED),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&m->begin_thread, (const void *)&msp_t_ops, __ATOMIC_RELAXED);
     __atomic_store_n(&m->started, started + 1, __ATOMIC_RELAXED);
     to_slot(msp_proc_now(), i);
 }
@@ -329,8 +330,10 @@ void msp_models_restarted(int64_t top)
     struct model *m = &g_models[i];
     uint64_t started = __atomic_load_n(&m->started, __ATOMIC_RELAXED);
     if (started == __atomic_load_n(&m->executed, __ATOMIC_RELAXED) ||
-        m->begin_op != (uint64_t)top || m->begin_thread != (const void *)&msp_t_ops ||
-        m->begin_ops == __atomic_load_n(&msp_t_ops, __ATOMIC_RELAXED))
+        __atomic_load_n(&m->begin_op, __ATOMIC_RELAXED) != (uint64_t)top ||
+        __atomic_load_n(&m->begin_thread, __ATOMIC_RELAXED) != (const void *)&msp_t_ops ||
+        __atomic_load_n(&m->begin_ops, __ATOMIC_RELAXED) ==
+            __atomic_load_n(&msp_t_ops, __ATOMIC_RELAXED))
         return;
     /* Its first op again, after other runners on its thread: the execution under way
      * failed before it reported its end. It is over; this setup begins the next. */
