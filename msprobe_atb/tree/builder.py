@@ -186,6 +186,10 @@ class TreeBuilder(RecordFeed):
             fields["lost_without_row"] = rnd.unlisted
         if rnd.params_lost:
             fields["params_lost"] = rnd.params_lost
+        rnd.cut = rnd.cut or next((why for k in sorted(rnd.procs) if k in self.procs
+                                   and (why := self.procs[k].cuts.get(rnd.key[1]))), None)
+        if rnd.cut:
+            fields["cut"] = rnd.cut
         return dumps(fields)
 
     def _flush_round(self, rnd: Round) -> bool:

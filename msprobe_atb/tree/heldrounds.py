@@ -62,6 +62,7 @@ class Round:
     lost: int = 0
     unlisted: int = 0  # of `lost`: tensors without a row (no record of their own)
     params_lost: int = 0  # op_param.json files not written
+    cut: str | None = None  # why its execution was let go of before its end (a `cut` record)
     last_t: int = 0
     last_seq: int = -1  # the highest seq in its files (-1: not known, read back)
     procs: set[ProcKey] = field(default_factory=set)
@@ -87,6 +88,7 @@ class Proc:
     lines: int = 0  # lines in them
     last_round: RoundKey | None = None  # of its record with the highest seq
     held_said: bool = False  # rows were let out of order for memory (logged once)
+    cuts: dict[str, str] = field(default_factory=dict)  # round -> why it was cut
 
 
 class HeldRounds:
@@ -143,6 +145,7 @@ class HeldRounds:
             rnd.count, rnd.lost = fields["rows"], fields["lost"]
             rnd.unlisted = fields.get("lost_without_row", 0)
             rnd.params_lost = fields.get("params_lost", 0)
+            rnd.cut = fields.get("cut")
             done = fields.get("complete_at")
             rnd.last_t = round(_dt.datetime.fromisoformat(done.replace("Z", "+00:00"))
                                .timestamp() * 1e3) * 1_000_000 if done else 0

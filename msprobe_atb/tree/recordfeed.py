@@ -101,6 +101,10 @@ class RecordFeed(HeldRounds):
             self._add_unrecorded(p, rec)
         elif kind in ("incident", "incident_tensor", "flush"):
             self.incidents.add_record(p.key, rec)
+        elif kind == "cut":
+            parts = str(rec.get("round", "")).split("/")
+            if len(parts) == 2:
+                p.cuts[parts[1]] = str(rec.get("why", ""))
         elif kind == "round":
             parts = str(rec.get("round", "")).split("/")
             if len(parts) == 2:

@@ -139,9 +139,9 @@ static void test_filters(void)
     uint64_t round = 0;
     int64_t top = -1;
     const char *rd = "0_77/59/12_Decoder_layer/3_Linear/before";
-    CHECK(msp_dir_round(rd, strlen(rd), &round, &top) && round == 59 && top == 12);
+    CHECK(msp_dir_round(rd, strlen(rd), &round, &top) == 1 && round == 59 && top == 12);
     const char *rd2 = "0_77/7/3_LmHead";
-    CHECK(msp_dir_round(rd2, strlen(rd2), &round, &top) && round == 7 && top == 3);
+    CHECK(msp_dir_round(rd2, strlen(rd2), &round, &top) == MSP_DIR_TOP && round == 7 && top == 3);
     CHECK(!msp_dir_round("0_77/x/3_A", 10, &round, &top));
     CHECK(!msp_dir_round("0_77/5", 6, &round, &top));
     CHECK(!msp_dir_round("0_77/5/Layer", 12, &round, &top));

@@ -6,31 +6,47 @@ through the real shim by the tiny ATB stand-in (native/tests/probe_host.cpp)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from probe_helpers import Dump
 
 from msprobe_atb.control.block import PROC_MODELS_EXACT, ControlBlock
 
 
+def setup(op: int) -> list[list[str] | str]:
+    """Top-level op `op` set up: IsTensorNeedSave, then UpdateConfig at the end of its
+    runner's setup."""
+    return [["need", "X", str(op)], "update"]
+
+
+def run(r: int, op: int) -> list[list[str]]:
+    """Top-level op `op` run in round r: its runner asks IsExecuteCountInRange and its
+    directory before, after and for its param (docs/atb_hooks.md §5.2)."""
+    return [["range", str(r)], ["dir", f"0_7/{r}/{op}_X"]] * 3
+
+
 def execution(r: int, *, publish: str | None = None) -> list[list[str] | str]:
     """One execution (round r) of model M, ops 1 and 2, as ATB-Models issues it: each
-    top-level op set up (IsTensorNeedSave, then UpdateConfig at the end of its runner's
-    setup) and run (IsExecuteCountInRange, IsSaveTensorInSpecificDir); the end reported
-    by IsReportModelTopoInfo. `publish`: the control plane publishes these fields
-    ("key=value ...") between the ops."""
+    top-level op set up and run; the end reported by IsReportModelTopoInfo. `publish`:
+    the control plane publishes these fields ("key=value ...") between the ops."""
     lines: list[list[str] | str] = []
     for op in (1, 2):
-        lines += [["need", "X", str(op)], "update", ["range", str(r)], ["dir", f"0_7/{r}/{op}_X"]]
+        lines += setup(op) + run(r, op)
         if publish and op == 1:
             lines.append(["publish", *publish.split()])
     return lines + [["topo?", "M"]]
 
 
 def answers(p) -> list[tuple[int, int]]:
-    """(range, dir) per op, in order."""
+    """(range, dir) per op, in order (the first of each op's three asks, which must
+    all agree)."""
     got = [(k, int(v)) for k, _, v in (ln.rpartition("=") for ln in p.stdout.splitlines())
            if k in ("range", "dir")]
-    return [(got[i][1], got[i + 1][1]) for i in range(0, len(got), 2)]
+    pairs = [(got[i][1], got[i + 1][1]) for i in range(0, len(got), 2)]
+    ops = [pairs[i:i + 3] for i in range(0, len(pairs), 3)]
+    assert all(len(set(op)) == 1 for op in ops), ops
+    return [op[0] for op in ops]
 
 
 def fixed(dump: Dump) -> list[tuple[str, int, int, int]]:
@@ -147,3 +163,64 @@ def test_setups_left_inline_still_begin_each_execution(dump, between):
         (proc,) = block.procs()
     assert proc.flags & PROC_MODELS_EXACT
     assert [(m.name, m.started, m.executed) for m in proc.models] == [("M", 3, 2)]
+
+
+@pytest.mark.parametrize("edit", ["state=1 next=42:1", "exec=none"], ids=["next", "none"])
+@pytest.mark.parametrize("start", ["asleep", "awake"])
+def test_async_execute_ends_an_execution_after_its_last_op_ran(dump, start, edit):
+    """ATB's async execute (docs/atb_hooks.md §9): the caller sets up every node and
+    reports the end (IsReportModelTopoInfo) while the worker has not run them yet. An
+    edit followed then (here by another thread's UpdateConfig, as the monitor would)
+    waits until both ops asked their directories: round 1 is dumped whole, and the edit
+    takes effect from round 2. Before, the end alone released the edit, and round 1's
+    ops answered under it: a round with none of its ops."""
+    dump.publish({"dump_enable": False})
+    script = [["publish", "state=1", "exec=0,0"]] if start == "awake" else []
+    script += execution(0) + [["publish", "state=1", "next=41:1"]]
+    script += setup(1) + setup(2) + [["topo?", "M"], ["publish", *edit.split()],
+                                     ["thread", "update"]]
+    script += run(1, 1) + run(1, 2) + execution(2)
+    p = dump.host(1, script)
+    first = [(1, 1)] * 2 if start == "awake" else [(0, 0)] * 2
+    after = [(1, 1)] * 2 if "next" in edit else [(0, 0)] * 2
+    assert answers(p) == first + [(1, 1)] * 2 + after
+
+
+@pytest.mark.parametrize("held_by", ["exec=all", "next=41:2"])
+def test_an_execution_that_never_ends_holds_no_edit_past_its_models_next(dump, held_by):
+    """Round 1 fails after its first op (ATB-Models then reports no end); "none" is
+    published meanwhile. The model's next execution (its first op set up again, after
+    other runners on its thread) ends round 1: the edit is in force from round 2's
+    first op. Before, round 2 counted as part of round 1, dumped under the old config,
+    and the edit waited for its end."""
+    script = [["publish", "state=1", "exec=0,0"]] + execution(0)
+    script += [["publish", "state=1", *held_by.split()]] + setup(1) + run(1, 1)
+    script += [["publish", "exec=none"]] + execution(2)
+    p = dump.host(1, script)
+    assert answers(p) == [(1, 1)] * 3 + [(0, 0)] * 2
+    with ControlBlock(dump.root, create=False) as block:
+        (proc,) = block.procs()
+    assert [(m.name, m.started, m.executed) for m in proc.models] == [("M", 3, 3)]
+
+
+def test_a_held_execution_that_calls_no_hook_is_cut_by_the_monitor(dump):
+    """Round 1, dumped under "all", fails after its first op and the service then runs
+    nothing: the "none" published meanwhile would wait forever. Once the executions
+    made no progress for MSPROBE_ATB_HOLD_IDLE_MS, the monitor ends round 1, says so
+    (a `cut` record, which its marker carries, and the console) and applies the edit:
+    round 1's late op answers under it."""
+    from msprobe_atb.tree.drain import rebuild
+
+    save = ["save", "2", "0", "4", "fill:1:16", "0_7/1/1_X/after/outtensor0.bin"]
+    script = [["publish", "state=1", "exec=0,0"]] + execution(0)
+    script += [["publish", "state=1", "exec=all"]] + setup(1) + run(1, 1) + [save]
+    script += [["publish", "exec=none"], ["sleep", "2000"]] + run(1, 2)
+    p = dump.host(1, script, MSPROBE_ATB_HOLD_IDLE_MS="300")
+    assert answers(p) == [(1, 1)] * 3 + [(0, 0)]
+    (cut,) = [r for r in dump.records() if r["k"] == "cut"]
+    assert cut["round"].endswith("/1") and "called no hook for 300 ms" in cut["why"]
+    assert f"round {cut['round']} cut: " in p.stderr
+    with ControlBlock(dump.root, create=False) as block:
+        rebuild(dump.root, block)
+    (marker,) = dump.data.glob("*/1/ROUND_COMPLETE.json")
+    assert json.loads(marker.read_text())["cut"] == cut["why"]

@@ -58,8 +58,7 @@ def _sources(src: Path, errors: list[str]) -> list[Path]:
                 continue
             p = Path(dirpath) / f
             if box.allows(p) is None:
-                errors.append(f"{p}: a symbolic link to {os.path.realpath(p)}, outside {src};"
-                              " not read")
+                errors.append(f"{p}: {box.refusal(str(p))}; not read")
             else:
                 out.append(p)
     return sorted(out)

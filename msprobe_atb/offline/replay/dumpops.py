@@ -20,6 +20,7 @@ import polars as pl
 
 from msprobe_atb.tree.datafile import read_bounded
 
+from ..read.confine import REFUSED
 from ..read.table import Dump
 from ..read.torch_dump import is_torch_dump, module_names
 
@@ -32,7 +33,8 @@ class DumpedTensor:
     index: int
     name: str  # the file's index column, e.g. "0_x"
     dtype: str
-    path: str | None  # None: listed (statistics) but no file
+    path: str | None  # None: listed (statistics) but no file, or refused
+    refused: str | None = None  # why its file was refused (read/confine.py), e.g. a link out
 
 
 @dataclass
@@ -95,8 +97,9 @@ def _tensors(rows: pl.DataFrame, io: str, stage: str) -> list[DumpedTensor]:
     for r in sel.iter_rows(named=True):
         m = _INDEX.match(str(r["index"] or ""))
         if m and int(m.group(1)) not in out:
-            out[int(m.group(1))] = DumpedTensor(int(m.group(1)), str(r["index"]),
-                                                str(r["dtype"] or ""), r["path"])
+            out[int(m.group(1))] = DumpedTensor(
+                int(m.group(1)), str(r["index"]), str(r["dtype"] or ""), r["path"],
+                r["note"] if r.get("status") == REFUSED else None)
     return [out[i] for i in sorted(out)]
 
 

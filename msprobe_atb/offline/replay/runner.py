@@ -59,6 +59,9 @@ def load_tensors(op: DumpedOp, tensors, what: str) -> list[np.ndarray]:
     want = range(len(tensors) and tensors[-1].index + 1)
     have = {t.index: t for t in tensors}
     missing = [i for i in want if i not in have or not have[i].path]
+    refused = next((t for t in tensors if t.refused), None)
+    if refused:
+        raise NotReplayable(f"{what} {refused.index} {refused.refused}")
     if not any(t.path for t in tensors):
         raise NotReplayable(f"no {what} tensor of it was dumped as a file (a statistics-only "
                             "dump, or a filter that left them out)")

@@ -94,13 +94,16 @@ __attribute__((constructor)) static void register_answerers(void)
  * the probe scans. */
 static __attribute__((noinline)) int in_dir_checked(const struct msp_snap *s, msp_sv dir)
 {
+    uint64_t round;
+    int64_t top;
+    int shape = s->cfg.next_request ? msp_dir_round(dir.p, dir.n, &round, &top) : 0;
+    if (shape == MSP_DIR_TOP) /* its execute's progress, whatever the answer (models.h) */
+        msp_models_dir_asked(top);
     if (!msp_device_selected(&s->cfg, dir.p, dir.n))
         return 0;
     if (!msp_ovf_task(s) && s->cfg.next_request) {
         /* a model's own rounds; an op of no known model, the config's ranges */
-        uint64_t round;
-        int64_t top;
-        if (!msp_dir_round(dir.p, dir.n, &round, &top))
+        if (!shape)
             return 0;
         int picked = msp_models_next_selected(&s->cfg, top, round);
         if (picked == 0 || (picked < 0 && !msp_exec_selected(&s->cfg, round)))

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "hold.h"
 #include "hot.h"
 #include "models.h"
 #include "monitor.h"
@@ -41,6 +42,7 @@ void msp_fork_child(void)
     msp_rounds_init(&msp_pending_rounds); /* the parent's rounds are the parent's */
     msp_hot_forget();
     msp_monitor_reset();
+    msp_hold_reset();
     msp_ops_reset();
     msp_recorder_reset();
     msp_daemon_reset();

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "daemon.h"
+#include "hold.h"
 #include "opcount.h"
 #include "reattach.h"
 #include "recorder.h"
@@ -64,6 +65,7 @@ static void duties(void)
         g_last_error_seq = 0; /* the new block's error_seq starts over */
     msp_monitor_flush_counters();
     msp_snap_check(); /* an idle process follows the config too */
+    msp_hold_watch();
     check_config_error();
     msp_snap_say_next();
     struct msp_snap *snap = msp_snap_get();

@@ -12,6 +12,7 @@
 #include "monitor.h"
 #include "opcount.h"
 #include "snapshot.h"
+#include "state.h"
 
 /* Out of line: the slow paths that call it run at many awake setups. */
 __attribute__((noinline, cold)) void msp_slow_refresh(void)
@@ -43,24 +44,56 @@ static inline int top_excluded(const struct msp_snap *s, int64_t top)
     return 1;
 }
 
+/* Takes the verdict on top-level op `top` and notes its setup under the snapshot
+ * in force; returns that snapshot (NULL: asleep, or no memory for one yet). */
+static const struct msp_snap *note_setup(int64_t top)
+{
+    const struct msp_snap *s = msp_hot_awake();
+    if (!s || s == MSP_HOT_UNATTACHED) {
+        msp_t_top_desc = 1;
+        return NULL;
+    }
+    msp_t_top_desc = (uint8_t)!top_excluded(s, top);
+    msp_models_note_setup(&s->cfg, top, msp_t_top_desc);
+    return s;
+}
+
+/* While a refresh does its few stores (no syscall). */
+static inline void spin_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
 void msp_slow_need_save(const int64_t *ids, size_t n)
 {
+    /* an execution that failed before its end holds no edit past its model's next
+     * beginning: that ends it before the config is followed */
+    if (n == 1)
+        msp_models_restarted(ids[0]);
     if (__builtin_expect(msp_hot_changed(), 0))
         msp_slow_refresh();
     if (n != 1) /* a child or a kernel, asked once and cached by ATB */
         return;
-    /* Under snap_mu: a setup that begins an execution does not fall between a
-     * refresh's check that no execution it must finish runs and the publish of an
-     * edit (snapshot.c: held). Awake, most setups of an op stay in the adapter
-     * (msp_hot_quiet_setup): this is about once an execution, every top-level op
-     * under exec_range "next". */
-    pthread_mutex_lock(&g_msp.snap_mu);
-    const struct msp_snap *s = msp_hot_awake();
-    if (!s || s == MSP_HOT_UNATTACHED) { /* asleep; or no memory for a snapshot yet */
-        msp_t_top_desc = 1;
-    } else {
-        msp_t_top_desc = (uint8_t)!top_excluded(s, ids[0]);
-        msp_models_note_setup(&s->cfg, ids[0]);
-    }
-    pthread_mutex_unlock(&g_msp.snap_mu);
+    /* No lock: a setup that begins an execution must not fall between a refresh's
+     * check that no execution it must finish runs and the publish of an edit
+     * (snapshot.c: held). The note's stores, then a look at g_msp.deciding; the
+     * refresh sets it odd, then checks: one of the two sees the other. A refresh
+     * that decided meanwhile may have missed this note: once it is done, note again
+     * under what it left in force (a second note of a setup changes nothing).
+     * Awake, most setups of an op stay in the adapter (msp_hot_quiet_setup): this
+     * is about once an execution, every top-level op under exec_range "next". */
+    uint64_t before = __atomic_load_n(&g_msp.deciding, __ATOMIC_ACQUIRE);
+    const struct msp_snap *s = note_setup(ids[0]);
+    MSP_DECIDING_FENCE();
+    uint64_t now = __atomic_load_n(&g_msp.deciding, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(now == before && !(now & 1), 1))
+        return;
+    while (__atomic_load_n(&g_msp.deciding, __ATOMIC_ACQUIRE) & 1) /* a few stores */
+        spin_pause();
+    if (msp_hot_awake() != s)
+        note_setup(ids[0]);
 }

@@ -193,11 +193,57 @@ static void give_sel_cache(struct msp_snap *s)
  * "next" or "none", once left the rest of its round unselected, and the round
  * was marked complete). The edit takes effect at the first hook after the
  * execution's end: until then each IsTensorNeedSave and UpdateConfig comes here
- * (the generation moved). An execution begins under snap_mu (hot.c), so none
- * begins between this check and the publish of the new snapshot. */
-static int held(const struct msp_snap *cur)
+ * (the generation moved). A setup that begins an execution does so without a
+ * lock (slowpath.c), so the last check and the publish are made while
+ * g_msp.deciding is odd (state.h). */
+int msp_snap_held(const struct msp_snap *cur)
 {
     return hooks_awake(cur) && msp_models_holding(&cur->cfg);
+}
+
+/* The snapshot of the config the block holds now, not published yet; NULL
+ * without memory. */
+static struct msp_snap *read_snapshot(struct msp_control *ctl)
+{
+    struct msp_snap *s = malloc(sizeof *s);
+    if (!s)
+        return NULL;
+    s->ctl = ctl;
+    s->generation = msp_ctl_read_config(ctl, &s->cfg);
+    s->awake = s->cfg.state == MSP_STATE_AWAKE;
+    s->n_tops = (s->cfg.task & MSP_TASK_OVERFLOW) || s->cfg.rec_armed
+                    ? -1
+                    : msp_top_ids(&s->cfg, s->tops, MSP_MAX_IDS);
+    /* any op (n_tops -1): every one */
+    memset(s->selectable, s->n_tops < 0, sizeof s->selectable);
+    for (int i = 0; i < s->n_tops; i++)
+        if (s->tops[i] >= 0 && s->tops[i] < MSP_MODEL_OP_IDS)
+            s->selectable[s->tops[i]] = 1;
+    if (s->cfg.queue_budget_bytes == 0)
+        s->cfg.queue_budget_bytes = (uint64_t)1 << 30;
+    return s;
+}
+
+/* Publishes s to the hooks unless cur must stay in force (held); 1 if published.
+ * The setups' side of this handshake is msp_slow_need_save (slowpath.c): a setup
+ * whose note the check may have missed sees the odd word, waits for it to be
+ * even, and notes again under what is then in force. */
+static int decide_and_publish(const struct msp_snap *cur, struct msp_snap *s)
+{
+    uint64_t d = __atomic_load_n(&g_msp.deciding, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_msp.deciding, d + 1, __ATOMIC_RELAXED);
+    /* the odd word before the check: a setup noted after the check sees it */
+    MSP_DECIDING_FENCE();
+    int publish = !cur || cur->ctl != s->ctl || !msp_snap_held(cur);
+    if (publish) {
+        __atomic_store_n(&g_msp.snap, s, __ATOMIC_RELEASE);
+        if (!hooks_awake(s)) /* executions begin unseen (models.h) */
+            msp_models_asleep();
+        msp_models_quiet_reset();
+        publish_hot(s);
+    }
+    __atomic_store_n(&g_msp.deciding, d + 2, __ATOMIC_RELEASE);
+    return publish;
 }
 
 /* Snapshots are leaked by design: the hot path reads a snapshot through a
@@ -210,45 +256,34 @@ void msp_snap_refresh(void)
     pthread_mutex_lock(&g_msp.snap_mu);
     struct msp_snap *cur = msp_snap_get();
     struct msp_control *ctl = msp_ctl_now();
+    struct msp_snap *s = NULL;
     if (!cur || cur->ctl != ctl ||
-        (cur->generation != msp_ctl_generation(ctl) && !held(cur))) {
-        struct msp_snap *s = malloc(sizeof *s);
-        if (s) {
-            s->ctl = ctl;
-            s->generation = msp_ctl_read_config(ctl, &s->cfg);
-            s->awake = s->cfg.state == MSP_STATE_AWAKE;
-            s->n_tops = (s->cfg.task & MSP_TASK_OVERFLOW) || s->cfg.rec_armed
-                            ? -1
-                            : msp_top_ids(&s->cfg, s->tops, MSP_MAX_IDS);
-            /* any op (n_tops -1): every one */
-            memset(s->selectable, s->n_tops < 0, sizeof s->selectable);
-            for (int i = 0; i < s->n_tops; i++)
-                if (s->tops[i] >= 0 && s->tops[i] < MSP_MODEL_OP_IDS)
-                    s->selectable[s->tops[i]] = 1;
-            if (s->cfg.queue_budget_bytes == 0)
-                s->cfg.queue_budget_bytes = (uint64_t)1 << 30;
-            int was_awake = cur && cur->awake;
-            if (s->awake && !g_msp.awake_seen && !wake_up(s->generation))
-                s->awake = 0;
-            else if (was_awake && !s->awake)
+        (cur->generation != msp_ctl_generation(ctl) && !msp_snap_held(cur)))
+        s = read_snapshot(ctl);
+    if (s) {
+        int was_awake = cur && cur->awake;
+        /* not awake before: nothing holds cur, s will be published */
+        if (s->awake && !g_msp.awake_seen && !wake_up(s->generation))
+            s->awake = 0;
+        give_sel_cache(s);
+        if (decide_and_publish(cur, s)) {
+            if (was_awake && !s->awake)
                 say_state("Back asleep: dumping stopped (dump_enable is false or the config "
                           "is gone)");
             if (s->awake && s->cfg.next_request &&
                 !(cur && cur->awake && cur->cfg.next_request == s->cfg.next_request))
                 say_next(&s->cfg);
-            /* payloads will go through the copy ring: have it warm first (not
+            /* payloads go through the copy ring from now on: have it warm (not
              * for exec_range "none", awake but selecting nothing) */
             int ring_dump = s->awake && (s->cfg.task & MSP_TASK_TENSOR) && !s->cfg.rec_armed &&
                             s->cfg.exec_mode != MSP_EXEC_NONE;
             msp_queue_expect(&g_msp.q, ring_dump ? s->cfg.queue_budget_bytes : 0, s->awake);
-            give_sel_cache(s);
-            __atomic_store_n(&g_msp.snap, s, __ATOMIC_RELEASE);
             msp_rec_budget(s->cfg.queue_budget_bytes);
-            if (!hooks_awake(s)) /* executions begin unseen (models.h) */
-                msp_models_asleep();
-            msp_models_quiet_reset();
-            __atomic_store_n(&msp_proc_now()->config_generation, s->generation, __ATOMIC_RELAXED);
+            __atomic_store_n(&msp_proc_now()->config_generation, s->generation,
+                             __ATOMIC_RELAXED);
             cur = s;
+        } else {
+            free(s); /* an execution began before the publish: never seen by a hook */
         }
     }
     if (cur && cur->ctl == ctl)

@@ -19,6 +19,9 @@ static inline struct msp_snap *msp_snap_get(void)
  * lifecycle above: the monitor follows the config through this file. */
 void msp_snap_on_wake(int (*start_monitor)(void));
 
+/* Does snapshot cur stay in force past an edit (an execution it dumps runs)? */
+int msp_snap_held(const struct msp_snap *cur);
+
 /* exec_range "next": says the rounds of each model fixed since the last call
  * (the monitor's duties). */
 void msp_snap_say_next(void);

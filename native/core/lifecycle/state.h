@@ -57,6 +57,8 @@ struct msp_state {
 
     struct msp_snap *snap;     /* atomic; NULL until attached */
     pthread_mutex_t snap_mu;
+    uint64_t deciding;         /* atomic: odd while a refresh decides whether an edit is
+                                  held and publishes it (snapshot.h) */
     int awake_seen;
 
     struct msp_queue q;
@@ -65,6 +67,14 @@ struct msp_state {
 };
 
 extern struct msp_state g_msp;
+
+/* The full fence of g_msp.deciding's handshake (snapshot.c). TSan models no fence
+ * (it warns); every word of the handshake is atomic, so it sees no race without. */
+#if defined(__SANITIZE_THREAD__)
+#define MSP_DECIDING_FENCE() ((void)0)
+#else
+#define MSP_DECIDING_FENCE() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#endif
 /* The shim build's ABI, defined by the adapter (0 or 1). */
 extern const int msp_build_abi;
 

@@ -111,7 +111,7 @@ int msp_dir_round(const char *dir, size_t n, uint64_t *round, int64_t *top)
         !parse_int(segs[2].p, (size_t)(us - segs[2].p), top))
         return 0;
     *round = (uint64_t)r;
-    return 1;
+    return end == dir + n ? MSP_DIR_TOP : 1;
 }
 
 /* An op segment "{id}_{Name}": id is the text before the first '_'. */

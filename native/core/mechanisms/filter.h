@@ -32,7 +32,8 @@ int msp_exec_selected(const struct msp_config *cfg, uint64_t count);
  * never ends): msp_exec_selected says no from there on. */
 uint64_t msp_exec_end(const struct msp_config *cfg);
 /* The round ({exec}) and top-level op id of ATB's dir "{dev}_{pid}/{exec}/{id}_{Name}/...";
- * 0 if it has no such shape. */
+ * 0 if it has no such shape, MSP_DIR_TOP if dir is that op's own (nothing below it), else 1. */
+#define MSP_DIR_TOP 2
 int msp_dir_round(const char *dir, size_t n, uint64_t *round, int64_t *top);
 /* Device filter: the number before the first '_' of the first segment. */
 int msp_device_selected(const struct msp_config *cfg, const char *dir, size_t n);

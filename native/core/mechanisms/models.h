@@ -61,8 +61,20 @@ struct msp_config;
  * Under exec_range "next", an op set up by a thread that set up nothing since its
  * last execution ended begins an execution after the edit (opcount.h): its model's
  * rounds start there, or (a model not known yet) the op is selected until its
- * model is known at that execution's end. */
-void msp_models_note_setup(const struct msp_config *cfg, int64_t top);
+ * model is known at that execution's end. `dirs`: the op's directories are built
+ * (IsSaveTensorDesc will say yes): then, in an execution "next" dumps, the op is
+ * open until its execute asked its own directory (msp_models_dir_asked). */
+void msp_models_note_setup(const struct msp_config *cfg, int64_t top, int dirs);
+/* exec_range "next": top-level op `top`'s own directory was asked (IsSaveTensorInSpecificDir,
+ * which ATB asks three times in each execute of a top-level runner, the last after
+ * every save of its children and kernels). */
+void msp_models_dir_asked(int64_t top);
+/* Top-level op `top` is being set up (before the config is followed): if it began
+ * its model's execution under way and its thread set up other runners since, that
+ * execution failed before reporting its end; it is counted as ended (executed =
+ * started), so it holds no edit, and this setup begins the next. ATB-Models sets up
+ * each node once an execution. */
+void msp_models_restarted(int64_t top);
 /* The process went back to sleep: beginnings are no longer seen. */
 void msp_models_asleep(void);
 /* A new config: every setup notes again until it leaves its op quiet (its
@@ -83,9 +95,17 @@ int msp_models_next_selected(const struct msp_config *cfg, int64_t top, uint64_t
 int msp_models_next_count(const struct msp_config *cfg, uint64_t count);
 /* Is an execution the config dumps under way: a model's round it selects (its exec
  * ranges, or the rounds fixed for its exec_range "next" request), or, under "next",
- * ops of a model not known yet picked for it? The config it began under then stays
- * in force until it ends (snapshot.c), so it is dumped whole. */
+ * ops of a model not known yet picked for it, or ops of such an execution whose end
+ * was reported before they ran (ATB's async execute) still open? The config it began
+ * under then stays in force until it ends (snapshot.c), so it is dumped whole. */
 int msp_models_holding(const struct msp_config *cfg);
+/* A number that moves while executions make progress: begun, ended, or their ops
+ * asking their directories under exec_range "next" (msp_models_dir_asked). */
+uint64_t msp_models_progress(void);
+/* Ends every execution that holds cfg (msp_models_holding), as if its end had been
+ * reported, and tells `cut` its model and round: the monitor's, for executions that
+ * called no hook for long (hold.c). Ops picked for a model not known yet are not cut. */
+void msp_models_cut(const struct msp_config *cfg, void (*cut)(const char *model, uint64_t round));
 /* The models whose rounds were fixed since the last call, as "M round R, N rounds
  * S-T" in out; 1 if any. Called by one thread at a time (the monitor's duties). */
 int msp_models_next_news(const struct msp_config *cfg, char *out, size_t cap);

@@ -102,6 +102,8 @@
     X(flush, incident, INT, MSP_BY_SHIM, ALWAYS)                                                   \
     X(flush, rounds, ROUNDS, MSP_BY_SHIM, ALWAYS)                                                  \
     X(round, round, STR, MSP_BY_ALL, ALWAYS)                                                       \
+    X(cut, round, STR, MSP_BY_SHIM, ALWAYS)                                                        \
+    X(cut, why, STR, MSP_BY_SHIM, ALWAYS)                                                          \
     X(recorder_exit, dropped_rounds, INT, MSP_BY_SHIM, ALWAYS) /* in the slot's flags: unread */   \
     X(recorder_exit, dropped_items, INT, MSP_BY_SHIM, ALWAYS) /* in the slot's flags: unread */    \
     X(exit, killed, BOOL, MSP_BY_CTL, OPTIONAL)       /* for whoever reads the log: unread */      \
