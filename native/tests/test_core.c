@@ -1,6 +1,7 @@
 /* Unit tests of the probe core's pure modules (built with ASan+UBSan).
  * Last line of output: "N passed, N failed". */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -16,6 +17,7 @@
 
 #include "binfile.h"
 #include "dedup.h"
+#include "dirchain.h"
 #include "dirmemo.h"
 #include "dtype.h"
 #include "filter.h"
@@ -319,6 +321,65 @@ static void test_fs(void)
     errno = 0;
     CHECK(msp_open_dir_at(rfd, "a/evil/x", 1) < 0);
     char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    close(rfd);
+    CHECK(system(cmd) == 0);
+}
+
+/* Open fds of the process, counted in /proc/self/fd. */
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* A writer's directory chain: an op's directory next to the last one opens
+ * from their layer's (one level more open, not the whole path), a directory
+ * removed under it is made again from the root, a new epoch starts over. */
+static void test_dirchain(void)
+{
+    char tmpl[] = "/tmp/msp_test_XXXXXX";
+    char *root = mkdtemp(tmpl);
+    CHECK(root != NULL);
+    int rfd = open(root, O_RDONLY | O_DIRECTORY);
+    struct msp_dirchain c = {.epoch = 1};
+    msp_dirchain_forget(&c);
+    int base = open_fds();
+    int a = msp_dirchain_open(&c, rfd, 1, "0_1/0/1_layer/0_op");
+    CHECK(a >= 0 && c.levels == 4 && open_fds() == base + 4);
+    CHECK(msp_dirchain_open(&c, rfd, 1, "0_1/0/1_layer/0_op") == a); /* the same: no syscall */
+    int b = msp_dirchain_open(&c, rfd, 1, "0_1/0/1_layer/1_op");
+    CHECK(b >= 0 && c.levels == 4 && open_fds() == base + 4);
+    CHECK(msp_dirchain_open(&c, rfd, 1, "0_1/0/1_layer/1_op/x") >= 0 && c.levels == 5);
+    CHECK(msp_dirchain_open(&c, rfd, 1, "0_1/0/1_layerx") >= 0 && c.levels == 3);
+    struct stat st;
+    CHECK(fstatat(rfd, "0_1/0/1_layer/0_op", &st, 0) == 0 && S_ISDIR(st.st_mode));
+    CHECK(fstatat(rfd, "0_1/0/1_layerx", &st, 0) == 0 && (st.st_mode & 0777) == 0750);
+    /* its round removed under it: made again, from the root */
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s/0_1/0", root);
+    CHECK(system(cmd) == 0);
+    CHECK(msp_dirchain_open(&c, rfd, 1, "0_1/0/2_layer") >= 0);
+    CHECK(fstatat(rfd, "0_1/0/2_layer", &st, 0) == 0 && S_ISDIR(st.st_mode));
+    /* a symlink in the tree is never followed, from a kept level either */
+    snprintf(cmd, sizeof cmd, "%s/0_1/0/evil", root);
+    CHECK(symlink("/tmp", cmd) == 0);
+    CHECK(msp_dirchain_open(&c, rfd, 1, "0_1/0/evil/x") < 0);
+    /* deeper than its levels: the last level takes the rest */
+    char deep[2 * (MSP_DIRCHAIN_LEVELS + 3)] = "";
+    for (int i = 0; i < MSP_DIRCHAIN_LEVELS + 3; i++)
+        strcat(deep, i ? "/d" : "d");
+    CHECK(msp_dirchain_open(&c, rfd, 1, deep) >= 0 && c.levels == MSP_DIRCHAIN_LEVELS);
+    deep[strlen(deep) - 2] = 0; /* its parent: within the last level, which is reopened */
+    CHECK(msp_dirchain_open(&c, rfd, 1, deep) >= 0 && c.levels == MSP_DIRCHAIN_LEVELS);
+    /* another epoch: every level closed first */
+    CHECK(msp_dirchain_open(&c, rfd, 2, "0_1") >= 0 && c.levels == 1 &&
+          open_fds() == base + 1);
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     close(rfd);
     CHECK(system(cmd) == 0);
@@ -1891,6 +1952,7 @@ int main(void)
     test_dirmemo();
     test_paths();
     test_fs();
+    test_dirchain();
     test_binfile();
     test_stats();
     test_stats_simd();

@@ -17,6 +17,7 @@
 #include "datadir.h"
 #include "dedup.h"
 #include "dedup_link.h"
+#include "dirchain.h"
 #include "filter.h"
 #include "fsutil.h"
 #include "recbatch.h"
@@ -27,9 +28,7 @@
 struct writer {
     int idx;
     struct msp_dedup *dedup;
-    char dir[MSP_PATH_LEN]; /* cached open directory (consecutive tensors share it) */
-    int dirfd;
-    unsigned epoch;         /* msp_tree_epoch when dirfd was opened */
+    struct msp_dirchain dirs; /* its open directories (consecutive items share them) */
     struct msp_recbatch *batch; /* its records (recbatch.h) */
 };
 
@@ -78,29 +77,18 @@ void msp_item_queue(struct msp_item *it, int adopt)
     MSP_UNCOUNT(queue_bytes, cost);
 }
 
-/* The open fd of the item's directory (cached per writer). */
+/* The open fd of the item's directory (the writer's chain keeps it). */
 static int dir_fd(struct writer *w, const char *dir)
 {
     /* a new epoch: the data/ tree was removed and re-created (reattach.c),
-     * the cached fd names a directory of the old one */
+     * the chain's fds name directories of the old one */
     unsigned epoch = __atomic_load_n(&msp_tree_epoch, __ATOMIC_ACQUIRE);
-    if (w->dirfd >= 0 && w->epoch == epoch && strcmp(w->dir, dir) == 0)
-        return w->dirfd;
-    if (w->dirfd >= 0)
-        close(w->dirfd);
-    w->dirfd = -1;
-    w->epoch = epoch;
     int root = __atomic_load_n(&msp_data_fd, __ATOMIC_ACQUIRE);
     if (root < 0) {
         errno = ENOENT;
         return -1;
     }
-    int fd = msp_open_dir_at(root, dir, 1);
-    if (fd >= 0) {
-        snprintf(w->dir, sizeof w->dir, "%s", dir);
-        w->dirfd = fd;
-    }
-    return fd;
+    return msp_dirchain_open(&w->dirs, root, epoch, dir);
 }
 
 /* Writes header + payload and, with hash, gives the payload's content hash.
@@ -298,8 +286,7 @@ int msp_writers_start(struct msp_queue *q, int n)
     for (int i = 0; i < n && i < MSP_MAX_WRITERS; i++) {
         struct writer *w = &g_writers[i];
         w->idx = i;
-        w->dirfd = -1;
-        w->dir[0] = 0;
+        msp_dirchain_forget(&w->dirs);
         if (!w->dedup)
             w->dedup = msp_dedup_new();
         if (w->batch)

@@ -39,19 +39,27 @@ DeviceResult RunDevice(const std::vector<Model> &models, const DeviceOptions &op
     // Requests at `rate` records a second (0: as fast as it can) for `seconds`
     // (0: until a stop signal), paced per node (a layer's ~50 tensors), on the
     // records the probe writes by default: one per tensor of the default stages
-    // and per op_param.json.
-    auto run = [&](double rate, double seconds) {
-        const Clock::time_point start = Clock::now();
-        const uint64_t base = res.counts.saved + res.counts.params;
+    // and per op_param.json; after `lead` seconds at the trickle's rate (switched
+    // at a node: a round of a 70B model at a trickle lasts far longer).
+    auto made = [&] { return res.counts.saved + res.counts.params; };
+    auto run = [&](double rate, double seconds, double lead) {
+        Clock::time_point start = Clock::now();
+        uint64_t base = made();
+        double now = lead > 0 ? opt.trickle : rate;
         auto pace = [&] {
-            if (rate > 0) {
-                const double records = (double)(res.counts.saved + res.counts.params - base);
-                const double ahead = records / rate - since(start);
+            if (lead > 0 && since(start) >= lead) {
+                lead = 0;
+                start = Clock::now();
+                base = made();
+                now = rate;
+            }
+            if (now > 0) {
+                const double ahead = (double)(made() - base) / now - since(start);
                 if (ahead > 0)
                     Sleep(ahead, stop);
             }
         };
-        auto more = [&] { return !stop && (seconds <= 0 || since(start) < seconds); };
+        auto more = [&] { return !stop && (lead > 0 || seconds <= 0 || since(start) < seconds); };
         while (more()) {
             prefill.Execute(res.counts, pace);
             res.prefills++;
@@ -62,9 +70,9 @@ DeviceResult RunDevice(const std::vector<Model> &models, const DeviceOptions &op
         }
         return since(start);
     };
-    res.seconds = run(opt.rate, opt.seconds);
+    res.seconds = run(opt.rate, opt.seconds, opt.trickle > 0 ? opt.trickleBefore : 0);
     if (opt.trickle > 0)
-        run(opt.trickle, 0);
+        run(opt.trickle, 0, 0);
     else
         Sleep(opt.idleAfter, stop);
     return res;

@@ -21,6 +21,8 @@ struct DeviceOptions {
     double idleAfter = 0;  // and after the last round
     double trickle = 0;    // after the run time, records per second until a stop signal
                            // (in place of idleAfter): a service dumping a little on
+    double trickleBefore = 0; // seconds at the trickle's rate before the run time (after
+                              // idleBefore): the process attached, as after its burst
     bool withState = false;
 };
 

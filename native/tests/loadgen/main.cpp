@@ -57,7 +57,10 @@ const char USAGE[] =
     "                      its burst; SIGTERM ends either at once\n"
     "  --trickle R         after the run time, go on at R records/s until SIGTERM (in\n"
     "                      place of --idle-after): a service that dumps a little after\n"
-    "                      a burst\n";
+    "                      a burst\n"
+    "  --trickle-before S  go on at the --trickle rate for S seconds before the run\n"
+    "                      time: the probe attached (its threads, its record log) when\n"
+    "                      the burst starts, as it still is after it\n";
 
 [[noreturn]] void Usage(const char *why)
 {
@@ -113,6 +116,8 @@ Options Parse(int argc, char **argv)
             o.device.idleAfter = number(0);
         else if (a == "--trickle")
             o.device.trickle = number(0);
+        else if (a == "--trickle-before")
+            o.device.trickleBefore = number(0);
         else if (a == "--tiny")
             o.tree.tiny = true;
         else if (a == "--weights")
