@@ -1227,27 +1227,35 @@ static void test_queue_lead(void)
     msp_queue_trim_idle(&q);
 }
 
+/* Pages of [p, p+n) in memory. */
+static uint64_t resident_bytes(const unsigned char *p, uint64_t n)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), in = 0;
+    unsigned char *vec = malloc(n / page + 1);
+    CHECK(vec && mincore((void *)p, n, vec) == 0);
+    for (uint64_t i = 0; vec && i < n / page; i++)
+        in += vec[i] & 1;
+    free(vec);
+    return in * page;
+}
+
 /* Fully resident: every page of [p, p+n) is in memory. */
 static int resident(const unsigned char *p, uint64_t n)
 {
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    unsigned char vec[1024];
-    if (n / page > sizeof vec || mincore((void *)p, n, vec) != 0)
-        return 0;
-    for (uint64_t i = 0; i < n / page; i++)
-        if (!(vec[i] & 1))
-            return 0;
-    return 1;
+    return resident_bytes(p, n) == n / page * page;
 }
 
 /* An expected dump: an idle writer 0 maps the ring and faults it in before
- * the first tensor, the first reservation copies into that mapping, and the
- * ring stays while the dump is on. */
+ * the first tensor, a big layer's burst's worth of it (more than 16 MiB), and
+ * no trim gives that back before the burst; the first reservation copies into
+ * that mapping, and the ring stays while the dump is on. */
 static void test_queue_warm(void)
 {
     struct msp_queue q;
     msp_queue_init(&q, 1);
-    const uint64_t budget = UINT64_C(3) << 20; /* one huge page and a half */
+    q.keep_trims = 2;
+    const uint64_t budget = UINT64_C(41) << 19; /* ten huge pages and a quarter */
     pthread_t t;
     CHECK(pthread_create(&t, NULL, pop_writer0, &q) == 0);
     msp_queue_expect(&q, budget, 1);
@@ -1260,6 +1268,7 @@ static void test_queue_warm(void)
             usleep(1000);
     }
     CHECK(q.maps == 1 && q.ring_size == budget && warm == budget);
+    msp_queue_trim_idle(&q); /* a quiet period before the burst */
     if (!q.warm_off) /* a kernel without MADV_POPULATE_WRITE leaves it to the hooks */
         CHECK(resident(q.ring, budget));
     /* the first tensor lands in the warm mapping */
@@ -1616,18 +1625,6 @@ static void test_queue_heads_random(void)
         msp_queue_trim_idle(&q);
         msp_queue_trim_idle(&q);
     }
-}
-
-/* Pages of [p, p+n) in memory. */
-static uint64_t resident_bytes(const unsigned char *p, uint64_t n)
-{
-    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), in = 0;
-    unsigned char *vec = malloc(n / page + 1);
-    CHECK(vec && mincore((void *)p, n, vec) == 0);
-    for (uint64_t i = 0; vec && i < n / page; i++)
-        in += vec[i] & 1;
-    free(vec);
-    return in * page;
 }
 
 /* One small item in and out: the service dumping a little. */

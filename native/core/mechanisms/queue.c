@@ -504,11 +504,15 @@ int msp_queue_push_near(struct msp_queue *q, int w, struct msp_item *it)
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels say EINVAL */
 #endif
-/* How far past the furthest offset the head reached the ring is warmed:
- * a burst of this size after a quiet spell copies into warm memory. Small:
- * each fresh page warmed for nothing costs its zeroing (256 MiB of them
- * were once most of a dump's added CPU time). */
-#define WARM_AHEAD (UINT64_C(16) << 20)
+/* How far past the furthest offset the head reached the ring is warmed (up to
+ * the soft end): a burst of this size after a quiet spell copies into warm
+ * memory. A big layer's tensors go through the ring (O_DIRECT, save.c) and its
+ * burst runs ahead of the writers by up to 192 MiB (a 2k-token prefill at
+ * hidden 4096): faulting that in took the host 0.5-0.8 s (this VM faults fresh
+ * memory in from its host), warmed by writer 0 beforehand the copies took
+ * 0.06-0.18 s and the process no more CPU. A trim gives back what a dump
+ * did not need (fit_to_need), so a small dump pays the zeroing once. */
+#define WARM_AHEAD (UINT64_C(256) << 20)
 
 /* Under mu, by an idle writer 0: maps the ring for the expected dump, or
  * faults in its next chunk with mu released meanwhile. 1 if it did work
@@ -734,6 +738,8 @@ static int ring_below(const struct msp_queue *q, uint64_t cut)
  * placed past it, see `trimming`). */
 static void fit_to_need(struct msp_queue *q)
 {
+    if (!q->reached) /* unused since mapped: what is warm waits for the first burst */
+        return;
     uint64_t k = ++q->trims;
     msp_window_add(&q->spans, k, q->span_peak, 0);
     msp_window_drop(&q->spans, k >= q->keep_trims ? k - q->keep_trims + 1 : 0);

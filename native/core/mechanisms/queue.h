@@ -117,7 +117,8 @@ struct msp_queue {
      * ring has needed within the last keep_trims trim periods: `soft`, where a
      * region starts again at offset 0 if the ring's front has room (else it
      * grows on, and soft goes back to the ring's end: a burst may use it all),
-     * is lowered at each trim to the most bytes the live regions spanned in
+     * is lowered at each trim once the ring has been used (what was warmed
+     * waits for the first burst) to the most bytes the live regions spanned in
      * those periods (`spans`, a sliding maximum of `span_peak`), in whole huge
      * pages, at least one; what was faulted in past it is given back
      * (MADV_DONTNEED) once no region lives there. */
