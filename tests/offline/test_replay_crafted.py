@@ -14,6 +14,7 @@ from replay_craft import crafted_op, op_dir, replay_json, traced
 
 from msprobe_atb.cli import main
 from msprobe_atb.offline.replay.runner import REFERENCE_FAILED
+from msprobe_atb.offline.replay.tolerances import tolerance_for
 
 RNG = np.random.default_rng(30)
 
@@ -99,6 +100,39 @@ def test_an_output_in_another_shape_is_a_finding(tmp_path):
     op = _one(doc)
     assert rc == 1 and op["verdict"] == "own-error"
     assert "shape [8, 32] where the dump holds [32, 8]" in op["why"]
+
+
+def _just_beyond(r: float, m: float, tol) -> np.float32:
+    """The float32 value nearest r from above that is outside r's tolerance with terms'
+    magnitude m, as judge.py computes it."""
+    d = np.float32(r + tol.rtol * abs(r) + tol.atol * m + tol.floor)
+    while abs(float(d) - r) <= tol.rtol * abs(r) + tol.atol * m + tol.floor:
+        d = np.nextafter(d, np.float32(np.inf))
+    return d
+
+
+def test_a_float32_magnitude_never_loosens_a_tolerance(tmp_path):
+    # Integers: the float64 product and magnitude are exact, every result is 0 (each
+    # term cancels against its negated twin), and the float32 magnitude |x| @ |w| rounds
+    # its sums past 2^24. One element is dumped just outside the exact tolerance, where
+    # the float32 magnitude, had it rounded up, would let it pass.
+    a = RNG.integers(1, 1 << 10, size=(4, 1024)).astype(np.float32)
+    b = RNG.integers(1, 1 << 10, size=(64, 1024)).astype(np.float32)
+    x, w = np.concatenate([a, a], axis=1), np.concatenate([b, -b], axis=1)
+    exact = np.abs(x).astype(np.float64) @ np.abs(w).astype(np.float64).T
+    float32 = (np.abs(x) @ np.abs(w).T).astype(np.float64)
+    tol = tolerance_for("float")
+    beyond = {(i, j): _just_beyond(0.0, exact[i, j], tol) for i, j in zip(*np.nonzero(
+        float32 > exact))}
+    looser = [ij for ij, d in beyond.items() if float(d) <= tol.atol * float32[ij] + tol.floor]
+    assert looser, "no element whose float32 magnitude would let a wrong value pass"
+    d = np.zeros(exact.shape, np.float32)
+    d[looser[0]] = beyond[looser[0]]
+    root = crafted_op(tmp_path / "d", "LinearOperation", {"hasBias": False}, [x, w], [d])
+    rc, doc, _ = replay_json(root)
+    op = _one(doc)
+    assert (rc, op["verdict"], _mismatched(op)) == (1, "own-error", 1), op["why"]
+    assert op["outputs"][0]["worst"]["index"] == list(looser[0])
 
 
 X = RNG.normal(size=(4, 6)).astype(np.float32)

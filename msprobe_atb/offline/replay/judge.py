@@ -51,36 +51,28 @@ class _Tally:
 
 def _tally(t: _Tally, base: int, d: np.ndarray, r: np.ndarray, tol: Tolerance,
            magnitude: Callable[[], np.ndarray]) -> None:
-    """Adds a slice to the tally; `magnitude()` gives its elements' terms' magnitudes,
-    asked for only when |r| alone does not settle every element."""
-    finite_r, finite_d = np.isfinite(r), np.isfinite(d)
+    """Adds a slice's verdicts to the tally; `magnitude()` gives its elements' terms'
+    magnitudes, asked for only when |r| alone does not settle every element."""
+    finite_r = np.isfinite(r)
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.abs(d - r)
-        allowed = tol.rtol * np.abs(r) + tol.floor
+        abs_r = np.abs(r)
+        allowed = tol.rtol * abs_r + tol.floor
         same = (d == r) | (np.isnan(d) & np.isnan(r))
         agree = (err <= allowed) | same
         if tol.atol and not agree.all():
             agree = (err <= allowed + tol.atol * magnitude()) | same
     over = np.zeros_like(agree)
     if tol.max_finite:
-        beyond = finite_r & (np.abs(r) > tol.max_finite)
-        over = beyond & (~finite_d | (np.abs(d) >= tol.max_finite)) & (np.sign(d) == np.sign(r))
+        beyond = finite_r & (abs_r > tol.max_finite)
+        if beyond.any():
+            over = beyond & (~np.isfinite(d) | (np.abs(d) >= tol.max_finite)) & \
+                (np.sign(d) == np.sign(r))
     bad = ~agree & ~over
-    both = finite_d & finite_r
-    t.nan_inf_dumped += int((~finite_d).sum())
-    t.nan_inf_float64 += int((~finite_r).sum())
     t.mismatched += int(bad.sum())
-    if both.any():
-        e, rb, db = err[both], r[both], d[both]
-        t.max_abs_err = max(t.max_abs_err, float(e.max()))
-        t.max_rel_err = max(t.max_rel_err, max_rel_err64(rb, db))
-        t.dot += float(np.dot(db, rb))
-        t.dd += float(np.dot(db, db))
-        t.rr += float(np.dot(rb, rb))
-        t.finite_pairs += int(both.sum())
     if over.any():
         t.overflowed += int(over.sum())
-        mags = np.where(over, np.abs(r), -1.0)
+        mags = np.where(over, abs_r, -1.0)
         i = int(np.argmax(mags))
         if mags[i] > t.over_mag:
             t.over_mag, t.over_at, t.over_values = float(mags[i]), base + i, (d[i], r[i])
@@ -90,6 +82,24 @@ def _tally(t: _Tally, base: int, d: np.ndarray, r: np.ndarray, tol: Tolerance,
         i = int(np.argmax(score))
         if score[i] > t.worst_score:
             t.worst_score, t.worst, t.worst_values = float(score[i]), base + i, (d[i], r[i])
+
+
+def _tally_metrics(t: _Tally, d: np.ndarray, r: np.ndarray) -> None:
+    """Adds a slice to the tally's metrics, for a dtype the compare kernel does not
+    take (where it does, its metrics are the kernel's)."""
+    finite_r, finite_d = np.isfinite(r), np.isfinite(d)
+    both = finite_d & finite_r
+    t.nan_inf_dumped += int((~finite_d).sum())
+    t.nan_inf_float64 += int((~finite_r).sum())
+    if both.any():
+        rb, db = r[both], d[both]
+        with np.errstate(over="ignore"):
+            t.max_abs_err = max(t.max_abs_err, float(np.abs(db - rb).max()))
+        t.max_rel_err = max(t.max_rel_err, max_rel_err64(rb, db))
+        t.dot += float(np.dot(db, rb))
+        t.dd += float(np.dot(db, db))
+        t.rr += float(np.dot(rb, rb))
+        t.finite_pairs += int(both.sum())
 
 
 class OutputJudge:
@@ -157,7 +167,10 @@ class OutputJudge:
             m = piece.metrics(self.tol.rtol, self.tol.floor)
             if m["within_tol"] == 1.0 and m["nonfinite_match"]:
                 return
-        _tally(self.tally, base, d.astype(np.float64), r64, self.tol, magnitude)
+        d64 = d.astype(np.float64)
+        if self.acc is None:
+            _tally_metrics(self.tally, d64, r64)
+        _tally(self.tally, base, d64, r64, self.tol, magnitude)
 
     def _metrics(self) -> dict:
         t = self.tally

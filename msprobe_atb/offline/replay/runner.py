@@ -23,7 +23,7 @@ from ..read.binfile import BinFileError, load_bin
 from ..read.table import Dump
 from .dumpops import DumpedOp, dumped_ops
 from .judge import CHUNK, OutputJudge
-from .refs import MASK_INPUTS, REFERENCES, RESULT_SHAPES, ROW_INPUTS, NotReplayable
+from .refs import MASK_INPUTS, PREPARE, REFERENCES, RESULT_SHAPES, ROW_INPUTS, NotReplayable
 from .torch_ops import torch_reference
 
 REFERENCE_FAILED = "the reference failed on this param and these inputs"
@@ -160,7 +160,9 @@ class Replayer:
         try:
             if not op.inputs and not op.outputs:
                 return OpResult(op, "ok", "no tensors: nothing to recompute")
-            inputs = load_tensors(op, op.inputs, "input")
+            # As they are loaded, so that what PREPARE replaces is let go of at once.
+            inputs = PREPARE.get(ref_type, lambda p, i: i)(param,
+                                                          load_tensors(op, op.inputs, "input"))
             dumped = load_tensors(op, op.outputs, "output")
         except (NotReplayable, ValueError) as e:
             return OpResult(op, "not-replayable", str(e))
