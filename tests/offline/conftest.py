@@ -1,5 +1,6 @@
 """Fixtures of the offline tools: synthetic dumps (no native build needed) and
-real dumps made by the stand-in ATB under the real probe (session-scoped)."""
+real dumps made by the stand-in ATB under the real probe (session-scoped; those
+several modules read are made once for every pytest-xdist worker)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 import offline_synth as synth  # noqa: E402
+from built_once import built_once  # noqa: E402
 from offline_helpers import (  # noqa: E402
     INJECT,
     MODEL,
@@ -20,7 +22,6 @@ from offline_helpers import (  # noqa: E402
     TRUTH_LAYERS,
     TRUTH_MODEL,
     make_real_dump,
-    module_real_dump,
     need_real,
 )
 
@@ -35,32 +36,35 @@ def synth_pair(tmp_path_factory):
     return d / "golden", d / "target"
 
 
+def real_dump_once(tmp_path_factory, name: str, dtype: str, **kw) -> Path:
+    """One real dump (make_real_dump's `kw`) made once for the run (built_once)."""
+    need_real()
+    return built_once(tmp_path_factory, name,
+                      lambda base: make_real_dump(base / name, dtype, **kw))
+
+
 @pytest.fixture(scope="session")
 def real_dumps(tmp_path_factory):
     """golden fp32, target fp16, and target fp16 with INJECT (all: task all,
     save_child true, filter_level 1, so some tensors are alias stubs)."""
-    need_real()
-    base = tmp_path_factory.mktemp("real")
-    dumps = {"golden": make_real_dump(base / "golden", "fp32"),
-             "target": make_real_dump(base / "target", "fp16"),
-             "injected": make_real_dump(base / "injected", "fp16", inject=INJECT)}
-    yield dumps
-    shutil.rmtree(base, ignore_errors=True)
+    return {"golden": real_dump_once(tmp_path_factory, "golden", "fp32"),
+            "target": real_dump_once(tmp_path_factory, "target", "fp16"),
+            "injected": real_dump_once(tmp_path_factory, "injected", "fp16", inject=INJECT)}
 
 
 @pytest.fixture(scope="session")
 def overflow_dump(tmp_path_factory):
     """An overflow_check run of the injected model: the overflowing kernel is
     reported (info/overflow) and only its tensors are dumped."""
-    yield from module_real_dump(tmp_path_factory, "overflow", "fp16", inject=INJECT,
-                                task="overflow_check")
+    return real_dump_once(tmp_path_factory, "overflow", "fp16", inject=INJECT,
+                          task="overflow_check")
 
 
 @pytest.fixture(scope="session")
 def stats_dump(tmp_path_factory):
     """A statistics-only run of the injected model (no .bin files)."""
-    yield from module_real_dump(tmp_path_factory, "stats", "fp16", inject=INJECT,
-                                task="statistics")
+    return real_dump_once(tmp_path_factory, "stats", "fp16", inject=INJECT,
+                          task="statistics")
 
 
 @pytest.fixture(scope="session")
@@ -68,8 +72,7 @@ def stats_dump_3_layers(tmp_path_factory):
     """The statistics-only run of stats_dump's model with 3 layers instead of 2."""
     model = [*MODEL]
     model[model.index("--layers") + 1] = "3"
-    yield from module_real_dump(tmp_path_factory, "stats3", "fp32", task="statistics",
-                                model=model)
+    return real_dump_once(tmp_path_factory, "stats3", "fp32", task="statistics", model=model)
 
 
 @pytest.fixture(scope="session")
