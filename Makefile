@@ -73,7 +73,9 @@ lint: deps
 # test's setup, under that test's timeout (a run after a long one failed there).
 # The tests run on PYTEST_WORKERS pytest-xdist workers (most of a test's time is spent
 # waiting on its subprocesses); --dist loadfile keeps each module on one worker, so
-# a module-scoped fixture is built once. PYTEST_WORKERS=0 runs them in one process.
+# a module-scoped fixture is built once; --no-loadscope-reorder hands the modules out
+# in collection order, the modules marked `long` first (tests/conftest.py), instead of
+# those with the most tests first. PYTEST_WORKERS=0 runs them in one process.
 # On the 2-core machine, from a fresh clone (venv already installed): `make test`
 # 9 min 7 s, of which pytest 7 min 27 s (load 4.0 falling to 1.9, other tests running
 # beside it), and 11 min 50 s, pytest 10 min 28 s (load 1.5 rising to 6); one test at
@@ -82,6 +84,7 @@ PYTEST_WORKERS ?= 2
 pytest: all deps
 	rm -rf $(BUILD)/pytest-tmp
 	$(VENV)/bin/pytest -q -ra --durations=25 -n $(PYTEST_WORKERS) --dist loadfile \
+		--no-loadscope-reorder \
 		--basetemp=$(BUILD)/pytest-tmp tests
 
 # The build (native code, the native tests' binaries, the extensions) runs on both

@@ -20,6 +20,18 @@ from testkit import ABIS
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "long: a module taking tens of seconds (its fixtures "
+                            "or its tests): started first")
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """The modules marked `long` first: --dist loadfile hands the modules out in
+    collection order, so a long one collected last ended the run alone on its worker.
+    Whole modules move; the order of the tests inside one is kept."""
+    items.sort(key=lambda item: item.getparent(pytest.Module).get_closest_marker("long") is None)
+
+
 @pytest.fixture(params=ABIS, ids=lambda a: f"abi{a}")
 def abi(request) -> int:
     return request.param

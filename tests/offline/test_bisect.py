@@ -21,6 +21,8 @@ from testkit import atb_home, atbsim_bin
 from msprobe_atb.cli import main
 from msprobe_atb.offline.bisect.search import relative_error
 
+pytestmark = pytest.mark.long  # started first (tests/conftest.py)
+
 # 4 layers of hidden 512 (the stand-in's precision faults reduce over 512 to 1024 terms,
 # enough to move the logits past the dtype's own noise; at hidden 32 most do not) and a
 # vocabulary of 1024 (the logits' error norm then varies little between two rounding

@@ -32,6 +32,8 @@ from offline_helpers import (
 from msprobe_atb.cli import main
 from msprobe_atb.tree.incidents import IncidentBook
 
+pytestmark = pytest.mark.long  # started first (tests/conftest.py)
+
 MODEL = ["--layers", "2", "--hidden", "32", "--heads", "2", "--vocab", "64", "--prompt-len",
          "4", "--decode-steps", "4", "--seed", "3"]
 DEVICES = (0, 1)

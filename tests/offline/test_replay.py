@@ -22,6 +22,8 @@ from msprobe_atb.offline.read.table import open_dump
 from msprobe_atb.offline.replay.judge import judge_output
 from msprobe_atb.offline.replay.refs import REFERENCES, NotReplayable, Terms
 
+pytestmark = pytest.mark.long  # started first (tests/conftest.py)
+
 LLAMA_TYPES = {"LinearOperation", "RmsNormOperation", "RopeOperation", "SplitOperation",
                "ReshapeAndCacheOperation", "SelfAttentionOperation", "PagedAttentionOperation",
                "ElewiseOperation", "ActivationOperation", "GatherOperation"}

@@ -19,6 +19,8 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "offline"))
 
 from offline_helpers import make_real_dump, need_real, run_cli  # noqa: E402
 
+pytestmark = pytest.mark.long  # started first (tests/conftest.py)
+
 PROMPT = [1, 17, 42, 99, 5, 250, 3, 64]
 NEW_TOKENS = 3  # prefill + 2 decode steps
 FP16_EPS = 2.0 ** -10
