@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 from offline_helpers import ABI, make_real_dump, module_real_dump, need_real
-from testkit import atb_home, atbsim_bin
+from testkit import atb_home, atbsim_bin, scratch_dir
 
 from msprobe_atb.cli import main
 from msprobe_atb.offline.bisect.search import relative_error
@@ -68,10 +68,17 @@ def logits_of_run(path, dtype: str, faults: list[tuple[str, str]]) -> np.ndarray
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def dumps_dir(tmp_path_factory):
+    """Where the cases' dumps go: ~30 MB each, written and removed at memory speed (on
+    the shared disk, removing them took 15 s)."""
+    yield from scratch_dir(tmp_path_factory.mktemp("bisect") / "fs", 1 << 20)
+
+
+@pytest.fixture(scope="module")
+def runs(dumps_dir):
     """Each case's dump and bisect result, and two clean dumps."""
     need_real()
-    base = tmp_path_factory.mktemp("bisect")
+    base = dumps_dir
     runs = {name: (dtype, faults) for name, (dtype, faults, _) in CASES.items()}
     runs.update({f"clean_{dtype}": (dtype, []) for dtype in ("fp16", "bf16")})
     # Side by side: most of a dump's time is the probe's control plane finishing.

@@ -28,6 +28,7 @@ from offline_helpers import (
     need_real,
     run_cli,
 )
+from testkit import scratch_dir
 
 from msprobe_atb.cli import main
 from msprobe_atb.tree.incidents import IncidentBook
@@ -75,11 +76,18 @@ CAUSES = {
 
 
 @pytest.fixture(scope="module")
-def dumps(tmp_path_factory):
+def dumps_dir(tmp_path_factory):
+    """Where the dumps go: thousands of files, written and removed at memory speed (on
+    the shared disk, removing them took 20 s)."""
+    yield from scratch_dir(tmp_path_factory.mktemp("diagnose") / "fs", 1 << 20)
+
+
+@pytest.fixture(scope="module")
+def dumps(dumps_dir):
     """The faulty dumps, a clean fp32 golden of the same model on both devices, and
     clean fp16 and bf16 runs (task tensor: the default)."""
     need_real()
-    base = tmp_path_factory.mktemp("diagnose")
+    base = dumps_dir
     made = {name: make_real_dump(base / name, dtype, task="tensor", model=MODEL,
                                  devices=DEVICES,
                                  inject=(f"{f0},device=0", f"{f1},device=1"))
