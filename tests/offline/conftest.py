@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from offline_helpers import (  # noqa: E402
     TRUTH_MODEL,
     make_real_dump,
     need_real,
+    side_by_side,
 )
 
 
@@ -80,8 +82,8 @@ def all_stages_stats_dumps(tmp_path_factory):
     """Statistics-only runs saving all four stages: fp32 golden, fp16 target."""
     need_real()
     base = tmp_path_factory.mktemp("stages")
-    yield {dt: make_real_dump(base / dt, dt, task="statistics", all_stages=True)
-           for dt in ("fp32", "fp16")}
+    yield side_by_side({dt: partial(make_real_dump, base / dt, dt, task="statistics",
+                                    all_stages=True) for dt in ("fp32", "fp16")})
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -95,9 +97,10 @@ def truth_dumps(tmp_path_factory):
     base = tmp_path_factory.mktemp("truth")
     other = [*TRUTH_MODEL]
     other[other.index("--layers") + 1] = str(TRUTH_LAYERS - 1)
-    yield {"golden": make_real_dump(base / "golden", "fp32", model=TRUTH_MODEL,
-                                    devices=(0, 1)),
-           "target": make_real_dump(base / "target", "fp16", model=TRUTH_MODEL,
-                                    devices=(0, 1), inject=TRUTH_INJECT),
-           "other_layers": make_real_dump(base / "other", "fp32", model=other)}
+    yield side_by_side({
+        "golden": partial(make_real_dump, base / "golden", "fp32", model=TRUTH_MODEL,
+                          devices=(0, 1)),
+        "target": partial(make_real_dump, base / "target", "fp16", model=TRUTH_MODEL,
+                          devices=(0, 1), inject=TRUTH_INJECT),
+        "other_layers": partial(make_real_dump, base / "other", "fp32", model=other)})
     shutil.rmtree(base, ignore_errors=True)

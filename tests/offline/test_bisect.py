@@ -11,11 +11,11 @@ import math
 import os
 import shutil
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 import pytest
-from offline_helpers import ABI, make_real_dump, module_real_dump, need_real
+from offline_helpers import ABI, make_real_dump, module_real_dump, need_real, side_by_side
 from testkit import atb_home, atbsim_bin, scratch_dir
 
 from msprobe_atb.cli import main
@@ -81,11 +81,9 @@ def runs(dumps_dir):
     base = dumps_dir
     runs = {name: (dtype, faults) for name, (dtype, faults, _) in CASES.items()}
     runs.update({f"clean_{dtype}": (dtype, []) for dtype in ("fp16", "bf16")})
-    # Side by side: most of a dump's time is the probe's control plane finishing.
-    with ThreadPoolExecutor(3) as pool:
-        dumps = dict(zip(runs, pool.map(
-            lambda n: make_real_dump(base / n, runs[n][0], model=[*MODEL, *_options(runs[n][1])]),
-            runs)))
+    dumps = side_by_side({n: partial(make_real_dump, base / n, dtype,
+                                     model=[*MODEL, *_options(faults)])
+                          for n, (dtype, faults) in runs.items()})
     out = {name: (d, *bisect(d)) for name, d in dumps.items()}
     yield out
     shutil.rmtree(base, ignore_errors=True)

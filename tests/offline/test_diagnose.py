@@ -18,6 +18,7 @@ import io
 import json
 import os
 import shutil
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from offline_helpers import (
     module_real_dump,
     need_real,
     run_cli,
+    side_by_side,
 )
 from testkit import scratch_dir
 
@@ -88,16 +90,15 @@ def dumps(dumps_dir):
     clean fp16 and bf16 runs (task tensor: the default)."""
     need_real()
     base = dumps_dir
-    made = {name: make_real_dump(base / name, dtype, task="tensor", model=MODEL,
-                                 devices=DEVICES,
-                                 inject=(f"{f0},device=0", f"{f1},device=1"))
-            for name, (dtype, f0, f1) in FAULTY.items() if name in RUN}
-    made["golden"] = make_real_dump(base / "golden", "fp32", task="tensor", model=MODEL,
-                                    devices=DEVICES)
+    makers = {name: partial(make_real_dump, base / name, dtype, task="tensor", model=MODEL,
+                            devices=DEVICES, inject=(f"{f0},device=0", f"{f1},device=1"))
+              for name, (dtype, f0, f1) in FAULTY.items() if name in RUN}
+    makers["golden"] = partial(make_real_dump, base / "golden", "fp32", task="tensor",
+                               model=MODEL, devices=DEVICES)
     for dtype in CLEAN:
-        made[f"clean_{dtype}"] = make_real_dump(base / f"clean_{dtype}", dtype, task="tensor",
-                                                model=MODEL)
-    yield made
+        makers[f"clean_{dtype}"] = partial(make_real_dump, base / f"clean_{dtype}", dtype,
+                                           task="tensor", model=MODEL)
+    yield side_by_side(makers)
     shutil.rmtree(base, ignore_errors=True)
 
 
