@@ -1,9 +1,9 @@
 """Shared paths to the build artifacts. Component fixtures live in each
 test folder's own conftest.py.
 
-`make pytest` runs the tests on two pytest-xdist workers with `--dist loadfile`:
-a module's tests run in one worker, so its module-scoped fixtures are built once.
-Session-scoped fixtures are built once per worker that needs them, except those
+`make pytest` runs the tests on PYTEST_WORKERS pytest-xdist workers with `--dist
+loadfile`: a module's tests run in one worker, so its module-scoped fixtures are
+built once. Session-scoped fixtures are built once per worker that needs them, except those
 built with built_once.py, made once for all workers."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 import pytest
 from testkit import ABIS
 
-# One BLAS thread per process: each pytest-xdist worker already has a core, and
+# One BLAS thread per process: the pytest-xdist workers already fill the cores, and
 # OpenBLAS's threads spinning for a core another worker holds made the replay
 # references' float64 products (bisect, replay, compare) three times as slow.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
