@@ -71,17 +71,29 @@ lint: deps
 # hostile-path trees) out of /tmp at the end, which took minutes on a shared machine.
 # The last run's is removed here, not by pytest: pytest does it inside the first
 # test's setup, under that test's timeout (a run after a long one failed there).
-# The tests run on PYTEST_WORKERS pytest-xdist workers (most of a test's time is spent
-# waiting on its subprocesses); --dist loadfile keeps each module on one worker, so
-# a module-scoped fixture is built once. PYTEST_WORKERS=0 runs them in one process.
+# The tests run on PYTEST_WORKERS pytest-xdist workers, more than the 2 cores (most
+# of a test's time is spent waiting on its subprocesses); --dist loadfile keeps each
+# module on one worker, so a module-scoped fixture is built once; --no-loadscope-reorder
+# hands the modules out in collection order, the modules marked `long` first
+# (tests/conftest.py), instead of those with the most tests first. PYTEST_WORKERS=0
+# runs them in one process.
 # On the 2-core machine, from a fresh clone (venv already installed): `make test`
 # 9 min 7 s, of which pytest 7 min 27 s (load 4.0 falling to 1.9, other tests running
 # beside it), and 11 min 50 s, pytest 10 min 28 s (load 1.5 rising to 6); one test at
 # a time, pytest alone took about 15 min quiet, 19.5 at load 8.
-PYTEST_WORKERS ?= 2
+# In a worktree, with the session dumps made once for all workers, one OpenBLAS
+# thread per process and the long modules first (tests/conftest.py): `make test`
+# 14 min 47 s (a venv reinstall included), pytest 13 min 23 s, 9 min of CPU, at load
+# 14.6 falling to 4.3; before them 17 min 49 s, pytest 16 min 4 s, 12 min of CPU, at
+# load 1.9 rising to 26. Then pytest on 3 workers: 10 min 17 s, 8.7 min of CPU, at load
+# 4.0 rising to 6.7 (the third worker runs while the others wait on subprocesses);
+# and the whole `make test` (the build current): 8 min 24 s, pytest 8 min 9 s, 8.9 min
+# of CPU, at load 4.6 to 4.3.
+PYTEST_WORKERS ?= 3
 pytest: all deps
 	rm -rf $(BUILD)/pytest-tmp
 	$(VENV)/bin/pytest -q -ra --durations=25 -n $(PYTEST_WORKERS) --dist loadfile \
+		--no-loadscope-reorder \
 		--basetemp=$(BUILD)/pytest-tmp tests
 
 # The build (native code, the native tests' binaries, the extensions) runs on both

@@ -7,11 +7,12 @@ logits than the clean fp16 run. (Usage errors: test_cli.py.)"""
 from __future__ import annotations
 
 import subprocess
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pytest
-from offline_helpers import MODEL, make_real_dump, need_real
+from offline_helpers import MODEL, make_real_dump, need_real, side_by_side
 from testkit import atbsim_bin
 
 from msprobe_atb.offline.read.binfile import load_payload, resolve
@@ -32,11 +33,11 @@ def dumps(tmp_path_factory) -> dict[str, Path]:
     """A clean fp16 dump of the tiny model and one per fault (task tensor)."""
     need_real()
     base = tmp_path_factory.mktemp("pfault")
-    out = {"clean": make_real_dump(base / "clean", "fp16", task="tensor")}
+    makers = {"clean": partial(make_real_dump, base / "clean", "fp16", task="tensor")}
     for n, (spec, _, _) in enumerate(FAULTS):
-        out[spec] = make_real_dump(base / f"fault{n}", "fp16", task="tensor",
-                                   model=[*MODEL, "--precision-fault", spec])
-    return out
+        makers[spec] = partial(make_real_dump, base / f"fault{n}", "fp16", task="tensor",
+                               model=[*MODEL, "--precision-fault", spec])
+    return side_by_side(makers)
 
 
 def round0_tensors(dump: Path) -> dict[tuple[str, ...], bytes]:

@@ -12,6 +12,7 @@ import math
 import struct
 
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +20,8 @@ from msprobe_atb.tree.csvfmt import extra_row, parse_tensor_path, positional, st
 from msprobe_atb.tree.ingest import Ingest, key_bytes, manifest_cells
 from msprobe_atb.tree.manifest import COLUMN_NAMES, polars_schema, record_row
 from msprobe_atb.tree.names import text_of
+
+pytestmark = pytest.mark.long  # started first (tests/conftest.py)
 
 ROOT = "/data/out"
 START_NS = 1_765_000_000_000_000_000

@@ -9,7 +9,7 @@ import pytest
 from e2e_helpers import fresh_env, require_artifacts
 from testkit import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 
 def test_recorder_act_says_what_it_does_while_it_sends(tmp_path):

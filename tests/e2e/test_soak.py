@@ -42,6 +42,8 @@ from msprobe_atb.control.liveness import pid_alive
 from msprobe_atb.tree import progress
 from msprobe_atb.tree.records import list_logs
 
+pytestmark = pytest.mark.long  # started first (tests/conftest.py)
+
 ABI = 1
 LOADGEN = BUILD / "probe" / "bin" / f"loadgen_abi{ABI}"
 SECONDS = 20  # of load: ~2 x 1000 rounds, ~300k records at this pace

@@ -3,9 +3,12 @@ same property on a fixed pair of seeded runs."""
 
 from __future__ import annotations
 
+import pytest
 from bisect_fuzz import run
 from hypothesis_run import run_short
 from offline_helpers import need_real
+
+pytestmark = pytest.mark.long  # started first (tests/conftest.py)
 
 SHORT = 2
 

@@ -7,6 +7,8 @@ import pytest
 from manifest_fuzz import READERS, run
 from offline_helpers import need_real  # (on the path manifest_fuzz sets)
 
+pytestmark = pytest.mark.long  # started first (tests/conftest.py)
+
 SHORT = 2 * len(READERS)
 
 

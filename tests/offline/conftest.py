@@ -1,10 +1,12 @@
 """Fixtures of the offline tools: synthetic dumps (no native build needed) and
-real dumps made by the stand-in ATB under the real probe (session-scoped)."""
+real dumps made by the stand-in ATB under the real probe (session-scoped; those
+several modules read are made once for every pytest-xdist worker)."""
 
 from __future__ import annotations
 
 import shutil
 import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 import offline_synth as synth  # noqa: E402
+from built_once import built_once  # noqa: E402
 from offline_helpers import (  # noqa: E402
     INJECT,
     MODEL,
@@ -20,8 +23,8 @@ from offline_helpers import (  # noqa: E402
     TRUTH_LAYERS,
     TRUTH_MODEL,
     make_real_dump,
-    module_real_dump,
     need_real,
+    side_by_side,
 )
 
 
@@ -35,32 +38,35 @@ def synth_pair(tmp_path_factory):
     return d / "golden", d / "target"
 
 
+def real_dump_once(tmp_path_factory, name: str, dtype: str, **kw) -> Path:
+    """One real dump (make_real_dump's `kw`) made once for the run (built_once)."""
+    need_real()
+    return built_once(tmp_path_factory, name,
+                      lambda base: make_real_dump(base / name, dtype, **kw))
+
+
 @pytest.fixture(scope="session")
 def real_dumps(tmp_path_factory):
     """golden fp32, target fp16, and target fp16 with INJECT (all: task all,
     save_child true, filter_level 1, so some tensors are alias stubs)."""
-    need_real()
-    base = tmp_path_factory.mktemp("real")
-    dumps = {"golden": make_real_dump(base / "golden", "fp32"),
-             "target": make_real_dump(base / "target", "fp16"),
-             "injected": make_real_dump(base / "injected", "fp16", inject=INJECT)}
-    yield dumps
-    shutil.rmtree(base, ignore_errors=True)
+    return {"golden": real_dump_once(tmp_path_factory, "golden", "fp32"),
+            "target": real_dump_once(tmp_path_factory, "target", "fp16"),
+            "injected": real_dump_once(tmp_path_factory, "injected", "fp16", inject=INJECT)}
 
 
 @pytest.fixture(scope="session")
 def overflow_dump(tmp_path_factory):
     """An overflow_check run of the injected model: the overflowing kernel is
     reported (info/overflow) and only its tensors are dumped."""
-    yield from module_real_dump(tmp_path_factory, "overflow", "fp16", inject=INJECT,
-                                task="overflow_check")
+    return real_dump_once(tmp_path_factory, "overflow", "fp16", inject=INJECT,
+                          task="overflow_check")
 
 
 @pytest.fixture(scope="session")
 def stats_dump(tmp_path_factory):
     """A statistics-only run of the injected model (no .bin files)."""
-    yield from module_real_dump(tmp_path_factory, "stats", "fp16", inject=INJECT,
-                                task="statistics")
+    return real_dump_once(tmp_path_factory, "stats", "fp16", inject=INJECT,
+                          task="statistics")
 
 
 @pytest.fixture(scope="session")
@@ -68,8 +74,7 @@ def stats_dump_3_layers(tmp_path_factory):
     """The statistics-only run of stats_dump's model with 3 layers instead of 2."""
     model = [*MODEL]
     model[model.index("--layers") + 1] = "3"
-    yield from module_real_dump(tmp_path_factory, "stats3", "fp32", task="statistics",
-                                model=model)
+    return real_dump_once(tmp_path_factory, "stats3", "fp32", task="statistics", model=model)
 
 
 @pytest.fixture(scope="session")
@@ -77,8 +82,8 @@ def all_stages_stats_dumps(tmp_path_factory):
     """Statistics-only runs saving all four stages: fp32 golden, fp16 target."""
     need_real()
     base = tmp_path_factory.mktemp("stages")
-    yield {dt: make_real_dump(base / dt, dt, task="statistics", all_stages=True)
-           for dt in ("fp32", "fp16")}
+    yield side_by_side({dt: partial(make_real_dump, base / dt, dt, task="statistics",
+                                    all_stages=True) for dt in ("fp32", "fp16")})
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -92,9 +97,10 @@ def truth_dumps(tmp_path_factory):
     base = tmp_path_factory.mktemp("truth")
     other = [*TRUTH_MODEL]
     other[other.index("--layers") + 1] = str(TRUTH_LAYERS - 1)
-    yield {"golden": make_real_dump(base / "golden", "fp32", model=TRUTH_MODEL,
-                                    devices=(0, 1)),
-           "target": make_real_dump(base / "target", "fp16", model=TRUTH_MODEL,
-                                    devices=(0, 1), inject=TRUTH_INJECT),
-           "other_layers": make_real_dump(base / "other", "fp32", model=other)}
+    yield side_by_side({
+        "golden": partial(make_real_dump, base / "golden", "fp32", model=TRUTH_MODEL,
+                          devices=(0, 1)),
+        "target": partial(make_real_dump, base / "target", "fp16", model=TRUTH_MODEL,
+                          devices=(0, 1), inject=TRUTH_INJECT),
+        "other_layers": partial(make_real_dump, base / "other", "fp32", model=other)})
     shutil.rmtree(base, ignore_errors=True)

@@ -11,15 +11,17 @@ import math
 import os
 import shutil
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 import pytest
-from offline_helpers import ABI, make_real_dump, module_real_dump, need_real
-from testkit import atb_home, atbsim_bin
+from offline_helpers import ABI, make_real_dump, module_real_dump, need_real, side_by_side
+from testkit import atb_home, atbsim_bin, scratch_dir
 
 from msprobe_atb.cli import main
 from msprobe_atb.offline.bisect.search import relative_error
+
+pytestmark = pytest.mark.long  # started first (tests/conftest.py)
 
 # 4 layers of hidden 512 (the stand-in's precision faults reduce over 512 to 1024 terms,
 # enough to move the logits past the dtype's own noise; at hidden 32 most do not) and a
@@ -66,17 +68,22 @@ def logits_of_run(path, dtype: str, faults: list[tuple[str, str]]) -> np.ndarray
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def dumps_dir(tmp_path_factory):
+    """Where the cases' dumps go: ~30 MB each, written and removed at memory speed (on
+    the shared disk, removing them took 15 s)."""
+    yield from scratch_dir(tmp_path_factory.mktemp("bisect") / "fs", 1 << 20)
+
+
+@pytest.fixture(scope="module")
+def runs(dumps_dir):
     """Each case's dump and bisect result, and two clean dumps."""
     need_real()
-    base = tmp_path_factory.mktemp("bisect")
+    base = dumps_dir
     runs = {name: (dtype, faults) for name, (dtype, faults, _) in CASES.items()}
     runs.update({f"clean_{dtype}": (dtype, []) for dtype in ("fp16", "bf16")})
-    # Side by side: most of a dump's time is the probe's control plane finishing.
-    with ThreadPoolExecutor(3) as pool:
-        dumps = dict(zip(runs, pool.map(
-            lambda n: make_real_dump(base / n, runs[n][0], model=[*MODEL, *_options(runs[n][1])]),
-            runs)))
+    dumps = side_by_side({n: partial(make_real_dump, base / n, dtype,
+                                     model=[*MODEL, *_options(faults)])
+                          for n, (dtype, faults) in runs.items()})
     out = {name: (d, *bisect(d)) for name, d in dumps.items()}
     yield out
     shutil.rmtree(base, ignore_errors=True)

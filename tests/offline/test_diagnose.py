@@ -18,6 +18,7 @@ import io
 import json
 import os
 import shutil
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -27,10 +28,14 @@ from offline_helpers import (
     module_real_dump,
     need_real,
     run_cli,
+    side_by_side,
 )
+from testkit import scratch_dir
 
 from msprobe_atb.cli import main
 from msprobe_atb.tree.incidents import IncidentBook
+
+pytestmark = pytest.mark.long  # started first (tests/conftest.py)
 
 MODEL = ["--layers", "2", "--hidden", "32", "--heads", "2", "--vocab", "64", "--prompt-len",
          "4", "--decode-steps", "4", "--seed", "3"]
@@ -73,21 +78,27 @@ CAUSES = {
 
 
 @pytest.fixture(scope="module")
-def dumps(tmp_path_factory):
+def dumps_dir(tmp_path_factory):
+    """Where the dumps go: thousands of files, written and removed at memory speed (on
+    the shared disk, removing them took 20 s)."""
+    yield from scratch_dir(tmp_path_factory.mktemp("diagnose") / "fs", 1 << 20)
+
+
+@pytest.fixture(scope="module")
+def dumps(dumps_dir):
     """The faulty dumps, a clean fp32 golden of the same model on both devices, and
     clean fp16 and bf16 runs (task tensor: the default)."""
     need_real()
-    base = tmp_path_factory.mktemp("diagnose")
-    made = {name: make_real_dump(base / name, dtype, task="tensor", model=MODEL,
-                                 devices=DEVICES,
-                                 inject=(f"{f0},device=0", f"{f1},device=1"))
-            for name, (dtype, f0, f1) in FAULTY.items() if name in RUN}
-    made["golden"] = make_real_dump(base / "golden", "fp32", task="tensor", model=MODEL,
-                                    devices=DEVICES)
+    base = dumps_dir
+    makers = {name: partial(make_real_dump, base / name, dtype, task="tensor", model=MODEL,
+                            devices=DEVICES, inject=(f"{f0},device=0", f"{f1},device=1"))
+              for name, (dtype, f0, f1) in FAULTY.items() if name in RUN}
+    makers["golden"] = partial(make_real_dump, base / "golden", "fp32", task="tensor",
+                               model=MODEL, devices=DEVICES)
     for dtype in CLEAN:
-        made[f"clean_{dtype}"] = make_real_dump(base / f"clean_{dtype}", dtype, task="tensor",
-                                                model=MODEL)
-    yield made
+        makers[f"clean_{dtype}"] = partial(make_real_dump, base / f"clean_{dtype}", dtype,
+                                           task="tensor", model=MODEL)
+    yield side_by_side(makers)
     shutil.rmtree(base, ignore_errors=True)
 
 

@@ -28,6 +28,8 @@ from msprobe_atb.offline.read.dumpset import open_dumps
 from msprobe_atb.offline.read.parquet_footer import FooterError, footer_sizes
 from msprobe_atb.offline.read.parquet_footer import _Reader as _FooterReader
 
+pytestmark = pytest.mark.long  # started first (tests/conftest.py)
+
 # Tensors in the stand-in's dump of offline_helpers.MODEL (the real_dumps fixture).
 N_TENSORS = 788
 

@@ -24,6 +24,8 @@ from msprobe_atb.offline import compare_dumps
 from msprobe_atb.offline.read.dumpset import open_dumps
 from msprobe_atb.offline.read.metrics import CHUNK
 
+pytestmark = pytest.mark.long  # started first (tests/conftest.py)
+
 DASK = Path(sys.executable).with_name("dask")
 BIG = 2 * CHUNK + 12_345  # several chunks, so a moved pair travels in pieces
 WAIT_S = 120  # generous deadline for processes to come up on a loaded machine

@@ -30,6 +30,12 @@ def run_cli(*args: str) -> tuple[int, str]:
     return rc, out.getvalue()
 
 
+def copy_of(dump: Path, tmp_path: Path) -> Path:
+    """A copy of a session's dump, for a test that moves its manifest: the session's
+    dumps are read by every pytest-xdist worker at once."""
+    return Path(shutil.copytree(dump, tmp_path / dump.name, symlinks=True))
+
+
 def without_manifest(dump_root: Path):
     """Context: the manifest moved aside, so the CSVs are read."""
     class _Aside:
@@ -44,8 +50,8 @@ def without_manifest(dump_root: Path):
 
 
 @pytest.mark.parametrize("which", ["injected", "stats"])
-def test_manifest_and_csvs_give_the_same_table(real_dumps, stats_dump, which):
-    out = real_dumps["injected"] if which == "injected" else stats_dump
+def test_manifest_and_csvs_give_the_same_table(real_dumps, stats_dump, which, tmp_path):
+    out = copy_of(real_dumps["injected"] if which == "injected" else stats_dump, tmp_path)
     root = out / "atb_dump_data"
     from_manifest = open_dump(out)
     assert set(from_manifest.tensors.get_column("source")) == {"manifest"}
@@ -136,9 +142,10 @@ def test_index_an_msprobe_style_dump_then_query_it(real_dumps, tmp_path, monkeyp
     assert rc == 2
 
 
-def test_stats_only_compare_reads_the_manifest(real_dumps, stats_dump):
-    g, t = open_dump(real_dumps["golden"]), open_dump(stats_dump)
+def test_stats_only_compare_reads_the_manifest(real_dumps, stats_dump, tmp_path):
+    stats = copy_of(stats_dump, tmp_path)
+    g, t = open_dump(real_dumps["golden"]), open_dump(stats)
     via_manifest = compare_dumps(g, t)
-    with without_manifest(stats_dump / "atb_dump_data"):
-        via_csv = compare_dumps(open_dump(real_dumps["golden"]), open_dump(stats_dump))
+    with without_manifest(stats / "atb_dump_data"):
+        via_csv = compare_dumps(open_dump(real_dumps["golden"]), open_dump(stats))
     assert via_manifest.rows.equals(via_csv.rows)

@@ -21,6 +21,8 @@ from msprobe_atb.offline import compare_dumps, load_bin, open_dump, read_header
 from msprobe_atb.offline.stats.overflow import overflow_events
 from msprobe_atb.offline.stats.summary import summarize
 
+pytestmark = pytest.mark.long  # started first (tests/conftest.py)
+
 # Layer 0 of the prefill model is top-level op 1 (op 0 is WordEmbedding); its
 # Attention is node 5 (InputNorm QKV SplitQKV Rope ReshapeAndCache Attention ...).
 INJECTED = "1_Prefill_layer/5_"

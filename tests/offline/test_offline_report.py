@@ -12,9 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pytest
 from offline_helpers import chromium, console, run_cli
 
 from msprobe_atb.offline.report import figures as figs
+
+pytestmark = pytest.mark.long  # started first (tests/conftest.py)
 
 SECTIONS = ("summary", "first-nan", "layers", "nan-map", "error-growth", "layer-compare",
             "compare-table")

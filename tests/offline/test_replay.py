@@ -9,18 +9,21 @@ import io
 import json
 import math
 import shutil
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pytest
 from msprobe_form import MsprobeRound
-from offline_helpers import make_real_dump, need_real
+from offline_helpers import make_real_dump, need_real, side_by_side
 
 from msprobe_atb.cli import main
 from msprobe_atb.offline.read.binfile import load_bin
 from msprobe_atb.offline.read.table import open_dump
 from msprobe_atb.offline.replay.judge import judge_output
 from msprobe_atb.offline.replay.refs import REFERENCES, NotReplayable, Terms
+
+pytestmark = pytest.mark.long  # started first (tests/conftest.py)
 
 LLAMA_TYPES = {"LinearOperation", "RmsNormOperation", "RopeOperation", "SplitOperation",
                "ReshapeAndCacheOperation", "SelfAttentionOperation", "PagedAttentionOperation",
@@ -39,13 +42,12 @@ def replay(*args: str) -> tuple[int, dict | str]:
 def dumps(tmp_path_factory, real_dumps):
     need_real()
     base = tmp_path_factory.mktemp("replay")
-    out = dict(real_dumps)
-    out["bf16"] = make_real_dump(base / "bf16", "bf16")
-    out["swiglu_inf"] = make_real_dump(base / "swiglu", "fp16",
-                                       inject="inf:layer=1,op=SwiGLU,round=0")
-    out["gateup_scaled"] = make_real_dump(base / "scaled", "fp16",
-                                          inject="scale=300:layer=1,op=GateUp,round=0")
-    yield out
+    yield {**real_dumps, **side_by_side({
+        "bf16": partial(make_real_dump, base / "bf16", "bf16"),
+        "swiglu_inf": partial(make_real_dump, base / "swiglu", "fp16",
+                              inject="inf:layer=1,op=SwiGLU,round=0"),
+        "gateup_scaled": partial(make_real_dump, base / "scaled", "fp16",
+                                 inject="scale=300:layer=1,op=GateUp,round=0")})}
     shutil.rmtree(base, ignore_errors=True)
 
 

@@ -22,6 +22,8 @@ from offline_synth import RoundWriter
 
 from msprobe_atb.offline import load_bin, open_dump
 
+pytestmark = pytest.mark.long  # started first (tests/conftest.py)
+
 INJECTED_LAYER = f"{TRUTH_LAYER + 1}_Prefill_layer"
 PER_LAYER = ("layers", "nan-map", "error-growth", "layer-compare")
 WINDOWS = (1300, 1400)

@@ -28,6 +28,8 @@ from testkit import DERIVED, manifest_rows, round_counts, scratch_dir, wait_unti
 
 from msprobe_atb.tree import progress
 
+pytestmark = pytest.mark.long  # started first (tests/conftest.py)
+
 PROCS = 3
 ROUNDS = 1500  # a process: ~180 records a round, ~540k records, ~170 MB in all
 LAYERS = 2

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from testkit import REPO
 
+pytestmark = pytest.mark.long  # started first (tests/conftest.py)
+
 SCRIPT = """
 import os, sys
 import torch

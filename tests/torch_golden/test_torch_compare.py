@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "offline"))
 
-from offline_helpers import make_real_dump, need_real, run_cli  # noqa: E402
+from offline_helpers import make_real_dump, need_real, run_cli, side_by_side  # noqa: E402
+
+pytestmark = pytest.mark.long  # started first (tests/conftest.py)
 
 PROMPT = [1, 17, 42, 99, 5, 250, 3, 64]
 NEW_TOKENS = 3  # prefill + 2 decode steps
@@ -43,14 +46,13 @@ def dumps(tiny_llama_checkpoint, tmp_path_factory):
     tokens = ids[0, len(PROMPT):].tolist()
     same_ids = ["--weights", str(tiny_llama_checkpoint), "--prompt-ids",
                 ",".join(map(str, PROMPT)), "--decode-ids", ",".join(map(str, tokens[:-1]))]
-    d = {"torch": base / "torch"}
-    for name, dtype, inject in (("fp32", "fp32", None), ("fp16", "fp16", None),
-                                ("inf", "fp32", "inf:layer=1,op=SwiGLU")):
-        d[name] = make_real_dump(base / name, dtype, task="tensor", model=same_ids,
-                                 inject=inject)
-    d["top"] = make_real_dump(base / "top", "fp32", task="tensor", model=same_ids,
-                              save_child=False)
-    return d
+    makers = {name: partial(make_real_dump, base / name, dtype, task="tensor", model=same_ids,
+                            inject=inject)
+              for name, dtype, inject in (("fp32", "fp32", None), ("fp16", "fp16", None),
+                                          ("inf", "fp32", "inf:layer=1,op=SwiGLU"))}
+    makers["top"] = partial(make_real_dump, base / "top", "fp32", task="tensor",
+                            model=same_ids, save_child=False)
+    return {"torch": base / "torch", **side_by_side(makers)}
 
 
 def _compare(dumps, target: str, tmp_path: Path, *extra: str) -> tuple[int, str, list[dict]]:
