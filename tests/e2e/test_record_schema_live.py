@@ -51,6 +51,11 @@ UNWRITTEN = {
     "param.note": "an op_param.json the shim could not write",
     "exit.params_unrecorded": "a lost op_param.json whose record found no room (a full disk)",
 }
+# kinds likewise (the hook host writes them, checked the same way)
+UNWRITTEN_KINDS = {
+    "cut": "a hold on an edit ended by the monitor: an execution that called no hook for "
+           "MSPROBE_ATB_HOLD_IDLE_MS (tests/probe/test_probe_next.py)",
+}
 
 
 def _records(tmp_path: Path, env: dict[str, str]) -> list[dict]:
@@ -71,9 +76,10 @@ def test_the_shims_records_are_as_declared(tmp_path, clean_env):
         for problem in rs.problems(rec, "shim"):
             bad.setdefault(problem, rec)
     assert not bad, "\n".join(f"{p}: {json.dumps(r)[:300]}" for p, r in bad.items())
-    assert {r["k"] for r in records} == set(rs.kinds()), "a kind no run wrote"
+    assert {r["k"] for r in records} == set(rs.kinds()) - set(UNWRITTEN_KINDS), \
+        "a kind no run wrote"
     seen = {(r["k"], k) for r in records for k in r}
     never = [f"{f.kind}.{f.name}" for f in rs.lists()[rs.RECORDS]
              if "shim" in f.writers and (f.kind, f.name) not in seen
-             and f"{f.kind}.{f.name}" not in UNWRITTEN]
+             and f"{f.kind}.{f.name}" not in UNWRITTEN and f.kind not in UNWRITTEN_KINDS]
     assert not never, f"declared for the shim, written by no run: {never}"
