@@ -118,17 +118,21 @@ test:
 #              and devices in place of every file a reader opens
 #   diagnose   every injected-fault case of tests/offline/test_diagnose.py (make test runs
 #              a quick subset): diagnose names the injected op
+#   ingest     crafted tensor records through the ingest kernel and the Python path, which
+#              must write the same CSV lines and manifest rows
 CONFIG_FUZZ_EXAMPLES ?= 10000
 MANIFEST_FUZZ_INPUTS ?= 200
 SCHEDULER_FUZZ_EXAMPLES ?= 2000
 REPLAY_FUZZ_EXAMPLES ?= 3000
 BISECT_FUZZ_EXAMPLES ?= 20
+INGEST_FUZZ_EXAMPLES ?= 3000
 FUZZ_ARGS_config = --examples $(CONFIG_FUZZ_EXAMPLES)
 FUZZ_ARGS_manifest = --inputs $(MANIFEST_FUZZ_INPUTS)
 FUZZ_ARGS_scheduler = --examples $(SCHEDULER_FUZZ_EXAMPLES)
 FUZZ_ARGS_replay = --examples $(REPLAY_FUZZ_EXAMPLES)
 FUZZ_ARGS_bisect = --examples $(BISECT_FUZZ_EXAMPLES)
-PY_FUZZ_TARGETS := $(addprefix fuzz-,config reader manifest scheduler replay bisect hostile diagnose)
+FUZZ_ARGS_ingest = --examples $(INGEST_FUZZ_EXAMPLES)
+PY_FUZZ_TARGETS := $(addprefix fuzz-,config reader manifest scheduler replay bisect hostile diagnose ingest)
 FUZZ_TARGETS += $(PY_FUZZ_TARGETS)
 .PHONY: $(PY_FUZZ_TARGETS)
 $(PY_FUZZ_TARGETS): fuzz-%: all deps
