@@ -257,7 +257,6 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
     uint64_t align_pad = lead ? MSP_DIO_ALIGN - MSP_RING_ALIGN + lead + MSP_RING_ALIGN - 1 : 0;
     uint64_t len = (MSP_RING_HDR + meta_len + align_pad + payload + MSP_RING_ALIGN - 1) &
                    ~(uint64_t)(MSP_RING_ALIGN - 1);
-    uint64_t ring_want = msp_ring_size_for(budget);
     /* what it takes in memory: its region of the ring (header, the item and its
      * strings, the payload, each 64-byte aligned), or its two mallocs */
     const uint64_t heap_cost = msp_item_heap_cost(meta, payload, lead);
@@ -272,8 +271,11 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
             break;
         }
         int alone = q->load.bytes == 0;
-        if (alone) /* the ring is empty: fit it to this budget and item (once: alone never waits) */
-            old = ring_resize(q, len > ring_want ? 0 : ring_want);
+        if (alone) { /* the ring is empty: fit it to this budget and item (once: alone never
+                        waits); sysconf and a division, so not for every item */
+            uint64_t want = msp_ring_size_for(budget);
+            old = ring_resize(q, len > want ? 0 : want);
+        }
         int heap = q->ring.base == NULL;
         cost = heap ? heap_cost : len;
         int room = alone || msp_ring_fits(&q->load, cost, budget);

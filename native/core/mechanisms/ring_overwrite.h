@@ -7,6 +7,11 @@
  * by round: a round is one {exec} of one top-level op, i.e. the items whose
  * paths share "{dev}_{pid}/{exec}/{id}_{Name}". Each top-level op (a scope)
  * keeps its own rounds, oldest first. Rounds are only ever evicted whole.
+ * Heap items, not regions of the ring's mapping: rounds go out of the order
+ * they came in (never a scope's round in progress, which may be the oldest),
+ * and a flushed round's items live on in the copy queue until the writers
+ * are done with them, under its lock, not the recorder's; in mapped regions
+ * either would hold the tail back while the load says there is room.
  * Not thread-safe: recorder.c serialises every call. */
 #ifndef MSP_RING_OVERWRITE_H
 #define MSP_RING_OVERWRITE_H
