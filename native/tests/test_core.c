@@ -27,6 +27,8 @@
 #include "pending.h"
 #include "rounds.h"
 #include "queue.h"
+#include "ring.h"
+#include "ring_overwrite.h"
 #include "selcache.h"
 #include "stats.h"
 #include "stats_simd.h"
@@ -937,9 +939,9 @@ static struct msp_item *reserved(struct msp_queue *q, uint64_t payload, uint64_t
 /* The item, then its payload (aligned) in one region of the ring. */
 static int in_ring(const struct msp_queue *q, const struct msp_item *it, uint64_t payload)
 {
-    return it->in_ring && (const unsigned char *)it >= q->ring + 64 &&
+    return it->in_ring && (const unsigned char *)it >= q->ring.base + 64 &&
            it->data >= (const unsigned char *)(it + 1) &&
-           it->data + payload <= q->ring + q->ring_size && ((uintptr_t)it->data & 63) == 0;
+           it->data + payload <= q->ring.base + q->ring.size && ((uintptr_t)it->data & 63) == 0;
 }
 
 /* The next popped item of list w, one at a time: the rest of the run a pop
@@ -952,23 +954,125 @@ static struct msp_item *one_of_run(struct msp_queue *q, int w, struct msp_item *
     return it;
 }
 
+/* The one ring's load and regions (ring.h), apart from any client. */
+static void test_ring(void)
+{
+    struct msp_ring_load l = {0, 0};
+    CHECK(msp_ring_fits(&l, 100, 100) && !msp_ring_fits(&l, 101, 100));
+    msp_ring_charge(&l, 60);
+    msp_ring_charge(&l, 30);
+    msp_ring_refund(&l, 60);
+    CHECK(l.bytes == 30 && l.peak == 90);
+    CHECK(msp_ring_fits(&l, 70, 100) && !msp_ring_fits(&l, 71, 100));
+    /* a sum past 2^64 is no room, whatever it wraps to */
+    l.bytes = UINT64_MAX - 1;
+    CHECK(!msp_ring_fits(&l, 4, UINT64_MAX) && !msp_ring_fits(&l, UINT64_MAX, UINT64_MAX));
+
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    CHECK(msp_ring_size_for(3 * page + 5) == 3 * page && msp_ring_size_for(page - 1) == 0);
+    struct msp_ring r = {0};
+    struct msp_ring_mapping none = msp_ring_remap(&r, 2 * page);
+    CHECK(none.p == NULL && r.base && r.size == 2 * page && r.soft == 2 * page);
+    /* a lap: two halves fill it, a third waits for the first one's release */
+    struct msp_ring_region *a = msp_ring_alloc(&r, page, 1);
+    struct msp_ring_region *b = msp_ring_alloc(&r, page, 1);
+    CHECK(a && b && (unsigned char *)a == r.base && a->busy == MSP_REGION_BUSY);
+    CHECK(msp_ring_alloc(&r, MSP_RING_ALIGN, 1) == NULL && msp_ring_span(&r) == 2 * page);
+    msp_ring_free(&r, a);
+    CHECK(r.tail == page);
+    struct msp_ring_region *c = msp_ring_alloc(&r, MSP_RING_ALIGN, 1);
+    CHECK((unsigned char *)c == r.base && r.reached == 2 * page && r.span_peak == 2 * page);
+    /* out of order: the tail waits for the region in front of it */
+    msp_ring_free(&r, c);
+    CHECK(r.tail == page);
+    msp_ring_free(&r, b);
+    CHECK(r.head == 0 && r.tail == 0 && r.pads == 0); /* empty: at 0 again */
+    /* past the soft end with room at the front: a pad to the end, then at 0 */
+    r.soft = page;
+    a = msp_ring_alloc(&r, page / 2, 1);
+    msp_ring_free(&r, msp_ring_alloc(&r, page / 4, 1)); /* the tail waits for a */
+    /* past soft, and a still lives at the front: no room there */
+    CHECK(msp_ring_alloc(&r, page / 2, 0) == NULL && r.soft == page);
+    b = msp_ring_alloc(&r, page / 2, 1); /* a burst runs on past soft */
+    CHECK(b && (unsigned char *)b == r.base + page * 3 / 4 && r.soft == 2 * page);
+    msp_ring_free(&r, a);
+    r.soft = page;
+    c = msp_ring_alloc(&r, page / 2, 1); /* at 5/4, past soft, the front is free: a pad */
+    CHECK(c && (unsigned char *)c == r.base && r.pads == page * 3 / 4 && r.soft == page);
+    msp_ring_free(&r, b);
+    CHECK(r.pads == 0 && r.tail == 2 * page);
+    /* a region given back from its front as it is written */
+    struct msp_ring_region *rest = msp_ring_split(&r, c, 4 * MSP_RING_ALIGN);
+    CHECK((unsigned char *)rest == r.base + 4 * MSP_RING_ALIGN &&
+          rest->len == page / 2 - 4 * MSP_RING_ALIGN && r.tail == 2 * page + 4 * MSP_RING_ALIGN);
+    CHECK(msp_ring_below(&r, page / 2 + MSP_RING_ALIGN) && !msp_ring_below(&r, page / 4));
+    msp_ring_free(&r, rest);
+    CHECK(msp_ring_below(&r, 1));
+    struct msp_ring_mapping old = msp_ring_remap(&r, 0);
+    CHECK(old.n == 2 * page && r.base == NULL && r.size == 0);
+    msp_ring_unmap(old);
+}
+
+static void free_scope(struct msp_ow_scope *s, void *arg)
+{
+    (void)arg;
+    free(s);
+}
+
+/* A held heap item of `payload` bytes at `path` in round `rd`. */
+static struct msp_item *held(struct msp_ow *r, const char *path, uint64_t payload)
+{
+    struct msp_item *it;
+    CHECK(msp_item_heap_alloc(sizeof *it + 64, payload, 0, &it) == MSP_PUSH_OK);
+    it->path = (char *)(it + 1);
+    snprintf(it->path, 64, "%s", path);
+    uint64_t exec;
+    struct msp_ow_scope *s = msp_ow_scope_of(r, path, strlen(path), &exec);
+    struct msp_ow_round *rd = s->newest && s->newest->exec == exec ? s->newest
+                                                                     : msp_ow_open(r, s, exec, 0);
+    msp_ow_add(r, rd, it);
+    return it;
+}
+
+/* The overwrite policy: whole rounds, oldest first, make room; never a round
+ * in progress; its load is the ring's. */
+static void test_ring_overwrite(void)
+{
+    struct msp_ow r;
+    memset(&r, 0, sizeof r);
+    uint64_t one = held(&r, "0_7/0/1_Linear/output_0", 1000)->cost;
+    held(&r, "0_7/0/2_Add/output_0", 1000);
+    held(&r, "0_7/1/1_Linear/output_0", 1000);
+    CHECK(r.rounds == 3 && r.load.bytes == 3 * one && r.load.peak == 3 * one);
+    int fits = 0;
+    /* room for one more: the oldest round not in progress goes (1_Linear's exec 0) */
+    CHECK(msp_ow_fit(&r, one, 3 * one, &fits) == 1 && fits && r.load.bytes == 2 * one);
+    CHECK(r.rounds == 2 && r.oldest->exec == 0 && r.oldest->scope->op[0] == '2');
+    /* more than the budget: only rounds in progress are left, they stay */
+    CHECK(msp_ow_fit(&r, 3 * one, 2 * one, &fits) == 0 && !fits && r.load.bytes == 2 * one);
+    CHECK(msp_ow_fit(&r, UINT64_MAX, UINT64_MAX - 1, &fits) == 0 && !fits);
+    CHECK(msp_ow_clear(&r) == 2 && r.load.bytes == 0 && r.load.peak == 3 * one && !r.oldest);
+    msp_ow_each(&r, free_scope, NULL);
+    free(r.scopes);
+}
+
 static void test_queue(void)
 {
     struct msp_queue q;
     msp_queue_init(&q, 2);
     const uint64_t budget = (uint64_t)sysconf(_SC_PAGESIZE); /* the ring maps whole pages */
     struct msp_item *a = reserved(&q, budget * 3 / 8, budget);
-    CHECK(q.maps == 1 && q.ring_size == budget && in_ring(&q, a, budget * 3 / 8));
+    CHECK(q.maps == 1 && q.ring.size == budget && in_ring(&q, a, budget * 3 / 8));
     CHECK(msp_queue_push(&q, 0, a) == MSP_PUSH_OK);
     struct msp_item *b = NULL;
     CHECK(msp_queue_reserve(&q, META, budget * 3 / 4, 0, budget, 0, &b) == MSP_PUSH_DROPPED && !b);
     CHECK(msp_queue_pop(&q, 0, 1) == a);
     void *abuf = a->data;
     msp_queue_done(&q, 0, a, NULL);
-    CHECK(q.bytes == 0 && q.rhead == 0 && q.rtail == 0);
+    CHECK(q.load.bytes == 0 && q.ring.head == 0 && q.ring.tail == 0);
     /* the ring's memory comes back (already faulted in) */
     struct msp_item *a2 = reserved(&q, budget / 3, budget);
-    CHECK(a2->data == abuf && q.bytes == a2->cost);
+    CHECK(a2->data == abuf && q.load.bytes == a2->cost);
     msp_queue_release(&q, a2);
     /* laps around the ring, FIFO as one writer releases: always in the
      * ring and never past its end, never over the budget, one mapping; a
@@ -983,15 +1087,15 @@ static void test_queue(void)
         }
         uint64_t n = budget / 6 + (uint64_t)(i % 5) * 97;
         struct msp_item *it = live[i % 2] = reserved(&q, n, budget);
-        CHECK(in_ring(&q, it, n) && q.bytes <= budget);
+        CHECK(in_ring(&q, it, n) && q.load.bytes <= budget);
         for (uint64_t j = 0; j < n; j++)
             it->data[j] = (unsigned char)(j * 7 + (uint64_t)i);
-        uint64_t off = (uint64_t)(it->data - q.ring);
+        uint64_t off = (uint64_t)(it->data - q.ring.base);
         wrapped += i > 0 && off < last_off;
         last_off = off;
         CHECK(msp_queue_push(&q, 1, it) == MSP_PUSH_OK);
     }
-    CHECK(wrapped > 0 && q.maps == 1 && q.heap_items == 0 && q.rhead > q.ring_size);
+    CHECK(wrapped > 0 && q.maps == 1 && q.heap_items == 0 && q.ring.head > q.ring.size);
     for (int i = 40; i < 42; i++) {
         CHECK(one_of_run(&q, 1, &rest) == live[i % 2]);
         msp_queue_done(&q, 1, live[i % 2], rest);
@@ -1001,15 +1105,15 @@ static void test_queue(void)
     struct msp_item *x = reserved(&q, 500, budget), *y = reserved(&q, 500, budget);
     struct msp_item *z = reserved(&q, 500, budget);
     msp_queue_release(&q, y);
-    CHECK(q.rtail == 0);
+    CHECK(q.ring.tail == 0);
     msp_queue_release(&q, x);
-    CHECK(q.rtail == (uint64_t)((unsigned char *)z - q.ring) - 64); /* z's region header */
+    CHECK(q.ring.tail == (uint64_t)((unsigned char *)z - q.ring.base) - 64); /* z's region header */
     /* larger than the whole budget: refused while anything is live... */
     CHECK(msp_queue_reserve(&q, META, 3 * budget, 0, budget, 0, &b) == MSP_PUSH_DROPPED);
     msp_queue_release(&q, z);
     /* ...admitted alone, in its own buffer, with the ring unmapped */
     struct msp_item *big = reserved(&q, 3 * budget, budget);
-    CHECK(!big->in_ring && q.ring == NULL && q.heap_items == 1 && q.bytes == big->cost);
+    CHECK(!big->in_ring && q.ring.base == NULL && q.heap_items == 1 && q.load.bytes == big->cost);
     CHECK(msp_queue_push(&q, 1, big) == MSP_PUSH_OK);
     uint64_t depth, bytes;
     msp_queue_stats(&q, &depth, &bytes);
@@ -1017,19 +1121,19 @@ static void test_queue(void)
     CHECK(msp_queue_reserve(&q, META, 100, 0, budget, 0, &b) == MSP_PUSH_DROPPED);
     CHECK(msp_queue_pop(&q, 1, 1) == big);
     msp_queue_done(&q, 1, big, NULL);
-    CHECK(q.bytes == 0);
+    CHECK(q.load.bytes == 0);
     /* the next item maps the ring again; a new budget remaps it */
     struct msp_item *e = reserved(&q, 100, budget);
     CHECK(q.maps == 2 && in_ring(&q, e, 100));
     msp_queue_release(&q, e);
     e = reserved(&q, 100, 2 * budget + 100);
-    CHECK(q.maps == 3 && q.ring_size == 2 * budget && in_ring(&q, e, 100));
+    CHECK(q.maps == 3 && q.ring.size == 2 * budget && in_ring(&q, e, 100));
     msp_queue_release(&q, e);
     /* trim: only after a period without reservations */
     msp_queue_trim_idle(&q);
-    CHECK(q.ring != NULL);
+    CHECK(q.ring.base != NULL);
     msp_queue_trim_idle(&q);
-    CHECK(q.ring == NULL);
+    CHECK(q.ring.base == NULL);
     /* close: queued items come back, nothing new is taken */
     struct msp_item *f = reserved(&q, 300, budget);
     CHECK(msp_queue_push(&q, 0, f) == MSP_PUSH_OK);
@@ -1038,7 +1142,7 @@ static void test_queue(void)
     struct msp_item *left = msp_queue_close(&q, NULL, &inflight, &kept);
     CHECK(left == f && left->next == NULL && inflight == 0 && kept == 0);
     msp_queue_forget(&q, left);
-    CHECK(q.bytes == 0);
+    CHECK(q.load.bytes == 0);
     CHECK(msp_queue_reserve(&q, META, 100, 0, budget, 1, &b) == MSP_PUSH_CLOSED);
     CHECK(msp_queue_pop(&q, 0, 1) == NULL);
     msp_queue_trim_idle(&q);
@@ -1106,7 +1210,7 @@ static void test_queue_runs(void)
     run = msp_queue_pop(&q, 0, 1);
     CHECK(run_length(run) == 6 && q.depth == 0);
     msp_queue_done(&q, 0, run, NULL);
-    CHECK(msp_queue_pop(&q, 0, 0) == NULL && q.inflight == 0 && q.bytes == 0);
+    CHECK(msp_queue_pop(&q, 0, 0) == NULL && q.inflight == 0 && q.load.bytes == 0);
     const uint64_t big = MSP_QUEUE_POP_BYTES * 3 / 5;
     for (int i = 0; i < 3; i++)
         CHECK(msp_queue_push(&q, 0, reserved(&q, i ? big : 2 * big, budget)) == MSP_PUSH_OK);
@@ -1173,18 +1277,18 @@ static void test_queue_lead(void)
         /* with a lead the item and its strings come after the payload */
         CHECK(it->in_ring && (lead ? it->data + payload <= (const unsigned char *)it &&
                                          (const unsigned char *)(it + 1) + 32 <=
-                                             q.ring + q.ring_size
-                                   : it->data + payload <= q.ring + q.ring_size));
+                                             q.ring.base + q.ring.size
+                                   : it->data + payload <= q.ring.base + q.ring.size));
         if (lead)
             CHECK(((uintptr_t)(it->data - lead) & (MSP_DIO_ALIGN - 1)) == 0);
         memset(it->data - lead, 0x33, lead + payload); /* ASan: all of it ours */
         total += it->cost;
-        CHECK(it->cost >= META + lead + payload && q.bytes == total);
+        CHECK(it->cost >= META + lead + payload && q.load.bytes == total);
     }
     for (int i = 0; i < 6; i++)
         if (its[i])
             msp_queue_release(&q, its[i]);
-    CHECK(q.bytes == 0);
+    CHECK(q.load.bytes == 0);
     /* larger than the budget: alone, in the heap, aligned the same way */
     struct msp_item *big = NULL;
     CHECK(msp_queue_reserve(&q, META, 2 * budget, 321, budget, 0, &big) == MSP_PUSH_OK);
@@ -1205,17 +1309,17 @@ static void test_queue_lead(void)
         CHECK(msp_queue_reserve(&q, META, 3 << 20, 0, budget, 0, &b) == MSP_PUSH_DROPPED);
         uint64_t cost = a->cost, freed = msp_queue_release_front(&q, a, a->data - 200 + (4 << 20));
         CHECK(freed > (4 << 20) - 4096 && freed <= (4 << 20) + 4096 && a->cost == cost - freed &&
-              q.bytes == a->cost);
+              q.load.bytes == a->cost);
         CHECK(msp_queue_release_front(&q, a, a->data) == 0); /* nothing more written */
         CHECK(msp_queue_reserve(&q, META, 3 << 20, 0, budget, 0, &b) == MSP_PUSH_OK && b);
         const unsigned char *s = (const unsigned char *)(a + 1);
         CHECK(s[0] == 0x11 && s[31] == 0x11);
         freed = msp_queue_release_front(&q, a, a->data + (6 << 20));
-        CHECK(freed > (2 << 20) - 4096 && q.bytes == a->cost + (b ? b->cost : 0));
+        CHECK(freed > (2 << 20) - 4096 && q.load.bytes == a->cost + (b ? b->cost : 0));
         msp_queue_release(&q, a);
         if (b)
             msp_queue_release(&q, b);
-        CHECK(q.bytes == 0 && q.rtail == 0 && q.rhead == 0);
+        CHECK(q.load.bytes == 0 && q.ring.tail == 0 && q.ring.head == 0);
     }
     struct msp_item *small = NULL; /* no lead: nothing to give back early */
     CHECK(msp_queue_reserve(&q, META, 1 << 20, 0, budget, 0, &small) == MSP_PUSH_OK && small);
@@ -1267,10 +1371,10 @@ static void test_queue_warm(void)
         if (warm < budget)
             usleep(1000);
     }
-    CHECK(q.maps == 1 && q.ring_size == budget && warm == budget);
+    CHECK(q.maps == 1 && q.ring.size == budget && warm == budget);
     msp_queue_trim_idle(&q); /* a quiet period before the burst */
     if (!q.warm_off) /* a kernel without MADV_POPULATE_WRITE leaves it to the hooks */
-        CHECK(resident(q.ring, budget));
+        CHECK(resident(q.ring.base, budget));
     /* the first tensor lands in the warm mapping */
     struct msp_item *a = reserved(&q, 1000, budget);
     CHECK(q.maps == 1 && in_ring(&q, a, 1000));
@@ -1282,10 +1386,10 @@ static void test_queue_warm(void)
     /* no trim while the dump is on; after it, two idle periods give it back */
     msp_queue_trim_idle(&q);
     msp_queue_trim_idle(&q);
-    CHECK(q.ring != NULL);
+    CHECK(q.ring.base != NULL);
     msp_queue_expect(&q, 0, 0);
     msp_queue_trim_idle(&q);
-    CHECK(q.ring == NULL);
+    CHECK(q.ring.base == NULL);
     uint64_t inflight, kept;
     CHECK(msp_queue_close(&q, NULL, &inflight, &kept) == NULL);
 }
@@ -1304,24 +1408,24 @@ static void test_queue_keep(void)
     msp_queue_release(&q, a);
     for (int i = 0; i < 3; i++) /* the burst's period, then two quiet ones */
         msp_queue_trim_idle(&q);
-    CHECK(q.ring != NULL && q.maps == 1);
+    CHECK(q.ring.base != NULL && q.maps == 1);
     a = reserved(&q, 100, budget); /* the next burst: the same mapping */
     CHECK(q.maps == 1 && in_ring(&q, a, 100));
     msp_queue_release(&q, a);
     for (int i = 0; i < 3; i++)
         msp_queue_trim_idle(&q);
-    CHECK(q.ring != NULL);
+    CHECK(q.ring.base != NULL);
     msp_queue_trim_idle(&q); /* a third quiet period: given back */
-    CHECK(q.ring == NULL);
+    CHECK(q.ring.base == NULL);
     /* asleep: the first quiet period gives it back */
     msp_queue_expect(&q, 0, 1);
     a = reserved(&q, 100, budget);
     msp_queue_release(&q, a);
     msp_queue_expect(&q, 0, 0);
     msp_queue_trim_idle(&q);
-    CHECK(q.ring != NULL && q.maps == 2);
+    CHECK(q.ring.base != NULL && q.maps == 2);
     msp_queue_trim_idle(&q);
-    CHECK(q.ring == NULL);
+    CHECK(q.ring.base == NULL);
     uint64_t inflight, kept;
     CHECK(msp_queue_close(&q, NULL, &inflight, &kept) == NULL);
 }
@@ -1346,12 +1450,12 @@ static void test_queue_small_items(void)
         first = first ? first : it;
         CHECK(msp_queue_push(&q, 0, it) == MSP_PUSH_OK);
     }
-    CHECK(q.bytes <= budget && q.bytes > budget - first->cost && q.bytes == n * first->cost);
-    CHECK(q.rhead - q.rtail == q.bytes); /* no memory of theirs uncharged */
+    CHECK(q.load.bytes <= budget && q.load.bytes > budget - first->cost && q.load.bytes == n * first->cost);
+    CHECK(q.ring.head - q.ring.tail == q.load.bytes); /* no memory of theirs uncharged */
     struct msp_item *run;
     while ((run = msp_queue_pop(&q, 0, 0)) != NULL)
         msp_queue_done(&q, 0, run, NULL);
-    CHECK(q.bytes == 0);
+    CHECK(q.load.bytes == 0);
     uint64_t inflight, kept;
     CHECK(msp_queue_close(&q, NULL, &inflight, &kept) == NULL);
     msp_queue_trim_idle(&q);
@@ -1452,7 +1556,7 @@ static void test_queue_heads(void)
     struct msp_item *left = msp_queue_close(&q, NULL, &inflight, &kept);
     CHECK(run_length(left) == 2 && kept == 0 && head_of(0) == 41 && head_of(1) == 41);
     msp_queue_forget(&q, left);
-    CHECK(head_of(0) == MSP_HEAD_IDLE && head_of(1) == MSP_HEAD_IDLE && q.bytes == 0);
+    CHECK(head_of(0) == MSP_HEAD_IDLE && head_of(1) == MSP_HEAD_IDLE && q.load.bytes == 0);
 }
 
 /* Items any writer may write (msp_queue_push_near), each hashed to list 0 of 4:
@@ -1510,7 +1614,7 @@ static void test_queue_push_near(void)
     CHECK(q.heads[0].pushed == before + 3 * MSP_QUEUE_SLACK);
     uint64_t inflight, kept;
     msp_queue_forget(&q, msp_queue_close(&q, NULL, &inflight, &kept));
-    CHECK(q.bytes == 0);
+    CHECK(q.load.bytes == 0);
 }
 
 static int odd_seq(const struct msp_item *it)
@@ -1536,7 +1640,7 @@ static void test_queue_close_keeps(void)
     msp_queue_done(&q, 0, run, NULL);
     CHECK(head_of(0) == 2); /* b's lost record is still to come */
     msp_queue_forget(&q, left);
-    CHECK(head_of(0) == MSP_HEAD_IDLE && q.bytes == 0 && msp_queue_wait_idle(&q, 0) == 1);
+    CHECK(head_of(0) == MSP_HEAD_IDLE && q.load.bytes == 0 && msp_queue_wait_idle(&q, 0) == 1);
     CHECK(msp_queue_pop(&q, 0, 1) == NULL);
 }
 
@@ -1619,7 +1723,7 @@ static void test_queue_heads_random(void)
             }
             CHECK(head_of(v) == MSP_HEAD_IDLE);
         }
-        CHECK(q.bytes == 0);
+        CHECK(q.load.bytes == 0);
         uint64_t inflight, kept;
         CHECK(msp_queue_close(&q, NULL, &inflight, &kept) == NULL);
         msp_queue_trim_idle(&q);
@@ -1648,32 +1752,32 @@ static void test_queue_fit(void)
     struct msp_item *burst[24];
     for (int i = 0; i < 24; i++) /* 12 MiB live at once, faulted in */
         burst[i] = reserved(&q, mib / 2 - 1024, budget);
-    CHECK(q.maps == 1 && q.soft == budget && q.reached >= 11 * mib);
+    CHECK(q.maps == 1 && q.ring.soft == budget && q.ring.reached >= 11 * mib);
     for (int i = 0; i < 24; i++)
         msp_queue_release(&q, burst[i]);
     msp_queue_trim_idle(&q); /* the burst's period */
     trickle(&q, budget);
     msp_queue_trim_idle(&q);
     /* the burst's need (12 MiB in whole huge pages): kept, faulted in */
-    CHECK(q.trimmed == 0 && q.soft == 12 * mib && resident_bytes(q.ring, 11 * mib) == 11 * mib);
+    CHECK(q.trimmed == 0 && q.ring.soft == 12 * mib && resident_bytes(q.ring.base, 11 * mib) == 11 * mib);
     trickle(&q, budget);
     msp_queue_trim_idle(&q); /* the burst left the window: a huge page is enough */
-    CHECK(q.trimmed == 1 && q.soft == 2 * mib && q.ring && q.maps == 1);
-    CHECK(resident_bytes(q.ring + 2 * mib, budget - 2 * mib) == 0);
+    CHECK(q.trimmed == 1 && q.ring.soft == 2 * mib && q.ring.base && q.maps == 1);
+    CHECK(resident_bytes(q.ring.base + 2 * mib, budget - 2 * mib) == 0);
     /* a trickle that never empties the ring: regions start again at 0 past soft */
     struct msp_item *live = reserved(&q, 100 << 10, budget);
     for (int i = 0; i < 200; i++) {
         struct msp_item *next = reserved(&q, 100 << 10, budget);
-        CHECK(in_ring(&q, next, 100 << 10) && next->data + (100 << 10) <= q.ring + q.soft);
+        CHECK(in_ring(&q, next, 100 << 10) && next->data + (100 << 10) <= q.ring.base + q.ring.soft);
         msp_queue_release(&q, live);
         live = next;
     }
     msp_queue_trim_idle(&q);
-    CHECK(q.soft == 2 * mib && resident_bytes(q.ring + 2 * mib, budget - 2 * mib) == 0);
+    CHECK(q.ring.soft == 2 * mib && resident_bytes(q.ring.base + 2 * mib, budget - 2 * mib) == 0);
     /* a new burst: past the soft end, the whole ring again */
     for (int i = 0; i < 24; i++)
         burst[i] = reserved(&q, mib / 2 - 1024, budget);
-    CHECK(q.soft == budget && q.maps == 1 && q.heap_items == 0 && q.reached >= 11 * mib);
+    CHECK(q.ring.soft == budget && q.maps == 1 && q.heap_items == 0 && q.ring.reached >= 11 * mib);
     for (int i = 0; i < 24; i++)
         msp_queue_release(&q, burst[i]);
     msp_queue_release(&q, live);
@@ -1682,7 +1786,7 @@ static void test_queue_fit(void)
     msp_queue_expect(&q, 0, 0);
     msp_queue_trim_idle(&q);
     msp_queue_trim_idle(&q);
-    CHECK(q.ring == NULL);
+    CHECK(q.ring.base == NULL);
 }
 
 /* The pending and rounds calls for a tensor path, as pending.h makes them. */
@@ -1958,6 +2062,8 @@ int main(void)
     test_json_f64();
     test_json_strings();
     test_content_hash();
+    test_ring();
+    test_ring_overwrite();
     test_queue();
     test_queue_warm();
     test_queue_keep();

@@ -176,7 +176,7 @@ static void enqueue(const struct msp_snap *s, int route, enum msp_item_kind kind
                                 dims.p, dims.n, size);
     struct msp_item *it;
     int rc = route == MSP_ROUTE_HOLD
-                 ? msp_ring_item_alloc(sizeof *it + strings, payload, &it)
+                 ? msp_item_heap_alloc(sizeof *it + strings, payload, 0, &it)
                  : msp_queue_reserve(&g_msp.q, sizeof *it + strings, payload,
                                      hlen > 0 ? (uint32_t)hlen : 0, s->cfg.queue_budget_bytes,
                                      s->cfg.queue_policy != MSP_POLICY_DROP, &it);

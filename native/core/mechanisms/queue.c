@@ -1,5 +1,6 @@
 /* The bounded copy queue between the hook threads and the writers: a FIFO per
- * writer, one byte budget, payloads in a reused ring (queue.h). */
+ * writer, one byte budget, payloads in the ring (ring.h), whose block and drop
+ * policies it is (queue.h). */
 #define _GNU_SOURCE
 #include "queue.h"
 
@@ -8,7 +9,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "slot.h"
 #include "util.h"
@@ -131,141 +131,27 @@ static void popped(struct msp_head *h, uint64_t n)
     msp_window_drop(&h->dips, h->popped);
 }
 
-/* A ring region: this header, the item with its strings, then the payload
- * (each 64-byte aligned); or a pad, the unused end of a lap. */
-struct region {
-    uint64_t len; /* header included, multiple of REGION_ALIGN */
-    uint64_t busy; /* REGION_* */
-};
-enum { REGION_FREE, REGION_BUSY, REGION_PAD };
-#define REGION_ALIGN 64
-#define REGION_HDR REGION_ALIGN
-
-static struct region *region_at(struct msp_queue *q, uint64_t off)
-{
-    return (struct region *)(void *)(q->ring + off % q->ring_size);
-}
-
-/* Under mu: a region of len bytes at the ring's head, or NULL if the
- * free space (tail to head) is too small. A region never runs past the
- * end, nor past the soft end while the front has room for it: the bytes
- * left there become a pad region (only its header is written), which the
- * tail steps over like a released one, and the region starts at offset 0. */
-static struct region *ring_alloc(struct msp_queue *q, uint64_t len)
-{
-    uint64_t at = q->rhead % q->ring_size;
-    uint64_t pad = at + len > q->soft ? q->ring_size - at : 0;
-    if (pad && at + len <= q->ring_size && !q->trimming &&
-        q->rhead + pad + len - q->rtail > q->ring_size) {
-        pad = 0; /* no room at the front: a burst, which may take the whole ring */
-        q->soft = q->ring_size;
-    }
-    if (q->rhead + pad + len - q->rtail > q->ring_size)
-        return NULL;
-    if (pad) {
-        struct region *p = region_at(q, q->rhead);
-        p->len = pad;
-        p->busy = REGION_PAD;
-        q->pads += pad;
-        q->rhead += pad;
-    }
-    struct region *r = region_at(q, q->rhead);
-    r->len = len;
-    r->busy = REGION_BUSY;
-    q->rhead += len;
-    uint64_t end = (uint64_t)((unsigned char *)r - q->ring) + len;
-    if (end > q->reached)
-        q->reached = end;
-    uint64_t span = q->rhead - q->rtail - q->pads;
-    if (span > q->span_peak)
-        q->span_peak = span;
-    return r;
-}
-
-/* Under mu: releases a region; the tail moves over every released region
- * (and pad) in front of it, and an empty ring starts again at offset 0. */
-static void ring_free(struct msp_queue *q, struct region *r)
-{
-    r->busy = REGION_FREE;
-    while (q->rtail < q->rhead) {
-        struct region *t = region_at(q, q->rtail);
-        if (t->busy == REGION_BUSY)
-            break;
-        q->pads -= t->busy == REGION_PAD ? t->len : 0;
-        q->rtail += t->len;
-    }
-    if (q->rtail == q->rhead)
-        q->rtail = q->rhead = q->pads = 0;
-}
-
-#define HUGE_PAGE (UINT64_C(2) << 20)
-
-/* Maps the ring: private anonymous memory, aligned to and advised for
- * transparent huge pages, so its first lap costs one fault per 2 MiB
- * instead of one per 4 KiB (the dump's largest cost once was these faults);
- * where THP is off it is plain 4 KiB pages. NULL on failure. */
-static unsigned char *map_ring(uint64_t size)
-{
-    uint64_t span = size + HUGE_PAGE;
-    unsigned char *p = mmap(NULL, span, PROT_READ | PROT_WRITE,
-                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
-        return NULL;
-    unsigned char *start =
-        (unsigned char *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-    if (start > p)
-        munmap(p, (size_t)(start - p));
-    if (start + size < p + span)
-        munmap(start + size, (size_t)(p + span - (start + size)));
-    madvise(start, size, MADV_HUGEPAGE);
-    /* a forked child starts its own queue: it must not inherit the ring */
-    madvise(start, size, MADV_DONTFORK);
-    return start;
-}
-
-/* A mapping to unmap once the queue's lock is released. */
-struct mapping {
-    void *p;
-    uint64_t n;
-};
-
 /* Under mu, with nothing reserved: makes the ring match the budget (a
  * budget change remaps it, an oversize item or a trim unmaps it). Returns
  * the old mapping for the caller to unmap after unlocking. */
-static struct mapping ring_resize(struct msp_queue *q, uint64_t size)
+static struct msp_ring_mapping ring_resize(struct msp_queue *q, uint64_t size)
 {
-    struct mapping old = {NULL, 0};
-    if (q->ring && q->ring_size == size)
+    struct msp_ring_mapping old = {NULL, 0};
+    if (q->ring.base && q->ring.size == size)
         return old;
     while (q->warming || q->trimming) /* a chunk of this mapping is faulted in, or given back */
         pthread_cond_wait(&q->warmed, &q->mu);
-    q->warm = q->reached = 0;
-    old.p = q->ring;
-    old.n = q->ring_size;
-    q->ring = NULL;
-    q->ring_size = q->soft = 0;
-    q->rhead = q->rtail = q->pads = q->span_peak = 0;
+    q->warm = 0;
     q->spans.n = 0;
-    if (size == 0)
-        return old;
-    q->ring = map_ring(size); /* on failure payloads fall back to malloc */
-    if (q->ring) {
-        q->ring_size = q->soft = size;
-        q->maps++;
-    }
+    old = msp_ring_remap(&q->ring, size); /* on failure payloads fall back to malloc */
+    q->maps += q->ring.base != NULL;
     return old;
-}
-
-static void unmap(struct mapping m)
-{
-    if (m.p)
-        munmap(m.p, m.n);
 }
 
 /* Under mu: `cost` bytes of the budget are free again. */
 static void unreserve(struct msp_queue *q, uint64_t cost)
 {
-    q->bytes -= cost;
+    msp_ring_refund(&q->load, cost);
     pthread_cond_broadcast(&q->space);
 }
 
@@ -277,21 +163,8 @@ static int put_back(struct msp_queue *q, struct msp_item *it)
     unreserve(q, it->cost);
     if (!it->in_ring)
         return 1;
-    ring_free(q, it->region);
+    msp_ring_free(&q->ring, it->region);
     return 0;
-}
-
-static void free_item(struct msp_item *it)
-{
-    free(it->data - it->lead); /* the header's room comes first (msp_queue_reserve) */
-    free(it);
-}
-
-/* The ring's size for a budget: mmap maps whole pages. */
-static uint64_t ring_size_for(uint64_t budget)
-{
-    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    return budget / page * page;
 }
 
 /* Under mu: wakes the writers napping with items in their lists. */
@@ -309,16 +182,16 @@ static void wake_nappers(struct msp_queue *q)
  * (msp_queue_release_front). */
 static struct msp_item *item_at(unsigned char *region, uint64_t payload, uint32_t lead)
 {
-    uintptr_t at = (uintptr_t)region + REGION_HDR;
+    uintptr_t at = (uintptr_t)region + MSP_RING_HDR;
     if (lead)
         at = ((at + MSP_DIO_ALIGN - 1) & ~(uintptr_t)(MSP_DIO_ALIGN - 1)) + lead + payload;
-    at = (at + REGION_ALIGN - 1) & ~(uintptr_t)(REGION_ALIGN - 1);
+    at = (at + MSP_RING_ALIGN - 1) & ~(uintptr_t)(MSP_RING_ALIGN - 1);
     return (struct msp_item *)(void *)at;
 }
 
 static unsigned char *payload_at(unsigned char *region, uint64_t meta_len, uint32_t lead)
 {
-    uintptr_t at = (uintptr_t)region + REGION_HDR;
+    uintptr_t at = (uintptr_t)region + MSP_RING_HDR;
     if (lead)
         return (unsigned char *)(((at + MSP_DIO_ALIGN - 1) & ~(uintptr_t)(MSP_DIO_ALIGN - 1)) +
                                  lead);
@@ -337,6 +210,39 @@ static unsigned char *heap_payload(uint64_t payload, uint32_t lead)
     return (unsigned char *)p + lead;
 }
 
+uint64_t msp_item_heap_cost(uint64_t meta, uint64_t payload, uint32_t lead)
+{
+    return msp_malloc_cost(meta) + msp_malloc_cost(payload + (lead ? MSP_DIO_ALIGN : 0));
+}
+
+int msp_item_heap_alloc(uint64_t meta, uint64_t payload, uint32_t lead, struct msp_item **out)
+{
+    *out = NULL;
+    if (payload > MAX_ITEM || meta > MAX_ITEM || lead >= MSP_DIO_ALIGN)
+        return MSP_PUSH_NOMEM;
+    struct msp_item *it = malloc(meta);
+    unsigned char *data = it ? heap_payload(payload, lead) : NULL;
+    if (!data) {
+        free(it);
+        return MSP_PUSH_NOMEM;
+    }
+    it->next = NULL;
+    it->cost = msp_item_heap_cost(meta, payload, lead);
+    it->in_ring = 0;
+    it->region = NULL;
+    it->stats_in_data = 0;
+    it->data = data;
+    it->lead = lead;
+    *out = it;
+    return MSP_PUSH_OK;
+}
+
+void msp_item_heap_free(struct msp_item *it)
+{
+    free(it->data - it->lead); /* the header's room comes first (heap_payload) */
+    free(it);
+}
+
 int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint32_t lead,
                       uint64_t budget, int block, struct msp_item **out)
 {
@@ -346,18 +252,16 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
     /* in the ring the item and its strings come first, then the payload (its
      * alignment kept, or the header's room aligned for O_DIRECT, up to a block
      * of padding before it): no malloc and no free an item */
-    uint64_t meta_len = (meta + REGION_ALIGN - 1) & ~(uint64_t)(REGION_ALIGN - 1);
+    uint64_t meta_len = (meta + MSP_RING_ALIGN - 1) & ~(uint64_t)(MSP_RING_ALIGN - 1);
     /* up to a block less 64 bytes before the header, up to 63 after the payload */
-    uint64_t align_pad = lead ? MSP_DIO_ALIGN - REGION_ALIGN + lead + REGION_ALIGN - 1 : 0;
-    uint64_t len = (REGION_HDR + meta_len + align_pad + payload + REGION_ALIGN - 1) &
-                   ~(uint64_t)(REGION_ALIGN - 1);
-    uint64_t ring_want = ring_size_for(budget);
+    uint64_t align_pad = lead ? MSP_DIO_ALIGN - MSP_RING_ALIGN + lead + MSP_RING_ALIGN - 1 : 0;
+    uint64_t len = (MSP_RING_HDR + meta_len + align_pad + payload + MSP_RING_ALIGN - 1) &
+                   ~(uint64_t)(MSP_RING_ALIGN - 1);
     /* what it takes in memory: its region of the ring (header, the item and its
      * strings, the payload, each 64-byte aligned), or its two mallocs */
-    const uint64_t heap_cost =
-        msp_malloc_cost(meta) + msp_malloc_cost(payload + (lead ? MSP_DIO_ALIGN : 0));
-    struct mapping old = {NULL, 0};
-    struct region *r = NULL;
+    const uint64_t heap_cost = msp_item_heap_cost(meta, payload, lead);
+    struct msp_ring_mapping old = {NULL, 0};
+    struct msp_ring_region *r = NULL;
     uint64_t cost;
     int rc;
     pthread_mutex_lock(&q->mu);
@@ -366,23 +270,28 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
             rc = MSP_PUSH_CLOSED;
             break;
         }
-        int alone = q->bytes == 0;
-        if (alone) /* the ring is empty: fit it to this budget and item (once: alone never waits) */
-            old = ring_resize(q, len > ring_want ? 0 : ring_want);
-        int heap = q->ring == NULL;
+        int alone = q->load.bytes == 0;
+        if (alone) { /* the ring is empty: fit it to this budget and item (once: alone never
+                        waits); sysconf and a division, so not for every item */
+            uint64_t want = msp_ring_size_for(budget);
+            old = ring_resize(q, len > want ? 0 : want);
+        }
+        int heap = q->ring.base == NULL;
         cost = heap ? heap_cost : len;
-        int room = alone || q->bytes + cost <= budget;
-        if (room && !heap && (r = ring_alloc(q, len)) == NULL && q->trimming) {
+        int room = alone || msp_ring_fits(&q->load, cost, budget);
+        if (room && !heap && (r = msp_ring_alloc(&q->ring, len, !q->trimming)) == NULL &&
+            q->trimming) {
             /* no room below the soft end while a trim gives back what is past
              * it: mallocs, not a wait for that */
             heap = 1;
             cost = heap_cost;
-            room = alone || q->bytes + cost <= budget;
+            room = alone || msp_ring_fits(&q->load, cost, budget);
         }
         if (room && (heap || r)) {
             rc = MSP_PUSH_OK;
             break;
         }
+        /* full: the policy, block (wait for room) or drop */
         if (!block) {
             rc = MSP_PUSH_DROPPED;
             break;
@@ -394,29 +303,31 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
     }
     if (rc == MSP_PUSH_OK) {
         q->used = 1;
-        q->bytes += cost;
+        msp_ring_charge(&q->load, cost);
         q->heap_items += r == NULL;
     }
     pthread_mutex_unlock(&q->mu);
-    unmap(old);
+    msp_ring_unmap(old);
     if (rc != MSP_PUSH_OK)
         return rc;
-    struct msp_item *it = r ? item_at((unsigned char *)r, payload, lead) : malloc(meta);
-    unsigned char *data = !it ? NULL : r ? payload_at((unsigned char *)r, meta_len, lead)
-                                         : heap_payload(payload, lead);
-    if (!data) {
-        pthread_mutex_lock(&q->mu);
-        unreserve(q, cost);
-        pthread_mutex_unlock(&q->mu);
-        free(it);
-        return MSP_PUSH_NOMEM;
+    struct msp_item *it;
+    if (!r) {
+        rc = msp_item_heap_alloc(meta, payload, lead, &it);
+        if (rc != MSP_PUSH_OK) {
+            pthread_mutex_lock(&q->mu);
+            unreserve(q, cost);
+            pthread_mutex_unlock(&q->mu);
+        }
+        *out = it;
+        return rc;
     }
+    it = item_at((unsigned char *)r, payload, lead);
     it->next = NULL;
     it->cost = cost;
-    it->in_ring = r != NULL;
+    it->in_ring = 1;
     it->region = r;
     it->stats_in_data = 0;
-    it->data = data;
+    it->data = payload_at((unsigned char *)r, meta_len, lead);
     it->lead = lead;
     *out = it;
     return MSP_PUSH_OK;
@@ -428,19 +339,14 @@ uint64_t msp_queue_release_front(struct msp_queue *q, struct msp_item *it,
     if (!it->in_ring || !it->lead)
         return 0;
     pthread_mutex_lock(&q->mu);
-    struct region *r = it->region;
+    struct msp_ring_region *r = it->region;
     /* the rest's header goes in the last whole 64 bytes written: they are on disk */
-    uintptr_t cut = ((uintptr_t)written & ~(uintptr_t)(REGION_ALIGN - 1)) - REGION_HDR;
+    uintptr_t cut = ((uintptr_t)written & ~(uintptr_t)(MSP_RING_ALIGN - 1)) - MSP_RING_HDR;
     uint64_t freed = 0;
     if (cut > (uintptr_t)r && cut < (uintptr_t)it) {
         freed = (uint64_t)(cut - (uintptr_t)r);
-        struct region *rest = (struct region *)(void *)cut;
-        rest->len = r->len - freed;
-        rest->busy = REGION_BUSY;
-        r->len = freed;
-        it->region = rest;
+        it->region = msp_ring_split(&q->ring, r, freed);
         it->cost -= freed;
-        ring_free(q, r);
         unreserve(q, freed);
     }
     pthread_mutex_unlock(&q->mu);
@@ -450,7 +356,7 @@ uint64_t msp_queue_release_front(struct msp_queue *q, struct msp_item *it,
 void msp_queue_adopt(struct msp_queue *q, struct msp_item *it)
 {
     pthread_mutex_lock(&q->mu);
-    q->bytes += it->cost;
+    msp_ring_charge(&q->load, it->cost);
     q->used = 1;
     pthread_mutex_unlock(&q->mu);
 }
@@ -521,21 +427,23 @@ static int warm_step(struct msp_queue *q)
 {
     if (!q->warm_budget || q->warm_off || q->closed || q->trimming)
         return 0;
-    if (!q->ring) {
-        uint64_t size = ring_size_for(q->warm_budget);
-        if (q->bytes != 0 || size == 0)
+    struct msp_ring *r = &q->ring;
+    if (!r->base) {
+        uint64_t size = msp_ring_size_for(q->warm_budget);
+        if (q->load.bytes != 0 || size == 0)
             return 0;
         ring_resize(q, size); /* nothing to unmap: there was no ring */
-        return q->ring != NULL;
+        return r->base != NULL;
     }
-    if (q->warm < q->reached) /* the head has been there: it faulted it in */
-        q->warm = q->reached & ~(HUGE_PAGE - 1);
+    if (q->warm < r->reached) /* the head has been there: it faulted it in */
+        q->warm = r->reached & ~(MSP_RING_HUGE_PAGE - 1);
     /* not past the soft end: what the ring needs lately (a burst lifts it) */
-    uint64_t target = q->reached + WARM_AHEAD < q->soft ? q->reached + WARM_AHEAD : q->soft;
+    uint64_t target = r->reached + WARM_AHEAD < r->soft ? r->reached + WARM_AHEAD : r->soft;
     if (q->warm >= target)
         return 0;
-    uint64_t from = q->warm, n = target - from < HUGE_PAGE ? target - from : HUGE_PAGE;
-    unsigned char *ring = q->ring;
+    uint64_t from = q->warm;
+    uint64_t n = target - from < MSP_RING_HUGE_PAGE ? target - from : MSP_RING_HUGE_PAGE;
+    unsigned char *ring = r->base;
     q->warming = 1;
     pthread_mutex_unlock(&q->mu);
     int rc = madvise(ring + from, n, MADV_POPULATE_WRITE);
@@ -631,7 +539,7 @@ static void give_back(struct msp_queue *q, struct msp_item *list, int w, uint64_
             pthread_cond_broadcast(&q->idle);
         pthread_mutex_unlock(&q->mu);
         for (int i = 0; i < n; i++)
-            free_item(heap[i]);
+            msp_item_heap_free(heap[i]);
     } while (list);
 }
 
@@ -655,7 +563,7 @@ void msp_queue_release(struct msp_queue *q, struct msp_item *it)
     int heap = put_back(q, it);
     pthread_mutex_unlock(&q->mu);
     if (heap)
-        free_item(it);
+        msp_item_heap_free(it);
 }
 
 int msp_queue_wait_idle(struct msp_queue *q, uint64_t deadline)
@@ -710,7 +618,7 @@ void msp_queue_stats(struct msp_queue *q, uint64_t *depth, uint64_t *bytes)
 {
     pthread_mutex_lock(&q->mu);
     *depth = q->depth + q->inflight;
-    *bytes = q->bytes;
+    *bytes = q->load.bytes;
     pthread_mutex_unlock(&q->mu);
 }
 
@@ -724,48 +632,44 @@ void msp_queue_expect(struct msp_queue *q, uint64_t budget, int keep)
     pthread_mutex_unlock(&q->mu);
 }
 
-/* Under mu: no region lives at or past `cut`, and the head is below it (so is
- * the header of a pad the next region may leave there). A live span that wraps
- * round the end is taken as not below (a later trim sees). */
-static int ring_below(const struct msp_queue *q, uint64_t cut)
-{
-    return q->rtail == q->rhead || q->rtail % q->ring_size + (q->rhead - q->rtail) < cut;
-}
-
 /* Under mu, at a trim while awake with the ring mapped: the soft end comes down
  * to what the ring has needed within the last keep_trims periods, and what was
  * faulted in past it goes back to the kernel (mu released meanwhile, nothing
  * placed past it, see `trimming`). */
 static void fit_to_need(struct msp_queue *q)
 {
-    if (!q->reached) /* unused since mapped: what is warm waits for the first burst */
+    struct msp_ring *r = &q->ring;
+    if (!r->reached) /* unused since mapped: what is warm waits for the first burst */
         return;
     uint64_t k = ++q->trims;
-    msp_window_add(&q->spans, k, q->span_peak, 0);
+    msp_window_add(&q->spans, k, r->span_peak, 0);
     msp_window_drop(&q->spans, k >= q->keep_trims ? k - q->keep_trims + 1 : 0);
-    q->span_peak = q->rhead - q->rtail - q->pads; /* what lives on counts in the next period */
+    r->span_peak = msp_ring_span(r); /* what lives on counts in the next period */
     /* in whole huge pages, at least one: the ring is faulted in by them */
+    const uint64_t huge = MSP_RING_HUGE_PAGE;
     uint64_t need = msp_window_get(&q->spans, 0);
-    uint64_t cut = need > HUGE_PAGE ? (need + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1) : HUGE_PAGE;
-    if (cut >= q->soft)
+    uint64_t cut = need > huge ? (need + huge - 1) & ~(huge - 1) : huge;
+    if (cut >= r->soft)
         return;
-    q->soft = cut;
+    r->soft = cut;
     while (q->warming) /* writer 0 is faulting a chunk in, maybe past the cut */
         pthread_cond_wait(&q->warmed, &q->mu);
     /* to the end of the huge page of the furthest byte faulted in, which the
      * kernel may have faulted in whole */
-    uint64_t touched = q->reached > q->warm ? q->reached : q->warm;
-    touched = (touched + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-    touched = touched < q->ring_size ? touched : q->ring_size;
-    if (touched <= cut || !ring_below(q, cut))
+    uint64_t touched = r->reached > q->warm ? r->reached : q->warm;
+    touched = (touched + huge - 1) & ~(huge - 1);
+    touched = touched < r->size ? touched : r->size;
+    /* the head below the cut too: so is the header of a pad the next region
+     * may leave there (a span that wraps round waits for a later trim) */
+    if (touched <= cut || !msp_ring_below(r, cut))
         return; /* nothing to give back yet, or regions still live past it */
-    unsigned char *ring = q->ring;
+    unsigned char *ring = r->base;
     q->trimming = 1;
     pthread_mutex_unlock(&q->mu);
     madvise(ring + cut, touched - cut, MADV_DONTNEED);
     pthread_mutex_lock(&q->mu);
     q->trimming = 0;
-    q->reached = q->reached < cut ? q->reached : cut;
+    r->reached = r->reached < cut ? r->reached : cut;
     q->warm = q->warm < cut ? q->warm : cut;
     q->trimmed++;
     pthread_cond_broadcast(&q->warmed);
@@ -773,17 +677,17 @@ static void fit_to_need(struct msp_queue *q)
 
 void msp_queue_trim_idle(struct msp_queue *q)
 {
-    struct mapping old = {NULL, 0};
+    struct msp_ring_mapping old = {NULL, 0};
     pthread_mutex_lock(&q->mu);
-    int quiet = !q->used && q->bytes == 0;
+    int quiet = !q->used && q->load.bytes == 0;
     q->quiet_trims = quiet ? q->quiet_trims + 1 : 0;
     if (quiet && (!q->keep || (q->keep_trims && q->quiet_trims > q->keep_trims))) {
         old = ring_resize(q, 0);
         q->warm_budget = 0; /* idle too long: no warming until the next config change */
-    } else if (q->ring && q->keep && q->keep_trims) {
+    } else if (q->ring.base && q->keep && q->keep_trims) {
         fit_to_need(q);
     }
     q->used = 0;
     pthread_mutex_unlock(&q->mu);
-    unmap(old);
+    msp_ring_unmap(old);
 }

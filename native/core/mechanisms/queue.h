@@ -4,10 +4,11 @@
  * budget shared by all of them. A hook thread's part is one copy into the
  * ring; the writers do every write, beside the host.
  *
- * Payloads go into a ring of the budget's size, mapped at the first dump
- * and reused lap after lap (as tracing ring buffers do): a steady dump
- * copies into memory that is already faulted in, instead of a fresh mmap
- * per tensor that the kernel must fault and zero page by page. */
+ * Payloads go into the ring (ring.h) of the budget's size, mapped at the
+ * first dump and reused lap after lap: a steady dump copies into memory that
+ * is already faulted in, instead of a fresh mmap per tensor that the kernel
+ * must fault and zero page by page. The queue is the ring's block and drop
+ * policies: a full budget makes a hook wait for room, or refuses its item. */
 #ifndef MSP_QUEUE_H
 #define MSP_QUEUE_H
 
@@ -16,6 +17,7 @@
 
 #include "msprobe_atb/control.h"
 #include "fsutil.h"
+#include "ring.h"
 #include "window.h"
 
 enum msp_item_kind { MSP_ITEM_TENSOR, MSP_ITEM_PARAM };
@@ -44,6 +46,15 @@ struct msp_item {
     int stats_in_data;     /* the recorder kept only the statistics: data holds a struct
                               msp_stats, the payload is gone */
 };
+
+/* An item in the heap, not in a ring: the struct and its strings (`meta`
+ * bytes) in one malloc, the payload in another with room for `lead` bytes
+ * before it, aligned as in the ring (lead < MSP_DIO_ALIGN). What it costs in
+ * memory is ->cost. MSP_PUSH_OK, or MSP_PUSH_NOMEM. The queue's items that do
+ * not fit its ring are such, and so are the flight recorder's. */
+int msp_item_heap_alloc(uint64_t meta, uint64_t payload, uint32_t lead, struct msp_item **out);
+uint64_t msp_item_heap_cost(uint64_t meta, uint64_t payload, uint32_t lead);
+void msp_item_heap_free(struct msp_item *it);
 
 /* What it takes to know writer w's head (control.h writer_head[]): the lowest
  * seq of the items handed to it. Its list's lowest is its front's while the list
@@ -77,19 +88,16 @@ struct msp_queue {
     uint64_t given_up;      /* lowest seq msp_queue_close handed back, until forgotten:
                                every head stays at or below it (their records follow) */
     uint64_t depth, inflight;   /* inflight: popped, not yet done */
-    uint64_t bytes;         /* cost of the items reserved, queued or in flight */
-    /* The payload ring: `ring_size` bytes (the budget rounded down to
-     * pages) of private anonymous memory on huge pages where the kernel
-     * allows, mapped lazily; regions are allocated at `rhead` and released
-     * at `rtail` (running offsets), and one that would run past the end
-     * starts at 0 instead (the end's bytes are a free pad). Each region is
+    struct msp_ring_load load; /* cost of the items reserved, queued or in flight */
+    /* The payload ring (ring.h): the budget rounded down to pages, of private
+     * anonymous memory on huge pages where the kernel allows, mapped lazily;
+     * a full ring or budget blocks or drops (the policy). Each region is
      * charged to the budget with its item, so live regions never exceed the
      * budget; the ring's memory is at most the budget too (only the part the
      * head has reached is ever touched, and an empty ring starts again at
      * 0). It is unmapped before an item larger than the budget is admitted
      * alone, and after msp_queue_trim_idle. */
-    unsigned char *ring;
-    uint64_t ring_size, rhead, rtail;
+    struct msp_ring ring;
     uint64_t maps, heap_items; /* ring mappings / payloads malloc'd (tests, bench) */
     int blocked;            /* reservations waiting for room now (tests: one is really
                                waiting before they free room) */
@@ -101,7 +109,6 @@ struct msp_queue {
      * writer's core, not the host's. */
     uint64_t warm_budget;   /* 0: no dump in progress, nothing to warm */
     uint64_t warm;          /* ring bytes from offset 0 already faulted in */
-    uint64_t reached;       /* furthest ring offset the head has reached */
     int warming;            /* writer 0 is faulting a chunk in, outside mu */
     int warm_off;           /* the kernel cannot populate (no MADV_POPULATE_WRITE) */
     pthread_cond_t warmed;  /* warming went back to 0 */
@@ -114,17 +121,14 @@ struct msp_queue {
     uint64_t keep_trims;    /* MSPROBE_ATB_RING_IDLE_S / MSP_QUEUE_TRIM_PERIOD_S */
     uint64_t quiet_trims;   /* trim periods in a row with no reservation */
     /* A service that goes on dumping a little after a burst keeps only what the
-     * ring has needed within the last keep_trims trim periods: `soft`, where a
+     * ring has needed within the last keep_trims trim periods: ring.soft, where a
      * region starts again at offset 0 if the ring's front has room (else it
      * grows on, and soft goes back to the ring's end: a burst may use it all),
      * is lowered at each trim once the ring has been used (what was warmed
      * waits for the first burst) to the most bytes the live regions spanned in
-     * those periods (`spans`, a sliding maximum of `span_peak`), in whole huge
-     * pages, at least one; what was faulted in past it is given back
-     * (MADV_DONTNEED) once no region lives there. */
-    uint64_t soft;
-    uint64_t pads;          /* bytes of pad regions between the tail and the head */
-    uint64_t span_peak;     /* the most bytes live regions spanned this trim period */
+     * those periods (`spans`, a sliding maximum of ring.span_peak, reset each
+     * period), in whole huge pages, at least one; what was faulted in past it
+     * is given back (MADV_DONTNEED) once no region lives there. */
     struct msp_window spans; /* (trim number, span_peak) of the recent periods */
     uint64_t trims;         /* trim periods with the ring mapped */
     int trimming;           /* memory past soft is being given back, outside mu:
@@ -156,8 +160,8 @@ enum { MSP_PUSH_OK = 0, MSP_PUSH_DROPPED = 1, MSP_PUSH_CLOSED = 2, MSP_PUSH_NOME
  * (or msp_queue_release). MSP_PUSH_NOMEM: out of memory. */
 int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint32_t lead,
                       uint64_t budget, int block, struct msp_item **out);
-/* Charges an item made outside the queue (the flight recorder's, payload
- * in its own malloc) to the budget, with no wait: its memory is already
+/* Charges an item made outside the queue (the flight recorder's, a heap
+ * item: msp_item_heap_alloc) to the budget, with no wait: its memory is already
  * taken. Then push it like a reserved one. */
 void msp_queue_adopt(struct msp_queue *q, struct msp_item *it);
 /* A writer wrote the item's bytes up to `written` (in its lead and payload):

@@ -29,7 +29,7 @@
  * (which already lock the copy queue), the monitor tick and the exit; the
  * order is always recorder, then queue. */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct msp_ring g_ring;
+static struct msp_ow g_ring;
 static int g_inited;        /* the ring belongs to the arming of g_base */
 static uint64_t g_base;     /* cfg.rec_incident_base of that arming */
 static uint32_t g_arming;   /* cfg.rec_arming of that arming */
@@ -64,12 +64,12 @@ static void gauges(void)
 {
     struct msp_proc *p = msp_proc_now();
     __atomic_store_n(&p->rec_rounds, g_ring.rounds, __ATOMIC_RELAXED);
-    __atomic_store_n(&p->rec_bytes, g_ring.bytes, __ATOMIC_RELAXED);
-    __atomic_store_n(&p->rec_peak_bytes, g_ring.peak, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->rec_bytes, g_ring.load.bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->rec_peak_bytes, g_ring.load.peak, __ATOMIC_RELAXED);
     __atomic_store_n(&p->rec_incident, g_applied, __ATOMIC_RELAXED);
 }
 
-static void reset_scope(struct msp_ring_scope *s, void *arg)
+static void reset_scope(struct msp_ow_scope *s, void *arg)
 {
     (void)arg;
     s->mode = MSP_SCOPE_HOLD;
@@ -87,11 +87,11 @@ static void follow_arming(const struct msp_config *c)
     if (g_inited && armed && g_base == c->rec_incident_base && g_arming == c->rec_arming)
         return;
     if (g_ring.rounds) {
-        uint64_t n = msp_ring_clear(&g_ring);
+        uint64_t n = msp_ow_clear(&g_ring);
         msp_log("recorder %s: dropped %llu held tensors", armed ? "re-armed" : "disarmed",
                 (unsigned long long)n);
     }
-    msp_ring_each(&g_ring, reset_scope, NULL);
+    msp_ow_each(&g_ring, reset_scope, NULL);
     if (armed && (c->rec_triggers & CONTROL_PLANE_TRIGGERS))
         msp_recstats_open();
     else
@@ -195,11 +195,11 @@ static void log_commit(struct flushlog *f)
 }
 
 /* Moves a held round to the writers (when the flush is committed). */
-static void flush_round(struct msp_ring_round *rd, struct flushlog *f, const char *why)
+static void flush_round(struct msp_ow_round *rd, struct flushlog *f, const char *why)
 {
     if (rd->head)
         log_round(f, rd->head->path, rd->n, why);
-    struct msp_item *it = msp_ring_take(&g_ring, rd);
+    struct msp_item *it = msp_ow_take(&g_ring, rd);
     if (!it)
         return;
     struct msp_item *last = it;
@@ -209,9 +209,9 @@ static void flush_round(struct msp_ring_round *rd, struct flushlog *f, const cha
     f->items = it;
 }
 
-static void evict_round(struct msp_ring_round *rd)
+static void evict_round(struct msp_ow_round *rd)
 {
-    msp_ring_evict(&g_ring, rd);
+    msp_ow_evict(&g_ring, rd);
     MSP_COUNT(rec_evicted, 1);
 }
 
@@ -226,10 +226,10 @@ struct apply_ctx {
 /* The held round an incident cuts at: the one with the incident's {exec}
  * when this op holds it (ranks and ops that run in step), else the newest
  * that began before the trigger. NULL: none. */
-static struct msp_ring_round *cut_of(struct msp_ring_scope *s, const struct msp_incident *inc)
+static struct msp_ow_round *cut_of(struct msp_ow_scope *s, const struct msp_incident *inc)
 {
-    struct msp_ring_round *by_time = NULL;
-    for (struct msp_ring_round *rd = s->oldest; rd; rd = rd->snext) {
+    struct msp_ow_round *by_time = NULL;
+    for (struct msp_ow_round *rd = s->oldest; rd; rd = rd->snext) {
         if (inc->round >= 0 && rd->exec == (uint64_t)inc->round)
             return rd;
         if (rd->start_ns <= inc->t_ns)
@@ -241,7 +241,7 @@ static struct msp_ring_round *cut_of(struct msp_ring_scope *s, const struct msp_
 /* Flushes the cut round, the keep_rounds before it and up to after_rounds
  * held after it; evicts the rest; the op then dumps directly until its
  * after_rounds are done. */
-static void apply_scope(struct msp_ring_scope *s, void *arg)
+static void apply_scope(struct msp_ow_scope *s, void *arg)
 {
     struct apply_ctx *a = arg;
     const struct msp_config *c = a->cfg;
@@ -260,13 +260,13 @@ static void apply_scope(struct msp_ring_scope *s, void *arg)
         s->wait_round = a->inc->round;
         return;
     }
-    struct msp_ring_round *cut = cut_of(s, a->inc);
+    struct msp_ow_round *cut = cut_of(s, a->inc);
     uint64_t before = 0, after = 0;
     int seen_cut = cut == NULL, newest_kept = 0;
-    for (struct msp_ring_round *rd = s->oldest; cut && rd != cut; rd = rd->snext)
+    for (struct msp_ow_round *rd = s->oldest; cut && rd != cut; rd = rd->snext)
         before++;
     uint64_t skip = before > c->rec_keep_rounds ? before - c->rec_keep_rounds : 0;
-    for (struct msp_ring_round *rd = s->oldest, *next; rd; rd = next) {
+    for (struct msp_ow_round *rd = s->oldest, *next; rd; rd = next) {
         next = rd->snext;
         int is_newest = rd == s->newest;
         if (!seen_cut) {
@@ -304,7 +304,7 @@ static void apply_incidents(const struct msp_config *c)
             return; /* still being filled in: next time */
         struct flushlog f = {.seq = g_applied + 1};
         struct apply_ctx a = {c, &inc, &f};
-        msp_ring_each(&g_ring, apply_scope, &a);
+        msp_ow_each(&g_ring, apply_scope, &a);
         log_commit(&f);
         g_applied++;
     }
@@ -313,7 +313,7 @@ static void apply_incidents(const struct msp_config *c)
 
 /* ---- rounds ---- */
 
-static void window_over(struct msp_ring_scope *s, const struct msp_config *c)
+static void window_over(struct msp_ow_scope *s, const struct msp_config *c)
 {
     s->mode = exhausted(c) ? MSP_SCOPE_OFF : MSP_SCOPE_HOLD;
 }
@@ -323,13 +323,13 @@ static void window_over(struct msp_ring_scope *s, const struct msp_config *c)
  * older round stays until the control plane has evaluated everything written
  * before the round that pushed it out (rec_eval_ns), so a late trigger still
  * finds the rounds before it; the budget caps that too. */
-static void trim_scope(struct msp_ring_scope *s, const struct msp_config *c)
+static void trim_scope(struct msp_ow_scope *s, const struct msp_config *c)
 {
     uint64_t evaluated = (c->rec_triggers & CONTROL_PLANE_TRIGGERS)
                              ? msp_ctl_get_word(&msp_ctl_now()->rec_eval_ns)
                              : UINT64_MAX;
     while (s->nrounds > c->rec_keep_rounds + 1 && s->oldest) {
-        struct msp_ring_round *pusher = s->oldest;
+        struct msp_ow_round *pusher = s->oldest;
         for (uint32_t i = 0; i <= c->rec_keep_rounds; i++)
             pusher = pusher->snext;
         if (pusher->start_ns > evaluated)
@@ -339,7 +339,7 @@ static void trim_scope(struct msp_ring_scope *s, const struct msp_config *c)
 }
 
 /* A new {exec} of op s begins. */
-static void round_opens(struct msp_ring_scope *s, uint64_t exec, const struct msp_config *c,
+static void round_opens(struct msp_ow_scope *s, uint64_t exec, const struct msp_config *c,
                         const char *path)
 {
     s->cur_broken = 0;
@@ -389,7 +389,7 @@ static void round_opens(struct msp_ring_scope *s, uint64_t exec, const struct ms
     s->has_cur = 1;
     s->cur_exec = exec;
     if (s->mode == MSP_SCOPE_HOLD) {
-        if (!msp_ring_open(&g_ring, s, exec, msp_now_ns()))
+        if (!msp_ow_open(&g_ring, s, exec, msp_now_ns()))
             s->cur_broken = 1;
         trim_scope(s, c);
     }
@@ -401,7 +401,7 @@ int msp_recorder_route(const struct msp_config *c, const char *path, size_t n)
     follow_arming(c);
     apply_incidents(c);
     uint64_t exec;
-    struct msp_ring_scope *s = msp_ring_scope_of(&g_ring, path, n, &exec);
+    struct msp_ow_scope *s = msp_ow_scope_of(&g_ring, path, n, &exec);
     int route = MSP_ROUTE_DROP;
     if (!s) {
         route = MSP_ROUTE_DIRECT; /* not a round of a top-level op: nothing to hold it by */
@@ -498,7 +498,7 @@ static void scan_locked(const struct msp_config *c, const struct msp_item *it, s
         return;
     sc->have = 1;
     sc->exec = 0;
-    struct msp_ring_scope *s = msp_ring_scope_of(&g_ring, it->path, strlen(it->path), &sc->exec);
+    struct msp_ow_scope *s = msp_ow_scope_of(&g_ring, it->path, strlen(it->path), &sc->exec);
     sc->round = s ? (int64_t)sc->exec : -1;
     if (c->rec_triggers & CONTROL_PLANE_TRIGGERS)
         msp_recstats_put(msp_now_ns(), sc->exec, &sc->st, it->path);
@@ -558,7 +558,7 @@ static void keep_stats_only(struct msp_item *it, const struct msp_stats *st)
     it->stats_in_data = 1;
 }
 
-static void too_small(const struct msp_config *c, struct msp_ring_scope *s)
+static void too_small(const struct msp_config *c, struct msp_ow_scope *s)
 {
     __atomic_fetch_or(&msp_proc_now()->flags, (uint32_t)MSP_PROC_REC_TOO_SMALL, __ATOMIC_RELAXED);
     if (g_small_said++)
@@ -574,15 +574,15 @@ void msp_recorder_hold(const struct msp_config *c, struct msp_item *it)
 {
     pthread_mutex_lock(&g_mu);
     uint64_t exec = 0;
-    struct msp_ring_scope *s = msp_ring_scope_of(&g_ring, it->path, strlen(it->path), &exec);
-    struct msp_ring_round *rd = s ? s->newest : NULL;
+    struct msp_ow_scope *s = msp_ow_scope_of(&g_ring, it->path, strlen(it->path), &exec);
+    struct msp_ow_round *rd = s ? s->newest : NULL;
     if (!s || s->mode != MSP_SCOPE_HOLD || s->cur_broken || !rd || rd->exec != exec) {
         /* an incident moved this round between routing and now */
         if (s && s->mode == MSP_SCOPE_DIRECT) {
             queue_held(it, 1);
         } else {
             MSP_COUNT(rec_lost, it->kind == MSP_ITEM_TENSOR);
-            msp_ring_item_free(it);
+            msp_item_heap_free(it);
         }
         pthread_mutex_unlock(&g_mu);
         return;
@@ -594,19 +594,19 @@ void msp_recorder_hold(const struct msp_config *c, struct msp_item *it)
     /* room first, so the ring never holds more than the budget */
     int fits = it->cost <= c->rec_budget_bytes;
     if (fits)
-        MSP_COUNT(rec_evicted, msp_ring_fit(&g_ring, c->rec_budget_bytes - it->cost, &fits));
+        MSP_COUNT(rec_evicted, msp_ow_fit(&g_ring, it->cost, c->rec_budget_bytes, &fits));
     if (!fits) {
         /* only rounds in progress are left: this op's cannot be kept whole */
-        MSP_COUNT(rec_lost, msp_ring_evict(&g_ring, rd) + 1);
+        MSP_COUNT(rec_lost, msp_ow_evict(&g_ring, rd) + 1);
         fire_scan(c, it, &sc); /* a trigger still fires */
-        msp_ring_item_free(it);
+        msp_item_heap_free(it);
         s->cur_broken = 1;
         too_small(c, s);
         gauges();
         pthread_mutex_unlock(&g_mu);
         return;
     }
-    msp_ring_add(&g_ring, rd, it);
+    msp_ow_add(&g_ring, rd, it);
     fire_scan(c, it, &sc); /* flushes the round it was just added to */
     gauges();
     pthread_mutex_unlock(&g_mu);
@@ -624,7 +624,7 @@ void msp_recorder_overflow(const struct msp_config *c, const char *kernel, size_
         char want[32];
         int wn = snprintf(want, sizeof want, "%llu_", (unsigned long long)id);
         for (uint32_t i = 0; i < g_ring.cap; i++) {
-            struct msp_ring_scope *s = g_ring.scopes[i];
+            struct msp_ow_scope *s = g_ring.scopes[i];
             if (s && s->has_cur && strncmp(s->op, want, (size_t)wn) == 0)
                 round = (int64_t)s->cur_exec;
         }
@@ -641,7 +641,7 @@ void msp_recorder_overflow(const struct msp_config *c, const char *kernel, size_
 
 /* ---- tick, exit, fork ---- */
 
-static void state_of(struct msp_ring_scope *s, void *arg)
+static void state_of(struct msp_ow_scope *s, void *arg)
 {
     int *st = arg;
     if (s->mode == MSP_SCOPE_DIRECT || s->mode == MSP_SCOPE_SKIP)
@@ -666,7 +666,7 @@ void msp_recorder_tick(const struct msp_config *c, int awake)
         follow_arming(c);
         apply_incidents(c);
         int st = exhausted(c) ? MSP_REC_DONE : MSP_REC_ARMED;
-        msp_ring_each(&g_ring, state_of, &st);
+        msp_ow_each(&g_ring, state_of, &st);
         __atomic_store_n(&msp_proc_now()->rec_state, (uint64_t)st, __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(&g_mu);
@@ -685,7 +685,7 @@ void msp_recorder_exit(const struct msp_config *c)
                 flush_round(g_ring.oldest, &f, "exit");
             log_commit(&f);
         } else {
-            uint64_t rounds = g_ring.rounds, n = msp_ring_clear(&g_ring);
+            uint64_t rounds = g_ring.rounds, n = msp_ow_clear(&g_ring);
             __atomic_fetch_or(&msp_proc_now()->flags, (uint32_t)MSP_PROC_REC_EXIT_DROP,
                               __ATOMIC_RELAXED);
             struct jbuf b;

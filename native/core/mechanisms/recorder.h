@@ -18,7 +18,7 @@ enum { MSP_ROUTE_HOLD = 1, MSP_ROUTE_DIRECT, MSP_ROUTE_DROP };
 /* Decides for an item of `path` (round bookkeeping and pending incidents
  * included). */
 int msp_recorder_route(const struct msp_config *c, const char *path, size_t n);
-/* Takes a filled item allocated with msp_ring_item_alloc: held, or (if an
+/* Takes a filled item allocated with msp_item_heap_alloc: held, or (if an
  * incident moved its round meanwhile) queued or freed. Scans it for the
  * shim-side triggers. The seq it took keeps its place among the held; when it
  * is queued it is counted pending and takes its own (pending.h), so flushed

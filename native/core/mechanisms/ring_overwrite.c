@@ -1,5 +1,5 @@
 /* The flight recorder's ring: held items by round per top-level op, whole
- * rounds evicted oldest first (the "overwrite" policy; ring_overwrite.h). */
+ * rounds evicted oldest first (the ring's "overwrite" policy; ring_overwrite.h). */
 #define _GNU_SOURCE
 #include "ring_overwrite.h"
 
@@ -10,34 +10,6 @@
 
 #define FIRST_CAP 256
 #define MAX_SCOPES (1u << 20)
-
-int msp_ring_item_alloc(uint64_t meta, uint64_t payload, struct msp_item **out)
-{
-    *out = NULL;
-    if (payload > (UINT64_C(1) << 62) || meta > (UINT64_C(1) << 30))
-        return MSP_PUSH_NOMEM;
-    struct msp_item *it = malloc(meta);
-    if (!it)
-        return MSP_PUSH_NOMEM;
-    it->data = malloc(payload ? payload : 1);
-    if (!it->data) {
-        free(it);
-        return MSP_PUSH_NOMEM;
-    }
-    it->next = NULL;
-    it->in_ring = 0;
-    it->region = NULL;
-    it->lead = 0;
-    it->cost = msp_malloc_cost(meta) + msp_malloc_cost(payload); /* what it takes */
-    *out = it;
-    return MSP_PUSH_OK;
-}
-
-void msp_ring_item_free(struct msp_item *it)
-{
-    free(it->data);
-    free(it);
-}
 
 /* The first three segments of "{dev}_{pid}/{exec}/{op}/...". */
 static int split3(const char *p, size_t n, size_t *a, size_t *b, size_t *c)
@@ -57,16 +29,16 @@ static int split3(const char *p, size_t n, size_t *a, size_t *b, size_t *c)
     return *a > 0 && *b > *a + 1 && *c > *b + 1 ? 0 : -1;
 }
 
-static int grow(struct msp_ring *r)
+static int grow(struct msp_ow *r)
 {
     uint32_t cap = r->cap ? r->cap * 2 : FIRST_CAP;
     if (cap > MAX_SCOPES)
         return -1;
-    struct msp_ring_scope **t = calloc(cap, sizeof *t);
+    struct msp_ow_scope **t = calloc(cap, sizeof *t);
     if (!t)
         return -1;
     for (uint32_t i = 0; i < r->cap; i++) {
-        struct msp_ring_scope *s = r->scopes[i];
+        struct msp_ow_scope *s = r->scopes[i];
         if (!s)
             continue;
         uint32_t j = (uint32_t)(s->hash % cap);
@@ -80,7 +52,7 @@ static int grow(struct msp_ring *r)
     return 0;
 }
 
-struct msp_ring_scope *msp_ring_scope_of(struct msp_ring *r, const char *path, size_t n,
+struct msp_ow_scope *msp_ow_scope_of(struct msp_ow *r, const char *path, size_t n,
                                          uint64_t *exec)
 {
     size_t a, b, c;
@@ -100,7 +72,7 @@ struct msp_ring_scope *msp_ring_scope_of(struct msp_ring *r, const char *path, s
     for (; r->scopes[j]; j = (j + 1) % r->cap)
         if (r->scopes[j]->hash == h)
             return r->scopes[j];
-    struct msp_ring_scope *s = calloc(1, sizeof *s);
+    struct msp_ow_scope *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
     s->hash = h;
@@ -112,17 +84,17 @@ struct msp_ring_scope *msp_ring_scope_of(struct msp_ring *r, const char *path, s
     return s;
 }
 
-void msp_ring_each(struct msp_ring *r, void (*fn)(struct msp_ring_scope *, void *), void *arg)
+void msp_ow_each(struct msp_ow *r, void (*fn)(struct msp_ow_scope *, void *), void *arg)
 {
     for (uint32_t i = 0; i < r->cap; i++)
         if (r->scopes[i])
             fn(r->scopes[i], arg);
 }
 
-struct msp_ring_round *msp_ring_open(struct msp_ring *r, struct msp_ring_scope *s, uint64_t exec,
+struct msp_ow_round *msp_ow_open(struct msp_ow *r, struct msp_ow_scope *s, uint64_t exec,
                                      uint64_t now_ns)
 {
-    struct msp_ring_round *rd = calloc(1, sizeof *rd);
+    struct msp_ow_round *rd = calloc(1, sizeof *rd);
     if (!rd)
         return NULL;
     rd->scope = s;
@@ -144,7 +116,7 @@ struct msp_ring_round *msp_ring_open(struct msp_ring *r, struct msp_ring_scope *
     return rd;
 }
 
-void msp_ring_add(struct msp_ring *r, struct msp_ring_round *rd, struct msp_item *it)
+void msp_ow_add(struct msp_ow *r, struct msp_ow_round *rd, struct msp_item *it)
 {
     it->next = NULL;
     if (rd->tail)
@@ -154,13 +126,11 @@ void msp_ring_add(struct msp_ring *r, struct msp_ring_round *rd, struct msp_item
     rd->tail = it;
     rd->n++;
     rd->bytes += it->cost;
-    r->bytes += it->cost;
-    if (r->bytes > r->peak)
-        r->peak = r->bytes;
+    msp_ring_charge(&r->load, it->cost);
 }
 
 /* Unlinks rd from both lists and from the totals. */
-static void unlink_round(struct msp_ring *r, struct msp_ring_round *rd)
+static void unlink_round(struct msp_ow *r, struct msp_ow_round *rd)
 {
     if (rd->prev)
         rd->prev->next = rd->next;
@@ -170,8 +140,8 @@ static void unlink_round(struct msp_ring *r, struct msp_ring_round *rd)
         rd->next->prev = rd->prev;
     else
         r->newest = rd->prev;
-    struct msp_ring_scope *s = rd->scope;
-    struct msp_ring_round **pp = &s->oldest, *last = NULL;
+    struct msp_ow_scope *s = rd->scope;
+    struct msp_ow_round **pp = &s->oldest, *last = NULL;
     while (*pp && *pp != rd) {
         last = *pp;
         pp = &(*pp)->snext;
@@ -182,10 +152,10 @@ static void unlink_round(struct msp_ring *r, struct msp_ring_round *rd)
         s->newest = last;
     s->nrounds--;
     r->rounds--;
-    r->bytes -= rd->bytes;
+    msp_ring_refund(&r->load, rd->bytes);
 }
 
-struct msp_item *msp_ring_take(struct msp_ring *r, struct msp_ring_round *rd)
+struct msp_item *msp_ow_take(struct msp_ow *r, struct msp_ow_round *rd)
 {
     unlink_round(r, rd);
     struct msp_item *items = rd->head;
@@ -193,37 +163,37 @@ struct msp_item *msp_ring_take(struct msp_ring *r, struct msp_ring_round *rd)
     return items;
 }
 
-uint64_t msp_ring_evict(struct msp_ring *r, struct msp_ring_round *rd)
+uint64_t msp_ow_evict(struct msp_ow *r, struct msp_ow_round *rd)
 {
     uint64_t n = 0;
-    for (struct msp_item *it = msp_ring_take(r, rd), *next; it; it = next) {
+    for (struct msp_item *it = msp_ow_take(r, rd), *next; it; it = next) {
         next = it->next;
-        msp_ring_item_free(it);
+        msp_item_heap_free(it);
         n++;
     }
     return n;
 }
 
-uint64_t msp_ring_fit(struct msp_ring *r, uint64_t budget, int *fits)
+uint64_t msp_ow_fit(struct msp_ow *r, uint64_t cost, uint64_t budget, int *fits)
 {
     uint64_t evicted = 0;
-    struct msp_ring_round *rd = r->oldest;
-    while (r->bytes > budget && rd) {
-        struct msp_ring_round *next = rd->next;
+    struct msp_ow_round *rd = r->oldest;
+    while (!msp_ring_fits(&r->load, cost, budget) && rd) {
+        struct msp_ow_round *next = rd->next;
         if (rd->scope->newest != rd) { /* never the round in progress */
-            msp_ring_evict(r, rd);
+            msp_ow_evict(r, rd);
             evicted++;
         }
         rd = next;
     }
-    *fits = r->bytes <= budget;
+    *fits = msp_ring_fits(&r->load, cost, budget);
     return evicted;
 }
 
-uint64_t msp_ring_clear(struct msp_ring *r)
+uint64_t msp_ow_clear(struct msp_ow *r)
 {
     uint64_t n = 0;
     while (r->oldest)
-        n += msp_ring_evict(r, r->oldest);
+        n += msp_ow_evict(r, r->oldest);
     return n;
 }

@@ -1,10 +1,17 @@
-/* The flight recorder's ring: the "overwrite" policy beside queue.c's
- * "block or discard" one (LTTng keeps the two in separate files too).
+/* The flight recorder's ring: the ring's "overwrite" policy beside the copy
+ * queue's "block or drop" (queue.c), both clients of the one ring (ring.h):
+ * its load is charged and checked against the budget there, and when the
+ * budget is full the oldest whole rounds make room.
  *
- * It holds queue items (struct msp_item, payload in its own malloc) grouped
+ * It holds heap items (struct msp_item, msp_item_heap_alloc) grouped
  * by round: a round is one {exec} of one top-level op, i.e. the items whose
  * paths share "{dev}_{pid}/{exec}/{id}_{Name}". Each top-level op (a scope)
  * keeps its own rounds, oldest first. Rounds are only ever evicted whole.
+ * Heap items, not regions of the ring's mapping: rounds go out of the order
+ * they came in (never a scope's round in progress, which may be the oldest),
+ * and a flushed round's items live on in the copy queue until the writers
+ * are done with them, under its lock, not the recorder's; in mapped regions
+ * either would hold the tail back while the load says there is room.
  * Not thread-safe: recorder.c serialises every call. */
 #ifndef MSP_RING_OVERWRITE_H
 #define MSP_RING_OVERWRITE_H
@@ -13,13 +20,14 @@
 #include <stdint.h>
 
 #include "queue.h"
+#include "ring.h"
 
-#define MSP_RING_OP 160
+#define MSP_OW_OP 160
 
-struct msp_ring_round {
-    struct msp_ring_round *prev, *next; /* every held round, oldest first */
-    struct msp_ring_round *snext;       /* the scope's rounds, oldest first */
-    struct msp_ring_scope *scope;
+struct msp_ow_round {
+    struct msp_ow_round *prev, *next; /* every held round, oldest first */
+    struct msp_ow_round *snext;       /* the scope's rounds, oldest first */
+    struct msp_ow_scope *scope;
     uint64_t exec, start_ns;
     uint64_t bytes, n;
     struct msp_item *head, *tail;       /* in SaveTensor order */
@@ -28,10 +36,10 @@ struct msp_ring_round {
 /* Recorder modes of a scope (recorder.c). */
 enum { MSP_SCOPE_HOLD = 0, MSP_SCOPE_DIRECT, MSP_SCOPE_SKIP, MSP_SCOPE_OFF };
 
-struct msp_ring_scope {
+struct msp_ow_scope {
     uint64_t hash;                      /* of "{dev}_{pid}" and "{id}_{Name}" */
-    char op[MSP_RING_OP];               /* "{id}_{Name}" (cut if longer) */
-    struct msp_ring_round *oldest, *newest;
+    char op[MSP_OW_OP];               /* "{id}_{Name}" (cut if longer) */
+    struct msp_ow_round *oldest, *newest;
     uint32_t nrounds;
     /* the recorder's state of this op */
     int mode;                           /* MSP_SCOPE_* */
@@ -42,36 +50,33 @@ struct msp_ring_scope {
     int cur_broken;                     /* the round in progress did not fit the budget */
 };
 
-struct msp_ring {
-    struct msp_ring_scope **scopes;     /* open addressing, `cap` entries, NULL = free */
+struct msp_ow {
+    struct msp_ow_scope **scopes;     /* open addressing, `cap` entries, NULL = free */
     uint32_t cap, used;
-    struct msp_ring_round *oldest, *newest;
-    uint64_t bytes, rounds, peak;
+    struct msp_ow_round *oldest, *newest;
+    struct msp_ring_load load;          /* the held items' cost; its peak */
+    uint64_t rounds;
 };
 
 /* The scope of an item path and its {exec}; NULL if the path has no
  * "{dev}_{pid}/{exec}/{op}" shape or the table cannot grow. */
-struct msp_ring_scope *msp_ring_scope_of(struct msp_ring *r, const char *path, size_t n,
+struct msp_ow_scope *msp_ow_scope_of(struct msp_ow *r, const char *path, size_t n,
                                          uint64_t *exec);
 /* Starts a round of `s`; NULL when out of memory. */
-struct msp_ring_round *msp_ring_open(struct msp_ring *r, struct msp_ring_scope *s, uint64_t exec,
+struct msp_ow_round *msp_ow_open(struct msp_ow *r, struct msp_ow_scope *s, uint64_t exec,
                                      uint64_t now_ns);
-void msp_ring_add(struct msp_ring *r, struct msp_ring_round *rd, struct msp_item *it);
+void msp_ow_add(struct msp_ow *r, struct msp_ow_round *rd, struct msp_item *it);
 /* Frees a round and its items. Returns the number of items. */
-uint64_t msp_ring_evict(struct msp_ring *r, struct msp_ring_round *rd);
+uint64_t msp_ow_evict(struct msp_ow *r, struct msp_ow_round *rd);
 /* Unlinks a round and hands back its items (a list via ->next). */
-struct msp_item *msp_ring_take(struct msp_ring *r, struct msp_ring_round *rd);
+struct msp_item *msp_ow_take(struct msp_ow *r, struct msp_ow_round *rd);
 /* Evicts the oldest whole rounds that are not the newest of their scope
- * until at most `budget` bytes are held. Returns the rounds evicted; *fits
+ * until `cost` more bytes fit in `budget`. Returns the rounds evicted; *fits
  * is 0 if only rounds in progress are left and they are still too big. */
-uint64_t msp_ring_fit(struct msp_ring *r, uint64_t budget, int *fits);
+uint64_t msp_ow_fit(struct msp_ow *r, uint64_t cost, uint64_t budget, int *fits);
 /* Drops every round (a disarming edit, a new arming). Returns the items freed. */
-uint64_t msp_ring_clear(struct msp_ring *r);
+uint64_t msp_ow_clear(struct msp_ow *r);
 /* Calls fn on every scope. */
-void msp_ring_each(struct msp_ring *r, void (*fn)(struct msp_ring_scope *, void *), void *arg);
-
-/* An item with its payload in its own malloc (the queue releases it so). */
-int msp_ring_item_alloc(uint64_t meta, uint64_t payload, struct msp_item **out);
-void msp_ring_item_free(struct msp_item *it);
+void msp_ow_each(struct msp_ow *r, void (*fn)(struct msp_ow_scope *, void *), void *arg);
 
 #endif
