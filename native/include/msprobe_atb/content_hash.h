@@ -11,8 +11,8 @@
 
 uint64_t msp_content_hash(const void *data, size_t len);
 
-/* The same hash fed in pieces (the writer hashes each piece just before it
- * writes it, so the payload is read from memory once). */
+/* The same hash fed in pieces (the writer's one pass over a payload,
+ * native/core/mechanisms/tensorscan.h). */
 struct msp_hash_state {
     uint64_t v[4];
     uint64_t len;
