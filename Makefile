@@ -43,7 +43,7 @@ $(PYEXT_STAMP): $(VENV)/.stamp native/include/msprobe_atb/control.h native/core/
 # The fused compare-metrics kernel (native/compare) and the shim's statistics
 # (native/core/mechanisms/stats.c), cffi extensions of offline/read.
 KERNEL_STAMP := msprobe_atb/offline/read/.kernel_stamp
-$(KERNEL_STAMP): $(VENV)/.stamp native/compare/pair_kernel.c native/compare/pair_kernel.h $(addprefix native/core/mechanisms/,stats.c stats.h stats_simd.c stats_simd.h dtype.c dtype.h jsonw.c jsonw.h) msprobe_atb/offline/read/_build_kernel.py msprobe_atb/cffi_build.py
+$(KERNEL_STAMP): $(VENV)/.stamp native/compare/pair_kernel.c native/compare/pair_kernel.h $(addprefix native/core/mechanisms/,stats.c stats.h stats_simd.c stats_simd.h float_acc.h hash_lane.h dtype.c dtype.h jsonw.c jsonw.h) msprobe_atb/offline/read/_build_kernel.py msprobe_atb/cffi_build.py
 	$(VPY) msprobe_atb/offline/read/_build_kernel.py
 	touch $@
 # The control plane's ingest kernel (native/ingest): record lines in, CSV and

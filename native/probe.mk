@@ -107,7 +107,7 @@ $(PROBE_B)/tsan/%.o: %.c $(PROBE_CORE_HDR)
 
 PROBE_ASAN_OBJ := $(patsubst %.c,$(PROBE_B)/asan/%.o,$(PROBE_CORE_SRC))
 PROBE_TSAN_OBJ := $(patsubst %.c,$(PROBE_B)/tsan/%.o,$(PROBE_CORE_SRC))
-PROBE_UNIT_MODS := util jsonw dtype stats stats_simd binfile fsutil dirchain content_hash filter selcache dirmemo ring ring_overwrite queue dedup pending rounds slot window overflow_finding
+PROBE_UNIT_MODS := util jsonw dtype stats stats_simd tensorscan binfile fsutil dirchain content_hash filter selcache dirmemo ring ring_overwrite queue dedup pending rounds slot window overflow_finding
 
 $(PROBE_B)/bin/test_core_asan: native/tests/test_core.c $(foreach m,$(PROBE_UNIT_MODS),$(PROBE_B)/asan/$(m).o)
 	@mkdir -p $(@D)

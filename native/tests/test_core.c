@@ -32,6 +32,7 @@
 #include "selcache.h"
 #include "stats.h"
 #include "stats_simd.h"
+#include "tensorscan.h"
 #include "util.h"
 #include "window.h"
 
@@ -268,11 +269,24 @@ static void test_paths(void)
 }
 
 /* msp_written_fn of the aligned writes: the bytes written so far, rising. */
+/* What an aligned write told: every byte announced ahead, in order, before
+ * it is written; the whole blocks written. */
+struct heard {
+    size_t ahead, written;
+};
+
+static void note_ahead(void *arg, size_t off, size_t end)
+{
+    struct heard *h = arg;
+    CHECK(off == h->ahead && end > off && off == h->written);
+    h->ahead = end;
+}
+
 static void note_written(void *arg, size_t done)
 {
-    size_t *heard = arg;
-    CHECK(done > *heard && done % MSP_DIO_ALIGN == 0);
-    *heard = done;
+    struct heard *h = arg;
+    CHECK(done > h->written && done <= h->ahead && done % MSP_DIO_ALIGN == 0);
+    h->written = done;
 }
 
 static void test_fs(void)
@@ -304,9 +318,11 @@ static void test_fs(void)
     for (size_t i = 0; buf && i < sizes[6]; i++)
         buf[i] = (unsigned char)(i * 131 + i / 4096);
     for (size_t k = 0; buf && k < sizeof sizes / sizeof *sizes; k++) {
-        size_t heard = 0;
-        CHECK(msp_write_aligned_file_at(d, "dio.bin", buf, sizes[k], note_written, &heard) == 0);
-        CHECK(heard == (sizes[k] & ~(size_t)(MSP_DIO_ALIGN - 1))); /* every whole block */
+        struct heard heard = {0, 0};
+        struct msp_write_hooks hooks = {note_ahead, note_written, &heard};
+        CHECK(msp_write_aligned_file_at(d, "dio.bin", buf, sizes[k], &hooks) == 0);
+        CHECK(heard.written == (sizes[k] & ~(size_t)(MSP_DIO_ALIGN - 1))); /* every whole block */
+        CHECK(heard.ahead == sizes[k] || (sizes[k] == 0 && heard.ahead == 0));
         int f = openat(d, "dio.bin", O_RDONLY);
         unsigned char *back = malloc(sizes[k] + 1);
         CHECK(f >= 0 && back && read(f, back, sizes[k] + 1) == (ssize_t)sizes[k] &&
@@ -408,22 +424,6 @@ static void test_content_hash(void)
                                     sizeof buf - off < steps[k] ? sizeof buf - off : steps[k]);
         CHECK(msp_content_hash_final(&h) == whole);
     }
-    /* the writer's hashed write: the file holds head + data, the hash is the data's */
-    char dir[] = "/tmp/msp-hash-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
-    static unsigned char big[(600u << 10) + 7];
-    for (size_t i = 0; i < sizeof big; i++)
-        big[i] = (unsigned char)(i * 31 + (i >> 9));
-    struct iovec head = {"HEAD\n", 5};
-    uint64_t got = 0;
-    CHECK(msp_write_hashed_file_at(dfd, "t.bin", &head, big, sizeof big, &got) == 0);
-    CHECK(got == msp_content_hash(big, sizeof big));
-    struct stat st;
-    CHECK(fstatat(dfd, "t.bin", &st, 0) == 0 && st.st_size == (off_t)(5 + sizeof big));
-    unlinkat(dfd, "t.bin", 0);
-    close(dfd);
-    rmdir(dir);
 }
 
 static void test_binfile(void)
@@ -669,7 +669,7 @@ static void test_stats_paths(void)
         return;
     struct msp_float_acc probe = {0};
     uint16_t ones[16] = {0};
-    if (!msp_stats_simd(1, ones, 16, &probe))
+    if (!msp_stats_simd(1, ones, 16, &probe, NULL))
         printf("  (this CPU has no AVX2/F16C/FMA: the vector pass is not tested)\n");
     for (int k = 0; k < 3; k++) {
         for (size_t n = 1; n <= 70; n++) {
@@ -713,6 +713,72 @@ static void test_stats_paths(void)
             put_bits(k, buf, i, special_bits(k, 4 + i % 2));
         check_float_paths(k, buf, BIG, 0, "large ±Inf");
     }
+    free(buf);
+}
+
+/* The writer's one pass (tensorscan.h) against the two passes it replaces,
+ * msp_stats_compute and msp_content_hash of the whole payload, bit for bit:
+ * every dtype with statistics and two without, random bytes (NaN and Inf
+ * patterns included) and random finite values (every byte's bit 6 clear: no
+ * float's exponent is all ones, so the sums are not NaN and show their
+ * rounding), odd lengths around the pieces, unaligned starts,
+ * scanned whole or through the odd ends an O_DIRECT writer asks for, with the
+ * vector pass and without it. */
+static void test_tensorscan(void)
+{
+    static const int dtypes[] = {0, 1, 27, 11, 2, 6, 3, 9, 4, 7, 8, 10, 12, 16, 35, 36, 29, 13};
+    const size_t piece = MSP_STATS_PIECE;
+    /* the sizes: whole pieces, and elements more (or fewer) */
+    static const struct {
+        long pieces, elems;
+    } sizes[] = {{0, 1}, {0, 3}, {0, 17}, {0, 33}, {0, 1001}, {1, -1}, {1, 0}, {1, 3}, {2, -1},
+                 {2, 17}};
+    const size_t cap = 2 * piece + 17 * 8 + 8;
+    unsigned char *buf = malloc(cap);
+    CHECK(buf);
+    if (!buf)
+        return;
+    const size_t ndt = sizeof dtypes / sizeof dtypes[0];
+    for (size_t run = 0; run < 2 * ndt; run++) {
+        size_t k = run % ndt;
+        for (size_t i = 0; i < cap; i++) /* the second round finite */
+            buf[i] = (unsigned char)(rnd32() & (run < ndt ? 0xff : 0xbf));
+        size_t esize = msp_dtype_bits(dtypes[k]) / 8 ? msp_dtype_bits(dtypes[k]) / 8 : 1;
+        for (size_t e = 0; e < sizeof sizes / sizeof sizes[0]; e++) {
+            size_t size = (size_t)(sizes[e].pieces * (long)piece + sizes[e].elems * (long)esize);
+            for (size_t off = 0; off < 8; off += 3) { /* 0, 3, 6 bytes in */
+                const unsigned char *p = buf + off;
+                for (int scalar = 0; scalar < (k < 3 ? 2 : 1); scalar++) { /* vector dtypes */
+                    msp_stats_simd_off(scalar);
+                    struct msp_stats want, got;
+                    char wnote[128] = "", gnote[128] = "";
+                    int wrc = msp_stats_compute(dtypes[k], p, size, &want, wnote, sizeof wnote);
+                    uint64_t whash = msp_content_hash(p, size);
+                    for (int odd = 0; odd < 2; odd++) {
+                        struct msp_scan scan;
+                        msp_scan_begin(&scan, dtypes[k], size, gnote, sizeof gnote);
+                        /* whole, or through ends a writer's pieces less a header give */
+                        for (size_t end = odd ? 4096 - 37 : size; end < size; end += 777777)
+                            msp_scan_through(&scan, p, end);
+                        msp_scan_through(&scan, p, size);
+                        uint64_t ghash = 0;
+                        memset(&got, 0, sizeof got);
+                        int grc = msp_scan_end(&scan, &got, &ghash);
+                        int ok = grc == wrc && ghash == whash && !strcmp(gnote, wnote) &&
+                                 (wrc != 0 || !memcmp(&got, &want, sizeof got));
+                        CHECK(ok);
+                        if (!ok)
+                            printf("  scan dtype %d size %zu off %zu scalar %d odd %d: rc %d/%d"
+                                   " hash %016llx/%016llx mean %a/%a norm %a/%a\n",
+                                   dtypes[k], size, off, scalar, odd, grc, wrc,
+                                   (unsigned long long)ghash, (unsigned long long)whash,
+                                   got.mean, want.mean, got.norm, want.norm);
+                    }
+                }
+            }
+        }
+    }
+    msp_stats_simd_off(0);
     free(buf);
 }
 
@@ -2058,6 +2124,7 @@ int main(void)
     test_stats();
     test_stats_simd();
     test_stats_paths();
+    test_tensorscan();
     test_json();
     test_json_f64();
     test_json_strings();

@@ -20,9 +20,10 @@ CORE_SRC = REPO / "native" / "core" / "mechanisms"
 FLAGS = ["-std=gnu11", "-O3", "-ffp-contract=off", "-Wall", "-Wextra"]
 
 
-def _ffi(name: str, header: Path, sources: list[Path]) -> FFI:
+def _ffi(name: str, header: Path, sources: list[Path], needs: tuple[Path, ...] = ()) -> FFI:
+    """needs: the headers whose types `header`'s cdef uses (its own includes)."""
     ffi = FFI()
-    ffi.cdef(cdef_of(header))
+    ffi.cdef("\n".join(cdef_of(h) for h in (*needs, header)))
     ffi.set_source(f"msprobe_atb.offline.read.{name}", f'#include "{header.name}"',
                    sources=[str(s) for s in sources], include_dirs=[str(header.parent)],
                    extra_compile_args=FLAGS)
@@ -35,7 +36,8 @@ def builders() -> dict[str, FFI]:
                              [PAIR_SRC / "pair_kernel.c"]),
         "_stats_kernel": _ffi("_stats_kernel", CORE_SRC / "stats.h",
                               [CORE_SRC / f for f in ("stats.c", "stats_simd.c", "dtype.c",
-                                                      "jsonw.c")]),
+                                                      "jsonw.c")],
+                              needs=(CORE_SRC / "float_acc.h",)),
     }
 
 

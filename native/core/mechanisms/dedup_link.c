@@ -12,7 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "msprobe_atb/content_hash.h"
 
 #include "binfile.h"
 #include "datadir.h"
@@ -148,8 +147,6 @@ int msp_dedup_repeat(struct msp_dedup *dd, struct msp_tensor_desc *d, const stru
                      int dfd, const char *dir, const char *name, const char *header, int hlen,
                      const struct msp_stats *stats, const char *note, uint64_t *key)
 {
-    if (d->hashed)
-        d->hash = msp_content_hash(it->data, it->size);
     if (it->filter_level >= 2 && is_kernel_tensor(dir)) {
         write_stub(d, it, dfd, name, name, stats, note, NULL);
         return 1;

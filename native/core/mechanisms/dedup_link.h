@@ -17,8 +17,8 @@
 int msp_dedup_applies(const struct msp_item *it);
 
 /* For a tensor msp_dedup_applies to, about to be written into dfd as `name`
- * (dir: its directory below data/) with this .bin header: its content hash
- * first (d->hashed), then a stub (filter_level 2 kernel tensor) or a link to
+ * (dir: its directory below data/) with this .bin header, its content hash
+ * in d->hash (where d->hashed): a stub (filter_level 2 kernel tensor) or a link to
  * an identical earlier file of its scope in table dd, its record included:
  * 1. 0: the caller writes it in full, and remembers it in dd by *key once
  * its record is in (the real file is gone, has too many links, or the link

@@ -14,7 +14,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "msprobe_atb/content_hash.h"
 #include "msprobe_atb/control.h"
 
 #define BYTES(x) (UINT64_C(0x0101010101010101) * (x))
@@ -199,39 +198,6 @@ int msp_write_file_at(int dirfd, const char *name, const struct iovec *iov, int 
     return write_via_tmp(dirfd, name, fill_iov, &a);
 }
 
-/* Pieces small enough to still be in cache when write(2) copies them. */
-#define HASHED_PIECE (256u << 10)
-
-struct hashed_args {
-    const struct iovec *head;
-    const unsigned char *data;
-    size_t n;
-    uint64_t *hash;
-};
-
-static int fill_hashed(int fd, const void *arg)
-{
-    const struct hashed_args *a = arg;
-    struct msp_hash_state h;
-    msp_content_hash_init(&h);
-    int rc = write_all(fd, a->head, 1);
-    for (size_t off = 0; rc == 0 && off < a->n; off += HASHED_PIECE) {
-        size_t k = a->n - off < HASHED_PIECE ? a->n - off : HASHED_PIECE;
-        msp_content_hash_update(&h, a->data + off, k);
-        struct iovec piece = {(void *)(a->data + off), k};
-        rc = write_all(fd, &piece, 1);
-    }
-    *a->hash = msp_content_hash_final(&h);
-    return rc;
-}
-
-int msp_write_hashed_file_at(int dirfd, const char *name, const struct iovec *head,
-                             const void *data, size_t n, uint64_t *hash)
-{
-    struct hashed_args a = {head, data, n, hash};
-    return write_via_tmp(dirfd, name, fill_hashed, &a);
-}
-
 /* O_DIRECT writes this much a call at most: the kernel pins the pages of a
  * call's buffer while the device reads them, and the caller hears after each
  * (msp_written_fn). */
@@ -240,8 +206,7 @@ int msp_write_hashed_file_at(int dirfd, const char *name, const struct iovec *he
 struct aligned_args {
     const unsigned char *buf;
     size_t n;
-    msp_written_fn written;
-    void *arg;
+    const struct msp_write_hooks *hooks;
 };
 
 /* The whole blocks with O_DIRECT, from where they lie: no copy into the page
@@ -257,28 +222,32 @@ static int fill_aligned(int fd, const void *arg)
     if (whole && flags >= 0 && fcntl(fd, F_SETFL, flags | O_DIRECT) == 0) {
         while (off < whole) {
             size_t k = whole - off < DIRECT_PIECE ? whole - off : DIRECT_PIECE;
+            if (a->hooks->ahead)
+                a->hooks->ahead(a->hooks->arg, off, off + k);
             ssize_t w = pwrite(fd, a->buf + off, k, (off_t)off);
             if (w < 0 && errno == EINTR)
                 continue;
             if (w <= 0 || (size_t)w % MSP_DIO_ALIGN)
                 break; /* the rest buffered: it says why, if anything is wrong */
             off += (size_t)w;
-            if (a->written)
-                a->written(a->arg, off);
+            if (a->hooks->written)
+                a->hooks->written(a->hooks->arg, off);
         }
         if (fcntl(fd, F_SETFL, flags) != 0)
             return -errno;
     }
     if (lseek(fd, (off_t)off, SEEK_SET) < 0)
         return -errno;
+    if (a->hooks->ahead && off < a->n)
+        a->hooks->ahead(a->hooks->arg, off, a->n);
     struct iovec rest = {(void *)(a->buf + off), a->n - off};
     return write_all(fd, &rest, 1);
 }
 
 int msp_write_aligned_file_at(int dirfd, const char *name, const void *buf, size_t n,
-                              msp_written_fn written, void *arg)
+                              const struct msp_write_hooks *hooks)
 {
-    struct aligned_args a = {buf, n, written, arg};
+    struct aligned_args a = {buf, n, hooks};
     return write_via_tmp(dirfd, name, fill_aligned, &a);
 }
 

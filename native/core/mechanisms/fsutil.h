@@ -34,22 +34,24 @@ int msp_open_dir_at(int rootfd, const char *rel_dir, int create);
  * renameat into place. On failure the temporary is removed and -errno is
  * returned; a partial file is never left under `name`. */
 int msp_write_file_at(int dirfd, const char *name, const struct iovec *iov, int iovcnt);
-/* The same for `head` then `data`, the data written in pieces each hashed just
- * before it is written (msp_content_hash of data in *hash): one pass over it. */
-int msp_write_hashed_file_at(int dirfd, const char *name, const struct iovec *head,
-                             const void *data, size_t n, uint64_t *hash);
 
 /* The alignment of a buffer written with O_DIRECT (a page: every block
  * size up to 4 KiB divides it). */
 #define MSP_DIO_ALIGN 4096
-/* Told that the first `done` bytes of a buffer are in the file (on the
- * device: the caller may reuse their memory). */
-typedef void (*msp_written_fn)(void *arg, size_t done);
+/* What the caller of an aligned write hears (each NULL: nothing): `ahead`
+ * that bytes [off, end) of the buffer are about to be written (it may read
+ * them first: the writer scans them while they go), `written` that the first
+ * `done` bytes are in the file (on the device: it may reuse their memory). */
+struct msp_write_hooks {
+    void (*ahead)(void *arg, size_t off, size_t end);
+    void (*written)(void *arg, size_t done);
+    void *arg;
+};
 /* The same for n bytes at buf, which is MSP_DIO_ALIGN-aligned: its whole
- * blocks are written with O_DIRECT where the file system allows, and
- * `written` (NULL: none) hears after each O_DIRECT write. */
+ * blocks are written with O_DIRECT where the file system allows, a piece at a
+ * time, `written` after each O_DIRECT write. */
 int msp_write_aligned_file_at(int dirfd, const char *name, const void *buf, size_t n,
-                              msp_written_fn written, void *arg);
+                              const struct msp_write_hooks *hooks);
 
 /* If `path` (cap bytes) is a symlink, replaces it with its resolved target
  * and returns 1; 0 if it is not a link (or does not exist); -1 if the link

@@ -95,7 +95,7 @@ static inline void acc_f(struct msp_float_acc *a, double v)
         for (uint64_t i_ = first; i_ < n; i_++) {                                                 \
             T raw_;                                                                               \
             memcpy(&raw_, p_ + i_ * sizeof(T), sizeof(T));                                        \
-            acc_f(&a, (double)(DECODE));                                                          \
+            acc_f(a, (double)(DECODE));                                                           \
         }                                                                                         \
     } while (0)
 
@@ -103,38 +103,34 @@ static inline void acc_f(struct msp_float_acc *a, double v)
 #define LOOP_INT(T, MAXV, MINV, TYPE64)                                                           \
     do {                                                                                          \
         const unsigned char *p_ = data;                                                           \
-        TYPE64 mx_ = 0, mn_ = 0;                                                                  \
         for (uint64_t i_ = 0; i_ < n; i_++) {                                                     \
             T v_;                                                                                 \
             memcpy(&v_, p_ + i_ * sizeof(T), sizeof(T));                                          \
-            if (dtype == MSP_DT_BOOL)                                                             \
+            if (acc->dtype == MSP_DT_BOOL)                                                        \
                 v_ = v_ != 0;                                                                     \
             double d_ = (double)v_;                                                               \
-            a.sum += d_;                                                                          \
-            a.sumsq += d_ * d_;                                                                   \
+            a->sum += d_;                                                                         \
+            a->sumsq += d_ * d_;                                                                  \
             if (v_ == 0)                                                                          \
-                a.zero++;                                                                         \
-            if (i_ == 0 || (TYPE64)v_ > mx_)                                                      \
-                mx_ = (TYPE64)v_;                                                                 \
-            if (i_ == 0 || (TYPE64)v_ < mn_)                                                      \
-                mn_ = (TYPE64)v_;                                                                 \
+                a->zero++;                                                                        \
+            if ((TYPE64)v_ > acc->MAXV)                                                           \
+                acc->MAXV = (TYPE64)v_;                                                           \
+            if ((TYPE64)v_ < acc->MINV)                                                           \
+                acc->MINV = (TYPE64)v_;                                                           \
         }                                                                                         \
-        out->MAXV = mx_;                                                                          \
-        out->MINV = mn_;                                                                          \
-        a.seen = 1;                                                                               \
+        a->seen = 1;                                                                              \
     } while (0)
 
-static void complex64(const void *data, uint64_t n, struct msp_stats *out,
-                      struct msp_float_acc *a)
+static void complex64(struct msp_stats_acc *acc, const void *data, uint64_t n)
 {
     const unsigned char *p = data;
-    double best = -1, worst = INFINITY, sre = 0, sim = 0;
+    struct msp_float_acc *a = &acc->a;
     for (uint64_t i = 0; i < n; i++) {
         float z[2];
         memcpy(z, p + i * 8, 8);
         double re = z[0], im = z[1], m2 = re * re + im * im;
-        sre += re;
-        sim += im;
+        acc->sre += re;
+        acc->sim += im;
         a->sumsq += m2;
         if (re != re || im != im) {
             a->nan++;
@@ -147,48 +143,40 @@ static void complex64(const void *data, uint64_t n, struct msp_stats *out,
             a->ninf++;
         if (re == 0 && im == 0)
             a->zero++;
-        if (m2 > best) {
-            best = m2;
-            out->cmax[0] = re;
-            out->cmax[1] = im;
+        if (m2 > acc->best) {
+            acc->best = m2;
+            acc->cmax[0] = re;
+            acc->cmax[1] = im;
         }
-        if (m2 < worst) {
-            worst = m2;
-            out->cmin[0] = re;
-            out->cmin[1] = im;
+        if (m2 < acc->worst) {
+            acc->worst = m2;
+            acc->cmin[0] = re;
+            acc->cmin[1] = im;
         }
         a->seen = 1;
     }
-    out->cmean[0] = sre / (double)n;
-    out->cmean[1] = sim / (double)n;
 }
 
-int msp_stats_compute(int dtype, const void *data, uint64_t size, struct msp_stats *out,
-                      char *note, size_t notelen)
+int msp_stats_begin(struct msp_stats_acc *acc, int dtype, uint64_t size, char *note,
+                    size_t notelen)
 {
-    memset(out, 0, sizeof *out);
+    memset(acc, 0, sizeof *acc);
     const char *name = msp_dtype_name(dtype);
-    unsigned bits = msp_dtype_bits(dtype);
-    int supported;
     switch (dtype) {
     case MSP_DT_FLOAT: case MSP_DT_FLOAT16: case MSP_DT_BF16: case MSP_DT_DOUBLE:
     case MSP_DT_INT8: case MSP_DT_INT16: case MSP_DT_INT32: case MSP_DT_INT64:
     case MSP_DT_UINT8: case MSP_DT_UINT16: case MSP_DT_UINT32: case MSP_DT_UINT64:
     case MSP_DT_BOOL: case MSP_DT_COMPLEX64: case MSP_DT_FLOAT8_E4M3FN:
     case MSP_DT_FLOAT8_E5M2:
-        supported = 1;
         break;
     default:
-        supported = 0;
-    }
-    if (!supported) {
         if (name)
             snprintf(note, notelen, "unsupported dtype %s", name);
         else
             snprintf(note, notelen, "unsupported dtype %d", dtype);
         return -1;
     }
-    uint64_t esize = bits / 8;
+    uint64_t esize = msp_dtype_bits(dtype) / 8;
     if (size == 0) {
         snprintf(note, notelen, "empty tensor");
         return -1;
@@ -198,12 +186,26 @@ int msp_stats_compute(int dtype, const void *data, uint64_t size, struct msp_sta
                  (unsigned long long)size, name, (unsigned long long)esize);
         return -1;
     }
-    uint64_t n = size / esize;
-    struct msp_float_acc a = {0};
+    acc->dtype = dtype;
+    acc->esize = esize;
+    /* neutral starts: any element replaces them (a tensor has one at least) */
+    acc->imax = INT64_MIN;
+    acc->imin = INT64_MAX;
+    acc->umin = UINT64_MAX;
+    acc->best = -1;
+    acc->worst = INFINITY;
+    return 0;
+}
+
+uint64_t msp_stats_feed(struct msp_stats_acc *acc, const void *data, uint64_t len,
+                        uint64_t *lanes)
+{
+    uint64_t n = len / acc->esize;
+    struct msp_float_acc *a = &acc->a;
+    acc->count += n;
     /* fp32/fp16/bf16: the vectorised pass takes them all, where the CPU allows */
-    uint64_t first = msp_stats_simd(dtype, data, n, &a) ? n : 0;
-    out->kind = MSP_STATS_FLOAT;
-    switch (dtype) {
+    uint64_t first = msp_stats_simd(acc->dtype, data, n, a, lanes) ? n : 0;
+    switch (acc->dtype) {
     case MSP_DT_FLOAT: LOOP_FLOAT(float, raw_); break;
     case MSP_DT_DOUBLE: LOOP_FLOAT(double, raw_); break;
     case MSP_DT_FLOAT16:
@@ -214,30 +216,69 @@ int msp_stats_compute(int dtype, const void *data, uint64_t size, struct msp_sta
     case MSP_DT_BF16: LOOP_FLOAT(uint16_t, msp_bf16_to_float(raw_)); break;
     case MSP_DT_FLOAT8_E4M3FN: LOOP_FLOAT(uint8_t, msp_fp8_e4m3fn_to_float(raw_)); break;
     case MSP_DT_FLOAT8_E5M2: LOOP_FLOAT(uint8_t, msp_fp8_e5m2_to_float(raw_)); break;
-    case MSP_DT_INT8: out->kind = MSP_STATS_INT; LOOP_INT(int8_t, imax, imin, int64_t); break;
-    case MSP_DT_INT16: out->kind = MSP_STATS_INT; LOOP_INT(int16_t, imax, imin, int64_t); break;
-    case MSP_DT_INT32: out->kind = MSP_STATS_INT; LOOP_INT(int32_t, imax, imin, int64_t); break;
-    case MSP_DT_INT64: out->kind = MSP_STATS_INT; LOOP_INT(int64_t, imax, imin, int64_t); break;
-    case MSP_DT_BOOL: out->kind = MSP_STATS_INT; LOOP_INT(uint8_t, imax, imin, int64_t); break;
-    case MSP_DT_UINT8: out->kind = MSP_STATS_UINT; LOOP_INT(uint8_t, umax, umin, uint64_t); break;
-    case MSP_DT_UINT16: out->kind = MSP_STATS_UINT; LOOP_INT(uint16_t, umax, umin, uint64_t); break;
-    case MSP_DT_UINT32: out->kind = MSP_STATS_UINT; LOOP_INT(uint32_t, umax, umin, uint64_t); break;
-    case MSP_DT_UINT64: out->kind = MSP_STATS_UINT; LOOP_INT(uint64_t, umax, umin, uint64_t); break;
+    case MSP_DT_INT8: LOOP_INT(int8_t, imax, imin, int64_t); break;
+    case MSP_DT_INT16: LOOP_INT(int16_t, imax, imin, int64_t); break;
+    case MSP_DT_INT32: LOOP_INT(int32_t, imax, imin, int64_t); break;
+    case MSP_DT_INT64: LOOP_INT(int64_t, imax, imin, int64_t); break;
+    case MSP_DT_BOOL: LOOP_INT(uint8_t, imax, imin, int64_t); break;
+    case MSP_DT_UINT8: LOOP_INT(uint8_t, umax, umin, uint64_t); break;
+    case MSP_DT_UINT16: LOOP_INT(uint16_t, umax, umin, uint64_t); break;
+    case MSP_DT_UINT32: LOOP_INT(uint32_t, umax, umin, uint64_t); break;
+    case MSP_DT_UINT64: LOOP_INT(uint64_t, umax, umin, uint64_t); break;
+    case MSP_DT_COMPLEX64: complex64(acc, data, n); break;
+    }
+    return first && lanes ? len / 32 * 32 : 0;
+}
+
+void msp_stats_end(const struct msp_stats_acc *acc, struct msp_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    const struct msp_float_acc *a = &acc->a;
+    uint64_t n = acc->count;
+    switch (acc->dtype) {
+    case MSP_DT_INT8: case MSP_DT_INT16: case MSP_DT_INT32: case MSP_DT_INT64:
+    case MSP_DT_BOOL:
+        out->kind = MSP_STATS_INT;
+        out->imax = acc->imax;
+        out->imin = acc->imin;
+        break;
+    case MSP_DT_UINT8: case MSP_DT_UINT16: case MSP_DT_UINT32: case MSP_DT_UINT64:
+        out->kind = MSP_STATS_UINT;
+        out->umax = acc->umax;
+        out->umin = acc->umin;
+        break;
     case MSP_DT_COMPLEX64:
         out->kind = MSP_STATS_COMPLEX;
-        complex64(data, n, out, &a);
+        memcpy(out->cmax, acc->cmax, sizeof out->cmax);
+        memcpy(out->cmin, acc->cmin, sizeof out->cmin);
+        out->cmean[0] = acc->sre / (double)n;
+        out->cmean[1] = acc->sim / (double)n;
         break;
+    default:
+        out->kind = MSP_STATS_FLOAT;
     }
     out->count = n;
-    out->nan = a.nan;
-    out->pinf = a.pinf;
-    out->ninf = a.ninf;
-    out->zero = a.zero;
-    out->has_minmax = a.seen;
-    out->max = a.max;
-    out->min = a.min;
-    out->mean = a.sum / (double)n;
-    out->norm = sqrt(a.sumsq);
+    out->nan = a->nan;
+    out->pinf = a->pinf;
+    out->ninf = a->ninf;
+    out->zero = a->zero;
+    out->has_minmax = a->seen;
+    out->max = a->max;
+    out->min = a->min;
+    out->mean = a->sum / (double)n;
+    out->norm = sqrt(a->sumsq);
+}
+
+int msp_stats_compute(int dtype, const void *data, uint64_t size, struct msp_stats *out,
+                      char *note, size_t notelen)
+{
+    struct msp_stats_acc acc;
+    if (msp_stats_begin(&acc, dtype, size, note, notelen) != 0) {
+        memset(out, 0, sizeof *out);
+        return -1;
+    }
+    msp_stats_feed(&acc, data, size, NULL);
+    msp_stats_end(&acc, out);
     return 0;
 }
 

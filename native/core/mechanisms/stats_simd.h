@@ -6,12 +6,7 @@
 #include <math.h>
 #include <stdint.h>
 
-/* What one pass accumulates; max/min cover the non-NaN elements (`seen`). */
-struct msp_float_acc {
-    uint64_t nan, pinf, ninf, zero;
-    int seen;
-    double max, min, sum, sumsq;
-};
+#include "float_acc.h"
 
 /* The order of max/min: numeric, and +0 above -0 (IEEE 754-2019's maximum
  * and minimum), so that the vector pass, which compares bit patterns, and the
@@ -23,8 +18,12 @@ static inline int msp_stats_above(double v, double m)
 
 /* Folds the n elements of `data` (of dtype MSP_DT_FLOAT, MSP_DT_FLOAT16 or
  * MSP_DT_BF16) into a and returns 1, or returns 0 when the CPU lacks
- * AVX2/F16C/FMA. Sums are in double, max/min and the counts exact. */
-int msp_stats_simd(int dtype, const void *data, uint64_t n, struct msp_float_acc *a);
+ * AVX2/F16C/FMA. Sums are in double, max/min and the counts exact. With
+ * lanes (XXH64's, NULL: none), each whole 32-byte stripe of data is folded
+ * into them too, in the same loop: the hash's multiplies run beside the
+ * statistics' conversions. */
+int msp_stats_simd(int dtype, const void *data, uint64_t n, struct msp_float_acc *a,
+                   uint64_t *lanes);
 
 /* For the unit tests: 1 makes msp_stats_simd take nothing, so stats.c's scalar
  * loop does all, as on a CPU without AVX2; 0 asks the CPU again. */

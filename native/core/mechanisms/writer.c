@@ -11,8 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "msprobe_atb/content_hash.h"
-
 #include "binfile.h"
 #include "datadir.h"
 #include "dedup.h"
@@ -23,6 +21,7 @@
 #include "recbatch.h"
 #include "slot.h"
 #include "tensorrec.h"
+#include "tensorscan.h"
 #include "util.h"
 
 struct writer {
@@ -91,33 +90,49 @@ static int dir_fd(struct writer *w, const char *dir)
     return msp_dirchain_open(&w->dirs, root, epoch, dir);
 }
 
-/* Writes header + payload and, with hash, gives the payload's content hash.
- * An item whose header lies right before its payload (lead: a large tensor,
- * save.c) goes out from there with O_DIRECT, hashed first, and each piece
- * written goes back to the ring at once (a hook waiting for room waits for
- * bytes, never for the whole file); otherwise the
- * payload is hashed piece by piece just before each piece is written. */
-/* What an O_DIRECT write has written goes back to the ring at once. */
+/* An item written from the ring with O_DIRECT (its header lies right before
+ * its payload: a large tensor, save.c), a piece at a time: each piece is
+ * scanned (statistics and hash, with scan) just before it goes, and goes back
+ * to the ring as soon as it is written (a hook waiting for room waits for
+ * bytes, never for the whole file). */
+struct direct_write {
+    struct msp_item *it;
+    struct msp_scan *scan;
+};
+
+static void scan_ahead(void *arg, size_t off, size_t end)
+{
+    (void)off;
+    struct direct_write *dw = arg;
+    size_t lead = dw->it->lead;
+    if (end > lead)
+        msp_scan_through(dw->scan, (const unsigned char *)dw->it->data, end - lead);
+}
+
 static void give_back_written(void *arg, size_t done)
 {
-    struct msp_item *it = arg;
+    struct direct_write *dw = arg;
+    struct msp_item *it = dw->it;
     uint64_t freed = msp_queue_release_front(g_q, it, it->data - it->lead + done);
     if (freed)
         MSP_UNCOUNT(queue_bytes, freed);
 }
 
+/* Writes header + payload, scanning the payload first where scan is given
+ * and it is not written from the ring piece by piece. */
 static int write_bin(struct msp_item *it, int dfd, const char *name, const char *header,
-                     int hlen, uint64_t *hash)
+                     int hlen, struct msp_scan *scan)
 {
     if (it->lead == (uint32_t)hlen) {
-        if (hash)
-            *hash = msp_content_hash(it->data, it->size);
+        struct direct_write dw = {it, scan};
+        struct msp_write_hooks hooks = {scan ? scan_ahead : NULL, give_back_written, &dw};
         return msp_write_aligned_file_at(dfd, name, it->data - hlen, (size_t)hlen + it->size,
-                                         give_back_written, it);
+                                         &hooks);
     }
+    if (scan)
+        msp_scan_through(scan, (const unsigned char *)it->data, it->size);
     struct iovec iov[2] = {{(void *)header, (size_t)hlen}, {it->data, it->size}};
-    return hash ? msp_write_hashed_file_at(dfd, name, iov, it->data, it->size, hash)
-                : msp_write_file_at(dfd, name, iov, 2);
+    return msp_write_file_at(dfd, name, iov, 2);
 }
 
 static void write_tensor(struct writer *w, struct msp_item *it, const char *dir, const char *name)
@@ -133,9 +148,9 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
     const struct msp_stats *stats = NULL;
     if (it->stats_in_data)
         stats = (const struct msp_stats *)(const void *)it->data;
-    else if (msp_stats_compute(it->dtype, it->data, it->size, &st, note, sizeof note) == 0)
-        stats = &st;
     if (!want_bin) {
+        if (!stats && msp_stats_compute(it->dtype, it->data, it->size, &st, note, sizeof note) == 0)
+            stats = &st;
         /* the record is all there is of it: written only once the record is */
         msp_tensor_record(&d, MSP_OUT_NONE, NULL, stats, note);
         return;
@@ -158,24 +173,35 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
     }
     /* dedup only where msProbe applies filter_level */
     int dedup = msp_dedup_applies(it);
-    /* the manifest's content hash: before the write where dedup's key starts
-     * from it (or nothing is written), else while the payload is written */
+    /* the statistics and the manifest's content hash in one pass: before the
+     * write where dedup's key starts from the hash (or nothing is written),
+     * else a piece at a time as the payload is written */
     d.hashed = !it->stats_in_data;
-    uint64_t hash = 0;
-    if (dedup && msp_dedup_repeat(w->dedup, &d, it, dfd, dir, name, header, hlen, stats, note,
-                                  &hash))
-        return;
-    int rc = write_bin(it, dfd, name, header, hlen, d.hashed && !dedup ? &d.hash : NULL);
+    struct msp_scan scan;
+    if (d.hashed)
+        msp_scan_begin(&scan, it->dtype, it->size, note, sizeof note);
+    uint64_t key = 0;
+    if (dedup) {
+        if (d.hashed) {
+            msp_scan_through(&scan, (const unsigned char *)it->data, it->size);
+            stats = msp_scan_end(&scan, &st, &d.hash) == 0 ? &st : NULL;
+        }
+        if (msp_dedup_repeat(w->dedup, &d, it, dfd, dir, name, header, hlen, stats, note, &key))
+            return;
+    }
+    int rc = write_bin(it, dfd, name, header, hlen, d.hashed ? &scan : NULL);
     if (rc != 0) {
-        d.hashed = dedup; /* a write cut short hashed only part of the payload */
+        d.hashed = dedup; /* a write cut short scanned only part of the payload */
         char why[256];
         snprintf(why, sizeof why, "cannot write the .bin: %s", strerror(-rc));
         MSP_COUNT(errors, 1);
         msp_tensor_lost(&d, why);
         return;
     }
+    if (d.hashed && !dedup)
+        stats = msp_scan_end(&scan, &st, &d.hash) == 0 ? &st : NULL;
     if (msp_tensor_record(&d, MSP_OUT_BIN, NULL, stats, note) && dedup)
-        msp_dedup_add(w->dedup, it->path, hash);
+        msp_dedup_add(w->dedup, it->path, key);
 }
 
 static void write_param(struct writer *w, struct msp_item *it, const char *dir, const char *name)

@@ -11,8 +11,8 @@
 
 uint64_t msp_content_hash(const void *data, size_t len);
 
-/* The same hash fed in pieces (the writer hashes each piece just before it
- * writes it, so the payload is read from memory once). */
+/* The same hash fed in pieces (the writer's one pass over a payload,
+ * native/core/mechanisms/tensorscan.h). */
 struct msp_hash_state {
     uint64_t v[4];
     uint64_t len;
@@ -22,5 +22,11 @@ struct msp_hash_state {
 void msp_content_hash_init(struct msp_hash_state *s);
 void msp_content_hash_update(struct msp_hash_state *s, const void *data, size_t len);
 uint64_t msp_content_hash_final(const struct msp_hash_state *s);
+/* For a pass that folds whole stripes into the lanes itself (the statistics'
+ * vector loop folds each 32 bytes it reads): the lanes, NULL while a partial
+ * stripe is pending; then folded(s, n) counts the n bytes (a multiple of 32)
+ * it folded, before the rest goes to update. */
+uint64_t *msp_content_hash_lanes(struct msp_hash_state *s);
+void msp_content_hash_folded(struct msp_hash_state *s, size_t n);
 
 #endif
