@@ -16,6 +16,7 @@ from pathlib import Path
 LOG_NAME = re.compile(r"^([0-9]+)-([0-9]+)\.jsonl$")
 CHUNK = 1 << 20  # a read's records are parsed at once: they set the daemon's peak memory
 MAX_LINE = 1 << 30
+AT_END_PIECE = 64 << 10  # LogTailer.at_end reads this much at a time
 RECORD_START = b'{"k":'
 
 
@@ -195,6 +196,16 @@ class LogTailer:
             return True
         if size <= self.offset:
             return True
+        # piece by piece, up to the first newline: behind a backlog the rest of
+        # the log is tens of MB, and the daemon asks every half second
         with open(self.path, "rb") as f:
             f.seek(self.offset)
-            return b"\n" not in f.read(size - self.offset)
+            left = size - self.offset
+            while left > 0:
+                piece = f.read(min(left, AT_END_PIECE))
+                if not piece:
+                    return True
+                if b"\n" in piece:
+                    return False
+                left -= len(piece)
+            return True

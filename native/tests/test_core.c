@@ -17,6 +17,7 @@
 
 #include "binfile.h"
 #include "dedup.h"
+#include "dedup_link.h"
 #include "dirchain.h"
 #include "dirmemo.h"
 #include "dtype.h"
@@ -25,6 +26,7 @@
 #include "jsonw.h"
 #include "overflow_finding.h"
 #include "pending.h"
+#include "recbatch.h"
 #include "rounds.h"
 #include "queue.h"
 #include "ring.h"
@@ -996,6 +998,8 @@ static struct msp_item *reserved(struct msp_queue *q, uint64_t payload, uint64_t
     CHECK(rc == MSP_PUSH_OK && it && it->cost >= META + payload);
     if (it) { /* ASan: both parts are ours, whole */
         it->seq = 0;
+        it->kind = MSP_ITEM_TENSOR;
+        it->task = MSP_TASK_STATISTICS; /* its record alone: weight 1 */
         memset(it + 1, 0x11, 32);
         memset(it->data, 0x5a, payload);
     }
@@ -1683,6 +1687,68 @@ static void test_queue_push_near(void)
     CHECK(q.load.bytes == 0);
 }
 
+/* push_near balances the writers' work, not their items: an op_param.json (a
+ * file: a directory walk, a create, a write, a rename) weighs as many records
+ * as MSP_QUEUE_FILE_WEIGHT, so the records hashed to a list busy with one go
+ * to the others (behind it, every writer's records waited for the file,
+ * their rows held back in the control plane: control.h writer_head[]). */
+static void test_queue_push_near_weighs_files(void)
+{
+    struct msp_queue q;
+    msp_queue_init(&q, 2);
+    struct msp_item *param = reserved(&q, 16, UINT64_C(64) << 20);
+    param->kind = MSP_ITEM_PARAM;
+    param->seq = 0;
+    CHECK(msp_item_makes_file(param) && msp_item_weight(param) == MSP_QUEUE_FILE_WEIGHT);
+    CHECK(msp_queue_push_near(&q, 0, param) == MSP_PUSH_OK && q.heads[0].pushed == 1);
+    uint64_t records = MSP_QUEUE_FILE_WEIGHT - MSP_QUEUE_SLACK - 1;
+    for (uint64_t i = 0; i < records; i++) {
+        struct msp_item *it = reserved(&q, 16, UINT64_C(64) << 20);
+        it->seq = 1 + i;
+        CHECK(msp_item_weight(it) == 1);
+        CHECK(msp_queue_push_near(&q, 0, it) == MSP_PUSH_OK);
+    }
+    CHECK(q.heads[0].pushed == 1 && q.heads[1].pushed == records);
+    CHECK(q.heads[0].load == MSP_QUEUE_FILE_WEIGHT && q.heads[1].load == records);
+    /* a tensor whose task writes its .bin is a file too */
+    struct msp_item *bin = reserved(&q, 16, UINT64_C(64) << 20);
+    bin->task = MSP_TASK_TENSOR;
+    CHECK(msp_item_makes_file(bin) && msp_item_weight(bin) == MSP_QUEUE_FILE_WEIGHT);
+    /* filter_level binds a layer's files to one writer (dedup); a statistics
+     * item writes none, so any writer takes it */
+    bin->save_child = 1;
+    bin->filter_level = 1;
+    CHECK(msp_dedup_applies(bin));
+    bin->task = MSP_TASK_STATISTICS;
+    CHECK(!msp_dedup_applies(bin));
+    msp_queue_release(&q, bin);
+    /* done: the loads go back to 0 */
+    for (int w = 0; w < 2; w++)
+        for (struct msp_item *r; (r = msp_queue_pop(&q, w, 0)) != NULL;)
+            msp_queue_done(&q, w, r, NULL);
+    CHECK(q.heads[0].load == 0 && q.heads[1].load == 0 && q.load.bytes == 0);
+    /* closing hands back what is queued, and its weight */
+    struct msp_item *left = reserved(&q, 16, UINT64_C(64) << 20);
+    left->kind = MSP_ITEM_PARAM;
+    CHECK(msp_queue_push_near(&q, 1, left) == MSP_PUSH_OK && q.heads[1].load > 0);
+    uint64_t inflight, kept;
+    msp_queue_forget(&q, msp_queue_close(&q, NULL, &inflight, &kept));
+    CHECK(q.heads[1].load == 0 && q.load.bytes == 0);
+}
+
+/* A writer appends its batch when it is full, and when its first record has
+ * waited MSP_RECBATCH_HOLD_NS: one that never finds its list empty (behind, or
+ * starved of CPU) held its records for up to 0.8 s, and with them its head and
+ * every row of a higher seq in the control plane. */
+static void test_recbatch_due(void)
+{
+    uint64_t t0 = UINT64_C(5000000000);
+    CHECK(!msp_recbatch_due_at(0, 0, 0, t0)); /* nothing to append */
+    CHECK(!msp_recbatch_due_at(200, 1, t0, t0 + MSP_RECBATCH_HOLD_NS - 1));
+    CHECK(msp_recbatch_due_at(200, 1, t0, t0 + MSP_RECBATCH_HOLD_NS));
+    CHECK(msp_recbatch_due_at(MSP_RECBATCH_BYTES, 300, t0, t0));
+}
+
 static int odd_seq(const struct msp_item *it)
 {
     return (int)(it->seq & 1);
@@ -2142,6 +2208,8 @@ int main(void)
     test_queue_heads_random();
     test_queue_close_keeps();
     test_queue_push_near();
+    test_queue_push_near_weighs_files();
+    test_recbatch_due();
     test_queue_block();
     test_queue_runs();
     test_pending();

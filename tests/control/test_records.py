@@ -46,3 +46,40 @@ def test_a_record_longer_than_a_chunk_is_read_whole(tmp_path, monkeypatch):
     for _ in range(10):
         got += t.read_new()
     assert got == [{"k": "a"}, big, {"k": "b"}]
+
+
+def test_at_end_reads_up_to_the_first_newline(tmp_path, monkeypatch):
+    """Behind a backlog the unread rest of a log is tens of MB, and the daemon
+    asks whether it is read to its end every half second: a piece is enough."""
+    import builtins
+
+    import msprobe_atb.tree.records as records
+
+    log = tmp_path / "1-2.jsonl"
+    log.write_bytes(b'{"k":"a"}\n' * 400_000)  # 4 MB unread
+    read = []
+
+    class Counted:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def seek(self, *a):
+            return self.f.seek(*a)
+
+        def read(self, n=-1):
+            data = self.f.read(n)
+            read.append(len(data))
+            return data
+
+    monkeypatch.setattr(records, "open", lambda *a, **k: Counted(builtins.open(*a, **k)),
+                        raising=False)
+    t = LogTailer(log)
+    assert not t.at_end()
+    assert sum(read) <= records.AT_END_PIECE
+

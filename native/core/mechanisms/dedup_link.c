@@ -20,11 +20,6 @@
 #include "slot.h"
 #include "util.h"
 
-int msp_dedup_applies(const struct msp_item *it)
-{
-    return it->kind == MSP_ITEM_TENSOR && it->save_child && it->filter_level >= 1;
-}
-
 /* dedup support: does the real file hold exactly header + payload? */
 struct cmp_ctx {
     const char *header;

@@ -13,8 +13,14 @@
 #include "tensorrec.h"
 
 /* Dedup (filter_level) applies: child ops are saved (save_child) and the task
- * writes data. Its items are routed by layer scope (msp_writer_for). */
-int msp_dedup_applies(const struct msp_item *it);
+ * writes data. Its items are routed by layer scope (msp_writer_for); the
+ * others, a statistics item (its record alone) among them, go to any writer
+ * (msp_queue_push_near). */
+static inline int msp_dedup_applies(const struct msp_item *it)
+{
+    return it->kind == MSP_ITEM_TENSOR && it->save_child && it->filter_level >= 1 &&
+           msp_item_makes_file(it);
+}
 
 /* For a tensor msp_dedup_applies to, about to be written into dfd as `name`
  * (dir: its directory below data/) with this .bin header, its content hash

@@ -105,6 +105,16 @@ void msp_queue_show(struct msp_queue *q)
     pthread_mutex_unlock(&q->mu);
 }
 
+int msp_item_makes_file(const struct msp_item *it)
+{
+    return it->kind == MSP_ITEM_PARAM || (it->task & (MSP_TASK_TENSOR | MSP_TASK_OVERFLOW));
+}
+
+uint32_t msp_item_weight(const struct msp_item *it)
+{
+    return msp_item_makes_file(it) ? MSP_QUEUE_FILE_WEIGHT : 1;
+}
+
 /* Under mu: appends `it` to list w. 1 if the list's lowest seq may have gone
  * down: it is the front, or a dip (queue.h struct msp_head). */
 static int append(struct msp_queue *q, int w, struct msp_item *it)
@@ -112,6 +122,8 @@ static int append(struct msp_queue *q, int w, struct msp_item *it)
     struct msp_head *h = &q->heads[w];
     struct msp_item *tail = q->tail[w];
     uint64_t at = h->pushed++;
+    it->weight = msp_item_weight(it);
+    h->load += it->weight;
     it->next = NULL;
     if (tail)
         tail->next = it;
@@ -361,22 +373,15 @@ void msp_queue_adopt(struct msp_queue *q, struct msp_item *it)
     pthread_mutex_unlock(&q->mu);
 }
 
-/* Under mu: the items on list w and in writer w's hands. */
-static uint64_t load_of(const struct msp_queue *q, int w)
-{
-    const struct msp_head *h = &q->heads[w];
-    return h->pushed - h->popped + h->in_hand;
-}
-
 /* Under mu: list w, or the least loaded list if w's load is more than
  * MSP_QUEUE_SLACK above it (queue.h msp_queue_push_near). */
 static int near_list(const struct msp_queue *q, int w)
 {
     int least = w;
     for (int i = 0; i < q->nlists; i++)
-        if (load_of(q, i) < load_of(q, least))
+        if (q->heads[i].load < q->heads[least].load)
             least = i;
-    return load_of(q, w) > load_of(q, least) + MSP_QUEUE_SLACK ? least : w;
+    return q->heads[w].load > q->heads[least].load + MSP_QUEUE_SLACK ? least : w;
 }
 
 static int push_locked(struct msp_queue *q, int w, int near, struct msp_item *it)
@@ -523,8 +528,10 @@ static void give_back(struct msp_queue *q, struct msp_item *list, int w, uint64_
             struct msp_item *it = list;
             list = it->next; /* before a ring item's memory goes back */
             q->inflight -= w >= 0;
-            if (w >= 0)
+            if (w >= 0) {
                 q->heads[w].in_hand--;
+                q->heads[w].load -= it->weight;
+            }
             if (put_back(q, it))
                 heap[n++] = it;
         }
@@ -593,6 +600,7 @@ struct msp_item *msp_queue_close(struct msp_queue *q, int (*keep)(const struct m
         h->dips.n = 0;
         for (; it; it = next) {
             next = it->next;
+            h->load -= it->weight; /* handed back, or appended again */
             if (keep && keep(it)) { /* in its order again, its dips noted anew */
                 append(q, w, it);
                 n++;

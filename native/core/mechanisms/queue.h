@@ -45,6 +45,8 @@ struct msp_item {
                               gives back what it wrote, msp_queue_release_front) */
     int stats_in_data;     /* the recorder kept only the statistics: data holds a struct
                               msp_stats, the payload is gone */
+    uint32_t weight;       /* set by the queue: msp_item_weight, what
+                              msp_queue_push_near balances */
 };
 
 /* An item in the heap, not in a ring: the struct and its strings (`meta`
@@ -55,6 +57,17 @@ struct msp_item {
 int msp_item_heap_alloc(uint64_t meta, uint64_t payload, uint32_t lead, struct msp_item **out);
 uint64_t msp_item_heap_cost(uint64_t meta, uint64_t payload, uint32_t lead);
 void msp_item_heap_free(struct msp_item *it);
+
+/* The item's writer makes a file of it: an op_param.json, or a tensor's .bin
+ * (its task writes data; a statistics item is its record alone). */
+int msp_item_makes_file(const struct msp_item *it);
+/* What writing the item costs its writer, in records: a file costs a directory
+ * walk, a create, a write and a rename, a record alone a line in a batch. */
+uint32_t msp_item_weight(const struct msp_item *it);
+/* An op_param.json of 60 bytes on ext4 took 200-450 us (its op directory made
+ * too, which only the param makes under the statistics task) against 2-3 us a
+ * statistics record: measured on this 2-core VM under load 5-9. */
+#define MSP_QUEUE_FILE_WEIGHT 64
 
 /* What it takes to know writer w's head (control.h writer_head[]): the lowest
  * seq of the items handed to it. Its list's lowest is its front's while the list
@@ -69,6 +82,7 @@ struct msp_head {
     uint64_t held;          /* lowest seq writer w has in hand: popped and not done,
                                */
     uint64_t in_hand;       /* items writer w has popped and not yet done */
+    uint64_t load;          /* the weight of the items on list w and in its hands */
     uint64_t shown;         /* the value in the slot's writer_head[w] */
 };
 
@@ -177,8 +191,9 @@ uint64_t msp_queue_release_front(struct msp_queue *q, struct msp_item *it,
  * covers it once this returns. */
 int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it);
 /* The same for an item any writer may write (no dedup binds it to one): on list
- * `w`, unless w's load (queued and in hand) exceeds the least loaded list's by
- * more than MSP_QUEUE_SLACK items; then on that list. Lists that each take
+ * `w`, unless w's load (the weight of the items queued and in hand: a writer
+ * busy with files is loaded, one with records is not) exceeds the least loaded
+ * list's by more than MSP_QUEUE_SLACK; then on that list. Lists that each take
  * their share by a hash drift apart under a full queue (a random walk), and
  * the longest one's front holds every writer's records back (the
  * control plane releases rows below the lowest head: control.h

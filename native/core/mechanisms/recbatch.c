@@ -8,12 +8,14 @@
 
 #include "pending.h"
 #include "record.h"
+#include "util.h"
 
 struct msp_recbatch {
     char *buf;
     size_t len, cap;
     struct msp_recbatch_entry *e; /* the records that joined, in order */
     size_t n, ecap;
+    uint64_t first_ns; /* when its first record joined (CLOCK_MONOTONIC) */
     msp_recbatch_after after;
 };
 
@@ -113,6 +115,8 @@ int msp_recbatch_commit(struct msp_recbatch *rb, struct jbuf *b,
         return rc;
     }
     int joined = msp_rec_close(b) == 0;
+    if (joined && !rb->n)
+        rb->first_ns = msp_mono_ns();
     if (joined) {
         memcpy(rb->buf + rb->len, b->p, b->len);
         rb->len += b->len;
@@ -123,9 +127,9 @@ int msp_recbatch_commit(struct msp_recbatch *rb, struct jbuf *b,
     return joined ? 1 : -1;
 }
 
-int msp_recbatch_full(const struct msp_recbatch *rb)
+int msp_recbatch_due(const struct msp_recbatch *rb)
 {
-    return rb->len >= MSP_RECBATCH_BYTES;
+    return msp_recbatch_due_at(rb->len, rb->n, rb->first_ns, rb->n ? msp_mono_ns() : 0);
 }
 
 void msp_recbatch_flush(struct msp_recbatch *rb)

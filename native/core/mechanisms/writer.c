@@ -139,7 +139,7 @@ static void write_tensor(struct writer *w, struct msp_item *it, const char *dir,
 {
     struct msp_tensor_desc d;
     msp_tensor_desc_of(it, &d);
-    int want_bin = (it->task & (MSP_TASK_TENSOR | MSP_TASK_OVERFLOW)) != 0;
+    int want_bin = msp_item_makes_file(it);
     /* statistics whatever the task, from the bytes in hand: the manifest and
      * statistic_extra.csv get them for a task tensor dump too (statistic.csv
      * shows them only where msProbe does, ingest decides by the task) */
@@ -295,7 +295,7 @@ static void *writer_main(void *arg)
             *h.tail = it;
             h.tail = &it->next;
             h.bytes += it->cost;
-            if (!w->batch || msp_recbatch_full(w->batch) || h.bytes >= HELD_MAX)
+            if (!w->batch || msp_recbatch_due(w->batch) || h.bytes >= HELD_MAX)
                 finish(w, &h, next);
         }
     }
