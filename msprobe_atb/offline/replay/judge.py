@@ -9,13 +9,6 @@ The reference may arrive in pieces of rows (OutputJudge.add), and each piece is
 judged in slices of CHUNK elements, so memory stays small however large the
 tensor: the compare kernel (native/compare) takes a slice in one pass, and only a
 slice that disagrees is looked at element by element in numpy.
-
-Where a reference comes with a cheaper approximation within a known bound (a Linear's
-sgemm, refs.Approx) much tighter than the tolerance of a half-precision output, the
-slice is judged against it, with the reference's own value at each element whose
-verdict the bound leaves open (settle.py): every verdict and count is the
-reference's, as are the values shown of the worst and the overflowing element; the
-metrics are within the bound of its.
 """
 
 from __future__ import annotations
@@ -27,20 +20,13 @@ from typing import Callable
 import numpy as np
 
 from ..read.metrics import Accumulator, max_rel_err64
-from .refs import Approx, Terms
-from .settle import open_elements
+from .refs import Terms
 from .tolerances import Tolerance, tolerance_for
 
 CHUNK = 1 << 20
 # The compare kernel's element type codes (native/compare/pair_kernel.h).
 _PK_F64, _PK_F32, _PK_F16 = 0, 1, 2
 _KERNEL_TYPES = {"<f8": _PK_F64, "<f4": _PK_F32, "<f2": _PK_F16}
-# The outputs judged against an approximate reference (refs.Approx) whose bound is
-# under half their atol: their own rounding (2^-11, 2^-8) dwarfs its error, so their
-# metrics move only in digits that say nothing. A float32 output's max relative error
-# would move with it: it keeps the reference throughout, as does a bound so wide that
-# most elements would be left open.
-_HALF = ("float16", "bf16")
 
 
 @dataclass
@@ -146,11 +132,7 @@ class OutputJudge:
 
     def add(self, ref: np.ndarray | Terms, first_row: int = 0, whole: bool = True) -> None:
         """The reference of the output's rows from `first_row` on (all of it if `whole`)."""
-        approx = ref.approx if isinstance(ref, Terms) else None
-        if approx is not None and (self.dtype not in _HALF or approx.rel > self.tol.atol / 2):
-            approx = None
-        value = approx.value() if approx else ref.value if isinstance(ref, Terms) else ref
-        terms = ref.magnitude if isinstance(ref, Terms) else None
+        value, terms = (ref.value, ref.magnitude) if isinstance(ref, Terms) else (ref, None)
         self.misfit = self.misfit or self.shape_problem(value.shape, first_row, whole)
         if self.misfit:
             return
@@ -167,29 +149,8 @@ class OutputJudge:
 
         for i in range(0, r.size, CHUNK):
             n = min(CHUNK, r.size - i)
-            part = r[i:i + n]
-            if approx:
-                # The reference itself where its approximation leaves a verdict open.
-                m = magnitude(i, n)
-                unsure = np.flatnonzero(open_elements(d[i:i + n], part, approx.rel * m +
-                                                      approx.least, m, self.tol))
-                if unsure.size:
-                    part = part.copy()
-                    part[unsure] = approx.exact(unsure + i)
-            self._slice(d[i:i + n], part, lambda i=i, n=n: magnitude(i, n), start + i)
-            if approx:
-                self._exact_values(approx, start, start + i, n)
+            self._slice(d[i:i + n], r[i:i + n], lambda i=i, n=n: magnitude(i, n), start + i)
         self.seen += r.size
-
-    def _exact_values(self, approx: Approx, start: int, first: int, n: int) -> None:
-        """The reference's own value at the worst and the overflowing element, where
-        they are in elements first .. first + n (of a piece from `start`)."""
-        t = self.tally
-        for at, values in (("worst", "worst_values"), ("over_at", "over_values")):
-            i = getattr(t, at)
-            if first <= i < first + n:
-                exact = approx.exact(np.array([i - start]))[0]
-                setattr(t, values, (getattr(t, values)[0], float(exact)))
 
     def _slice(self, d: np.ndarray, r: np.ndarray, magnitude: Callable[[], np.ndarray],
                base: int) -> None:

@@ -1,7 +1,7 @@
 """`replay --all` on worker processes (`-j`, one per core by default): the ops of a
-layer are independent, and a hidden-4096 layer is tens of CPU s of matmuls (sgemm
-references within a bound of float64's, float32 magnitudes) and softmaxes, one op
-after another on one core otherwise.
+layer are independent, and a hidden-4096 layer is tens of CPU s of matmuls (float64
+references, float32 magnitudes) and softmaxes, one op after another on one core
+otherwise.
 
 Each worker is a fresh process (spawn: forking a process whose polars and OpenBLAS
 thread pools have run is not safe) that opens the same dump, with the same round
