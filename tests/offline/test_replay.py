@@ -228,6 +228,37 @@ def test_a_worker_that_dies_is_said_not_a_traceback(dumps, tmp_path, monkeypatch
     assert "-j 1 replays in this process" in err and "Traceback" not in err
 
 
+_HEAP_KEPT = """
+import ctypes, sys
+import numpy as np
+from msprobe_atb.offline.replay import workers
+
+class MallInfo(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena ordblks smblks hblks hblkhd usmblks "
+                                               "fsmblks uordblks fordblks keepcost").split()]
+
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo
+workers._open(sys.argv[1], None)
+mapped = libc.mallinfo2().hblkhd
+a = np.ones(24 << 17)  # 24 MiB
+print(libc.mallinfo2().hblkhd - mapped)
+del a
+print(libc.mallinfo2().fordblks >= 24 << 20)
+"""
+
+
+def test_a_worker_keeps_its_freed_arrays_for_the_next(dumps):
+    """A 24 MiB temporary of a worker comes from its heap, not a mapping of its own,
+    and its pages stay there when it is freed: mapped afresh, each page is faulted in
+    again for every slice (glibc, whose mallinfo2 says where the bytes are)."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", _HEAP_KEPT, str(dumps["swiglu_inf"])],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["0", "True"]
+
+
 # ---- the references against formulas written independently ----------------------------
 
 

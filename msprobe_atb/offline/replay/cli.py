@@ -15,18 +15,6 @@ from ..read.formulas import FORMULAS
 EXIT_OK, EXIT_AT_FAULT, EXIT_ERROR = 0, 1, 2
 
 
-def _return_freed_arrays() -> None:
-    """Large float64 temporaries come and go op after op. glibc raises its mmap threshold
-    after the first is freed, and later ones then stay in the heap: the process kept
-    2 GiB for a layer whose largest op needs 0.5 GiB. A fixed threshold gives each
-    freed array back to the system."""
-    import ctypes
-    try:
-        ctypes.CDLL(None).mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
-    except (OSError, AttributeError):  # not glibc: its allocator decides
-        pass
-
-
 def _lost_lines(dump) -> list[str]:
     """What the dump's roots lost or their derived files lack, as `stats` says it."""
     from ..read.losses import format_losses, losses_summary
@@ -44,6 +32,7 @@ def cmd_replay(a) -> int:
     from ..read.jsonsafe import jsonable
     from ..read.layout import DumpNotFound
     from ..read.table import filter_tensors, open_dump
+    from .allocator import return_freed_arrays
     from .runner import Replayer, first_at_fault, replayable, select
     from .text import format_text
 
@@ -73,7 +62,7 @@ def cmd_replay(a) -> int:
         what = f"no op matches {', '.join(a.op)}" if a.op else "the dump holds no op"
         print(f"msprobe-atb replay: error: {what} (in {a.dir})", file=sys.stderr)
         return EXIT_ERROR
-    _return_freed_arrays()
+    return_freed_arrays()
     from ..read.progress import progress_bar
     from .workers import WorkerDied, replay_ops
     try:

@@ -217,6 +217,11 @@ def _abs_matmul(x: np.ndarray, w: np.ndarray, trans_b: bool, n: int) -> np.ndarr
 
 @reference("LinearOperation")
 def linear(param: dict, inputs: Arrays) -> Arrays:
+    """The float64 product itself (dgemm), never sgemm within a bound of it: the
+    verdicts could be settled so, but not the metrics replay prints. The cosine (17
+    digits in JSON) moves with every element's reference, and at k 4096 sgemm's
+    rigorous bound (k 2^-24 of the terms' magnitude, 1.5% of a typical |r|) leaves it
+    open from the second digit."""
     x, trans_b, has_bias, n = _linear_form(param, inputs)
     w = inputs[1]
     y = _matmul(x, w, trans_b, n)

@@ -22,6 +22,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 from msprobe_atb.tree.names import os_path
 
+from .allocator import keep_freed_arrays
 from .dumpops import DumpedOp
 from .runner import OpResult, Replayer
 
@@ -37,6 +38,7 @@ _WORKER: Replayer | None = None
 def _open(path: str, rounds: str | None) -> None:
     """A worker's initializer: its own Replayer of the dump."""
     global _WORKER
+    keep_freed_arrays()
     from ..read.table import filter_tensors, open_dump
     dump = open_dump(path)
     if rounds is not None:
