@@ -26,6 +26,7 @@ import ml_dtypes
 import numpy as np
 
 from bench.common import REPO
+from msprobe_atb.tree.records import record_float
 
 STATS_BENCH = REPO / "build" / "probe" / "bin" / "stats_bench"
 # name, aclDataType, numpy type, target in GB/s per core
@@ -68,7 +69,7 @@ def _numpy_agrees(a: np.ndarray, shim: dict) -> bool:
     d = a.astype(np.float64)
     ref = {"max": np.nanmax(d), "min": np.nanmin(d), "nan": np.isnan(d).sum(),
            "pinf": np.isposinf(d).sum(), "ninf": np.isneginf(d).sum(), "zero": (d == 0).sum()}
-    return all(float(shim[k]) == float(v) for k, v in ref.items())
+    return all(record_float(shim[k]) == float(v) for k, v in ref.items())
 
 
 def _adversarial(n: int, seed: int) -> dict[str, np.ndarray]:
@@ -108,7 +109,7 @@ def _precision(tmp: Path, seeds: list[dict], code: int, np_type) -> str:
             exact = {"mean": math.fsum(d) / d.size, "norm": math.sqrt(math.fsum(d * d))}
             ref = {"mean": float(d.mean()), "norm": float(np.linalg.norm(d))}
             for k in ("mean", "norm"):
-                errors[k, case].append((_rel(float(shim[k]), exact[k]), _rel(ref[k], exact[k])))
+                errors[k, case].append((_rel(record_float(shim[k]), exact[k]), _rel(ref[k], exact[k])))
     med = {key: [statistics.median(e) for e in zip(*v)] for key, v in errors.items()}
     return "; ".join(f"{k} " + ", ".join(f"{med[k, c][0]:.1e} ({med[k, c][1]:.1e}) {c}"
                                          for c in CASES) for k in ("mean", "norm"))
