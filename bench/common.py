@@ -118,21 +118,41 @@ def bin_bytes(root: Path) -> tuple[int, int]:
     return sum(sizes), max(sizes, default=0)
 
 
+# Starts a command from a small process and reports its own wall, CPU and peak RSS:
+# a peak RSS read by the bench's own wait4 would be at least the bench's (Linux keeps a
+# process's high-water mark across the fork and exec that start it, and a bench that
+# has held big tensors is gigabytes).
+_LAUNCHER = """
+import os, sys, time
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+_, status, usage = os.wait4(pid, 0)
+os.write(int(sys.argv[1]), f"{time.perf_counter() - start} {usage.ru_utime + usage.ru_stime}"
+         f" {usage.ru_maxrss} {status}".encode())
+"""
+
+
 def run_measured(args: list[str], ok: tuple[int, ...] = (0, 1)
                  ) -> tuple[str, float, float, int]:
     """(stdout, wall s, CPU s, peak RSS in KiB) of a fresh `python -m msprobe_atb ARGS`,
-    from its own rusage (wait4): RUSAGE_CHILDREN would also count earlier children."""
-    with tempfile.TemporaryFile("w+") as out:
-        start = time.perf_counter()
-        p = subprocess.Popen([sys.executable, "-m", "msprobe_atb", *args], stdout=out,
-                             stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(p.pid, 0)
-        wall = time.perf_counter() - start
-        rc = os.waitstatus_to_exitcode(status)
+    from its own rusage, taken by a small launcher (_LAUNCHER)."""
+    read_end, write_end = os.pipe()
+    with tempfile.TemporaryFile("w+") as out, os.fdopen(read_end, "rb") as figures:
+        try:
+            p = subprocess.Popen([sys.executable, "-c", _LAUNCHER, str(write_end), "-m",
+                                  "msprobe_atb", *args], stdout=out, stderr=subprocess.DEVNULL,
+                                 pass_fds=(write_end,))
+        finally:
+            os.close(write_end)
+        p.wait()
+        wall, cpu, rss, status = figures.read().split()
+        rc = os.waitstatus_to_exitcode(int(status))
         if rc not in ok:
             raise RuntimeError(f"msprobe-atb {' '.join(args)} failed ({rc})")
         out.seek(0)
-        return out.read(), wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+        return out.read(), float(wall), float(cpu), int(rss)
 
 
 def met(ok: bool) -> str:

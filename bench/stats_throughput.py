@@ -109,7 +109,8 @@ def _precision(tmp: Path, seeds: list[dict], code: int, np_type) -> str:
             exact = {"mean": math.fsum(d) / d.size, "norm": math.sqrt(math.fsum(d * d))}
             ref = {"mean": float(d.mean()), "norm": float(np.linalg.norm(d))}
             for k in ("mean", "norm"):
-                errors[k, case].append((_rel(record_float(shim[k]), exact[k]), _rel(ref[k], exact[k])))
+                errors[k, case].append((_rel(record_float(shim[k]), exact[k]),
+                                        _rel(ref[k], exact[k])))
     med = {key: [statistics.median(e) for e in zip(*v)] for key, v in errors.items()}
     return "; ".join(f"{k} " + ", ".join(f"{med[k, c][0]:.1e} ({med[k, c][1]:.1e}) {c}"
                                          for c in CASES) for k in ("mean", "norm"))
