@@ -28,11 +28,11 @@ inline msp_sv sv(const std::string &s)
 } // namespace
 
 namespace atb {
-bool Probe::IsTensorNeedSave(const std::vector<int64_t> &ids, const std::string &)
+bool Probe::IsTensorNeedSave(const std::vector<int64_t> &ids, const std::string &name)
 {
     uint64_t g = msp_hot_generation();
     if (__builtin_expect(!msp_hook_need_save_asleep(g), 0)) // the vector is read only here
-        msp_hook_need_save_awake(g, ids.data(), ids.data() + ids.size());
+        return msp_hook_need_save_awake(g, ids.data(), ids.data() + ids.size(), sv(name));
     return msp_hook_need_save_answer();
 }
 bool Probe::IsSaveTensorData() { return msp_hook_is_save_tensor_data(); }

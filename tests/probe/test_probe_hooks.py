@@ -63,12 +63,15 @@ def test_paths_are_asked_for_only_while_something_can_be_selected(dump, abi, con
     assert say(dump.host(abi, ["update", ["need", "Layer"], "desc"]))["desc"] == [desc]
 
 
-@pytest.mark.parametrize("config, desc", [
-    ({"ids": "2,7_1"}, [1, 0, 1, 1]),  # ids alone: ops 2 and 7 only, children included
-    ({"ids": "2", "op_name": "lin"}, [1, 1, 1, 1]),  # an op_name may pick a child of any op
-    ({"ids": "2", "task": "overflow_check"}, [1, 1, 1, 1]),  # kernels are named by their dirs
+@pytest.mark.parametrize("config, desc, need", [
+    # ids alone: ops 2 and 7 only, children included; 7's own saves are not selected
+    ({"ids": "2,7_1"}, [1, 0, 1, 1], [1, 0, 0, 1]),
+    # an op_name may pick a child of any op, not these ops' own dirs
+    ({"ids": "2", "op_name": "lin"}, [1, 1, 1, 1], [1, 0, 0, 1]),
+    # kernels are named by their dirs
+    ({"ids": "2", "task": "overflow_check"}, [1, 1, 1, 1], [1, 1, 1, 1]),
 ])
-def test_a_top_level_op_the_ids_exclude_gets_no_paths(dump, config, desc):
+def test_a_top_level_op_the_ids_exclude_gets_no_paths(dump, config, desc, need):
     """ATB asks IsSaveTensorDesc right after IsTensorNeedSave in each op's Setup:
     an op that the `ids` filter cannot select is told to build no directories,
     which is most of what an awake probe costs a model's ops it does not dump."""
@@ -76,7 +79,7 @@ def test_a_top_level_op_the_ids_exclude_gets_no_paths(dump, config, desc):
     script = ["update"] + [line for top in (2, 3, 7, 2) for line in (["need", "Layer", top],
                                                                      "desc")]
     got = say(dump.host(1, script))
-    assert got["desc"] == desc and got["need"] == [1] * 4
+    assert got["desc"] == desc and got["need"] == need
     # and the tensors of a selected op are still saved under its paths
     dump.host(1, [["save", 2, 4, "1", "fill:1:1", "0_7/0/2_Layer/before/intensor0.bin"]])
     assert [r["file"] for r in dump.tensors()] == ["bin"]
@@ -98,6 +101,52 @@ def test_a_top_level_op_is_told_by_its_own_verdict_only(dump, abi):
               ["publish", "ids=3"], ["need", "Layer", 3], "desc", ["need", "Layer", 2], "desc",
               ["publish", "exec=none"], ["need", "Layer", 3], "desc"]
     assert say(dump.host(abi, script))["desc"] == [0, 1, 1, 0, 1, 0, 1, 0, 0]
+
+
+TOPS = [(2, "Layer"), (3, "LmHead"), (5, "lmhead_2"), (7, "Prefill_5"), (50, "RopeOperation"),
+        (5000, "LmHead"), (5001, "Layer")]
+
+
+@pytest.mark.parametrize("config", [
+    {}, {"save_child": True}, {"device": "1"}, {"exec_range": "0,3"},
+    {"op_name": "lmhead"}, {"op_name": "LMHEAD,rope", "save_child": True},
+    {"ids": "2,7_0"}, {"ids": "2_0", "save_child": True}, {"ids": "50,5001", "op_name": "layer"},
+    {"ids": "5", "op_name": "prefill", "save_child": True, "device": "0"},
+    # the runner's own saves need more than the filters: every op yes, as before
+    {"op_name": "lmhead", "task": "overflow_check"}, {"ids": "3", "next": "next=7:1"},
+    {"op_name": "lmhead", "recorder": {"triggers": ["nan"]}},
+], ids=lambda c: json.dumps(c, sort_keys=True))
+def test_a_top_level_op_is_told_to_save_only_what_the_filters_can_select(dump, config):
+    """A top-level op's IsTensorNeedSave (asked at every Setup) gates only its
+    runner's own saves: it says no when the filters cannot select the op's own
+    directory, as IsSaveTensorInSpecificDir would say of it. The answer is decided
+    at the op's first setup under a config and then read from a table: each op is
+    set up three times, the first (and every op past the table) on the slow path,
+    the others from the table, and each answer must be the rules'. Children and
+    kernels (ids of two or more, asked once) are always told yes."""
+    config = dict(config)
+    next_request = config.pop("next", None)  # exec_range "next" as the control plane publishes it
+    raw = {"dump_enable": True, "exec_range": "all", **config}
+    dump.publish(raw)
+    script = ["update"] + ([["publish", next_request]] if next_request else [])
+    script += [["need", name, top] for _ in range(3) for top, name in TOPS]
+    script += [["need", "Linear", "3_0"], ["need", "Linear", "3_0_1"]]
+    got = say(dump.host(1, script))["need"]
+    exempt = "task" in config or "recorder" in config or next_request is not None
+    own = [exempt or oracle_selected(f"0_7/0/{top}_{name}", {**raw, "device": ""})
+           for top, name in TOPS]
+    assert got == [int(x) for x in own * 3] + [1, 1], got
+
+
+def test_a_top_level_ops_answer_follows_the_config(dump, abi):
+    """The table is the snapshot's: an op told no is told yes at its first setup
+    after a publish that selects it, and the other way round, on any thread."""
+    dump.publish({"dump_enable": True, "exec_range": "all", "op_name": "lmhead"})
+    script = ["update", ["need", "LmHead", 3], ["need", "Layer", 2], ["need", "Layer", 2],
+              ["publish", "names=layer"], ["need", "LmHead", 3], ["need", "Layer", 2],
+              ["thread", "need", "Layer", 2], ["publish", "names="], ["need", "LmHead", 3],
+              ["need", "LmHead", 3]]
+    assert say(dump.host(abi, script))["need"] == [1, 0, 0, 0, 1, 1, 1, 1]
 
 
 ASKED = ["desc", "data", ["range", 0], ["range", 5], "before", "after", "isparam", "ovcheck"]

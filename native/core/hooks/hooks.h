@@ -52,10 +52,14 @@ static inline const struct msp_snap *msp_hook_awake_snapshot(void)
  * top-level op's setup (ids of one element, asked at every Setup) counts the
  * start of its model's execution (models.h) and takes the verdict
  * IsSaveTensorDesc answers from next (msp_t_top_desc); inline unless its
- * model needs a note (msp_hot_quiet_setup). In three parts, so that the
- * adapter reads ATB's vector only awake (read before the branch, it cost
- * every sleeping call two loads):
- *   g = msp_hot_generation(); if (!msp_hook_need_save_asleep(g)) msp_hook_need_save_awake(g, ..);
+ * model needs a note or its verdicts are not decided yet (msp_hot_quiet_setup).
+ * That setup's answer gates only the top-level runner's own saves, and ATB asks
+ * it again at the next Setup: awake, it is no for an op whose own directory the
+ * filters cannot select (MSP_TOP_OWN), which spares ATB its runner's three
+ * IsSaveTensorInSpecificDir per execute. In three parts, so that the adapter
+ * reads ATB's vector and the name only awake (read before the branch, the
+ * vector cost every sleeping call two loads):
+ *   g = msp_hot_generation(); if (!msp_hook_need_save_asleep(g)) return msp_hook_need_save_awake(g, ..);
  *   return msp_hook_need_save_answer(); */
 /* Asleep (and awake-idle) the block's generation g is `seen`: only the answer. */
 static inline msp_bool msp_hook_need_save_asleep(uint64_t g)
@@ -63,11 +67,14 @@ static inline msp_bool msp_hook_need_save_asleep(uint64_t g)
     return g == MSP_HOT_LOAD(msp_hot.seen); /* awake, `seen` is an odd word */
 }
 
-/* ids: [ids, end). */
-static inline void msp_hook_need_save_awake(uint64_t g, const int64_t *ids, const int64_t *end)
+/* ids: [ids, end); name: the op's. */
+static inline msp_bool msp_hook_need_save_awake(uint64_t g, const int64_t *ids,
+                                                const int64_t *end, msp_sv name)
 {
-    if (!msp_hot_quiet_setup(g, ids, end))
-        msp_slow_need_save(ids, (size_t)(end - ids));
+    unsigned v = msp_hot_quiet_setup(g, ids, end);
+    if (!v)
+        return msp_slow_need_save(ids, (size_t)(end - ids), name.p, name.n);
+    return (v & MSP_TOP_OWN) != 0;
 }
 
 static inline msp_bool msp_hook_need_save_answer(void)

@@ -32,6 +32,14 @@ struct msp_answerers {
  * thread that never set up a top-level op. */
 extern __thread uint8_t msp_t_top_desc MSP_HIDDEN __attribute__((tls_model("initial-exec")));
 
+/* A snapshot's verdicts on top-level op id, a byte per id (hot.h: top_verdicts). */
+enum {
+    MSP_TOP_DESC = 1,  /* the filters can select something of it: IsSaveTensorDesc */
+    MSP_TOP_OWN = 2,   /* they can select its own directory: IsTensorNeedSave */
+    MSP_TOP_KNOWN = 4, /* MSP_TOP_OWN is decided (with op_name, at the op's first
+                          setup under the snapshot: it takes the op's name) */
+};
+
 msp_bool msp_answer_no(void) MSP_HIDDEN;
 msp_bool msp_answer_yes(void) MSP_HIDDEN;
 /* msp_t_top_desc as is */

@@ -22,7 +22,7 @@ struct msp_snap msp_hot_unattached;
 struct msp_hot msp_hot = {.gen = &g_unattached_gen,
                           .awake = &msp_hot_unattached,
                           .answer = MSP_NO_ANSWERS,
-                          .selectable = msp_hot_unattached.selectable,
+                          .top_verdicts = msp_hot_unattached.top_verdicts,
                           .count_end = UINT64_MAX};
 
 /* Field by field, each a word a hook loads on its own. */
@@ -70,7 +70,7 @@ void msp_hot_publish(const struct msp_snap *s, const struct msp_answerers *a, ui
     }
     __atomic_store_n(&msp_hot.active, (msp_bool)1, __ATOMIC_RELAXED);
     /* before `applied`: IsTensorNeedSave's fast path takes verdicts from it */
-    __atomic_store_n(&msp_hot.selectable, (const uint8_t *)s->selectable, __ATOMIC_RELEASE);
+    __atomic_store_n(&msp_hot.top_verdicts, (const uint8_t *)s->top_verdicts, __ATOMIC_RELEASE);
     __atomic_store_n(&msp_hot.applied, s->generation, __ATOMIC_RELEASE);
     /* generations are even (seqlock): an odd `seen` never matches, so awake
      * IsTensorNeedSave takes its awake path (it counts model executions); one

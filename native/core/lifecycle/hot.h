@@ -61,8 +61,8 @@ struct msp_hot {
     uint64_t count_end;      /* IsExecuteCountInRange asks the hooks: a count from
                                 here on is in no exec range (UINT64_MAX: ask for
                                 every count); stored before `answer.count` */
-    const uint8_t *selectable; /* the snapshot's verdicts per top-level op id below
-                                  MSP_MODEL_OP_IDS; stored before `applied` */
+    const uint8_t *top_verdicts; /* the snapshot's verdicts per top-level op id below
+                                    MSP_MODEL_OP_IDS (MSP_TOP_*); stored before `applied` */
 } __attribute__((aligned(64)));
 
 /* The fast paths read these words with plain loads: one word each, written
@@ -108,20 +108,26 @@ static inline uint64_t msp_hot_generation(void)
 }
 
 /* Awake, a top-level op's setup that needs no call (most of them): the
- * config has not moved since generation g was applied, and the op's model
- * needs no note (models.h). Takes the op's verdict, as the slow path would.
- * ids: [ids, end). */
-static inline msp_bool msp_hot_quiet_setup(uint64_t g, const int64_t *ids, const int64_t *end)
+ * config has not moved since generation g was applied, the op's model
+ * needs no note (models.h), and its verdicts are decided. Takes the verdict
+ * IsSaveTensorDesc answers from, as the slow path would, and returns the
+ * op's verdicts (MSP_TOP_*); 0: the slow path's to answer. ids: [ids, end). */
+static inline unsigned msp_hot_quiet_setup(uint64_t g, const int64_t *ids, const int64_t *end)
 {
     /* awake `seen` is `applied` + 1, and a block's generations only grow:
-     * below it, g is the applied one (the compare that told asleep from awake) */
-    if (g >= MSP_HOT_LOAD(msp_hot.seen) || end != ids + 1)
+     * below it, g is the applied one. Loaded again (an atomic load is not merged
+     * with the plain one), so the asleep compare keeps its memory operand. */
+    if (g >= __atomic_load_n(&msp_hot.seen, __ATOMIC_RELAXED) || end != ids + 1)
         return 0;
     uint64_t id = (uint64_t)ids[0];
     if (id >= MSP_MODEL_OP_IDS || !msp_models_setup_quiet(id))
         return 0;
-    msp_t_top_desc = MSP_HOT_LOAD(msp_hot.selectable)[id];
-    return 1;
+    /* another thread's first setup of an op may decide its MSP_TOP_OWN meanwhile */
+    unsigned v = __atomic_load_n(&MSP_HOT_LOAD(msp_hot.top_verdicts)[id], __ATOMIC_RELAXED);
+    if (!(v & MSP_TOP_KNOWN))
+        return 0;
+    msp_t_top_desc = v & MSP_TOP_DESC;
+    return v;
 }
 
 /* The block's generation moved, or the process has not attached yet. */

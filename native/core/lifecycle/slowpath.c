@@ -7,6 +7,7 @@
 #include "slowpath.h"
 
 #include "attach.h"
+#include "filter.h"
 #include "hot.h"
 #include "models.h"
 #include "monitor.h"
@@ -35,7 +36,7 @@ void msp_slow_update(void)
 static inline int top_excluded(const struct msp_snap *s, int64_t top)
 {
     if (top >= 0 && top < MSP_MODEL_OP_IDS)
-        return !s->selectable[top];
+        return !(s->top_verdicts[top] & MSP_TOP_DESC);
     if (s->n_tops < 0)
         return 0;
     for (int i = 0; i < s->n_tops; i++)
@@ -44,11 +45,26 @@ static inline int top_excluded(const struct msp_snap *s, int64_t top)
     return 1;
 }
 
+/* IsTensorNeedSave's answer for top-level op `top` named `name` under snapshot s
+ * (NULL: as asleep): can the filters select its own directory? Decided once per op
+ * and snapshot below MSP_MODEL_OP_IDS (an op keeps its id and its name: atb_hooks.md
+ * §2), then the adapter answers from s->top_verdicts. */
+static msp_bool top_own_selected(struct msp_snap *s, int64_t top, const char *name, size_t n)
+{
+    if (!s || !s->own_filtered)
+        return MSP_HOT_LOAD(msp_hot.active);
+    int own = msp_top_op_selected(&s->cfg, top, name, n);
+    if (top >= 0 && top < MSP_MODEL_OP_IDS)
+        __atomic_fetch_or(&s->top_verdicts[top], MSP_TOP_KNOWN | (own ? MSP_TOP_OWN : 0),
+                          __ATOMIC_RELAXED);
+    return own != 0;
+}
+
 /* Takes the verdict on top-level op `top` and notes its setup under the snapshot
  * in force; returns that snapshot (NULL: asleep, or no memory for one yet). */
-static const struct msp_snap *note_setup(int64_t top)
+static struct msp_snap *note_setup(int64_t top)
 {
-    const struct msp_snap *s = msp_hot_awake();
+    struct msp_snap *s = msp_hot_awake();
     if (!s || s == MSP_HOT_UNATTACHED) {
         msp_t_top_desc = 1;
         return NULL;
@@ -68,7 +84,7 @@ static inline void spin_pause(void)
 #endif
 }
 
-void msp_slow_need_save(const int64_t *ids, size_t n)
+msp_bool msp_slow_need_save(const int64_t *ids, size_t n, const char *name, size_t namen)
 {
     /* an execution that failed before its end holds no edit past its model's next
      * beginning: that ends it before the config is followed */
@@ -77,7 +93,7 @@ void msp_slow_need_save(const int64_t *ids, size_t n)
     if (__builtin_expect(msp_hot_changed(), 0))
         msp_slow_refresh();
     if (n != 1) /* a child or a kernel, asked once and cached by ATB */
-        return;
+        return MSP_HOT_LOAD(msp_hot.active);
     /* No lock: a setup that begins an execution must not fall between a refresh's
      * check that no execution it must finish runs and the publish of an edit
      * (snapshot.c: held). The note's stores, then a look at g_msp.deciding; the
@@ -87,13 +103,14 @@ void msp_slow_need_save(const int64_t *ids, size_t n)
      * Awake, most setups of an op stay in the adapter (msp_hot_quiet_setup): this
      * is about once an execution, every top-level op under exec_range "next". */
     uint64_t before = __atomic_load_n(&g_msp.deciding, __ATOMIC_ACQUIRE);
-    const struct msp_snap *s = note_setup(ids[0]);
+    struct msp_snap *s = note_setup(ids[0]);
     MSP_DECIDING_FENCE();
     uint64_t now = __atomic_load_n(&g_msp.deciding, __ATOMIC_ACQUIRE);
-    if (__builtin_expect(now == before && !(now & 1), 1))
-        return;
-    while (__atomic_load_n(&g_msp.deciding, __ATOMIC_ACQUIRE) & 1) /* a few stores */
-        spin_pause();
-    if (msp_hot_awake() != s)
-        note_setup(ids[0]);
+    if (__builtin_expect(now != before || (now & 1), 0)) {
+        while (__atomic_load_n(&g_msp.deciding, __ATOMIC_ACQUIRE) & 1) /* a few stores */
+            spin_pause();
+        if (msp_hot_awake() != s)
+            s = note_setup(ids[0]);
+    }
+    return top_own_selected(s, ids[0], name, namen);
 }

@@ -214,11 +214,14 @@ static struct msp_snap *read_snapshot(struct msp_control *ctl)
     s->n_tops = (s->cfg.task & MSP_TASK_OVERFLOW) || s->cfg.rec_armed
                     ? -1
                     : msp_top_ids(&s->cfg, s->tops, MSP_MAX_IDS);
+    s->own_filtered = !(s->cfg.task & MSP_TASK_OVERFLOW) && !s->cfg.rec_armed &&
+                      !s->cfg.next_request && (s->cfg.n_ids || s->cfg.n_op_names);
+    uint8_t own = s->own_filtered ? 0 : MSP_TOP_OWN | MSP_TOP_KNOWN;
     /* any op (n_tops -1): every one */
-    memset(s->selectable, s->n_tops < 0, sizeof s->selectable);
+    memset(s->top_verdicts, own | (s->n_tops < 0 ? MSP_TOP_DESC : 0), sizeof s->top_verdicts);
     for (int i = 0; i < s->n_tops; i++)
         if (s->tops[i] >= 0 && s->tops[i] < MSP_MODEL_OP_IDS)
-            s->selectable[s->tops[i]] = 1;
+            s->top_verdicts[s->tops[i]] |= MSP_TOP_DESC;
     if (s->cfg.queue_budget_bytes == 0)
         s->cfg.queue_budget_bytes = (uint64_t)1 << 30;
     return s;

@@ -26,8 +26,17 @@ struct msp_snap {
      * overflow task nor the flight recorder, which name kernels by it). */
     int n_tops;
     int64_t tops[MSP_MAX_IDS];
-    /* per op id below MSP_MODEL_OP_IDS: 1 if they can select it (a larger one: tops) */
-    uint8_t selectable[MSP_MODEL_OP_IDS];
+    /* per op id below MSP_MODEL_OP_IDS, the verdicts on that top-level op
+     * (MSP_TOP_*, answers.h; a larger one: tops, own_filtered). With
+     * own_filtered, MSP_TOP_OWN and MSP_TOP_KNOWN are set at the op's first
+     * setup under this snapshot, by whichever thread sets it up (atomics). */
+    uint8_t top_verdicts[MSP_MODEL_OP_IDS];
+    /* The filters can exclude a top-level op's own directory, and its runner's
+     * own saves need nothing else (not the overflow task, which names kernels
+     * by their dirs, not the flight recorder, not exec_range "next", which
+     * follows each execute by its top-level dir): IsTensorNeedSave decides per
+     * op (msp_top_op_selected). Else every op is MSP_TOP_OWN. */
+    int own_filtered;
     /* IsSaveTensorInSpecificDir's verdicts on op paths, those of this
      * snapshot under sel_epoch (NULL or 0: not cached) */
     struct msp_selcache *sel;

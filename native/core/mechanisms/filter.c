@@ -3,6 +3,7 @@
  * default stages, and which kernel belongs to which op dir (filter.h). */
 #include "filter.h"
 
+#include <stdio.h>
 #include <string.h>
 
 int msp_split(const char *s, size_t n, struct msp_seg *segs, int max)
@@ -206,6 +207,17 @@ int msp_op_selected(const struct msp_config *cfg, const char *dir, size_t n)
                 return 1;
     }
     return 0;
+}
+
+int msp_top_op_selected(const struct msp_config *cfg, int64_t id, const char *name, size_t n)
+{
+    /* the dir itself, so the answer is msp_op_selected's by construction */
+    char dir[512];
+    int head = snprintf(dir, sizeof dir, "0_0/0/%lld_", (long long)id);
+    if (head < 0 || n >= sizeof dir - (size_t)head)
+        return 1;
+    memcpy(dir + head, name, n);
+    return msp_op_selected(cfg, dir, (size_t)head + n);
 }
 
 const char *msp_dir_op_path_short(const char *dir, size_t n)

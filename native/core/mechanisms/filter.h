@@ -57,6 +57,10 @@ static inline int msp_dump_dir_shape(const char *dir, size_t n)
  * a dir not of msp_dump_dir_shape. Otherwise its answer depends only on the op
  * path, what follows "{dev}_{pid}/{exec}/" (selcache.h caches it by that). */
 int msp_op_selected(const struct msp_config *cfg, const char *dir, size_t n);
+/* Would msp_op_selected select the own directory of top-level op `id` named
+ * `name` ("{dev}_{pid}/{exec}/{id}_{name}": its op path is all that counts)?
+ * A name too long to be put in a dir here: yes. */
+int msp_top_op_selected(const struct msp_config *cfg, int64_t id, const char *name, size_t n);
 /* msp_dir_op_path of a dir under 8 bytes (out of line: the inline one then
  * needs no stack). */
 const char *msp_dir_op_path_short(const char *dir, size_t n);
