@@ -92,7 +92,7 @@ __attribute__((constructor)) static void register_answerers(void)
 /* The device filter and exec_range "next" (a model's own rounds) on dir;
  * the overflow task: the kernel ATB just reported, and every kernel while
  * the probe scans. */
-static __attribute__((noinline)) int in_dir_checked(const struct msp_snap *s, msp_sv dir)
+static msp_bool in_dir_checked(const struct msp_snap *s, msp_sv dir)
 {
     uint64_t round;
     int64_t top;
@@ -120,23 +120,24 @@ static __attribute__((noinline)) int in_dir_checked(const struct msp_snap *s, ms
     return msp_ovf_probe_scans(s) && msp_kernel_dir(dir.p, dir.n);
 }
 
-/* Not in this thread's memo: the cache's verdict, kept in the memo. */
-static __attribute__((noinline)) msp_bool in_dir_decided(const struct msp_snap *s, msp_sv dir)
+/* Not in this thread's memo: asleep no; most configs, the op's verdict alone,
+ * from the process's cache (selcache.h), kept in the memo; the others checked. */
+static __attribute__((noinline)) msp_bool in_dir_unmemoized(msp_sv dir)
 {
+    const struct msp_snap *s = msp_hook_awake_snapshot();
+    if (!s)
+        return 0;
+    if (!s->sel_plain)
+        return in_dir_checked(s, dir);
     int verdict = msp_selcache_op_selected(s->sel, s->sel_epoch, &s->cfg, dir.p, dir.n);
     msp_dirmemo_put(s->sel_epoch, dir.p, dir.n, verdict);
     return verdict;
 }
 
-msp_bool msp_hook_in_dir_awake(msp_sv dir)
+msp_bool msp_hook_in_dir(msp_sv dir)
 {
-    const struct msp_snap *s = msp_hook_awake_snapshot();
-    if (!s)
-        return 0;
-    /* most configs: the op's verdict alone, this thread's memo of it
-     * (dirmemo.h) in front of the process's cache (selcache.h) */
-    if (!s->sel_plain)
-        return in_dir_checked(s, dir);
-    int verdict = msp_dirmemo_get(s->sel_epoch, dir.p, dir.n);
-    return verdict >= 0 ? verdict : in_dir_decided(s, dir);
+    /* this thread's memo (dirmemo.h) under the epoch of the config in force:
+     * 0 (never kept) unless awake with one whose verdict is the op's alone */
+    int verdict = msp_dirmemo_get(MSP_HOT_LOAD(msp_hot.memo_epoch), dir.p, dir.n);
+    return verdict >= 0 ? (msp_bool)verdict : in_dir_unmemoized(dir);
 }

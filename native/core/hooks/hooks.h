@@ -27,8 +27,9 @@ typedef struct {
 
 /* The predicates ATB asks per op jump to their answerer (hot.h): asleep,
  * and awake where the config decides alone, a constant function; only an
- * answer that depends on the call reaches the hooks' own (hooks.c). */
-msp_bool msp_hook_in_dir_awake(msp_sv dir);
+ * answer that depends on the call reaches the hooks' own (hooks.c).
+ * IsSaveTensorInSpecificDir's, for a dir of the dump dirs' shape: asleep no. */
+msp_bool msp_hook_in_dir(msp_sv dir);
 
 /* The snapshot for an awake answerer or hook: NULL if asleep again since
  * the hook's check. Before the process attached (at its start, in a forked
@@ -127,10 +128,11 @@ static inline msp_bool msp_hook_is_save_param(void)
 /* A dir of another shape (a runner's name: ATB passes those while
  * IsSaveTensorDesc says no) is no dump dir, told from its first byte before
  * anything else is loaded: dir.p[dir.n] must be readable (ATB's std::string
- * ends with a NUL, which no dump dir starts with). */
+ * ends with a NUL, which no dump dir starts with). Asleep, the memo's epoch
+ * (0) tells msp_hook_in_dir at its first compare. */
 static inline msp_bool msp_hook_is_save_in_dir(msp_sv dir)
 {
-    return msp_dump_dir_head(dir.p[0]) && msp_hot_is_awake() && msp_hook_in_dir_awake(dir);
+    return msp_dump_dir_head(dir.p[0]) && msp_hook_in_dir(dir);
 }
 
 static inline msp_bool msp_hook_is_overflow_check(void)

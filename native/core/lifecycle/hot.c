@@ -63,9 +63,11 @@ void msp_hot_publish(const struct msp_snap *s, const struct msp_answerers *a, ui
     if (a) {
         __atomic_store_n(&msp_hot.awake, (struct msp_snap *)s, __ATOMIC_RELEASE);
         __atomic_store_n(&msp_hot.count_end, count_end, __ATOMIC_RELEASE);
+        __atomic_store_n(&msp_hot.memo_epoch, s->sel_plain ? s->sel_epoch : 0, __ATOMIC_RELEASE);
         set_answers(a);
     } else {
         set_answers(&g_no);
+        __atomic_store_n(&msp_hot.memo_epoch, 0, __ATOMIC_RELEASE);
         __atomic_store_n(&msp_hot.awake, NULL, __ATOMIC_RELEASE);
     }
     __atomic_store_n(&msp_hot.active, (msp_bool)1, __ATOMIC_RELAXED);
@@ -82,6 +84,7 @@ void msp_hot_publish(const struct msp_snap *s, const struct msp_answerers *a, ui
 void msp_hot_inactive(void)
 {
     set_answers(&g_no);
+    __atomic_store_n(&msp_hot.memo_epoch, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&msp_hot.awake, NULL, __ATOMIC_RELEASE);
     __atomic_store_n(&msp_hot.active, (msp_bool)0, __ATOMIC_RELAXED);
     __atomic_store_n(&msp_hot.seen, 0, __ATOMIC_RELAXED);

@@ -63,6 +63,9 @@ struct msp_hot {
                                 every count); stored before `answer.count` */
     const uint8_t *top_verdicts; /* the snapshot's verdicts per top-level op id below
                                     MSP_MODEL_OP_IDS (MSP_TOP_*); stored before `applied` */
+    uint32_t memo_epoch;     /* IsSaveTensorInSpecificDir's memo (dirmemo.h): the
+                                snapshot's sel_epoch while it is awake and its verdict
+                                is the op's alone (sel_plain), else 0 (never kept) */
 } __attribute__((aligned(64)));
 
 /* The fast paths read these words with plain loads: one word each, written
@@ -90,10 +93,6 @@ void msp_hot_publish(const struct msp_snap *s, const struct msp_answerers *a, ui
 void msp_hot_inactive(void);
 /* A process that has not attached (a forked child): the first hook attaches. */
 void msp_hot_forget(void);
-static inline msp_bool msp_hot_is_awake(void)
-{
-    return MSP_HOT_LOAD(msp_hot.awake) != NULL;
-}
 
 /* The snapshot the awake answerers answer from (NULL: asleep again). */
 static inline struct msp_snap *msp_hot_awake(void)
