@@ -255,6 +255,8 @@ class Daemon:
                 exits = self.builder.exits_seen
                 self.flush(idle=not pending)
                 last_flush, pending = now, False
+            elif self.builder.committer.ready():
+                self.flush_written()
             elif self.watcher is not None:
                 self.write_progress()  # a config edit handled: `wait` may go on
             if now - last_live < LIVENESS_EVERY_S:
@@ -288,11 +290,12 @@ class Daemon:
         self.finish(reason)
         return 0
 
-    def flush(self, idle: bool = False) -> None:
+    def flush(self, idle: bool = False, wait: bool = False) -> None:
+        """A write of the tree; its markers and manifest files are written beside
+        what comes next (flush_written) unless `wait`."""
         self.builder.incidents.add_block(self.block)
-        self.builder.flush(idle)
-        self._built = self.drain.progress(os.getpid())  # what the tree now holds
-        self.write_progress()
+        self.builder.flush(idle, wait)
+        self.flush_written()
         now = time.monotonic()
         if now - self._trimmed >= TRIM_EVERY_S:
             self._trimmed = now
@@ -304,6 +307,13 @@ class Daemon:
             built = self.builder.built(key)[0] if p is not None else 0
             if p is not None and slot.built < built and key not in self.builder.unwritten_procs:
                 self.block.set_built(slot, built)
+
+    def flush_written(self) -> None:
+        """The markers and manifest files written by now taken in, and built.json
+        told what the tree holds."""
+        self.builder.committer.collect()
+        self._built = self.drain.progress(os.getpid())
+        self.write_progress()
 
     def write_progress(self) -> None:
         """.probe/built.json, when it changed (what `msprobe-atb wait` reads): the
@@ -361,7 +371,7 @@ class Daemon:
         if not self.stopping:  # stopped by a signal, a backlog stays in the logs
             self.drain.poll()
             close_killed(self.block, self.builder, self.drain)
-        self.flush(idle=True)
+        self.flush(idle=True, wait=True)
         behind = self._backlog()
         if behind:
             log.info("stopped with %s of the record logs not in the derived files yet: they "

@@ -30,6 +30,7 @@ from functools import partial
 from pathlib import Path
 
 from msprobe_atb.tree import fsio
+from msprobe_atb.tree.committer import Committer
 from msprobe_atb.tree.csvfmt import EXTRA_HEADER, HEADER
 from msprobe_atb.tree.heldrounds import Proc, ProcOracle, Round
 from msprobe_atb.tree.info import dumps
@@ -38,7 +39,7 @@ from msprobe_atb.tree.manifest import ManifestWriter
 from msprobe_atb.tree.names import raw_bytes
 from msprobe_atb.tree.recordfeed import RecordFeed
 from msprobe_atb.tree.records import ProcKey, iso_time
-from msprobe_atb.tree.rounddir import MARKER, STAT, commit_markers, sync_pairs
+from msprobe_atb.tree.rounddir import MARKER, STAT, commit_rounds
 
 log = logging.getLogger("msprobe_atb")
 
@@ -64,6 +65,10 @@ class TreeBuilder(RecordFeed):
         self.progress_error = ""  # `rebuild` could not write .probe/built.json
         self.late_rows = 0  # rows merged into place after rows of a higher seq
         self._manifest_since: float | None = None  # when the oldest row not in a file came
+        # the syncs, markers and manifest files, on a thread of their own (committer.py)
+        self.committer = Committer()
+        # the manifest's rows a failed write left, and why: as of its last write
+        self._manifest_unwritten = (0, "")
 
     # ---- output ----
     def _write(self, *files: tuple[tuple[str, ...], bytes], append: bool = False) -> bool:
@@ -88,11 +93,11 @@ class TreeBuilder(RecordFeed):
         """What the last flush could not write, for `.probe/built.json`: the number
         of files, the rows missing from statistic.csv (and from the manifest), the
         first few names and the first reason; None when everything was written."""
-        manifest_rows = self.manifest.unwritten_rows()
+        manifest_rows, manifest_error = self._manifest_unwritten
         if not self.unwritten and not manifest_rows:
             return None
         names = sorted(self.unwritten)
-        reason = self.unwritten[names[0]] if names else self.manifest.last_error
+        reason = self.unwritten[names[0]] if names else manifest_error
         return {"files": len(names), "csv_rows": self.unwritten_rows,
                 "manifest_rows": manifest_rows, "names": names[:5], "reason": reason}
 
@@ -195,6 +200,8 @@ class TreeBuilder(RecordFeed):
     def _flush_round(self, rnd: Round) -> bool:
         """Appends the round's released rows; True when the round is complete
         and its marker is to be written (after its files are synced)."""
+        if rnd.committing:
+            return False  # the committer's until its outcome is collected
         self._take(rnd)
         if rnd.pending or not rnd.on_disk:
             if rnd.marker is not None or not rnd.on_disk:
@@ -215,29 +222,46 @@ class TreeBuilder(RecordFeed):
         return complete and self._marker(rnd) != rnd.marker
 
     def _commit(self, rounds: list[Round]) -> None:
-        """The markers of rounds now complete, each once its pair is on disk (the
-        syncs side by side); a round of one process is then let go of."""
-        synced = [r for r in rounds if not r.synced]
-        for rnd, failed in zip(synced, sync_pairs([r.dir for r in synced])):
-            if failed is None:
-                rnd.synced = True
-            else:
-                self._problem("sync", f"cannot sync {'/'.join(rnd.dir.rel)}: {failed}")
-        ready = [r for r in rounds if r.synced]
-        markers = [self._marker(r) for r in ready]
-        committed = commit_markers([(r.dir, m) for r, m in zip(ready, markers)])
-        for rnd, marker, failed in zip(ready, markers, committed):
-            if self._round_io(rnd, MARKER, partial(_raise, failed)):
+        """Hands the rounds now complete to the committer: each one's marker is
+        written once its pair is on disk (the syncs side by side)."""
+        if not rounds:
+            return
+        markers = [self._marker(r) for r in rounds]
+        for rnd in rounds:
+            rnd.committing = True
+        work = [(r.dir, m, r.synced) for r, m in zip(rounds, markers)]
+        self.committer.submit(partial(commit_rounds, work),
+                              partial(self._committed, rounds, markers))
+
+    def _committed(self, rounds: list[Round], markers: list[bytes], outcome) -> None:
+        """A commit's outcome, on the builder's thread; a round of one process
+        committed is then let go of. A round not committed is tried again at a
+        later flush."""
+        for rnd in rounds:
+            rnd.committing = False
+        if isinstance(outcome, Exception):
+            self._problem("sync", f"cannot commit {len(rounds)} round(s): "
+                          f"{type(outcome).__name__}: {outcome}")
+            return
+        for rnd, marker, (sync_failed, marker_failed) in zip(rounds, markers, outcome):
+            if sync_failed is not None:
+                self._problem("sync", f"cannot sync {'/'.join(rnd.dir.rel)}: {sync_failed}")
+                continue
+            rnd.synced = True
+            if self._round_io(rnd, MARKER, partial(_raise, marker_failed)):
                 rnd.marker = marker
         self._let_go(rounds)
 
-    def flush(self, idle: bool = False) -> None:
-        """Appends the rows that may go, writes what changed of info/, and the
-        markers of the rounds whose processes are done with them; `idle` (no
-        record came since the last flush): the manifest's buffered rows too."""
+    def flush(self, idle: bool = False, wait: bool = True) -> None:
+        """Appends the rows that may go, writes what changed of info/, and hands
+        over the markers of the rounds whose processes are done with them; `idle`
+        (no record came since the last flush): the manifest's buffered rows too.
+        `wait`: until the markers and the manifest's files are written, else they
+        are written beside what comes next (a later flush collects them)."""
         self.unwritten = {}
         self.unwritten_rows = 0
         self.unwritten_procs = set()
+        self.committer.collect(block=wait)  # `wait`: no round is left to a commit
         for p in self.procs.values():
             self._release(p)
         self._release_for_memory()
@@ -258,6 +282,8 @@ class TreeBuilder(RecordFeed):
         self._flush_manifest(idle)
         self.incidents.flush()
         self.said_done = 0
+        if wait:
+            self.committer.collect(block=True)
 
     def _flush_manifest(self, idle: bool) -> None:
         """The manifest rows of the rows appended, a part of each process's, when
@@ -274,8 +300,22 @@ class TreeBuilder(RecordFeed):
         if idle or self.manifest.due(rows, now - self._manifest_since):
             for p in self.procs.values():
                 if p.ingest.manifest_rows():
-                    self.manifest.write(p.ingest.manifest_frame())
+                    self.committer.submit(partial(self._write_manifest, p.ingest.manifest_frame()),
+                                          self._manifest_written)
             self._manifest_since = None
+
+    def _write_manifest(self, frame) -> tuple[int, str]:
+        """On the committer's thread: the frame's rows into the manifest; what a
+        failed write left (ManifestWriter.write never raises for it)."""
+        self.manifest.write(frame)
+        return self.manifest.unwritten_rows(), self.manifest.last_error
+
+    def _manifest_written(self, outcome) -> None:
+        if isinstance(outcome, Exception):
+            self._problem("manifest", f"cannot write the manifest: "
+                          f"{type(outcome).__name__}: {outcome}")
+        else:
+            self._manifest_unwritten = outcome
 
     def finish(self) -> None:
         """The last flush of a builder: the manifest's rows all in its files."""

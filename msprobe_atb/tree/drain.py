@@ -146,8 +146,10 @@ class RecordDrain:
 
     def progress(self, daemon_pid: int = 0, config_sha256: str | None = None) -> Progress:
         """What the tree holds after a flush: bytes built per log, finished processes."""
-        finished = [t.path.name for key, t in self.tailers.items()
-                    if self.builder.proc(key).exited or not self.builder.oracle.alive(key)]
+        # finished once the markers and manifest files handed over are written, too
+        writing = self.builder.committer.pending()
+        finished = [t.path.name for key, t in self.tailers.items() if not writing
+                    and (self.builder.proc(key).exited or not self.builder.oracle.alive(key))]
         built = {t.path.name: self.builder.built(key) for key, t in self.tailers.items()}
         return Progress(daemon_pid, config_sha256,
                         {name: offset for name, (offset, _) in built.items()}, finished,

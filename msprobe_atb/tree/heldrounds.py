@@ -70,6 +70,7 @@ class Round:
     said_done: set[ProcKey] = field(default_factory=set)
     on_disk: bool = False  # its CSVs are this builder's: rows are appended to them
     synced: bool = True  # no row appended since its files were last synced
+    committing: bool = False  # its marker is the committer's to write (committer.py)
     dirty: bool = True  # changed since the last flush
     flushed_once: bool = False
     marker: bytes | None = None  # the marker on disk, as we wrote it

@@ -154,3 +154,20 @@ def commit_markers(markers: Sequence[tuple[RoundDir, bytes]]) -> list[BaseExcept
     for (d, _), exc in zip(markers, failed):
         d.entry_durable = d.entry_durable or exc is None
     return failed
+
+
+def commit_rounds(rounds: Sequence[tuple[RoundDir, bytes, bool]]
+                  ) -> list[tuple[BaseException | None, BaseException | None]]:
+    """Each round (its directory, its marker, whether its pair is synced already)
+    committed: its pair synced if it is not, then its marker (commit_markers).
+    Per round, (what the sync met, what the marker met): (None, None) committed;
+    a failed sync leaves the marker unwritten, (exc, exc)."""
+    to_sync = [i for i, (_, _, synced) in enumerate(rounds) if not synced]
+    failed: list[BaseException | None] = [None] * len(rounds)
+    for i, exc in zip(to_sync, sync_pairs([rounds[i][0] for i in to_sync])):
+        failed[i] = exc
+    ready = [i for i in range(len(rounds)) if failed[i] is None]
+    out = [(exc, exc) for exc in failed]
+    for i, exc in zip(ready, commit_markers([rounds[i][:2] for i in ready])):
+        out[i] = (None, exc)
+    return out

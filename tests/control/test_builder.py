@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 from cp_helpers import derived
@@ -17,6 +18,7 @@ from msprobe_atb.config import compile_config, validate
 from msprobe_atb.control.block import HEAD_IDLE
 from msprobe_atb.tree.builder import TreeBuilder
 from msprobe_atb.tree.drain import BlockOracle, RecordDrain, rebuild
+from msprobe_atb.tree.rounddir import MARKER
 
 GRAPH = {"inTensorNum": 1, "opName": "Layer_2", "opType": "Layer", "outTensorNum": 1,
          "internalTensorNum": 0, "param": "",
@@ -388,3 +390,57 @@ def test_released_rows_do_not_count_against_the_waiting_bound(out_dir, shims, mo
     rows = list(csv.reader(open(dump_root / "data" / f"0_{a.pid}" / "1" / "statistic_extra.csv",
                                 newline="")))
     assert [r[0] for r in rows[1:]] == ["40", "41"]
+
+
+def test_a_slow_disk_holds_back_the_markers_not_the_rows(out_dir, shims, monkeypatch):
+    """The daemon's flushes do not wait for the syncs (the kernel's writeback can
+    make one take seconds): rows go on being appended while a round's commit
+    waits for the disk, a round reopened meanwhile waits for it, and the process
+    is not said finished (`wait` goes on) until its markers are written."""
+    a = shims(out_dir, dev=0)
+    dump_root = out_dir / "atb_dump_data"
+    a.block.publish(compile_config(validate({"dump_enable": True, "exec_range": "all"})))
+    oracle = BlockOracle(a.block)
+    live = TreeBuilder(dump_root, oracle)
+    drain = RecordDrain(dump_root, live)
+    disk = threading.Event()
+    syncing = threading.Event()
+    real_fdatasync = os.fdatasync
+
+    def slow_fdatasync(fd):
+        syncing.set()
+        assert disk.wait(30), "the test never let the disk go on"
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", slow_fdatasync)
+
+    def step():
+        drain.poll()
+        oracle.refresh()
+        live.flush(wait=False)
+
+    round0 = dump_root / "data" / f"0_{a.pid}" / "0"
+    round1 = round0.parent / "1"
+    a.tensor(0, "2_Layer", "before/intensor0.bin")
+    a.record({"k": "round", "round": f"0_{a.pid}/0"})
+    step()
+    assert syncing.wait(30)  # round 0's commit waits for the disk
+    a.tensor(1, "2_Layer", "before/intensor0.bin")
+    a.tensor(0, "2_Layer", "after/outtensor0.bin")  # a later request reuses round 0
+    step()
+    assert csv_rows(round1 / "statistic.csv") == 1  # appended while round 0 syncs
+    assert csv_rows(round0 / "statistic.csv") == 1  # round 0's new row waits for its commit
+    assert not (round0 / MARKER).exists()
+    a.exit()
+    step()
+    assert not drain.progress().finished  # `wait` goes on: markers are still to come
+    disk.set()
+    live.flush()
+    assert csv_rows(round0 / "statistic.csv") == 2
+    assert json.loads((round0 / MARKER).read_text())["rows"] == 2
+    assert json.loads((round1 / MARKER).read_text())["rows"] == 1
+    assert drain.progress().finished == [a.log.name]
+
+
+def csv_rows(path) -> int:
+    return len(list(csv.reader(open(path, newline="")))) - 1

@@ -70,4 +70,6 @@ def test_daemon_memory_does_not_grow_with_rounds(out_dir, shims, daemons, daemon
     assert slope < 12, f"daemon RSS grows {slope:.1f} KiB per round: {samples} KiB"
     for r in (0, done - 1):  # complete while the process is busy
         marker = dump_root / "data" / f"0_{shim.pid}" / str(r) / "ROUND_COMPLETE.json"
+        # a marker follows its rows once the disk has them (tree/committer.py)
+        wait_until(marker.exists, timeout=30, what=f"round {r}'s marker")
         assert json.loads(marker.read_text())["rows"] == ROWS
