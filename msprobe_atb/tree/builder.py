@@ -300,8 +300,9 @@ class TreeBuilder(RecordFeed):
         if idle or self.manifest.due(rows, now - self._manifest_since):
             for p in self.procs.values():
                 if p.ingest.manifest_rows():
-                    self.committer.submit(partial(self._write_manifest, p.ingest.manifest_frame()),
-                                          self._manifest_written)
+                    frame = p.ingest.manifest_frame()
+                    self.committer.submit(partial(self._write_manifest, frame),
+                                          self._manifest_written, frame.estimated_size())
             self._manifest_since = None
 
     def _write_manifest(self, frame) -> tuple[int, str]:

@@ -11,10 +11,12 @@ markers wait for the disk.
 A job is work() for the thread and apply(outcome) for the builder's own thread,
 which runs the applies of finished jobs in order when it collects them: the
 builder's state changes on its thread only. outcome is what work() returned, or
-the exception it raised; one that is no Exception (SystemExit) ends the thread and
-is raised again by the collect that meets it. At most MAX_JOBS wait; submit() collects the oldest
-beyond that, so a disk slower than the records holds the ingest back instead of
-memory growing."""
+the exception it raised; one that is no Exception (SystemExit) ends the thread
+and is raised again by the collect that meets it. At most MAX_JOBS wait, holding
+at most MAX_BYTES (what each job says it keeps: a manifest frame); submit()
+collects the oldest beyond that, so a disk slower than the records holds the
+ingest back instead of memory growing. A writeback stall of a few seconds fits in
+them: a flush comes every 0.25 s, a manifest frame every 2 s."""
 
 from __future__ import annotations
 
@@ -23,17 +25,19 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-MAX_JOBS = 4
+MAX_JOBS = 64
+MAX_BYTES = 64 << 20
 
 Apply = Callable[[Any], None]
 
 
 class Committer:
-    def __init__(self, max_jobs: int = MAX_JOBS):
-        self._max = max_jobs
+    def __init__(self, max_jobs: int = MAX_JOBS, max_bytes: int = MAX_BYTES):
+        self._max_jobs, self._max_bytes = max_jobs, max_bytes
         self._cv = threading.Condition()
-        self._todo: deque[tuple[Callable[[], Any], Apply]] = deque()
-        self._done: deque[tuple[Apply, Any]] = deque()
+        self._todo: deque[tuple[Callable[[], Any], Apply, int]] = deque()
+        self._done: deque[tuple[Apply, Any, int]] = deque()
+        self._bytes = 0  # kept by the jobs not collected
         self._thread: threading.Thread | None = None
 
     def pending(self) -> int:
@@ -46,11 +50,13 @@ class Committer:
         with self._cv:
             return bool(self._done)
 
-    def submit(self, work: Callable[[], Any], apply: Apply) -> None:
-        while self.pending() >= self._max:
+    def submit(self, work: Callable[[], Any], apply: Apply, keeps: int = 0) -> None:
+        """`keeps`: the bytes the job holds until it is collected."""
+        while self._full(keeps):
             self._collect_one(block=True)
         with self._cv:
-            self._todo.append((work, apply))
+            self._bytes += keeps
+            self._todo.append((work, apply, keeps))
             self._cv.notify_all()
             if self._thread is None:
                 # a daemon thread: an interpreter that exits without the builder's
@@ -58,6 +64,12 @@ class Committer:
                 self._thread = threading.Thread(target=self._run, name="msprobe-commit",
                                                 daemon=True)
                 self._thread.start()
+
+    def _full(self, keeps: int) -> bool:
+        with self._cv:
+            jobs = len(self._todo) + len(self._done)
+            return jobs > 0 and (jobs >= self._max_jobs
+                                 or self._bytes + keeps > self._max_bytes)
 
     def collect(self, block: bool = False) -> None:
         """Runs the applies of the finished jobs, in order; `block`: of every job,
@@ -71,7 +83,8 @@ class Committer:
                 self._cv.wait()
             if not self._done:
                 return False
-            apply, outcome = self._done.popleft()
+            apply, outcome, keeps = self._done.popleft()
+            self._bytes -= keeps
         if not isinstance(outcome, Exception) and isinstance(outcome, BaseException):
             raise outcome  # (SystemExit, a fault test's crash) on the builder's thread
         apply(outcome)
@@ -82,14 +95,14 @@ class Committer:
             with self._cv:
                 while not self._todo:
                     self._cv.wait()
-                work, apply = self._todo[0]
+                work, apply, keeps = self._todo[0]
             try:
                 outcome = work()
             except BaseException as exc:  # the builder's thread says what failed
                 outcome = exc
             with self._cv:
                 self._todo.popleft()
-                self._done.append((apply, outcome))
+                self._done.append((apply, outcome, keeps))
                 self._cv.notify_all()
             if not isinstance(outcome, Exception) and isinstance(outcome, BaseException):
                 return  # the process is going down: nothing more runs here
