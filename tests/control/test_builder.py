@@ -147,7 +147,9 @@ def test_round_contents(out_dir, shims):
     assert list(csv.reader(open(b0, newline="")))[1][14] == "N/A"
 
 
-def test_markers_follow_the_process(out_dir, shims):
+def live_build(out_dir, shims, wait: bool = True):
+    """One awake process's shim, and the tree built live from its records: (shim,
+    dump root, builder, drain, step), step() reading what came and flushing."""
     a = shims(out_dir, dev=0)
     dump_root = out_dir / "atb_dump_data"
     a.block.publish(compile_config(validate({"dump_enable": True, "exec_range": "all"})))
@@ -158,8 +160,13 @@ def test_markers_follow_the_process(out_dir, shims):
     def step():
         drain.poll()
         oracle.refresh()
-        live.flush()
+        live.flush(wait=wait)
 
+    return a, dump_root, live, drain, step
+
+
+def test_markers_follow_the_process(out_dir, shims):
+    a, dump_root, live, _, step = live_build(out_dir, shims)
     marker0 = dump_root / "data" / f"0_{a.pid}" / "0" / "ROUND_COMPLETE.json"
     marker1 = marker0.parent.parent / "1" / "ROUND_COMPLETE.json"
     a.tensor(0, "2_Layer", "before/intensor0.bin")
@@ -397,12 +404,7 @@ def test_a_slow_disk_holds_back_the_markers_not_the_rows(out_dir, shims, monkeyp
     make one take seconds): rows go on being appended while a round's commit
     waits for the disk, a round reopened meanwhile waits for it, and the process
     is not said finished (`wait` goes on) until its markers are written."""
-    a = shims(out_dir, dev=0)
-    dump_root = out_dir / "atb_dump_data"
-    a.block.publish(compile_config(validate({"dump_enable": True, "exec_range": "all"})))
-    oracle = BlockOracle(a.block)
-    live = TreeBuilder(dump_root, oracle)
-    drain = RecordDrain(dump_root, live)
+    a, dump_root, live, drain, step = live_build(out_dir, shims, wait=False)
     disk = threading.Event()
     syncing = threading.Event()
     real_fdatasync = os.fdatasync
@@ -413,12 +415,6 @@ def test_a_slow_disk_holds_back_the_markers_not_the_rows(out_dir, shims, monkeyp
         real_fdatasync(fd)
 
     monkeypatch.setattr(os, "fdatasync", slow_fdatasync)
-
-    def step():
-        drain.poll()
-        oracle.refresh()
-        live.flush(wait=False)
-
     round0 = dump_root / "data" / f"0_{a.pid}" / "0"
     round1 = round0.parent / "1"
     a.tensor(0, "2_Layer", "before/intensor0.bin")
