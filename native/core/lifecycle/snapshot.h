@@ -2,6 +2,7 @@
 #ifndef MSP_SNAPSHOT_H
 #define MSP_SNAPSHOT_H
 
+#include "hot.h"
 #include "state.h"
 
 /* Copies the published config into a new snapshot if the block's
@@ -30,14 +31,19 @@ void msp_snap_say_next(void);
  * `path` receives its name for messages. */
 int msp_data_dir_open(char *path, size_t cap);
 
-/* Cheap block-and-generation compare; the copy happens only on a change. */
+/* Cheap block-and-generation compare; the copy happens only on a change. A
+ * snapshot another thread is publishing is in g_msp.snap before the hooks' words
+ * (hot.c) say it, `applied` last: until they do, this thread waits for that
+ * publish in msp_snap_refresh, so that once it returns every hook answers by it. */
 static inline void msp_snap_check(void)
 {
     struct msp_control *ctl = msp_ctl_now();
     if (!ctl || !g_msp.active)
         return;
     struct msp_snap *s = msp_snap_get();
-    if (__builtin_expect(!s || s->ctl != ctl || s->generation != msp_ctl_generation(ctl), 0))
+    if (__builtin_expect(!s || s->ctl != ctl || s->generation != msp_ctl_generation(ctl) ||
+                             __atomic_load_n(&msp_hot.applied, __ATOMIC_ACQUIRE) != s->generation,
+                         0))
         msp_snap_refresh();
 }
 
