@@ -300,20 +300,23 @@ class Daemon:
         if now - self._trimmed >= TRIM_EVERY_S:
             self._trimmed = now
             release_freed_memory()
-        for slot in self.block.procs():  # a process waits for its files at exit
-            key = ProcKey(slot.pid, slot.start_ns)
-            p = self.builder.procs.get(key)
-            # not while its files could not be written (a full disk): it says so
-            built = self.builder.built(key)[0] if p is not None else 0
-            if p is not None and slot.built < built and key not in self.builder.unwritten_procs:
-                self.block.set_built(slot, built)
 
     def flush_written(self) -> None:
-        """The markers and manifest files written by now taken in, and built.json
-        told what the tree holds."""
+        """The markers and manifest files written by now taken in, built.json told
+        what the tree holds, and each process how far its files are built."""
         self.builder.committer.collect()
         self._built = self.drain.progress(os.getpid())
         self.write_progress()
+        committing = self.builder.committing()
+        for slot in self.block.procs():  # a process waits for its files at exit
+            key = ProcKey(slot.pid, slot.start_ns)
+            p = self.builder.procs.get(key)
+            # not while its files could not be written (a full disk): it says so;
+            # nor while its markers are being written: they are its files too
+            built = self.builder.built(key)[0] if p is not None else 0
+            if (p is not None and slot.built < built and key not in self.builder.unwritten_procs
+                    and key not in committing):
+                self.block.set_built(slot, built)
 
     def write_progress(self) -> None:
         """.probe/built.json, when it changed (what `msprobe-atb wait` reads): the

@@ -252,6 +252,10 @@ class TreeBuilder(RecordFeed):
                 rnd.marker = marker
         self._let_go(rounds)
 
+    def committing(self) -> set[ProcKey]:
+        """The processes of the rounds whose markers the committer is writing."""
+        return {k for r in self.rounds.values() if r.committing for k in r.procs}
+
     def flush(self, idle: bool = False, wait: bool = True) -> None:
         """Appends the rows that may go, writes what changed of info/, and hands
         over the markers of the rounds whose processes are done with them; `idle`
