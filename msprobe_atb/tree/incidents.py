@@ -327,7 +327,8 @@ def format_incident(doc: dict) -> str:
                                           if k in stats))
     feeders = doc.get("feeding_ops") or []
     if feeders:
-        rest = [f["op_name"] for f in feeders if not f["op_id"]]  # inputs: no statistics
+        # inputs: no statistics; a feeder may name nothing (both fields may be null)
+        rest = [f["op_name"] or "unnamed feeder" for f in feeders if not f["op_id"]]
         lines.append("  fed by: " + ", ".join(
             [*(f"{f['op_id']} {f['op_name']}" for f in feeders if f["op_id"])][:6]
             + ([f"and {feeder_kinds(rest)}"] if rest else [])))

@@ -14,7 +14,7 @@ import pytest
 from offline_synth import small_model
 
 from msprobe_atb.tree.incident_check import checked
-from msprobe_atb.tree.incidents import DIR, IncidentBook, file_name, read_incidents
+from msprobe_atb.tree.incidents import DIR, IncidentBook, file_name, format_incident, read_incidents
 from msprobe_atb.tree.records import ProcKey
 
 GOOD_DIR = "/moved/elsewhere/atb_dump_data/data/0_4711/0"
@@ -109,3 +109,13 @@ def test_readers_name_bad_files_and_go_on(crafted, command):
     good_dir = crafted.absolute() / "atb_dump_data/data/0_4711/0"
     assert (good_dir.as_uri() if name == "report" else str(good_dir)) in text
     assert "href='javascript" not in text and GOOD_DIR not in text
+
+
+def test_a_feeder_that_names_no_op_is_printed(tmp_path):
+    """A feeder may carry neither an op id nor a name (both may be null): the
+    report prints it among the feeders without statistics, never a traceback."""
+    doc = _good_doc(tmp_path)
+    doc["feeding_ops"] = [{"op_id": None, "op_name": None},
+                          {"op_id": None, "op_name": "weight of DecoderModel"}]
+    text = format_incident(checked(json.loads(json.dumps(doc)), tmp_path))
+    assert "and 1 unnamed feeder, 1 weight" in text
