@@ -35,7 +35,7 @@ from msprobe_atb.tree.csvfmt import EXTRA_HEADER, HEADER
 from msprobe_atb.tree.heldrounds import Proc, ProcOracle, Round
 from msprobe_atb.tree.info import dumps
 from msprobe_atb.tree.ingest import key_bytes
-from msprobe_atb.tree.manifest import ManifestWriter
+from msprobe_atb.tree.manifest import Encoded, ManifestWriter
 from msprobe_atb.tree.names import raw_bytes
 from msprobe_atb.tree.recordfeed import RecordFeed
 from msprobe_atb.tree.records import ProcKey, iso_time
@@ -304,15 +304,20 @@ class TreeBuilder(RecordFeed):
         if idle or self.manifest.due(rows, now - self._manifest_since):
             for p in self.procs.values():
                 if p.ingest.manifest_rows():
-                    frame = p.ingest.manifest_frame()
-                    self.committer.submit(partial(self._write_manifest, frame),
-                                          self._manifest_written, frame.estimated_size())
+                    try:
+                        encoded = self.manifest.encode(p.ingest.manifest_frame())
+                    except Exception as exc:  # the CSVs go on without these rows' manifest
+                        self._manifest_written(exc)
+                        continue
+                    self.committer.submit(partial(self._write_manifest, encoded),
+                                          self._manifest_written,
+                                          sum(len(e.data) for e in encoded))
             self._manifest_since = None
 
-    def _write_manifest(self, frame) -> tuple[int, str]:
-        """On the committer's thread: the frame's rows into the manifest; what a
+    def _write_manifest(self, encoded: list[Encoded]) -> tuple[int, str]:
+        """On the committer's thread: the encoded rows into the manifest; what a
         failed write left (ManifestWriter.write never raises for it)."""
-        self.manifest.write(frame)
+        self.manifest.write(encoded)
         return self.manifest.unwritten_rows(), self.manifest.last_error
 
     def _manifest_written(self, outcome) -> None:

@@ -13,10 +13,11 @@ which runs the applies of finished jobs in order when it collects them: the
 builder's state changes on its thread only. outcome is what work() returned, or
 the exception it raised; one that is no Exception (SystemExit) ends the thread
 and is raised again by the collect that meets it. At most MAX_JOBS wait, holding
-at most MAX_BYTES (what each job says it keeps: a manifest frame); submit()
-collects the oldest beyond that, so a disk slower than the records holds the
-ingest back instead of memory growing. A writeback stall of a few seconds fits in
-them: a flush comes every 0.25 s, a manifest frame every 2 s."""
+at most MAX_BYTES (what each job says it keeps: a manifest part's encoded
+bytes, ~15 a row); submit() collects the oldest beyond that, so a disk slower
+than the records holds the ingest back instead of memory growing. A writeback
+stall of a few seconds fits in them: a flush comes every 0.25 s, a manifest part
+every 2 s."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 MAX_JOBS = 64
-MAX_BYTES = 64 << 20
+MAX_BYTES = 16 << 20
 
 Apply = Callable[[Any], None]
 

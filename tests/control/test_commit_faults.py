@@ -168,7 +168,7 @@ def test_a_manifest_part_is_on_disk_before_its_rename_and_its_entries_after(tmp_
     writer = ManifestWriter(root, "test")
     log = synced_and_renamed(monkeypatch)
     frame = pl.DataFrame({n: [None] for n in COLUMN_NAMES}, schema=polars_schema())
-    writer.write(frame.with_columns(pl.lit("0_4711").alias("_part")))
+    writer.write(writer.encode(frame.with_columns(pl.lit("0_4711").alias("_part"))))
     assert writer.failed == 0
     part = [i for i, entry in enumerate(log) if entry[0] == "rename" and
             entry[2].startswith("part-")]
