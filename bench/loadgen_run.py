@@ -29,8 +29,10 @@ EXIT_S = 10.0
 DAEMON_STOP_S = 1.0  # `daemon --stop` waits this long, then SIGTERM and SIGKILL this long each
 DAEMON_TERM_S = 3.0
 # A run's dir holds tens of thousands of files (an op_param.json per op and
-# round): removing it takes seconds, so it is done in the background, while
-# the next run goes on; removed() waits for them all.
+# round): removing it takes seconds, so it is done in the background while the
+# bench reports; removed() waits for them all. The next run starts once they are
+# gone and the machine's dirty pages are written (settle): one run's files
+# weighing on the next run's cores and disk moved its lag by up to a second.
 _removing: list[threading.Thread] = []
 
 
@@ -38,6 +40,14 @@ def removed() -> None:
     """Returns once every finished run's dir is gone."""
     while _removing:
         _removing.pop().join()
+
+
+def settle() -> float:
+    """Earlier runs' dirs removed and every dirty page written; the seconds it took."""
+    start = time.monotonic()
+    removed()
+    os.sync()
+    return time.monotonic() - start
 
 
 @dataclass(frozen=True)
@@ -123,6 +133,7 @@ class LoadRun:
         self.proc: subprocess.Popen | None = None
         self.daemon_pid = 0
         self.daemon_threads = 0
+        self.settled_s = 0.0  # waited before it started: see settle()
         self._stderr = None
 
     def __enter__(self) -> LoadRun:
@@ -130,6 +141,7 @@ class LoadRun:
         write_config(cfg, **self.config)
         if not LOADGEN.is_file():
             raise FileNotFoundError(f"{LOADGEN} is missing: `make bench` builds it")
+        self.settled_s = settle()
         self._stderr = open(self.tmp / "stderr", "wb")
         self.proc = subprocess.Popen(
             [str(LOADGEN), *self.args], env={**probe_env(self.out, cfg), **self.env},

@@ -188,8 +188,10 @@ def _met(ok: bool) -> str:
 
 
 def _pinned(run: LoadRun) -> str:
-    return (f"daemon pid {run.daemon_pid}, {run.daemon_threads} threads pinned" if run.pinning
-            else f"daemon pid {run.daemon_pid}")
+    """The daemon, where it ran, and how long the run waited for the machine to settle."""
+    where = (f"daemon pid {run.daemon_pid}, {run.daemon_threads} threads pinned" if run.pinning
+             else f"daemon pid {run.daemon_pid}")
+    return f"{where}; started after {run.settled_s:.1f} s settling (earlier runs' files)"
 
 
 def _max_rate(settings: Settings, pin: Pinning | None, task: str, seconds: float,

@@ -29,3 +29,23 @@ def test_a_failing_command_is_said():
         assert "stats /nonexistent/dump failed" in str(exc)
     else:
         raise AssertionError("a failing command passed")
+
+
+def test_a_run_starts_once_earlier_runs_dirs_are_gone(tmp_path):
+    """settle(): an earlier run's dir still being removed in the background is
+    gone before the next run starts (its removal would weigh on that run)."""
+    import threading
+    import time
+
+    from bench import loadgen_run
+
+    gone = threading.Event()
+
+    def remove():
+        time.sleep(0.2)
+        gone.set()
+
+    t = threading.Thread(target=remove)
+    t.start()
+    loadgen_run._removing.append(t)
+    assert loadgen_run.settle() >= 0 and gone.is_set() and not loadgen_run._removing
