@@ -95,7 +95,8 @@ LAYER_4096 = ["--layers", "1", "--hidden", "4096", "--heads", "32", "--vocab", "
 def dump_model(out: Path, model: list[str], *, ids: str = "1", task: str = "tensor",
                save_child: bool = False) -> Path:
     """Round 0 of `atbsim run MODEL` dumped into `out` (created) with ids/task/save_child,
-    its derived files complete."""
+    its derived files complete and its daemon gone (a daemon lingering after `wait`
+    would write into the dump while a figure is taken or the dump is removed)."""
     out.mkdir(parents=True)
     cfg = out / "config.json"
     write_config(cfg, task=task, dump_enable=True, exec_range="0", ids=ids,
@@ -104,6 +105,7 @@ def dump_model(out: Path, model: list[str], *, ids: str = "1", task: str = "tens
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     subprocess.run([sys.executable, "-m", "msprobe_atb", "wait", str(out), "--timeout", "600"],
                    check=True, stdout=subprocess.DEVNULL)
+    stop_daemon(out)
     return out
 
 

@@ -78,7 +78,7 @@ class Settings:
     backlog_seconds: float = 30.0  # (a): producing time with the daemon stopped
     max_seconds: float = 25.0     # (a) live: producing time
     paced_seconds: float = 10.0   # (b): producing time
-    long_seconds: float = 30.0    # (c): producing time at most ...
+    long_seconds: float = 300.0   # (c): producing time at most (10M at 34k/s) ...
     records: int = RSS_AT[1]      # ... or until this many records are built
     rate: float = 0.0             # (c): records/s offered, all producers; 0: 80% of (a)
     all_seconds: float = 10.0     # task all
@@ -406,9 +406,10 @@ def _rss_figures(trace: Trace) -> list[str]:
         lines.append(f"    at {hi:,}: {_rss_text(b)} of {len(late)} samples"
                      f" ({at_b[0]:,}-{at_b[1]:,} built): {_rss_change(a, b)}")
         return lines
-    if at_b[1] <= at_a[1]:
-        lines.append(f"    {hi:,} not reached, and no later samples of the daemon: no"
-                     " extrapolation")
+    if at_b[0] <= at_a[1]:
+        # a line through two windows that share samples draws noise out to hi
+        lines.append(f"    {hi:,} not reached, and the run too short for a second window"
+                     " after the first: no extrapolation")
         return lines
     # a fall between the two points is noise (or memory given back): no growth
     est = tuple(x + max(0.0, y - x) / (at_b[1] - at_a[1]) * (hi - at_a[1])
