@@ -6,6 +6,7 @@ bounded time whatever state the control plane is in."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
@@ -28,26 +29,36 @@ LOADGEN = REPO / "build" / "probe" / "bin" / f"loadgen_abi{ABI}"
 EXIT_S = 10.0
 DAEMON_STOP_S = 1.0  # `daemon --stop` waits this long, then SIGTERM and SIGKILL this long each
 DAEMON_TERM_S = 3.0
-# A run's dir holds tens of thousands of files (an op_param.json per op and
-# round): removing it takes seconds, so it is done in the background while the
-# bench reports; removed() waits for them all. The next run starts once they are
-# gone and the machine's dirty pages are written (settle): one run's files
-# weighing on the next run's cores and disk moved its lag by up to a second.
-_removing: list[threading.Thread] = []
+# A run's dir holds millions of files (a directory and an op_param.json per op
+# and round). Removing them slowed the next runs' producers 2-4x for minutes:
+# ext4's inode allocator passes over an inode deleted less than 5 s ago, or 305 s
+# while its inode-table block is dirty, which the producers' own creates keep it
+# (recently_deleted()); perf put 53% of a producer's CPU in that search. So
+# finished runs' dirs stay until the bench ends (removed(), also at exit), unless
+# the disk has less than KEEP_FREE left: then they go before the next run, whose
+# header says so. Each run starts once the dirty pages are written (settle).
+KEEP_FREE = 16 << 30
+_finished: list[Path] = []
 
 
 def removed() -> None:
-    """Returns once every finished run's dir is gone."""
-    while _removing:
-        _removing.pop().join()
+    """Every finished run's dir removed (at the end of a bench)."""
+    while _finished:
+        shutil.rmtree(_finished.pop(), ignore_errors=True)
 
 
-def settle() -> float:
-    """Earlier runs' dirs removed and every dirty page written; the seconds it took."""
+atexit.register(removed)
+
+
+def settle() -> tuple[float, bool]:
+    """Before a run: every dirty page written, and the earlier runs' dirs removed
+    if the disk runs short; (the seconds it took, whether they were removed)."""
     start = time.monotonic()
-    removed()
+    short = bool(_finished) and shutil.disk_usage(tempfile.gettempdir()).free < KEEP_FREE
+    if short:
+        removed()
     os.sync()
-    return time.monotonic() - start
+    return time.monotonic() - start, short
 
 
 @dataclass(frozen=True)
@@ -133,7 +144,8 @@ class LoadRun:
         self.proc: subprocess.Popen | None = None
         self.daemon_pid = 0
         self.daemon_threads = 0
-        self.settled_s = 0.0  # waited before it started: see settle()
+        self.settled_s = 0.0  # waited before it started: see settle() ...
+        self.removed_first = False  # ... and whether earlier runs' dirs went then
         self._stderr = None
 
     def __enter__(self) -> LoadRun:
@@ -141,7 +153,7 @@ class LoadRun:
         write_config(cfg, **self.config)
         if not LOADGEN.is_file():
             raise FileNotFoundError(f"{LOADGEN} is missing: `make bench` builds it")
-        self.settled_s = settle()
+        self.settled_s, self.removed_first = settle()
         self._stderr = open(self.tmp / "stderr", "wb")
         self.proc = subprocess.Popen(
             [str(LOADGEN), *self.args], env={**probe_env(self.out, cfg), **self.env},
@@ -161,11 +173,7 @@ class LoadRun:
             self._take_down_daemon()
         finally:
             self._stderr.close()
-            # not a daemon thread: the interpreter waits for it at exit
-            t = threading.Thread(target=shutil.rmtree, args=(self.tmp,),
-                                 kwargs={"ignore_errors": True})
-            t.start()
-            _removing.append(t)
+            _finished.append(self.tmp)
 
     def sample(self) -> dump_progress.Sample | None:
         """A look at the dump (None until a process attached); raises if the load

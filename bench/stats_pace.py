@@ -191,7 +191,9 @@ def _pinned(run: LoadRun) -> str:
     """The daemon, where it ran, and how long the run waited for the machine to settle."""
     where = (f"daemon pid {run.daemon_pid}, {run.daemon_threads} threads pinned" if run.pinning
              else f"daemon pid {run.daemon_pid}")
-    return f"{where}; started after {run.settled_s:.1f} s settling (earlier runs' files)"
+    removed = ("; earlier runs' dirs removed first, the disk being short: ext4 slows the"
+               " producers' creates for minutes after" if run.removed_first else "")
+    return f"{where}; started after {run.settled_s:.1f} s settling{removed}"
 
 
 def _max_rate(settings: Settings, pin: Pinning | None, task: str, seconds: float,

@@ -31,21 +31,22 @@ def test_a_failing_command_is_said():
         raise AssertionError("a failing command passed")
 
 
-def test_a_run_starts_once_earlier_runs_dirs_are_gone(tmp_path):
-    """settle(): an earlier run's dir still being removed in the background is
-    gone before the next run starts (its removal would weigh on that run)."""
-    import threading
-    import time
-
+def test_earlier_runs_dirs_stay_until_the_bench_ends(tmp_path, monkeypatch):
+    """settle(): a finished run's dir is kept while the disk has room (removing it
+    would slow the next run's file creation for minutes) and removed first when
+    the disk runs short; removed() takes the rest at the end."""
     from bench import loadgen_run
 
-    gone = threading.Event()
-
-    def remove():
-        time.sleep(0.2)
-        gone.set()
-
-    t = threading.Thread(target=remove)
-    t.start()
-    loadgen_run._removing.append(t)
-    assert loadgen_run.settle() >= 0 and gone.is_set() and not loadgen_run._removing
+    kept, short = tmp_path / "kept", tmp_path / "short"
+    for d in (kept, short):
+        (d / "out").mkdir(parents=True)
+    monkeypatch.setattr(loadgen_run, "_finished", [kept])
+    monkeypatch.setattr(loadgen_run, "KEEP_FREE", 0)
+    assert loadgen_run.settle()[1] is False and kept.exists()
+    loadgen_run._finished.append(short)
+    monkeypatch.setattr(loadgen_run, "KEEP_FREE", 1 << 62)
+    assert loadgen_run.settle()[1] is True and not kept.exists() and not short.exists()
+    loadgen_run._finished.append(kept)
+    (kept / "out").mkdir(parents=True)
+    loadgen_run.removed()
+    assert not kept.exists() and not loadgen_run._finished
