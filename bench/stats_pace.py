@@ -510,9 +510,9 @@ def run(settings: Settings | None = None) -> Iterator[str]:
         yield from _burst(settings, pin, figures)
     finally:
         os.sched_setaffinity(0, mine)
-        removed()
     yield "---- figures ----"
     yield from figures
+    removed()  # minutes of deleting: after the figures (at exit, if this is not reached)
 
 
 # The settings a user may size from the command line, with their help.
