@@ -167,12 +167,6 @@ def record_row(rec: dict, tp: TensorPath, start_ns: int) -> tuple:
     )
 
 
-def _parquet_bytes(df) -> bytes:
-    buf = io.BytesIO()
-    df.write_parquet(buf, compression="zstd", statistics=True)
-    return buf.getvalue()
-
-
 def partition_of(dev_pid: str) -> Partition | None:
     dev, _, pid = dev_pid.partition("_")
     try:
@@ -198,12 +192,18 @@ class Encoded:
     data: bytes
     rows: int
 
+    @classmethod
+    def of(cls, part: Partition, df) -> Encoded:
+        buf = io.BytesIO()
+        df.write_parquet(buf, compression="zstd", statistics=True)
+        return cls(part, buf.getvalue(), df.height)
+
 
 @dataclass
 class _Partition:
     parts: list[_Part] = field(default_factory=list)
     next_n: int = 0
-    failed: list[Encoded] = field(default_factory=list)  # what a failed write left
+    unwritten: list[Encoded] = field(default_factory=list)  # in order; a failed write's stay
     replaced: bool = False  # what an earlier writer left of it is removed
 
 
@@ -260,8 +260,7 @@ class ManifestWriter:
         for (dev_pid,), rows in groups.items():
             part = partition_of(str(dev_pid))
             if part is not None:
-                rows = rows.drop("_part")
-                out.append(Encoded(part, _parquet_bytes(rows), rows.height))
+                out.append(Encoded.of(part, rows.drop("_part")))
         return out
 
     def write(self, encoded: list[Encoded]) -> None:
@@ -271,11 +270,11 @@ class ManifestWriter:
             if not self._started:
                 self._start()
             for e in encoded:
-                self.partitions.setdefault(e.part, _Partition()).failed.append(e)
+                self.partitions.setdefault(e.part, _Partition()).unwritten.append(e)
             for part, state in self.partitions.items():
-                while state.failed:
-                    self._write_part(part, state, state.failed[0], 0)
-                    state.failed.pop(0)
+                while state.unwritten:
+                    self._write_part(part, state, state.unwritten[0], 0)
+                    state.unwritten.pop(0)
                 self._compact(part, state)
             self.last_error = ""
         except Exception as exc:  # the manifest must never stop the daemon or the CSVs
@@ -289,7 +288,7 @@ class ManifestWriter:
 
     def unwritten_rows(self) -> int:
         """Rows not in a manifest file because a write failed."""
-        return sum(e.rows for p in self.partitions.values() for e in p.failed) \
+        return sum(e.rows for p in self.partitions.values() for e in p.unwritten) \
             if self.last_error else 0
 
     def _replace(self, part: Partition, state: _Partition) -> None:
@@ -363,8 +362,7 @@ class ManifestWriter:
             state = self.partitions.setdefault((dev, pid), _Partition())
             rows = rows.select(COLUMN_NAMES)
             for start in range(0, rows.height, BIG_ROWS):
-                piece = rows.slice(start, BIG_ROWS)
                 self._write_part((dev, pid), state,
-                                 Encoded((dev, pid), _parquet_bytes(piece), piece.height), 0)
+                                 Encoded.of((dev, pid), rows.slice(start, BIG_ROWS)), 0)
                 n += 1
         return n
