@@ -20,6 +20,7 @@ BENCHMARKS = (
     "bench.overflow_scan_cost",
     "bench.daemon_memory",
     "bench.stats_pace",
+    "bench.serve_pace",
     "bench.startup",
     "bench.replay_speed",
     "bench.bisect_speed",

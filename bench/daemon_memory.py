@@ -8,22 +8,19 @@ RSS once 100 and once 2,000 rounds are built, and their ratio. Target: within 10
 
 from __future__ import annotations
 
-import json
-import re
 import shutil
-import subprocess
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
-from bench.common import ATBSIM, probe_env, rss_kib, stop_daemon, write_config
+from bench.common import rss_kib, write_config
+from bench.stand_in_service import StandInService
 from msprobe_atb.control.block import ControlBlock, dump_root_of
 from msprobe_atb.tree import progress
 from msprobe_atb.tree.records import list_logs
 
-ARGS = ["serve", "--devices", "1", "--port", "0", "--layers", "2", "--hidden", "32",
-        "--vocab", "64", "--decode-steps", "2"]
+ARGS = ["--devices", "1", "--layers", "2", "--hidden", "32", "--vocab", "64",
+        "--decode-steps", "2"]
 AT = (100, 2000)
 BATCH = 10
 
@@ -33,36 +30,26 @@ def _built(root: Path) -> bool:
     return all(offsets.get(p.name, -1) >= p.stat().st_size for _, p in list_logs(root))
 
 
-def _request(port: int) -> None:
-    body = json.dumps({"messages": [{"role": "user", "content": "hello"}]}).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=body)
-    with urllib.request.urlopen(req, timeout=120) as resp:
-        resp.read()
-
-
 def run():
     tmp = Path(tempfile.mkdtemp(prefix="msprobe_atb_bench_mem."))
     out = tmp / "out"
     out.mkdir()
     config = out / "config.json"
     write_config(config, task="statistics", dump_enable=True, save_child=True)
-    proc = subprocess.Popen([str(ATBSIM), *ARGS], env=probe_env(out, config),
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        port = next(int(m.group(1)) for line in proc.stdout
-                    if (m := re.search(r"Listening on 127\.0\.0\.1:(\d+)", line)))
-        root = dump_root_of(out)
-        rss: dict[int, tuple[int, int]] = {}
-        start = time.monotonic()
-        while len(rss) < len(AT):
-            for _ in range(BATCH):
-                _request(port)
-            while not _built(root):
-                time.sleep(0.05)
-            rounds = sum(len(list(d.iterdir())) for d in (root / "data").iterdir())
-            if rounds >= AT[len(rss)]:
-                with ControlBlock(root) as block:
-                    rss[AT[len(rss)]] = (rounds, rss_kib(block.daemon_pid))
+        with StandInService(out, config, ARGS) as service:
+            root = dump_root_of(out)
+            rss: dict[int, tuple[int, int]] = {}
+            start = time.monotonic()
+            while len(rss) < len(AT):
+                for _ in range(BATCH):
+                    service.request()
+                while not _built(root):
+                    time.sleep(0.05)
+                rounds = sum(len(list(d.iterdir())) for d in (root / "data").iterdir())
+                if rounds >= AT[len(rss)]:
+                    with ControlBlock(root) as block:
+                        rss[AT[len(rss)]] = (rounds, rss_kib(block.daemon_pid))
         (n0, a), (n1, b) = (rss[n] for n in AT)
         yield f"{time.monotonic() - start:.0f} s for {n1} rounds (about 500 rows each)"
         for n, (got, kib) in rss.items():
@@ -70,7 +57,4 @@ def run():
         yield (f"ratio {b / a:.3f} ({(b - a) / 1024:+.1f} MiB over {n1 - n0} rounds; "
                f"target within 10%: {'met' if abs(b / a - 1) <= 0.10 else 'NOT met'})")
     finally:
-        proc.terminate()
-        proc.wait()
-        stop_daemon(out)
         shutil.rmtree(tmp, ignore_errors=True)

@@ -122,6 +122,11 @@ class Waiter:
     def done(self) -> bool:
         return self.returned_ns != 0
 
+    def join(self) -> int:
+        """Until it returned; its exit status."""
+        self._thread.join()
+        return self.proc.returncode
+
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()

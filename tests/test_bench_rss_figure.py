@@ -45,3 +45,10 @@ def test_a_run_too_short_for_two_windows_is_not_extrapolated():
                                 daemon_rss_kib=(130 + i % 3) * 1024))
     lines = _rss_figures(t)
     assert "no extrapolation" in lines[-1] and "NOT met" not in "".join(lines), lines
+
+
+def test_one_warm_up_sample_does_not_decide_the_floor():
+    """The first window starts with the records: a sample taken before the
+    daemon reached its working size is its least, not its floor."""
+    lines = _rss_figures(trace(lambda i: 110 if i == 0 else 150 if i % 4 == 0 else 200))
+    assert "least 110.0" in lines[0] and "floor +0.0% (target within 10%: met)" in lines[-1], lines
