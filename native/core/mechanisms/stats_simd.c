@@ -46,6 +46,13 @@ void msp_stats_simd_off(int off)
 /* Vectors a block of lane counters: a 16-bit lane counts at most one element
  * a vector, so stays below 2^15; a multiple of CHUNK. */
 #define BLOCK (1 << 14)
+/* Bytes a chunk asks the cache for ahead of what it reads. The pass converts
+ * and adds while the next lines arrive; the hardware's own prefetch did not
+ * keep up on the 2-core EPYC (Zen 2) of `make bench`: 32 MiB from memory, one
+ * thread's CPU time, medians of 6 in turn, fp16 6.5-7.0 -> 8.2-8.3 GB/s, fp32
+ * 7.7-8.6 -> 11.2-11.8 (1 KiB ahead: 7.9, 10.6; 8 KiB: as 4). A prefetch past
+ * the data's end is only a hint: it never faults. */
+#define PREFETCH_AHEAD 4096
 
 /* ---- one format's lanes: 16 bits (fp16, bf16) or 32 (fp32) ---- */
 
@@ -207,6 +214,8 @@ INLINE void chunk(int dt, const unsigned char *p, const unsigned char *q, int nv
                   struct lanes *h)
 {
     const __m256i magnitude = splat(dt, ~sign_bit(dt));
+    _mm_prefetch((const char *)p + PREFETCH_AHEAD, _MM_HINT_T0); /* a chunk: two lines */
+    _mm_prefetch((const char *)p + PREFETCH_AHEAD + 64, _MM_HINT_T0);
     __m256i smax = load(p), umin = smax, umax = smax;
 #pragma GCC unroll 4
     for (int j = 0; j < nvec; j++) {
