@@ -18,9 +18,9 @@ BENCHMARKS = (
     "bench.stats_command",
     "bench.recorder_cost",
     "bench.overflow_scan_cost",
+    "bench.serve_pace",  # before the benches that delete millions of files (README)
     "bench.daemon_memory",
     "bench.stats_pace",
-    "bench.serve_pace",
     "bench.startup",
     "bench.replay_speed",
     "bench.bisect_speed",
