@@ -64,6 +64,22 @@ def _nonfinite(stats: Any) -> bool:
     return isinstance(stats, dict) and any(stats.get(k) for k in ("nan", "pinf", "ninf"))
 
 
+def _largest(stats: Any) -> float | None:
+    """A tensor's finite value of largest magnitude, from its statistics' max and min."""
+    ends = [stats.get(k) for k in ("max", "min")] if isinstance(stats, dict) else []
+    finite = [v for v in ends if isinstance(v, (int, float)) and not isinstance(v, bool)
+              and math.isfinite(v)]
+    return max(finite, key=abs) if finite else None
+
+
+def _value_of_report(inc: Incident) -> None:
+    """An overflow incident's value: ATB's (Inf, as it read the output), but for a
+    false report the value it misread (a finite bf16 +-2^121), not an Inf the
+    output does not hold."""
+    false_report = inc.finding == ATB_BF16_FINITE and inc.largest is not None
+    inc.value = inc.largest if false_report else inc.reported
+
+
 def _record_stats(rec: dict) -> Any:
     stats = rec.get("stats")
     if isinstance(stats, dict):  # the shim's exact hex doubles, as numbers
@@ -102,6 +118,8 @@ class Incident:
     kernel: str | None = None  # the overflow trigger's kernel
     finding: str | None = None  # the overflow trigger's: who found it (overflow_findings)
     outputs: list[tuple[str, bool]] = field(default_factory=list)  # ATB's report: its kernel's
+    reported: Any = None  # the trigger's own value (ATB's report: Inf as it read it)
+    largest: float | None = None  # ATB's report: its outputs' value of largest magnitude
     detail: str = ""
     rounds: dict[tuple[str, str, str], dict] = field(default_factory=dict)
     dirty: bool = True
@@ -130,7 +148,7 @@ class IncidentBook:
         fresh = inc.trigger == "?" or (stats is not None and inc.stats is None)
         if not fresh:
             return
-        inc.trigger, inc.value, inc.t_ns, inc.path = trigger, value, t_ns, path
+        inc.trigger, inc.value, inc.reported, inc.t_ns, inc.path = trigger, value, value, t_ns, path
         inc.round = round_ if round_ is not None and round_ >= 0 else None
         inc.pid = pid or None
         tp = parse_tensor_path(path) if path else None
@@ -142,6 +160,7 @@ class IncidentBook:
         inc.detail = detail or inc.detail
         if trigger == "overflow":
             inc.finding = finding or of_report(inc.outputs)
+            _value_of_report(inc)
         inc.dirty = True
 
     def add_kernel_output(self, seq: int, path: str, stats: Any, dtype: str) -> None:
@@ -151,8 +170,12 @@ class IncidentBook:
         whether ATB's report was a finite bf16 read as an fp16 Inf."""
         inc = self._get(seq)
         inc.outputs.append((dtype, _nonfinite(stats)))
+        largest = _largest(stats)
+        if largest is not None and (inc.largest is None or abs(largest) > abs(inc.largest)):
+            inc.largest = largest
         if inc.finding in (ATB, ATB_BF16_FINITE):
             inc.finding = of_report(inc.outputs)
+            _value_of_report(inc)
             inc.dirty = True
         tp = parse_tensor_path(path)
         first = _kernel_report(inc.path)

@@ -119,6 +119,9 @@ def test_recorder_overflow_trigger_says_who_found_it(tmp_path, clean_env, dtype,
         dtype, inject)
     [inc] = json.loads(cli("incidents", str(out), "--json"))
     assert (inc["trigger"], inc["finding"]) == ("overflow", finding), inc
+    if inject.startswith("value="):  # a false report: the value ATB misread, not an Inf
+        assert inc["value"] == float.fromhex(inject[len("value="):]), inc
+        assert "overflow (2.65846e+36)" in cli("incidents", str(out))
     ft = inc["first_tensor"]
     assert ft["path"].endswith(OUTPUT) and ft["op_id"] == "2_11_0", ft
     assert finding in cli("incidents", str(out)) and finding in cli("stats", str(out))
