@@ -779,16 +779,29 @@ def _save_one(i: int) -> str:
     return f"save\t2\t1\t1\t{f16(i % 1024)}\t{L}/before/intensor{i}.bin\n"
 
 
+class _Lines(list):
+    """A child's lines, gathered as they come; whole() once it closed the stream
+    (its exit alone does not say the last lines were read)."""
+
+    def __init__(self, stream):
+        super().__init__()
+        self._reader = threading.Thread(target=self.extend, args=(stream,), daemon=True)
+        self._reader.start()
+
+    def whole(self) -> _Lines:
+        self._reader.join(timeout=60)
+        return self
+
+
 def _held_host(dump: Dump, only: str = "", **env: str
-               ) -> tuple[subprocess.Popen, list[str], HeldThreads]:
+               ) -> tuple[subprocess.Popen, _Lines, HeldThreads]:
     """probe_host awake (its first tensor written) with its 2 writers held still
     (`only`: "0" or "1", that one alone); the shim's stderr lines gather in the
     list as they come."""
     host = subprocess.Popen([str(host_bin(1))], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True,
                             env=dump.env(MSPROBE_ATB_WRITERS="2", **env))
-    err: list[str] = []
-    threading.Thread(target=lambda: err.extend(host.stderr), daemon=True).start()
+    err = _Lines(host.stderr)
     host.stdin.write(_save_one(0))  # wakes the shim: its writers start
     host.stdin.flush()
     from msprobe_atb.control.block import ControlBlock
@@ -860,7 +873,7 @@ def test_exit_drain_finishes_statistics_items(dump):
     finally:
         held.release()
     assert host.wait(timeout=60) == 0
-    said = shim_messages(err, "process exit")
+    said = shim_messages(err.whole(), "process exit")
     assert any(f"{n - 1} statistics items were still queued after 0 s" in m for m in said), said
     assert any(re.search(rf"the {n - 1} statistics items took [0-9.]+ s more", m)
                for m in said), said
