@@ -1,8 +1,9 @@
 """A service's statistics at its pace: 2 devices, 300 s, every round built within 5 s of its stop.
 
 `atbsim serve --devices 2` (the stand-in's default small model) dumps under
-`task: statistics, save_child: true` while two clients send chat requests back
-to back for --seconds (300). Every --every seconds (30): the records the
+`task: statistics, save_child: true` while one client (the issue's run: requests
+in a loop; --clients for more) sends chat requests back to back for --seconds
+(300). Every --every seconds (30): the records the
 service's processes made and the daemon built a second, the lag, the shims'
 queues, the daemon's and the service processes' RSS, and what was lost. Then
 the service is stopped as an operator stops it (SIGTERM: its workers' exit
@@ -30,7 +31,6 @@ from msprobe_atb.control.block import dump_root_of
 from msprobe_atb.tree.rounddir import MARKER
 
 ARGS = ["--devices", "2"]
-CLIENTS = 2
 TARGET_S = 5.0    # every round built within this long after the stop
 WAIT_TIMEOUT_S = 120.0
 
@@ -55,7 +55,7 @@ def _line(t: float, requests: int, a: Sample, b: Sample) -> str:
             f" lost {b.lost}")
 
 
-def run(seconds: float = 300.0, every: float = 30.0, settle: bool = True):
+def run(seconds: float = 300.0, every: float = 30.0, settle: bool = True, clients: int = 1):
     tmp = Path(tempfile.mkdtemp(prefix="msprobe_atb_bench_serve."))
     out = tmp / "out"
     out.mkdir()
@@ -68,7 +68,7 @@ def run(seconds: float = 300.0, every: float = 30.0, settle: bool = True):
         yield f"started after {time.monotonic() - settle_start:.1f} s settling (sync)"
     try:
         with StandInService(out, config, ARGS) as service:
-            requests = [0] * CLIENTS
+            requests = [0] * clients
             deadline = time.monotonic() + seconds
             failed: list[BaseException] = []
 
@@ -80,18 +80,18 @@ def run(seconds: float = 300.0, every: float = 30.0, settle: bool = True):
                 except Exception as exc:  # said after the run, not lost in a thread
                     failed.append(exc)
 
-            clients = [threading.Thread(target=client, args=(i,)) for i in range(CLIENTS)]
+            threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
             start = time.monotonic()
-            for c in clients:
+            for c in threads:
                 c.start()
             last = dump_progress.sample(root) or Sample(start)
-            while any(c.is_alive() for c in clients):
+            while any(c.is_alive() for c in threads):
                 time.sleep(min(every, max(0.0, deadline - time.monotonic()) + 0.1))
                 s = dump_progress.sample(root)
                 if s and s.t - last.t >= every - 0.5:
                     yield _line(s.t - start, sum(requests), last, s)
                     last = s
-            for c in clients:
+            for c in threads:
                 c.join()
             if failed:
                 raise RuntimeError(f"a client's request failed: {failed[0]!r}")
@@ -106,7 +106,8 @@ def run(seconds: float = 300.0, every: float = 30.0, settle: bool = True):
             rounds, built = _rounds(root)
         after = (waiter.returned_ns - stopped_ns) / 1e9
         ok = wait_rc == 0 and built == rounds and after <= TARGET_S
-        yield (f"{sum(requests):,} requests in {seconds:g} s; the service exited {rc} on SIGTERM;"
+        yield (f"{sum(requests):,} requests from {clients} client{'s' if clients > 1 else ''} in"
+               f" {seconds:g} s; the service exited {rc} on SIGTERM;"
                f" at its exit {final.lag if final else 0:,} records not yet built,"
                f" lost {final.lost if final else 0}")
         yield (f"msprobe-atb wait returned {after:.2f} s after the stop (exit"
@@ -122,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
                                 description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=300.0, help="requesting time (300)")
     p.add_argument("--every", type=float, default=30.0, help="a progress line every N s (30)")
+    p.add_argument("--clients", type=int, default=1, help="clients requesting at once (1)")
     a = p.parse_args(argv)
-    for line in run(a.seconds, a.every):
+    for line in run(a.seconds, a.every, clients=max(1, a.clients)):
         print(line, flush=True)
     return 0
 
