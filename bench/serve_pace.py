@@ -1,8 +1,8 @@
 """A service's statistics at its pace: 2 devices, 300 s, every round built within 5 s of its stop.
 
 `atbsim serve --devices 2` (the stand-in's default small model) dumps under
-`task: statistics, save_child: true` while one client (the issue's run: requests
-in a loop; --clients for more) sends chat requests back to back for --seconds
+`task: statistics, save_child: true` while one client (requests in a loop;
+--clients for more at once) sends chat requests back to back for --seconds
 (300). Every --every seconds (30): the records the
 service's processes made and the daemon built a second, the lag, the shims'
 queues, the daemon's and the service processes' RSS, and what was lost. Then

@@ -15,7 +15,7 @@ def test_hostile_hook_calls_are_survived_and_accounted_for(seed):
         pytest.skip(f"{FUZZ_BIN} is not built (make native-test)")
     tally: dict[str, int] = {}
     tried, findings = run(SHORT, seed, threads=2, tally=tally)
+    assert not findings, "\n".join(findings)  # first: they say why a run came up short
     assert tried >= SHORT
-    assert not findings, "\n".join(findings)
     # the inputs reach every outcome: written, refused, and (seed-dependent) deduplicated
     assert tally.get("bin", 0) > 0 and tally.get("lost", 0) > 0, tally
