@@ -106,6 +106,8 @@ def check(base: Path, out: Path, config: Path, run: subprocess.CompletedProcess,
             problems.append(f"sanitizer: {err[max(0, i - 200):i + 3000]}")
     if run.returncode != 0:
         problems.append(f"the host exited with {run.returncode}: {err[-3000:]}")
+    elif b"calls=" not in run.stdout:
+        problems.append(f"the host exited 0 but printed no count: {err[-3000:]}")
     root = out / "atb_dump_data"
     if not _wait_daemon_gone(root, 120):
         problems.append("the daemon did not exit within 120 s of the host")
