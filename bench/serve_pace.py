@@ -32,6 +32,10 @@ from msprobe_atb.tree.rounddir import MARKER
 
 ARGS = ["--devices", "2"]
 TARGET_S = 5.0    # every round built within this long after the stop
+# The clients stop early below this much free disk: a 300 s run here made
+# ~100k records/s and filled the last 35 GB (an op dir and op_param.json per op
+# and round), and a full disk loses records and stalls the run.
+MIN_FREE = 8 << 30
 WAIT_TIMEOUT_S = 120.0
 
 
@@ -72,9 +76,11 @@ def run(seconds: float = 300.0, every: float = 30.0, settle: bool = True, client
             deadline = time.monotonic() + seconds
             failed: list[BaseException] = []
 
+            short: list[float] = []  # the free bytes when the clients stopped early
+
             def client(i: int) -> None:
                 try:
-                    while time.monotonic() < deadline:
+                    while time.monotonic() < deadline and not short:
                         service.request()
                         requests[i] += 1
                 except Exception as exc:  # said after the run, not lost in a thread
@@ -86,7 +92,12 @@ def run(seconds: float = 300.0, every: float = 30.0, settle: bool = True, client
                 c.start()
             last = dump_progress.sample(root) or Sample(start)
             while any(c.is_alive() for c in threads):
-                time.sleep(min(every, max(0.0, deadline - time.monotonic()) + 0.1))
+                time.sleep(min(1.0, max(0.0, deadline - time.monotonic()) + 0.1))
+                free = shutil.disk_usage(out).free
+                if free < MIN_FREE and not short:
+                    short.append(free)
+                    yield (f"{time.monotonic() - start:4.0f} s: {free / 2**30:.1f} GiB free on the"
+                           f" dump's disk (under {MIN_FREE >> 30} GiB): the clients stop here")
                 s = dump_progress.sample(root)
                 if s and s.t - last.t >= every - 0.5:
                     yield _line(s.t - start, sum(requests), last, s)
@@ -106,8 +117,9 @@ def run(seconds: float = 300.0, every: float = 30.0, settle: bool = True, client
             rounds, built = _rounds(root)
         after = (waiter.returned_ns - stopped_ns) / 1e9
         ok = wait_rc == 0 and built == rounds and after <= TARGET_S
+        ran = f"{seconds:g} s" if not short else "a run stopped early for the disk (see above)"
         yield (f"{sum(requests):,} requests from {clients} client{'s' if clients > 1 else ''} in"
-               f" {seconds:g} s; the service exited {rc} on SIGTERM;"
+               f" {ran}; the service exited {rc} on SIGTERM;"
                f" at its exit {final.lag if final else 0:,} records not yet built,"
                f" lost {final.lost if final else 0}")
         yield (f"msprobe-atb wait returned {after:.2f} s after the stop (exit"

@@ -20,3 +20,13 @@ def test_a_short_serve_run_builds_every_round_and_says_so():
     assert m, lines
     assert m.group(1) == "0" and m.group(2) == m.group(3) and m.group(2) != "0", lines
     assert "lost 0" in lines[-2], lines
+
+
+def test_a_disk_running_short_stops_the_clients_and_says_so(monkeypatch):
+    monkeypatch.setattr(serve_pace, "MIN_FREE", 1 << 62)  # short from the start
+    lines = list(serve_pace.run(seconds=60.0, every=1.0, settle=False))
+    assert any("GiB free on the dump's disk" in line and "the clients stop here" in line
+               for line in lines), lines
+    assert "stopped early for the disk" in lines[-2], lines
+    m = re.search(r"rounds built ([\d,]+) of ([\d,]+)", lines[-1])
+    assert m and m.group(1) == m.group(2), lines
