@@ -15,17 +15,15 @@ a run were built when it stopped and `wait` timed out after 300 s."""
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from bench import dump_progress
+from bench import dump_progress, loadgen_run
 from bench.common import met, write_config
 from bench.dump_progress import Sample
-from bench.loadgen_run import Waiter
 from bench.stand_in_service import StandInService
 from msprobe_atb.control.block import dump_root_of
 from msprobe_atb.tree.rounddir import MARKER
@@ -66,21 +64,20 @@ def run(seconds: float = 300.0, every: float = 30.0, settle: bool = True, client
     config = out / "config.json"
     write_config(config, task="statistics", dump_enable=True, save_child=True)
     root = dump_root_of(out)
-    if settle:  # an earlier bench's dirty pages are not this run's to write
-        settle_start = time.monotonic()
-        os.sync()
-        yield f"started after {time.monotonic() - settle_start:.1f} s settling (sync)"
+    if settle:  # an earlier bench's dirty pages (and load runs' dirs) are not this run's
+        settled_s, removed_first = loadgen_run.settle()
+        yield (f"started after {settled_s:.1f} s settling (sync"
+               f"{', earlier load runs removed for room' if removed_first else ''})")
     try:
         with StandInService(out, config, ARGS) as service:
             requests = [0] * clients
             deadline = time.monotonic() + seconds
             failed: list[BaseException] = []
-
-            short: list[float] = []  # the free bytes when the clients stopped early
+            short = threading.Event()  # the disk ran short: the clients stop early
 
             def client(i: int) -> None:
                 try:
-                    while time.monotonic() < deadline and not short:
+                    while time.monotonic() < deadline and not short.is_set():
                         service.request()
                         requests[i] += 1
                 except Exception as exc:  # said after the run, not lost in a thread
@@ -92,10 +89,10 @@ def run(seconds: float = 300.0, every: float = 30.0, settle: bool = True, client
                 c.start()
             last = dump_progress.sample(root) or Sample(start)
             while any(c.is_alive() for c in threads):
-                time.sleep(min(1.0, max(0.0, deadline - time.monotonic()) + 0.1))
+                time.sleep(1.0)
                 free = shutil.disk_usage(out).free
-                if free < MIN_FREE and not short:
-                    short.append(free)
+                if free < MIN_FREE and not short.is_set():
+                    short.set()
                     yield (f"{time.monotonic() - start:4.0f} s: {free / 2**30:.1f} GiB free on the"
                            f" dump's disk (under {MIN_FREE >> 30} GiB): the clients stop here")
                 s = dump_progress.sample(root)
@@ -109,7 +106,7 @@ def run(seconds: float = 300.0, every: float = 30.0, settle: bool = True, client
             rc = service.stop()
             stopped_ns = time.time_ns()
             final = dump_progress.sample(root)
-            waiter = Waiter(out, WAIT_TIMEOUT_S)
+            waiter = loadgen_run.Waiter(out, WAIT_TIMEOUT_S)
             try:
                 wait_rc = waiter.join()
             finally:
@@ -117,7 +114,8 @@ def run(seconds: float = 300.0, every: float = 30.0, settle: bool = True, client
             rounds, built = _rounds(root)
         after = (waiter.returned_ns - stopped_ns) / 1e9
         ok = wait_rc == 0 and built == rounds and after <= TARGET_S
-        ran = f"{seconds:g} s" if not short else "a run stopped early for the disk (see above)"
+        ran = ("a run stopped early for the disk (see above)" if short.is_set()
+               else f"{seconds:g} s")
         yield (f"{sum(requests):,} requests from {clients} client{'s' if clients > 1 else ''} in"
                f" {ran}; the service exited {rc} on SIGTERM;"
                f" at its exit {final.lag if final else 0:,} records not yet built,"

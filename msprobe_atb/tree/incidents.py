@@ -72,14 +72,6 @@ def _largest(stats: Any) -> float | None:
     return max(finite, key=abs) if finite else None
 
 
-def _value_of_report(inc: Incident) -> None:
-    """An overflow incident's value: ATB's (Inf, as it read the output), but for a
-    false report the value it misread (a finite bf16 +-2^121), not an Inf the
-    output does not hold."""
-    false_report = inc.finding == ATB_BF16_FINITE and inc.largest is not None
-    inc.value = inc.largest if false_report else inc.reported
-
-
 def _record_stats(rec: dict) -> Any:
     stats = rec.get("stats")
     if isinstance(stats, dict):  # the shim's exact hex doubles, as numbers
@@ -108,7 +100,7 @@ def first_tensor(path: str, stats: Any = None, kernel: str | None = None) -> dic
 class Incident:
     seq: int
     trigger: str = "?"
-    value: Any = None
+    reported: Any = None  # the trigger's own value (ATB's report: Inf as it read it)
     t_ns: int = 0
     round: int | None = None
     pid: int | None = None
@@ -118,12 +110,19 @@ class Incident:
     kernel: str | None = None  # the overflow trigger's kernel
     finding: str | None = None  # the overflow trigger's: who found it (overflow_findings)
     outputs: list[tuple[str, bool]] = field(default_factory=list)  # ATB's report: its kernel's
-    reported: Any = None  # the trigger's own value (ATB's report: Inf as it read it)
     largest: float | None = None  # ATB's report: its outputs' value of largest magnitude
     detail: str = ""
     rounds: dict[tuple[str, str, str], dict] = field(default_factory=dict)
     dirty: bool = True
     written: bytes | None = None
+
+    @property
+    def value(self) -> Any:
+        """The trigger's value; for a false report of ATB's the value it misread
+        (a finite bf16 +-2^121), not an Inf the output does not hold."""
+        if self.finding == ATB_BF16_FINITE and self.largest is not None:
+            return self.largest
+        return self.reported
 
 
 class IncidentBook:
@@ -148,7 +147,7 @@ class IncidentBook:
         fresh = inc.trigger == "?" or (stats is not None and inc.stats is None)
         if not fresh:
             return
-        inc.trigger, inc.value, inc.reported, inc.t_ns, inc.path = trigger, value, value, t_ns, path
+        inc.trigger, inc.reported, inc.t_ns, inc.path = trigger, value, t_ns, path
         inc.round = round_ if round_ is not None and round_ >= 0 else None
         inc.pid = pid or None
         tp = parse_tensor_path(path) if path else None
@@ -160,7 +159,6 @@ class IncidentBook:
         inc.detail = detail or inc.detail
         if trigger == "overflow":
             inc.finding = finding or of_report(inc.outputs)
-            _value_of_report(inc)
         inc.dirty = True
 
     def add_kernel_output(self, seq: int, path: str, stats: Any, dtype: str) -> None:
@@ -175,7 +173,6 @@ class IncidentBook:
             inc.largest = largest
         if inc.finding in (ATB, ATB_BF16_FINITE):
             inc.finding = of_report(inc.outputs)
-            _value_of_report(inc)
             inc.dirty = True
         tp = parse_tensor_path(path)
         first = _kernel_report(inc.path)
