@@ -214,8 +214,6 @@ INLINE void chunk(int dt, const unsigned char *p, const unsigned char *q, int nv
                   struct lanes *h)
 {
     const __m256i magnitude = splat(dt, ~sign_bit(dt));
-    _mm_prefetch((const char *)p + PREFETCH_AHEAD, _MM_HINT_T0); /* a chunk: two lines */
-    _mm_prefetch((const char *)p + PREFETCH_AHEAD + 64, _MM_HINT_T0);
     __m256i smax = load(p), umin = smax, umax = smax;
 #pragma GCC unroll 4
     for (int j = 0; j < nvec; j++) {
@@ -325,8 +323,12 @@ INLINE void block(int dt, const unsigned char *p, const unsigned char *q, uint64
     for (int k = 0; k < 4; k++)
         s.q[k] = _mm256_setzero_pd();
     uint64_t v = 0;
-    for (; nvec - v >= CHUNK; v += CHUNK)
+    for (; nvec - v >= CHUNK; v += CHUNK) {
+        /* whole chunks only: the padded tail is a copy on the stack */
+        _mm_prefetch((const char *)(p + v * VEC) + PREFETCH_AHEAD, _MM_HINT_T0); /* two lines */
+        _mm_prefetch((const char *)(p + v * VEC) + PREFETCH_AHEAD + 64, _MM_HINT_T0);
         chunk(dt, p + v * VEC, q + v * VEC, CHUNK, &s, o, &zero, &c, h);
+    }
     for (; v < nvec; v++)
         chunk(dt, p + v * VEC, q + v * VEC, 1, &s, o, &zero, &c, h);
     add_counts(dt, c, zero, a);
