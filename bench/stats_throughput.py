@@ -47,7 +47,7 @@ def _data(np_type) -> np.ndarray:
     return a.astype(np_type)
 
 
-def _bench(what: str, path: Path, slice_bytes: int, seconds: float = SECONDS) -> dict:
+def stats_bench(what: str, path: Path, slice_bytes: int, seconds: float = SECONDS) -> dict:
     """stats_bench's key=value figures; the stats JSON under "stats"."""
     out = subprocess.run([str(STATS_BENCH), what, str(path), str(slice_bytes), str(seconds)],
                          check=True, capture_output=True, text=True).stdout
@@ -59,7 +59,7 @@ def _bench(what: str, path: Path, slice_bytes: int, seconds: float = SECONDS) ->
 
 
 def _median(what: str, path: Path, slice_bytes: int) -> dict:
-    runs = [_bench(what, path, slice_bytes) for _ in range(REPEAT)]
+    runs = [stats_bench(what, path, slice_bytes) for _ in range(REPEAT)]
     got = {k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "stats"}
     got["stats"] = runs[-1].get("stats")
     return got
@@ -104,7 +104,7 @@ def _precision(tmp: Path, seeds: list[dict], code: int, np_type) -> str:
             a = values.astype(np_type)
             path = tmp / "precision.bin"
             a.tofile(path)
-            shim = _bench(str(code), path, a.nbytes, 0)["stats"]
+            shim = stats_bench(str(code), path, a.nbytes, 0)["stats"]
             d = a.astype(np.float64)
             exact = {"mean": math.fsum(d) / d.size, "norm": math.sqrt(math.fsum(d * d))}
             ref = {"mean": float(d.mean()), "norm": float(np.linalg.norm(d))}

@@ -158,7 +158,14 @@ class HeldThreads:
 
     def release(self) -> None:
         for tid in self.tids:
-            self.libc.ptrace(self.DETACH, tid, None, None)
+            if self.libc.ptrace(self.DETACH, tid, None, None) != 0:
+                # not in its stop any more: the process exited meanwhile (the
+                # threads let go before it did all the work), killing it, and
+                # only its tracer can reap it (else the process stays a zombie)
+                try:
+                    os.waitpid(tid, self.WALL)
+                except ChildProcessError:
+                    pass
         self.tids = []
 
 

@@ -137,7 +137,8 @@ static size_t strings_len(msp_sv format, msp_sv dtype, msp_sv dims, msp_sv path)
 }
 
 static void fill_item(struct msp_item *it, const struct msp_snap *s, enum msp_item_kind kind,
-                      uint64_t seq, msp_sv format, msp_sv dtype, msp_sv dims, msp_sv path)
+                      uint64_t seq, msp_sv format, msp_sv dtype, int dtype_code, msp_sv dims,
+                      msp_sv path)
 {
     char *cur = (char *)(it + 1);
     it->kind = kind;
@@ -149,8 +150,11 @@ static void fill_item(struct msp_item *it, const struct msp_snap *s, enum msp_it
     it->format_s = put(&cur, format);
     it->dtype_s = put(&cur, dtype);
     it->dims = put(&cur, dims);
-    it->dtype = 0; /* a param has none; a tensor's passed check_tensor */
-    msp_enum_value(dtype.p, dtype.n, &it->dtype);
+    it->pathn = (uint32_t)path.n; /* below MSP_PATH_LEN: msp_path_check */
+    it->formatn = (uint32_t)format.n; /* these: decimal ints (check_tensor), or "" */
+    it->dtypen = (uint32_t)dtype.n;
+    it->dimsn = (uint32_t)dims.n; /* at most MAX_DIMS_STR */
+    it->dtype = dtype_code;
 }
 
 /* A tensor this large is written with O_DIRECT (writer.c): its copy goes
@@ -162,8 +166,9 @@ static void fill_item(struct msp_item *it, const struct msp_snap *s, enum msp_it
  * With `stats` (the statistics task) only they are queued, not the payload:
  * the item says `size` bytes but holds a struct msp_stats. */
 static void enqueue(const struct msp_snap *s, int route, enum msp_item_kind kind, uint64_t seq,
-                    msp_sv format, msp_sv dtype, msp_sv dims, const void *data, uint64_t size,
-                    int add_newline, msp_sv path, const struct msp_tensor_desc *desc /* tensors only */,
+                    msp_sv format, msp_sv dtype, int dtype_code, msp_sv dims, const void *data,
+                    uint64_t size, int add_newline, msp_sv path,
+                    const struct msp_tensor_desc *desc /* tensors only */,
                     const struct msp_stats *stats)
 {
     uint64_t payload = stats ? sizeof *stats : size + (add_newline ? 1 : 0);
@@ -187,7 +192,7 @@ static void enqueue(const struct msp_snap *s, int route, enum msp_item_kind kind
             not_queued(rc, kind, seq, path, desc);
         return;
     }
-    fill_item(it, s, kind, seq, format, dtype, dims, path);
+    fill_item(it, s, kind, seq, format, dtype, dtype_code, dims, path);
     if (it->lead)
         memcpy(it->data - it->lead, header, it->lead);
     it->stats_in_data = stats != NULL;
@@ -257,7 +262,8 @@ static void save_selected(struct msp_snap *s, msp_sv format, msp_sv dtype, msp_s
     if (!route && (s->cfg.task & (MSP_TASK_TENSOR | MSP_TASK_OVERFLOW)) == 0 &&
         msp_stats_compute(dtype_code, host, size, &st, note, sizeof note) == 0)
         stats = &st;
-    enqueue(s, route, MSP_ITEM_TENSOR, seq, format, dtype, dims, host, size, 0, path, &d, stats);
+    enqueue(s, route, MSP_ITEM_TENSOR, seq, format, dtype, dtype_code, dims, host, size, 0, path,
+            &d, stats);
 }
 
 void msp_hook_save_tensor(msp_sv format, msp_sv dtype, msp_sv dims, const void *host,
@@ -295,6 +301,6 @@ void msp_hook_save_param(msp_sv param, msp_sv path)
         return;
     }
     msp_sv none = {"", 0};
-    enqueue(s, route, MSP_ITEM_PARAM, seq, none, none, none, param.p, param.n, 1, path, NULL,
+    enqueue(s, route, MSP_ITEM_PARAM, seq, none, none, 0, none, param.p, param.n, 1, path, NULL,
             NULL);
 }

@@ -61,8 +61,12 @@ const char *msp_path_check(const char *rel, size_t len)
 
 /* The control plane writes these into every round directory
  * ({dev}_{pid}/{exec}/), beside the op directories ATB names "{id}_{Name}". */
-static const char *const DERIVED[] = {"statistic.csv", "statistic_extra.csv",
-                                      "ROUND_COMPLETE.json"};
+static const struct {
+    const char *s;
+    size_t n;
+} DERIVED[] = {{"statistic.csv", sizeof "statistic.csv" - 1},
+               {"statistic_extra.csv", sizeof "statistic_extra.csv" - 1},
+               {"ROUND_COMPLETE.json", sizeof "ROUND_COMPLETE.json" - 1}};
 
 const char *msp_path_reserved(const char *rel, size_t len)
 {
@@ -78,7 +82,7 @@ const char *msp_path_reserved(const char *rel, size_t len)
     if (n && c[0] == '.')
         return "a round-level name starting with '.' (the control plane's temporary files)";
     for (size_t k = 0; k < sizeof DERIVED / sizeof DERIVED[0]; k++)
-        if (n == strlen(DERIVED[k]) && memcmp(c, DERIVED[k], n) == 0)
+        if (n == DERIVED[k].n && memcmp(c, DERIVED[k].s, n) == 0)
             return "a round-level name reserved for a derived file "
                    "(statistic.csv, statistic_extra.csv, ROUND_COMPLETE.json)";
     return NULL;

@@ -150,11 +150,21 @@ static inline void jb_kcstr(struct jbuf *b, const char *key, const char *s)
 {
     jb_kstr(b, key, s, strlen(s));
 }
-static inline void jb_kname(struct jbuf *b, const char *key, const char *name)
+static inline void jb_kname_n(struct jbuf *b, const char *key, const char *name, size_t n)
 {
-    size_t kn = strlen(key), n = strlen(name);
+    size_t kn = strlen(key);
     char *o = jb_at(b, kn + n + 5);
     if (o)
         jb_end(b, jb_put_plain(jb_put_key(o, key, kn), name, n));
 }
+static inline void jb_kname(struct jbuf *b, const char *key, const char *name)
+{
+    jb_kname_n(b, key, name, strlen(name));
+}
+/* A name from a table, its length beside it (no strlen a record). */
+struct jb_name {
+    const char *s;
+    size_t n;
+};
+#define JB_NAME(lit) {lit, sizeof lit - 1}
 #endif

@@ -155,7 +155,15 @@ static struct msp_ring_mapping ring_resize(struct msp_queue *q, uint64_t size)
         pthread_cond_wait(&q->warmed, &q->mu);
     q->warm = 0;
     q->spans.n = 0;
-    old = msp_ring_remap(&q->ring, size); /* on failure payloads fall back to malloc */
+    /* A ring that is warmed for a payload dump starts whole (writer 0 faults it
+     * in ahead of the head). One that is not (statistics: small items) starts
+     * as one huge page and grows only as far as its live regions reach, so a
+     * worker holds what its records in flight need, not the budget: its first
+     * lap once walked the whole budget (1 GiB by default, a quarter of the
+     * record path's CPU in fresh pages' faults and zeroing), and the memory
+     * stayed until the ring's idle time ran out. */
+    uint64_t soft = q->warm_budget ? size : MSP_RING_HUGE_PAGE;
+    old = msp_ring_remap(&q->ring, size, soft); /* on failure payloads fall back to malloc */
     q->maps += q->ring.base != NULL;
     return old;
 }
@@ -179,11 +187,11 @@ static int put_back(struct msp_queue *q, struct msp_item *it)
     return 0;
 }
 
-/* Under mu: wakes the writers napping with items in their lists. */
+/* Under mu: wakes the writers napping with items in their lists or hands. */
 static void wake_nappers(struct msp_queue *q)
 {
     for (int w = 0; w < q->nlists; w++)
-        if (q->head[w] && !q->sleeping[w])
+        if ((q->head[w] || q->heads[w].in_hand) && !q->sleeping[w])
             pthread_cond_signal(&q->work[w]);
 }
 
@@ -292,9 +300,12 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
         cost = heap ? heap_cost : len;
         int room = alone || msp_ring_fits(&q->load, cost, budget);
         if (room && !heap && (r = msp_ring_alloc(&q->ring, len, !q->trimming)) == NULL &&
-            q->trimming) {
+            (q->trimming || q->ring.pads >= len)) {
             /* no room below the soft end while a trim gives back what is past
-             * it: mallocs, not a wait for that */
+             * it, or while the head, started again at 0, has caught up with a
+             * tail that has not yet stepped over the pad to the end (room the
+             * budget has, held by the ring's shape): mallocs, not a wait or a
+             * drop for that */
             heap = 1;
             cost = heap_cost;
             room = alone || msp_ring_fits(&q->load, cost, budget);
@@ -373,22 +384,22 @@ void msp_queue_adopt(struct msp_queue *q, struct msp_item *it)
     pthread_mutex_unlock(&q->mu);
 }
 
-/* Under mu: list w, or the least loaded list if w's load is more than
- * MSP_QUEUE_SLACK above it (queue.h msp_queue_push_near). */
-static int near_list(const struct msp_queue *q, int w)
+/* Under mu: list w, or the least loaded of the first `span` lists if w's load
+ * is more than MSP_QUEUE_SLACK above it (queue.h msp_queue_push_near). */
+static int near_list(const struct msp_queue *q, int w, int span)
 {
     int least = w;
-    for (int i = 0; i < q->nlists; i++)
+    for (int i = 0; i < span && i < q->nlists; i++)
         if (q->heads[i].load < q->heads[least].load)
             least = i;
     return q->heads[w].load > q->heads[least].load + MSP_QUEUE_SLACK ? least : w;
 }
 
-static int push_locked(struct msp_queue *q, int w, int near, struct msp_item *it)
+static int push_locked(struct msp_queue *q, int w, int span, struct msp_item *it)
 {
     pthread_mutex_lock(&q->mu);
-    if (near)
-        w = near_list(q, w);
+    if (span)
+        w = near_list(q, w, span);
     if (q->closed) {
         pthread_mutex_unlock(&q->mu);
         return MSP_PUSH_CLOSED;
@@ -407,9 +418,9 @@ int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it)
     return push_locked(q, w, 0, it);
 }
 
-int msp_queue_push_near(struct msp_queue *q, int w, struct msp_item *it)
+int msp_queue_push_near(struct msp_queue *q, int w, int span, struct msp_item *it)
 {
-    return push_locked(q, w, 1, it);
+    return push_locked(q, w, span > 0 ? span : 1, it);
 }
 
 #ifndef MADV_POPULATE_WRITE
@@ -480,7 +491,10 @@ static void idle_wait(struct msp_queue *q, int w, int *napped)
 struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait)
 {
     pthread_mutex_lock(&q->mu);
-    if (wait) {
+    if (wait == MSP_POP_NAP && !q->head[w] && !q->closed) {
+        struct timespec ts = msp_mono_timespec(msp_mono_ns() + MSP_QUEUE_NAP_NS);
+        pthread_cond_timedwait(&q->work[w], &q->mu, &ts);
+    } else if (wait == MSP_POP_WAIT) {
         for (int napped = 0;;) {
             if (q->head[w] || q->closed)
                 break;
@@ -634,6 +648,8 @@ void msp_queue_expect(struct msp_queue *q, uint64_t budget, int keep)
 {
     pthread_mutex_lock(&q->mu);
     q->warm_budget = budget;
+    if (budget && q->ring.base)
+        q->ring.soft = q->ring.size; /* to be warmed whole, as if mapped for it */
     q->keep = keep;
     q->quiet_trims = 0; /* a config change starts the idle time again */
     pthread_cond_signal(&q->work[0]);

@@ -35,6 +35,7 @@ struct msp_item {
     uint64_t size;         /* payload bytes */
     uint64_t cost;         /* set by the queue: bytes charged to the budget (both parts) */
     char *path, *format_s, *dtype_s, *dims;
+    uint32_t pathn, formatn, dtypen, dimsn; /* their lengths (the hook has them) */
     unsigned char *data;   /* set by the queue: the payload buffer */
     uint32_t lead;         /* bytes right before data kept for the .bin header: data - lead
                               is MSP_DIO_ALIGN-aligned, so header and payload go to the
@@ -107,7 +108,9 @@ struct msp_queue {
      * anonymous memory on huge pages where the kernel allows, mapped lazily;
      * a full ring or budget blocks or drops (the policy). Each region is
      * charged to the budget with its item, so live regions never exceed the
-     * budget; the ring's memory is at most the budget too (only the part the
+     * budget (an item the budget has room for and the ring's shape has not,
+     * its head caught up with a tail behind a pad, is malloc'd); the ring's
+     * memory is at most the budget too (only the part the
      * head has reached is ever touched, and an empty ring starts again at
      * 0). It is unmapped before an item larger than the budget is admitted
      * alone, and after msp_queue_trim_idle. */
@@ -137,7 +140,7 @@ struct msp_queue {
     /* A service that goes on dumping a little after a burst keeps only what the
      * ring has needed within the last keep_trims trim periods: ring.soft, where a
      * region starts again at offset 0 if the ring's front has room (else it
-     * grows on, and soft goes back to the ring's end: a burst may use it all),
+     * grows on, and soft moves out past it: a burst may use it all),
      * is lowered at each trim once the ring has been used (what was warmed
      * waits for the first burst) to the most bytes the live regions spanned in
      * those periods (`spans`, a sliding maximum of ring.span_peak, reset each
@@ -193,12 +196,13 @@ int msp_queue_push(struct msp_queue *q, int w, struct msp_item *it);
 /* The same for an item any writer may write (no dedup binds it to one): on list
  * `w`, unless w's load (the weight of the items queued and in hand: a writer
  * busy with files is loaded, one with records is not) exceeds the least loaded
- * list's by more than MSP_QUEUE_SLACK; then on that list. Lists that each take
+ * list's among the first `span` (w below it) by more than MSP_QUEUE_SLACK;
+ * then on that list. Lists that each take
  * their share by a hash drift apart under a full queue (a random walk), and
  * the longest one's front holds every writer's records back (the
  * control plane releases rows below the lowest head: control.h
  * writer_head[]); this bounds the drift. */
-int msp_queue_push_near(struct msp_queue *q, int w, struct msp_item *it);
+int msp_queue_push_near(struct msp_queue *q, int w, int span, struct msp_item *it);
 #define MSP_QUEUE_SLACK 16
 /* How long a writer whose list ran empty waits for more before it sleeps;
  * items pushed meanwhile wait for the nap's end (a hook about to block for
@@ -209,8 +213,11 @@ int msp_queue_push_near(struct msp_queue *q, int w, struct msp_item *it);
 #define MSP_QUEUE_POP_ITEMS 64
 #define MSP_QUEUE_POP_BYTES (UINT64_C(1) << 20)
 /* The next items of list w, in order, chained by ->next (the last's NULL), or
- * NULL once closed and list w is empty. wait: blocks until there is one;
- * else NULL at once when list w is empty. */
+ * NULL once closed and list w is empty. wait: MSP_POP_WAIT blocks until there
+ * is one; MSP_POP_NAP naps once (MSP_QUEUE_NAP_NS, unwoken by pushes, woken
+ * by a hook that waits for room, and by msp_queue_close) if list w is empty;
+ * MSP_POP_NOW returns NULL at once when it is. */
+enum { MSP_POP_NOW, MSP_POP_WAIT, MSP_POP_NAP };
 struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait);
 /* Writer w finished the popped items of `list` (chained by ->next), their
  * records in the log: releases their budget and ring regions and frees

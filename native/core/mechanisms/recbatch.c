@@ -127,9 +127,9 @@ int msp_recbatch_commit(struct msp_recbatch *rb, struct jbuf *b,
     return joined ? 1 : -1;
 }
 
-int msp_recbatch_due(const struct msp_recbatch *rb)
+int msp_recbatch_due(const struct msp_recbatch *rb, uint64_t now_ns)
 {
-    return msp_recbatch_due_at(rb->len, rb->n, rb->first_ns, rb->n ? msp_mono_ns() : 0);
+    return msp_recbatch_due_at(rb->len, rb->n, rb->first_ns, now_ns);
 }
 
 void msp_recbatch_flush(struct msp_recbatch *rb)

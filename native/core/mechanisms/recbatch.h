@@ -56,13 +56,16 @@ void msp_recbatch_reset(struct msp_recbatch *rb);
 int msp_recbatch_commit(struct msp_recbatch *rb, struct jbuf *b,
                         const struct msp_recbatch_entry *e);
 /* 1 once it holds MSP_RECBATCH_BYTES, or its first record has waited
- * MSP_RECBATCH_HOLD_NS. */
-int msp_recbatch_due(const struct msp_recbatch *rb);
+ * MSP_RECBATCH_HOLD_NS at now_ns (CLOCK_MONOTONIC, read by the caller: a
+ * writer reads it once a run of records). */
+int msp_recbatch_due(const struct msp_recbatch *rb, uint64_t now_ns);
 /* The same for a batch of `len` bytes in `n` records, the first of which
  * joined at first_ns, at now_ns (CLOCK_MONOTONIC). */
 static inline int msp_recbatch_due_at(size_t len, size_t n, uint64_t first_ns, uint64_t now_ns)
 {
-    return len >= MSP_RECBATCH_BYTES || (n && now_ns - first_ns >= MSP_RECBATCH_HOLD_NS);
+    /* now_ns may be older than first_ns: read before the first record joined */
+    return len >= MSP_RECBATCH_BYTES ||
+           (n && now_ns > first_ns && now_ns - first_ns >= MSP_RECBATCH_HOLD_NS);
 }
 /* Appends the batch with one write(2), then what waits for its records. */
 void msp_recbatch_flush(struct msp_recbatch *rb);

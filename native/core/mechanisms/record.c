@@ -56,12 +56,19 @@ int msp_rec_open(const char *dump_root, uint64_t pid, uint64_t start_ns)
     return fd;
 }
 
+static __thread uint64_t t_stamp_ns;
+
+void msp_rec_stamp(uint64_t now_ns)
+{
+    t_stamp_ns = now_ns;
+}
+
 void msp_rec_begin(struct jbuf *b, const char *kind)
 {
     jb_init(b, 256);
     jb_open(b, '{');
     jb_kname(b, "k", kind);
-    jb_ku64(b, "t", msp_now_ns());
+    jb_ku64(b, "t", t_stamp_ns ? t_stamp_ns : msp_now_ns());
 }
 
 /* The reserve: the record log keeps space allocated ahead of its end

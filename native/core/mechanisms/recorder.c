@@ -172,7 +172,7 @@ static struct msp_item *by_seq(struct msp_item *list)
  * but a record with a higher one may be in the log already. */
 static void queue_held(struct msp_item *it, int live)
 {
-    it->seq = it->kind == MSP_ITEM_TENSOR ? msp_pending_select(it->path, strlen(it->path), live)
+    it->seq = it->kind == MSP_ITEM_TENSOR ? msp_pending_select(it->path, it->pathn, live)
                                           : msp_seq_take();
     msp_item_queue(it, 1);
 }
@@ -498,7 +498,7 @@ static void scan_locked(const struct msp_config *c, const struct msp_item *it, s
         return;
     sc->have = 1;
     sc->exec = 0;
-    struct msp_ow_scope *s = msp_ow_scope_of(&g_ring, it->path, strlen(it->path), &sc->exec);
+    struct msp_ow_scope *s = msp_ow_scope_of(&g_ring, it->path, it->pathn, &sc->exec);
     sc->round = s ? (int64_t)sc->exec : -1;
     if (c->rec_triggers & CONTROL_PLANE_TRIGGERS)
         msp_recstats_put(msp_now_ns(), sc->exec, &sc->st, it->path);
@@ -509,7 +509,7 @@ static void scan_locked(const struct msp_config *c, const struct msp_item *it, s
  * its statistics, as an `incident_tensor` record. */
 static void overflow_tensor(const struct msp_item *it, const struct scan *sc)
 {
-    size_t n = strlen(it->path);
+    size_t n = it->pathn;
     if (!g_ovf.seq || sc->round != g_ovf.round ||
         !msp_kernel_output_matches(g_ovf.kernel, g_ovf.n, it->path, n))
         return;
@@ -529,7 +529,7 @@ static void fire_scan(const struct msp_config *c, const struct msp_item *it, con
     if (sc->have)
         overflow_tensor(it, sc);
     if (sc->kind)
-        fire(c, sc->kind, sc->value, it->path, strlen(it->path), sc->round, &sc->st,
+        fire(c, sc->kind, sc->value, it->path, it->pathn, sc->round, &sc->st,
              sc->finding);
 }
 
@@ -574,7 +574,7 @@ void msp_recorder_hold(const struct msp_config *c, struct msp_item *it)
 {
     pthread_mutex_lock(&g_mu);
     uint64_t exec = 0;
-    struct msp_ow_scope *s = msp_ow_scope_of(&g_ring, it->path, strlen(it->path), &exec);
+    struct msp_ow_scope *s = msp_ow_scope_of(&g_ring, it->path, it->pathn, &exec);
     struct msp_ow_round *rd = s ? s->newest : NULL;
     if (!s || s->mode != MSP_SCOPE_HOLD || s->cur_broken || !rd || rd->exec != exec) {
         /* an incident moved this round between routing and now */

@@ -57,7 +57,7 @@ static uint32_t overflow_missed(const struct msp_config *c, const struct msp_ite
                                 enum msp_ovf_finding *finding)
 {
     if (!(c->rec_triggers & MSP_TRIG_OVERFLOW) || !(st->nan || st->pinf || st->ninf) ||
-        !msp_after_output_dir(it->path, strlen(it->path)))
+        !msp_after_output_dir(it->path, it->pathn))
         return 0;
     *finding = msp_ovf_classify(it->dtype, it->data, it->size);
     if (*finding == MSP_OVF_NONE)

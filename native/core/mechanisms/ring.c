@@ -40,15 +40,17 @@ static unsigned char *map_ring(uint64_t size)
     return start;
 }
 
-struct msp_ring_mapping msp_ring_remap(struct msp_ring *r, uint64_t size)
+struct msp_ring_mapping msp_ring_remap(struct msp_ring *r, uint64_t size, uint64_t soft)
 {
     struct msp_ring_mapping old = {r->base, r->size};
     *r = (struct msp_ring){0};
     if (size == 0)
         return old;
     r->base = map_ring(size);
-    if (r->base)
-        r->size = r->soft = size;
+    if (r->base) {
+        r->size = size;
+        r->soft = soft < size ? soft : size;
+    }
     return old;
 }
 
@@ -63,8 +65,14 @@ struct msp_ring_region *msp_ring_alloc(struct msp_ring *r, uint64_t len, int may
     uint64_t at = r->head % r->size;
     uint64_t pad = at + len > r->soft ? r->size - at : 0;
     if (pad && at + len <= r->size && may_burst && r->head + pad + len - r->tail > r->size) {
-        pad = 0; /* no room at the front: a burst, which may take the whole ring */
-        r->soft = r->size;
+        /* no room at the front: a burst, which may take the whole ring; the
+         * soft end moves out just past it, in whole huge pages, so the head
+         * starts again at 0 once the burst's front is free rather than
+         * walking on through memory never touched (fresh pages cost a fault
+         * and the kernel's zeroing each) */
+        pad = 0;
+        uint64_t end = (at + len + MSP_RING_HUGE_PAGE - 1) & ~(MSP_RING_HUGE_PAGE - 1);
+        r->soft = end < r->size ? end : r->size;
     }
     if (r->head + pad + len - r->tail > r->size)
         return NULL;

@@ -72,13 +72,14 @@ struct msp_ring_mapping {
 /* The ring's size for a budget: mmap maps whole pages. */
 uint64_t msp_ring_size_for(uint64_t budget);
 /* Empties the ring and maps `size` bytes (0: none; on failure base stays
- * NULL). Returns the old mapping for msp_ring_unmap. */
-struct msp_ring_mapping msp_ring_remap(struct msp_ring *r, uint64_t size);
+ * NULL), its soft end at `soft` (at most size). Returns the old mapping for
+ * msp_ring_unmap. */
+struct msp_ring_mapping msp_ring_remap(struct msp_ring *r, uint64_t size, uint64_t soft);
 void msp_ring_unmap(struct msp_ring_mapping m);
 /* A region of `len` bytes (MSP_RING_ALIGN multiple) at the head, or NULL if
  * the free space is too small. `may_burst`: a region that finds no room at
- * the front may run on past soft (which goes back to the end): a burst may
- * use the whole ring. */
+ * the front may run on past soft (which moves out past it, in whole huge
+ * pages): a burst may use the whole ring. */
 struct msp_ring_region *msp_ring_alloc(struct msp_ring *r, uint64_t len, int may_burst);
 /* Releases a region; the tail moves over every released region and pad in
  * front of it. */

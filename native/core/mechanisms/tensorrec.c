@@ -14,14 +14,16 @@
 #include "slot.h"
 #include "util.h"
 
-static const char *task_name(uint32_t task)
+static struct jb_name task_name(uint32_t task)
 {
+    static const struct jb_name tensor = JB_NAME("tensor"), statistics = JB_NAME("statistics"),
+                                all = JB_NAME("all");
     if (task & MSP_TASK_OVERFLOW)
-        return "all"; /* an overflowing kernel's tensors get data and stats */
+        return all; /* an overflowing kernel's tensors get data and stats */
     switch (task & (MSP_TASK_TENSOR | MSP_TASK_STATISTICS)) {
-    case MSP_TASK_TENSOR: return "tensor";
-    case MSP_TASK_STATISTICS: return "statistics";
-    default: return "all";
+    case MSP_TASK_TENSOR: return tensor;
+    case MSP_TASK_STATISTICS: return statistics;
+    default: return all;
     }
 }
 
@@ -34,8 +36,9 @@ static int64_t enum_or_none(const char *s, size_t n)
 }
 
 /* Each outcome's `file` (tensorrec.h). */
-static const char *const outcome_file[] = {"bin", "linked", "stub", "stub", "none", "lost",
-                                           "json", "lost"};
+static const struct jb_name outcome_file[] = {
+    JB_NAME("bin"),  JB_NAME("linked"), JB_NAME("stub"), JB_NAME("stub"),
+    JB_NAME("none"), JB_NAME("lost"),   JB_NAME("json"), JB_NAME("lost")};
 
 /* n records are in the log (landed) or not (no room on a full disk, or
  * their batch's write failed). In the log, their outcomes count. Not, their
@@ -109,8 +112,9 @@ int msp_tensor_record(const struct msp_tensor_desc *d, enum msp_outcome o, const
     jb_ki64(&b, "dtype", enum_or_none(d->dtype_s, d->dtypen));
     jb_kstr(&b, "dims", d->dims, d->dimsn);
     jb_ku64(&b, "size", d->size);
-    jb_kname(&b, "task", task_name(d->task));
-    jb_kname(&b, "file", outcome_file[o]);
+    struct jb_name task = task_name(d->task);
+    jb_kname_n(&b, "task", task.s, task.n);
+    jb_kname_n(&b, "file", outcome_file[o].s, outcome_file[o].n);
     if (d->hashed) {
         char hex[17];
         snprintf(hex, sizeof hex, "%016llx", (unsigned long long)d->hash);
@@ -140,13 +144,13 @@ void msp_tensor_desc_of(const struct msp_item *it, struct msp_tensor_desc *d)
 {
     d->seq = it->seq;
     d->path = it->path;
-    d->pathn = strlen(it->path);
+    d->pathn = it->pathn;
     d->dims = it->dims;
-    d->dimsn = strlen(it->dims);
+    d->dimsn = it->dimsn;
     d->format_s = it->format_s;
-    d->formatn = strlen(it->format_s);
+    d->formatn = it->formatn;
     d->dtype_s = it->dtype_s;
-    d->dtypen = strlen(it->dtype_s);
+    d->dtypen = it->dtypen;
     d->size = it->size;
     d->task = it->task;
     d->hashed = 0;
@@ -160,7 +164,7 @@ void msp_param_record(uint64_t seq, const char *path, size_t pathn, enum msp_out
     msp_rec_begin(&b, "param");
     jb_ku64(&b, "seq", seq);
     jb_kstr(&b, "path", path, pathn);
-    jb_kname(&b, "file", outcome_file[o]);
+    jb_kname_n(&b, "file", outcome_file[o].s, outcome_file[o].n);
     if (note)
         jb_kcstr(&b, "note", note);
     struct msp_recbatch_entry e = {.what = o}; /* no tensor: nothing pending */
@@ -177,7 +181,7 @@ void msp_param_lost(uint64_t seq, const char *path, size_t pathn, const char *no
 void msp_item_lost(const struct msp_item *it, const char *note)
 {
     if (it->kind == MSP_ITEM_PARAM) {
-        msp_param_lost(it->seq, it->path, strlen(it->path), note);
+        msp_param_lost(it->seq, it->path, it->pathn, note);
         return;
     }
     struct msp_tensor_desc d;
