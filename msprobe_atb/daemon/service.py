@@ -180,6 +180,7 @@ class Daemon:
         self.idle_exit_s = _env_float("MSPROBE_ATB_IDLE_EXIT_S", 60.0)
         self._progress = b""
         self._trimmed = 0.0
+        self._full_said = False  # the disk is full and the logs wait: said
         self._progress_error = ""  # why the last write of built.json failed, said once
         self._built = progress.Progress(os.getpid())
         self.golden_said = False
@@ -244,13 +245,17 @@ class Daemon:
             if self.watcher is not None and self.watcher.due(now):
                 self.check_config(settle=True)
             self.oracle.refresh(self.builder.last_seqs())  # before the read: see BlockOracle
-            fed = self.drain.poll(RECORD_BUDGET)
+            # The disk is full: rows read now would only be held in memory (a
+            # daemon that read on grew 150 -> 982 MiB in a minute). The logs keep
+            # them until a write finds room again, tried every backlog flush.
+            full = self.builder.out_of_space
+            fed = 0 if full else self.drain.poll(RECORD_BUDGET)
             self.evaluate()
             behind = fed >= RECORD_BUDGET
             pending = pending or fed > 0
-            every = BACKLOG_FLUSH_EVERY_S if behind else FLUSH_EVERY_S
+            every = BACKLOG_FLUSH_EVERY_S if behind or full else FLUSH_EVERY_S
             if (self.builder.exits_seen != exits or now - last_flush >= IDLE_FLUSH_S
-                    or self.builder.said_done or (pending and now - last_flush >= every)
+                    or self.builder.said_done or ((pending or full) and now - last_flush >= every)
                     or (behind and self.builder.held_bytes() >= FLUSH_HELD_BYTES)):
                 exits = self.builder.exits_seen
                 self.flush(idle=not pending)
@@ -271,8 +276,8 @@ class Daemon:
             if alive:
                 last_alive = now
                 continue
-            if behind or not self.drain.drained():
-                continue
+            if (behind or not self.drain.drained()) and not full:
+                continue  # (a full disk: the rest waits in the logs for the next reader)
             # Shims claim their slot before starting the daemon, so a process
             # that came and went before our first look still shows up here.
             attached = last_alive is not None or bool(self.builder.procs) or bool(
@@ -296,6 +301,14 @@ class Daemon:
         self.builder.incidents.add_block(self.block)
         self.builder.flush(idle, wait)
         self.flush_written()
+        if self.builder.out_of_space != self._full_said:
+            self._full_said = self.builder.out_of_space
+            if self._full_said:
+                log.warning("the disk is full: the record logs are read no further until the "
+                            "derived files can be written again (tried every %g s); what the "
+                            "processes record waits in the logs", BACKLOG_FLUSH_EVERY_S)
+            else:
+                log.info("the derived files are written again: reading the record logs on")
         now = time.monotonic()
         if now - self._trimmed >= TRIM_EVERY_S:
             self._trimmed = now
@@ -372,7 +385,10 @@ class Daemon:
             self.watcher.stop()
         self.oracle.refresh()
         if not self.stopping:  # stopped by a signal, a backlog stays in the logs
-            self.drain.poll()
+            from msprobe_atb.tree.drain import read_through
+
+            if not self.builder.out_of_space:  # else it stays in the logs too
+                read_through(self.drain)
             close_killed(self.block, self.builder, self.drain)
         self.flush(idle=True, wait=True)
         behind = self._backlog()

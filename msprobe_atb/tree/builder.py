@@ -24,6 +24,7 @@ info/, the markers committed, the manifest's rows handed over.
 
 from __future__ import annotations
 
+import errno
 import logging
 import time
 from functools import partial
@@ -42,6 +43,8 @@ from msprobe_atb.tree.records import ProcKey, iso_time
 from msprobe_atb.tree.rounddir import MARKER, STAT, commit_rounds
 
 log = logging.getLogger("msprobe_atb")
+# A write that failed for want of room: a disk (or a quota) that is full.
+NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
 
 
 def _raise(exc: BaseException | None) -> None:
@@ -62,6 +65,9 @@ class TreeBuilder(RecordFeed):
         self.unwritten: dict[str, str] = {}
         self.unwritten_rows = 0
         self.unwritten_procs: set[ProcKey] = set()  # whose files the last flush missed
+        # the last flush found no room (ENOSPC, EDQUOT): rows read now would only
+        # be held in memory, so the readers of the logs wait for a flush that writes
+        self.out_of_space = False
         self.progress_error = ""  # `rebuild` could not write .probe/built.json
         self.late_rows = 0  # rows merged into place after rows of a higher seq
         self._manifest_since: float | None = None  # when the oldest row not in a file came
@@ -87,6 +93,7 @@ class TreeBuilder(RecordFeed):
             if isinstance(exc, OSError):
                 for rel, _ in files:
                     self.unwritten["/".join(rel)] = exc.strerror or str(exc)
+                self.out_of_space |= exc.errno in NO_ROOM
             return False
 
     def unwritten_summary(self) -> dict | None:
@@ -145,6 +152,7 @@ class TreeBuilder(RecordFeed):
             self._problem("write", f"cannot write {rnd.dir.name(what)}: {exc}")
             if isinstance(exc, OSError):
                 self.unwritten[rnd.dir.name(what)] = exc.strerror or str(exc)
+                self.out_of_space |= exc.errno in NO_ROOM
                 if what == STAT:
                     self.unwritten_rows += sum(t.rows for t in rnd.pending)
             self.unwritten_procs |= rnd.procs
@@ -265,6 +273,7 @@ class TreeBuilder(RecordFeed):
         self.unwritten = {}
         self.unwritten_rows = 0
         self.unwritten_procs = set()
+        self.out_of_space = False
         self.committer.collect(block=wait)  # `wait`: no round is left to a commit
         for p in self.procs.values():
             self._release(p)

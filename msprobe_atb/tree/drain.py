@@ -164,14 +164,25 @@ class RecordDrain:
 REBUILD_READ_BYTES = 16 << 20
 
 
+def read_through(drain: RecordDrain) -> bool:
+    """Reads the logs to their end REBUILD_READ_BYTES at a time, the tree
+    written in between; stops early, the rest left in the logs, once a write
+    finds the disk full (rows read then would only be held in memory). False
+    if it stopped so."""
+    while drain.poll(REBUILD_READ_BYTES) >= REBUILD_READ_BYTES:
+        drain.builder.flush(wait=False)
+        if drain.builder.out_of_space:
+            return False
+    return True
+
+
 def rebuild(dump_root: Path, block=None) -> TreeBuilder:
     """Rebuilds every derived file from the record logs. What could not be written
     (a full disk) is in the builder's `unwritten`, built.json included; never raises
     for it."""
     builder = TreeBuilder(dump_root, BlockOracle(block, dump_root))
     drain = RecordDrain(dump_root, builder)
-    while drain.poll(REBUILD_READ_BYTES) >= REBUILD_READ_BYTES:
-        builder.flush(wait=False)
+    read_through(drain)
     if block is not None:
         from msprobe_atb.tree.killed import close_killed
 

@@ -14,6 +14,7 @@ each interruption lands with most of it still to build (asserted)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from cp_helpers import DaemonProc
-from robust_helpers import base_env, cli, derived_files
+from robust_helpers import base_env, cli, derived_files, fill
 from testkit import DERIVED, manifest_rows, round_counts, scratch_dir, wait_until
 
 from msprobe_atb.tree import progress
@@ -302,4 +303,37 @@ def test_rebuild_holds_a_backlog_a_read_at_a_time(backlog, out, monkeypatch):
     logs = sum(p.stat().st_size for p in backlog.records.iterdir())
     assert len(held) >= logs // read // 2, f"{len(held)} writes of the tree for {logs:,} bytes"
     assert max(held) < logs // 2, f"held {max(held):,} bytes of rows of {logs:,} bytes of logs"
+    _assert_as_uninterrupted(root, backlog)
+
+
+def _rchar(pid: int) -> int:
+    with open(f"/proc/{pid}/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+
+
+def test_a_daemon_on_a_full_disk_leaves_the_backlog_in_the_logs(backlog, small_fs):
+    """On a disk that is full, a daemon reads the logs no further than its first
+    write of the tree that found no room: what it read on would only be held in
+    memory (one that read on grew 150 -> 982 MiB in a minute). With no process
+    alive it then stops, the backlog in the logs, and once there is room a
+    `rebuild` gives the files an uninterrupted rebuild gives."""
+    logs = sum(p.stat().st_size for p in backlog.records.iterdir())
+    tree = sum(len(b) for b in backlog.files.values())
+    fs = small_fs((logs + 2 * tree >> 10) + (64 << 10))  # room for the logs and the tree
+    out = fs / "out"
+    root = backlog.copy(out)
+    filler = fill(fs, 2048)  # 2 MiB left: the first write of the tree fills it
+    d = DaemonProc(out, None, base_env())
+    try:
+        # exited, not reaped: a zombie's /proc/io stays
+        wait_until(lambda: os.waitid(os.P_PID, d.proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG),
+                   timeout=120, what="the daemon's exit on the full disk")
+        read = _rchar(d.proc.pid)
+        assert d.wait_exit(timeout=10) == 0
+    finally:
+        d.kill()
+    assert read < logs // 2, f"the daemon read {read:,} bytes of {logs:,} bytes of logs"
+    filler.unlink()
+    r = cli("rebuild", str(out))
+    assert r.returncode == 0, r.stderr
     _assert_as_uninterrupted(root, backlog)
