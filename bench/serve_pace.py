@@ -1,9 +1,11 @@
 """A service's statistics at its pace: 2 devices, 300 s, every round built within 5 s of its stop.
 
 `atbsim serve --devices 2` (the stand-in's default small model) dumps under
-`task: statistics, save_child: true` while one client (requests in a loop;
---clients for more at once) sends chat requests back to back for --seconds
-(300). Every --every seconds (30): the records the
+`task: statistics, save_child: true` while one client (--clients for more at
+once) sends chat requests for --seconds (300) at --rate requests a second
+(8.3: the run the target was set on sent 2,490 in its 300 s, back to back; this
+stand-in now serves ~4x as fast, and back to back, --rate 0, the service alone
+keeps both cores of this machine busy). Every --every seconds (30): the records the
 service's processes made and the daemon built a second, the lag, the shims'
 queues, the daemon's and the service processes' RSS, and what was lost. Then
 the service is stopped as an operator stops it (SIGTERM: its workers' exit
@@ -15,6 +17,7 @@ a run were built when it stopped and `wait` timed out after 300 s."""
 from __future__ import annotations
 
 import argparse
+import itertools
 import shutil
 import tempfile
 import threading
@@ -29,6 +32,7 @@ from msprobe_atb.control.block import dump_root_of
 from msprobe_atb.tree.rounddir import MARKER
 
 ARGS = ["--devices", "2"]
+RATE = 2490 / 300  # requests a second: the run the target was set on
 TARGET_S = 5.0    # every round built within this long after the stop
 # The clients stop early below this much free disk: a 300 s run here made
 # ~100k records/s and filled the last 35 GB (an op dir and op_param.json per op
@@ -57,7 +61,9 @@ def _line(t: float, requests: int, a: Sample, b: Sample) -> str:
             f" lost {b.lost}")
 
 
-def run(seconds: float = 300.0, every: float = 30.0, settle: bool = True, clients: int = 1):
+def run(seconds: float = 300.0, every: float = 30.0, settle: bool = True, clients: int = 1,
+        rate: float = RATE):
+    """rate: requests a second from all the clients together; 0: back to back."""
     tmp = Path(tempfile.mkdtemp(prefix="msprobe_atb_bench_serve."))
     out = tmp / "out"
     out.mkdir()
@@ -74,10 +80,13 @@ def run(seconds: float = 300.0, every: float = 30.0, settle: bool = True, client
             deadline = time.monotonic() + seconds
             failed: list[BaseException] = []
             short = threading.Event()  # the disk ran short: the clients stop early
+            slots = itertools.count()  # the requests' places in time, at `rate`
 
             def client(i: int) -> None:
                 try:
                     while time.monotonic() < deadline and not short.is_set():
+                        if rate > 0:
+                            time.sleep(max(0.0, start + next(slots) / rate - time.monotonic()))
                         service.request()
                         requests[i] += 1
                 except Exception as exc:  # said after the run, not lost in a thread
@@ -116,8 +125,9 @@ def run(seconds: float = 300.0, every: float = 30.0, settle: bool = True, client
         ok = wait_rc == 0 and built == rounds and after <= TARGET_S
         ran = ("a run stopped early for the disk (see above)" if short.is_set()
                else f"{seconds:g} s")
-        yield (f"{sum(requests):,} requests from {clients} client{'s' if clients > 1 else ''} in"
-               f" {ran}; the service exited {rc} on SIGTERM;"
+        offered = f"{rate:.1f} a second" if rate > 0 else "back to back"
+        yield (f"{sum(requests):,} requests ({offered}) from {clients}"
+               f" client{'s' if clients > 1 else ''} in {ran}; the service exited {rc} on SIGTERM;"
                f" at its exit {final.lag if final else 0:,} records not yet built,"
                f" lost {final.lost if final else 0}")
         yield (f"msprobe-atb wait returned {after:.2f} s after the stop (exit"
@@ -134,8 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=300.0, help="requesting time (300)")
     p.add_argument("--every", type=float, default=30.0, help="a progress line every N s (30)")
     p.add_argument("--clients", type=int, default=1, help="clients requesting at once (1)")
+    p.add_argument("--rate", type=float, default=RATE,
+                   help=f"requests a second, all clients together ({RATE:.1f}; 0: back to back)")
     a = p.parse_args(argv)
-    for line in run(a.seconds, a.every, clients=max(1, a.clients)):
+    for line in run(a.seconds, a.every, clients=max(1, a.clients), rate=max(0.0, a.rate)):
         print(line, flush=True)
     return 0
 

@@ -285,6 +285,7 @@ int msp_queue_reserve(struct msp_queue *q, uint64_t meta, uint64_t payload, uint
     uint64_t cost;
     int rc;
     pthread_mutex_lock(&q->mu);
+    q->budget = budget;
     for (;;) {
         if (q->closed) {
             rc = MSP_PUSH_CLOSED;
@@ -491,7 +492,8 @@ static void idle_wait(struct msp_queue *q, int w, int *napped)
 struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait)
 {
     pthread_mutex_lock(&q->mu);
-    if (wait == MSP_POP_NAP && !q->head[w] && !q->closed) {
+    if (wait == MSP_POP_NAP && !q->head[w] && !q->closed && !q->blocked &&
+        q->load.bytes < q->budget / 2) {
         struct timespec ts = msp_mono_timespec(msp_mono_ns() + MSP_QUEUE_NAP_NS);
         pthread_cond_timedwait(&q->work[w], &q->mu, &ts);
     } else if (wait == MSP_POP_WAIT) {

@@ -116,6 +116,8 @@ struct msp_queue {
      * alone, and after msp_queue_trim_idle. */
     struct msp_ring ring;
     uint64_t maps, heap_items; /* ring mappings / payloads malloc'd (tests, bench) */
+    uint64_t budget;        /* the budget of the last reservation (a writer naps for
+                               more records only while most of it is free) */
     int blocked;            /* reservations waiting for room now (tests: one is really
                                waiting before they free room) */
     /* Warming: while a dump that writes payloads is on (warm_budget, set by
@@ -215,7 +217,9 @@ int msp_queue_push_near(struct msp_queue *q, int w, int span, struct msp_item *i
 /* The next items of list w, in order, chained by ->next (the last's NULL), or
  * NULL once closed and list w is empty. wait: MSP_POP_WAIT blocks until there
  * is one; MSP_POP_NAP naps once (MSP_QUEUE_NAP_NS, unwoken by pushes, woken
- * by a hook that waits for room, and by msp_queue_close) if list w is empty;
+ * by a hook that waits for room, and by msp_queue_close) if list w is empty,
+ * no hook waits for room and more than half the budget is free (what the
+ * writer holds meanwhile is budget the hooks may need);
  * MSP_POP_NOW returns NULL at once when it is. */
 enum { MSP_POP_NOW, MSP_POP_WAIT, MSP_POP_NAP };
 struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait);
