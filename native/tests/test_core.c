@@ -1083,6 +1083,24 @@ static void test_ring(void)
     msp_ring_unmap(old);
 }
 
+/* Past the soft end with room at the front, but live regions over half of
+ * soft: the head would soon meet the tail at the front, so the ring grows on
+ * (its soft end past the region, in huge pages, at most the ring). */
+static void test_ring_busy_grows(void)
+{
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    struct msp_ring r = {0};
+    msp_ring_remap(&r, 8 * page, 2 * page);
+    struct msp_ring_region *a = msp_ring_alloc(&r, page / 2, 1);
+    struct msp_ring_region *b = msp_ring_alloc(&r, page * 5 / 4, 1);
+    msp_ring_free(&r, a); /* the front's half page free; b spans 5/4 of a page */
+    struct msp_ring_region *c = msp_ring_alloc(&r, page / 2, 1);
+    CHECK(c && (unsigned char *)c == r.base + page * 7 / 4 && r.pads == 0 && r.soft == 8 * page);
+    msp_ring_free(&r, b);
+    msp_ring_free(&r, c);
+    msp_ring_unmap(msp_ring_remap(&r, 0, 0));
+}
+
 static void free_scope(struct msp_ow_scope *s, void *arg)
 {
     (void)arg;
@@ -2246,6 +2264,7 @@ int main(void)
     test_queue();
     test_queue_warm();
     test_queue_keep();
+    test_ring_busy_grows();
     test_queue_fit();
     test_queue_wrapped_front();
     test_queue_lead();

@@ -64,12 +64,14 @@ struct msp_ring_region *msp_ring_alloc(struct msp_ring *r, uint64_t len, int may
 {
     uint64_t at = r->head % r->size;
     uint64_t pad = at + len > r->soft ? r->size - at : 0;
-    if (pad && at + len <= r->size && may_burst && r->head + pad + len - r->tail > r->size) {
-        /* no room at the front: a burst, which may take the whole ring; the
-         * soft end moves out just past it, in whole huge pages, so the head
-         * starts again at 0 once the burst's front is free rather than
-         * walking on through memory never touched (fresh pages cost a fault
-         * and the kernel's zeroing each) */
+    if (pad && at + len <= r->size && may_burst &&
+        (r->head + pad + len - r->tail > r->size || msp_ring_span(r) > r->soft / 2)) {
+        /* no room at the front, or live regions over half of it (the head,
+         * started again at 0, would soon meet the tail): a burst, which may
+         * take the whole ring; the soft end moves out just past it, in whole
+         * huge pages, so the head starts again at 0 once the burst's front is
+         * free rather than walking on through memory never touched (fresh
+         * pages cost a fault and the kernel's zeroing each) */
         pad = 0;
         uint64_t end = (at + len + MSP_RING_HUGE_PAGE - 1) & ~(MSP_RING_HUGE_PAGE - 1);
         r->soft = end < r->size ? end : r->size;

@@ -52,7 +52,8 @@ enum { MSP_REGION_FREE, MSP_REGION_BUSY, MSP_REGION_PAD };
 /* `size` bytes of private anonymous memory (NULL base: none mapped).
  * Regions are allocated at `head` and released at `tail` (running
  * offsets); one that would run past the end, or past `soft` while the
- * front has room, starts at 0 instead (the end's bytes are a pad region).
+ * front has room and live regions span at most half of soft, starts at 0
+ * instead (the end's bytes are a pad region).
  * An empty ring starts again at 0. */
 struct msp_ring {
     unsigned char *base;
@@ -78,8 +79,9 @@ struct msp_ring_mapping msp_ring_remap(struct msp_ring *r, uint64_t size, uint64
 void msp_ring_unmap(struct msp_ring_mapping m);
 /* A region of `len` bytes (MSP_RING_ALIGN multiple) at the head, or NULL if
  * the free space is too small. `may_burst`: a region that finds no room at
- * the front may run on past soft (which moves out past it, in whole huge
- * pages): a burst may use the whole ring. */
+ * the front, or live regions spanning over half of soft, may run on past soft
+ * (which moves out past it, in whole huge pages): a burst may use the whole
+ * ring. */
 struct msp_ring_region *msp_ring_alloc(struct msp_ring *r, uint64_t len, int may_burst);
 /* Releases a region; the tail moves over every released region and pad in
  * front of it. */
