@@ -141,8 +141,9 @@ struct msp_queue {
     uint64_t quiet_trims;   /* trim periods in a row with no reservation */
     /* A service that goes on dumping a little after a burst keeps only what the
      * ring has needed within the last keep_trims trim periods: ring.soft, where a
-     * region starts again at offset 0 if the ring's front has room (else it
-     * grows on, and soft moves out past it: a burst may use it all),
+     * region starts again at offset 0 if the ring's front has room and live
+     * regions span at most half of soft (else it grows on, and soft moves out
+     * past it: a burst may use it all),
      * is lowered at each trim once the ring has been used (what was warmed
      * waits for the first burst) to the most bytes the live regions spanned in
      * those periods (`spans`, a sliding maximum of ring.span_peak, reset each
