@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "msprobe_atb/control.h"
+#include "util.h"
 
 #define BYTES(x) (UINT64_C(0x0101010101010101) * (x))
 /* A byte below 0x20 or DEL in s, 8 bytes at a time (the hooks check every
@@ -61,12 +62,9 @@ const char *msp_path_check(const char *rel, size_t len)
 
 /* The control plane writes these into every round directory
  * ({dev}_{pid}/{exec}/), beside the op directories ATB names "{id}_{Name}". */
-static const struct {
-    const char *s;
-    size_t n;
-} DERIVED[] = {{"statistic.csv", sizeof "statistic.csv" - 1},
-               {"statistic_extra.csv", sizeof "statistic_extra.csv" - 1},
-               {"ROUND_COMPLETE.json", sizeof "ROUND_COMPLETE.json" - 1}};
+static const struct msp_name DERIVED[] = {MSP_NAME("statistic.csv"),
+                                          MSP_NAME("statistic_extra.csv"),
+                                          MSP_NAME("ROUND_COMPLETE.json")};
 
 const char *msp_path_reserved(const char *rel, size_t len)
 {

@@ -161,10 +161,4 @@ static inline void jb_kname(struct jbuf *b, const char *key, const char *name)
 {
     jb_kname_n(b, key, name, strlen(name));
 }
-/* A name from a table, its length beside it (no strlen a record). */
-struct jb_name {
-    const char *s;
-    size_t n;
-};
-#define JB_NAME(lit) {lit, sizeof lit - 1}
 #endif

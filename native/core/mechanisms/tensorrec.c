@@ -14,10 +14,10 @@
 #include "slot.h"
 #include "util.h"
 
-static struct jb_name task_name(uint32_t task)
+static struct msp_name task_name(uint32_t task)
 {
-    static const struct jb_name tensor = JB_NAME("tensor"), statistics = JB_NAME("statistics"),
-                                all = JB_NAME("all");
+    static const struct msp_name tensor = MSP_NAME("tensor"), statistics = MSP_NAME("statistics"),
+                                all = MSP_NAME("all");
     if (task & MSP_TASK_OVERFLOW)
         return all; /* an overflowing kernel's tensors get data and stats */
     switch (task & (MSP_TASK_TENSOR | MSP_TASK_STATISTICS)) {
@@ -36,9 +36,9 @@ static int64_t enum_or_none(const char *s, size_t n)
 }
 
 /* Each outcome's `file` (tensorrec.h). */
-static const struct jb_name outcome_file[] = {
-    JB_NAME("bin"),  JB_NAME("linked"), JB_NAME("stub"), JB_NAME("stub"),
-    JB_NAME("none"), JB_NAME("lost"),   JB_NAME("json"), JB_NAME("lost")};
+static const struct msp_name outcome_file[] = {
+    MSP_NAME("bin"),  MSP_NAME("linked"), MSP_NAME("stub"), MSP_NAME("stub"),
+    MSP_NAME("none"), MSP_NAME("lost"),   MSP_NAME("json"), MSP_NAME("lost")};
 
 /* n records are in the log (landed) or not (no room on a full disk, or
  * their batch's write failed). In the log, their outcomes count. Not, their
@@ -112,7 +112,7 @@ int msp_tensor_record(const struct msp_tensor_desc *d, enum msp_outcome o, const
     jb_ki64(&b, "dtype", enum_or_none(d->dtype_s, d->dtypen));
     jb_kstr(&b, "dims", d->dims, d->dimsn);
     jb_ku64(&b, "size", d->size);
-    struct jb_name task = task_name(d->task);
+    struct msp_name task = task_name(d->task);
     jb_kname_n(&b, "task", task.s, task.n);
     jb_kname_n(&b, "file", outcome_file[o].s, outcome_file[o].n);
     if (d->hashed) {

@@ -25,6 +25,14 @@ void msp_log_wrapped(const char *text);
 /* write(2) to the host's stdout/stderr that never raises SIGPIPE in it. */
 void msp_write_tty(int fd, const char *buf, size_t len);
 
+/* A name from a table of the shim's own words, its length beside it, so a
+ * record or a check takes no strlen of it. */
+struct msp_name {
+    const char *s;
+    size_t n;
+};
+#define MSP_NAME(lit) {lit, sizeof lit - 1}
+
 uint64_t msp_now_ns(void);  /* CLOCK_REALTIME */
 uint64_t msp_mono_ns(void); /* CLOCK_MONOTONIC */
 /* A CLOCK_MONOTONIC deadline (ns) as a timed wait's timespec. */

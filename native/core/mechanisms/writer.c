@@ -360,9 +360,9 @@ int msp_writers_start(struct msp_queue *q, int n)
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     g_nwriters = started;
-    /* one per core beside the host's thread, at least one */
+    /* one per core beside the host's thread: at least one, at most all */
     cpu_set_t cpus;
-    int cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-    g_record_writers = cores - 1 < 1 ? 1 : cores - 1 < started ? cores - 1 : started;
+    int beside = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) - 1 : 0;
+    g_record_writers = beside < 1 ? 1 : beside < started ? beside : started;
     return started;
 }
