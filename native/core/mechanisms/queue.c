@@ -37,6 +37,7 @@ void msp_queue_init(struct msp_queue *q, int nlists)
     cond_init_mono(&q->space);
     cond_init_mono(&q->idle);
     pthread_cond_init(&q->warmed, NULL);
+    pthread_cond_init(&q->walked, NULL);
     q->nlists = clamp_lists(nlists);
     q->given_up = MSP_HEAD_IDLE;
     for (int i = 0; i < MSP_MAX_WRITERS; i++) {
@@ -115,6 +116,14 @@ uint32_t msp_item_weight(const struct msp_item *it)
     return msp_item_makes_file(it) ? MSP_QUEUE_FILE_WEIGHT : 1;
 }
 
+/* A queued item's link. Writer w reads its list's links with mu released
+ * (msp_queue_pop) while pushes append at the tail: the store is a release, so
+ * an item's fields, filled before its push, are seen with its link. */
+static void set_next(struct msp_item *it, struct msp_item *next)
+{
+    __atomic_store_n(&it->next, next, __ATOMIC_RELEASE);
+}
+
 /* Under mu: appends `it` to list w. 1 if the list's lowest seq may have gone
  * down: it is the front, or a dip (queue.h struct msp_head). */
 static int append(struct msp_queue *q, int w, struct msp_item *it)
@@ -124,9 +133,9 @@ static int append(struct msp_queue *q, int w, struct msp_item *it)
     uint64_t at = h->pushed++;
     it->weight = msp_item_weight(it);
     h->load += it->weight;
-    it->next = NULL;
+    set_next(it, NULL);
     if (tail)
-        tail->next = it;
+        set_next(tail, it);
     else
         q->head[w] = it;
     q->tail[w] = it;
@@ -176,15 +185,26 @@ static void unreserve(struct msp_queue *q, uint64_t cost)
 }
 
 /* Under mu: takes `it` out of the budget and the ring. A ring item's memory
- * is the ring's again (the caller touches it no more); a heap one is the
- * caller's to free, with its payload: 1. */
+ * is the ring's again once the caller moves the ring's tail (msp_ring_advance,
+ * once for all it put back; it touches the item no more); a heap one is the
+ * caller's to free, with its payload: 1. The caller then wakes the hooks
+ * waiting for room (space), once too. */
 static int put_back(struct msp_queue *q, struct msp_item *it)
 {
-    unreserve(q, it->cost);
+    msp_ring_refund(&q->load, it->cost);
     if (!it->in_ring)
         return 1;
-    msp_ring_free(&q->ring, it->region);
+    msp_ring_mark_free(it->region);
     return 0;
+}
+
+/* Under mu, after put_back: the ring's tail moves over what was put back, and
+ * the hooks waiting for room look again. */
+static void put_back_done(struct msp_queue *q)
+{
+    if (q->ring.base)
+        msp_ring_advance(&q->ring);
+    pthread_cond_broadcast(&q->space);
 }
 
 /* Under mu: wakes the writers napping with items in their lists or hands. */
@@ -489,6 +509,25 @@ static void idle_wait(struct msp_queue *q, int w, int *napped)
     *napped = 1;
 }
 
+/* The last item of the run that starts at `run` (up to MSP_QUEUE_POP_ITEMS,
+ * and no more bytes than the first's or MSP_QUEUE_POP_BYTES); *n gets their
+ * number, *low their lowest seq. */
+static struct msp_item *run_end(struct msp_item *run, uint64_t *n, uint64_t *low)
+{
+    struct msp_item *last = run, *next;
+    uint64_t k = 1, bytes = run->cost, lo = run->seq;
+    while (k < MSP_QUEUE_POP_ITEMS && (next = __atomic_load_n(&last->next, __ATOMIC_ACQUIRE)) &&
+           bytes + next->cost <= MSP_QUEUE_POP_BYTES) {
+        last = next;
+        bytes += last->cost;
+        lo = last->seq < lo ? last->seq : lo;
+        k++;
+    }
+    *n = k;
+    *low = lo;
+    return last;
+}
+
 struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait)
 {
     pthread_mutex_lock(&q->mu);
@@ -504,20 +543,26 @@ struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait)
                 idle_wait(q, w, &napped);
         }
     }
-    struct msp_item *run = q->head[w], *last = run;
+    struct msp_item *run = q->head[w];
     if (run) {
-        uint64_t n = 1, bytes = run->cost, low = run->seq;
-        while (last->next && n < MSP_QUEUE_POP_ITEMS &&
-               bytes + last->next->cost <= MSP_QUEUE_POP_BYTES) {
-            last = last->next;
-            bytes += last->cost;
-            low = last->seq < low ? last->seq : low;
-            n++;
-        }
-        q->head[w] = last->next;
+        /* Each item was written on a host thread's core: reading its link is a
+         * cache miss, and 64 of them held mu long enough that hooks slept on it
+         * (a futex wait and a wake-up a run: the most of a record's CPU after
+         * its JSON). So the run is found with mu released: pushes meanwhile
+         * only append at the tail (their links are release stores), no other
+         * thread pops list w, and msp_queue_close waits for the walk. */
+        q->walking[w] = 1;
+        pthread_mutex_unlock(&q->mu);
+        uint64_t n, low;
+        struct msp_item *last = run_end(run, &n, &low);
+        pthread_mutex_lock(&q->mu);
+        q->walking[w] = 0;
+        if (q->walk_waiters)
+            pthread_cond_broadcast(&q->walked);
+        q->head[w] = __atomic_load_n(&last->next, __ATOMIC_ACQUIRE);
         if (!q->head[w])
             q->tail[w] = NULL;
-        last->next = NULL;
+        set_next(last, NULL);
         q->depth -= n;
         q->inflight += n;
         popped(&q->heads[w], n);
@@ -551,6 +596,7 @@ static void give_back(struct msp_queue *q, struct msp_item *list, int w, uint64_
             if (put_back(q, it))
                 heap[n++] = it;
         }
+        put_back_done(q);
         if (!list && w >= 0) {
             q->heads[w].held = held;
             show_head(q, w);
@@ -584,6 +630,7 @@ void msp_queue_release(struct msp_queue *q, struct msp_item *it)
 {
     pthread_mutex_lock(&q->mu);
     int heap = put_back(q, it);
+    put_back_done(q);
     pthread_mutex_unlock(&q->mu);
     if (heap)
         msp_item_heap_free(it);
@@ -608,6 +655,11 @@ struct msp_item *msp_queue_close(struct msp_queue *q, int (*keep)(const struct m
     uint64_t n = 0;
     pthread_mutex_lock(&q->mu);
     q->closed = 1;
+    q->walk_waiters++;
+    for (int w = 0; w < q->nlists; w++)
+        while (q->walking[w])
+            pthread_cond_wait(&q->walked, &q->mu);
+    q->walk_waiters--;
     for (int w = 0; w < q->nlists; w++) {
         struct msp_item *it = q->head[w], *next;
         q->head[w] = q->tail[w] = NULL;

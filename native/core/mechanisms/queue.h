@@ -98,6 +98,11 @@ struct msp_queue {
      * small items costs a wake-up a nap, not one an item, and its records go
      * out in batches (writer.c); only a writer idle for a nap sleeps. */
     unsigned char sleeping[MSP_MAX_WRITERS];
+    /* Writer w finds the end of its next run with mu released (msp_queue_pop);
+     * msp_queue_close waits for that (walked) before it takes the lists. */
+    unsigned char walking[MSP_MAX_WRITERS];
+    int walk_waiters;
+    pthread_cond_t walked;
     int nlists;
     struct msp_head heads[MSP_MAX_WRITERS];
     uint64_t given_up;      /* lowest seq msp_queue_close handed back, until forgotten:

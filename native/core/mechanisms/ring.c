@@ -6,11 +6,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-static struct msp_ring_region *region_at(const struct msp_ring *r, uint64_t off)
-{
-    return (struct msp_ring_region *)(void *)(r->base + off % r->size);
-}
-
 uint64_t msp_ring_size_for(uint64_t budget)
 {
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
@@ -62,6 +57,8 @@ void msp_ring_unmap(struct msp_ring_mapping m)
 
 struct msp_ring_region *msp_ring_alloc(struct msp_ring *r, uint64_t len, int may_burst)
 {
+    /* one division an item: a 64-bit one takes tens of cycles, and this runs
+     * under the queue's mutex */
     uint64_t at = r->head % r->size;
     uint64_t pad = at + len > r->soft ? r->size - at : 0;
     if (pad && at + len <= r->size && may_burst &&
@@ -79,36 +76,48 @@ struct msp_ring_region *msp_ring_alloc(struct msp_ring *r, uint64_t len, int may
     if (r->head + pad + len - r->tail > r->size)
         return NULL;
     if (pad) { /* only its header is written: the tail steps over it */
-        struct msp_ring_region *p = region_at(r, r->head);
+        struct msp_ring_region *p = (struct msp_ring_region *)(void *)(r->base + at);
         p->len = pad;
         p->busy = MSP_REGION_PAD;
         r->pads += pad;
         r->head += pad;
+        at = 0; /* a pad runs to the ring's end */
     }
-    struct msp_ring_region *g = region_at(r, r->head);
+    struct msp_ring_region *g = (struct msp_ring_region *)(void *)(r->base + at);
     g->len = len;
     g->busy = MSP_REGION_BUSY;
     r->head += len;
-    uint64_t end = (uint64_t)((unsigned char *)g - r->base) + len;
-    if (end > r->reached)
-        r->reached = end;
+    if (at + len > r->reached)
+        r->reached = at + len;
     if (msp_ring_span(r) > r->span_peak)
         r->span_peak = msp_ring_span(r);
     return g;
 }
 
-void msp_ring_free(struct msp_ring *r, struct msp_ring_region *g)
+void msp_ring_advance(struct msp_ring *r)
 {
-    g->busy = MSP_REGION_FREE;
+    if (r->tail == r->head)
+        return;
+    /* no region crosses the ring's end (a pad fills it), so the tail's place
+     * goes round with a compare, not a division a region */
+    uint64_t at = r->tail % r->size;
     while (r->tail < r->head) {
-        struct msp_ring_region *t = region_at(r, r->tail);
+        const struct msp_ring_region *t = (const struct msp_ring_region *)(void *)(r->base + at);
         if (t->busy == MSP_REGION_BUSY)
             break;
         r->pads -= t->busy == MSP_REGION_PAD ? t->len : 0;
         r->tail += t->len;
+        at += t->len;
+        at = at < r->size ? at : 0;
     }
     if (r->tail == r->head)
         r->tail = r->head = r->pads = 0;
+}
+
+void msp_ring_free(struct msp_ring *r, struct msp_ring_region *g)
+{
+    msp_ring_mark_free(g);
+    msp_ring_advance(r);
 }
 
 struct msp_ring_region *msp_ring_split(struct msp_ring *r, struct msp_ring_region *g,

@@ -86,6 +86,14 @@ struct msp_ring_region *msp_ring_alloc(struct msp_ring *r, uint64_t len, int may
 /* Releases a region; the tail moves over every released region and pad in
  * front of it. */
 void msp_ring_free(struct msp_ring *r, struct msp_ring_region *g);
+/* Releases a region and leaves the tail where it is: several released so,
+ * one msp_ring_advance then moves the tail over them all. */
+static inline void msp_ring_mark_free(struct msp_ring_region *g)
+{
+    g->busy = MSP_REGION_FREE;
+}
+/* Moves the tail over every released region and pad in front of it. */
+void msp_ring_advance(struct msp_ring *r);
 /* Releases the first `front` bytes of region g (an MSP_RING_ALIGN multiple,
  * 0 < front < g->len - MSP_RING_HDR) and returns the rest, a region of its
  * own whose header lies in g's bytes at `front`. */
