@@ -37,6 +37,7 @@ from msprobe_atb.tree.heldrounds import Proc, ProcOracle, Round
 from msprobe_atb.tree.info import dumps
 from msprobe_atb.tree.ingest import key_bytes
 from msprobe_atb.tree.manifest import Encoded, ManifestWriter
+from msprobe_atb.tree.manifest import preload as manifest_preload
 from msprobe_atb.tree.names import raw_bytes
 from msprobe_atb.tree.recordfeed import RecordFeed
 from msprobe_atb.tree.records import ProcKey, iso_time
@@ -310,6 +311,7 @@ class TreeBuilder(RecordFeed):
         now = time.monotonic()
         if self._manifest_since is None:
             self._manifest_since = now
+            manifest_preload()
         if idle or self.manifest.due(rows, now - self._manifest_since):
             for p in self.procs.values():
                 if p.ingest.manifest_rows():

@@ -460,3 +460,22 @@ def test_a_manifest_part_waits_for_the_disk_as_its_file_bytes(out_dir, shims, mo
     live.flush(idle=True, wait=True)
     parts = list((dump_root / "manifest").rglob("part-*.parquet"))
     assert parts and held == sum(p.stat().st_size for p in parts)
+
+
+def test_the_first_manifest_rows_start_the_polars_import_beside_the_build(out_dir, shims,
+                                                                          monkeypatch):
+    """The manifest's first part is PART_AGE_S away when its first rows come: polars
+    is imported on a thread of its own meanwhile, not by the build at that part."""
+    from msprobe_atb.tree import manifest
+
+    imported = []
+    monkeypatch.setattr(manifest, "_preloading", None)
+    monkeypatch.setattr(manifest, "_import_polars",
+                        lambda: imported.append(threading.current_thread().name))
+    a, _, live, _, step = live_build(out_dir, shims)
+    step()
+    assert manifest._preloading is None  # nothing to build yet: nothing imported
+    a.tensor(0, "2_Layer", "before/intensor0.bin")
+    step()
+    manifest._preloading.join(10)
+    assert imported == ["polars-import"]
