@@ -1952,6 +1952,39 @@ static void test_queue_fit(void)
     close_asleep(&q);
 }
 
+/* A region that lives past the soft end when a trim lowers it holds back the
+ * memory there; a later trim gives it back once nothing lives past it, though
+ * the soft end need not come down again (a huge page is its least). */
+static void test_queue_fit_after_a_late_region(void)
+{
+    struct msp_queue q;
+    msp_queue_init(&q, 1);
+    const uint64_t mib = UINT64_C(1) << 20, budget = 16 * mib;
+    q.keep_trims = 2;
+    msp_queue_expect(&q, 0, 1); /* awake, nothing to warm */
+    struct msp_item *burst[24];
+    for (int i = 0; i < 24; i++) /* 12 MiB faulted in */
+        burst[i] = reserved(&q, mib / 2 - 1024, budget);
+    for (int i = 0; i < 24; i++)
+        msp_queue_release(&q, burst[i]);
+    /* the ring empty, its head at 0 again: one region lives on at 2.5 MiB */
+    for (int i = 0; i < 6; i++)
+        burst[i] = reserved(&q, mib / 2 - 1024, budget);
+    for (int i = 0; i < 5; i++)
+        msp_queue_release(&q, burst[i]);
+    for (int k = 0; k < 3; k++)
+        msp_queue_trim_idle(&q);
+    /* the burst left the window: the soft end is down, what lies past it is held */
+    CHECK(q.ring.soft == 2 * mib && q.trimmed == 0);
+    CHECK(resident_bytes(q.ring.base + 2 * mib, 10 * mib) == 10 * mib);
+    msp_queue_release(&q, burst[5]);
+    trickle(&q, budget);
+    msp_queue_trim_idle(&q);
+    CHECK(q.trimmed == 1 && q.ring.soft == 2 * mib);
+    CHECK(resident_bytes(q.ring.base + 2 * mib, budget - 2 * mib) == 0);
+    close_asleep(&q);
+}
+
 /* The head, started again at 0 past the soft end, catches up with a tail that
  * has not yet stepped over the pad to the ring's end: the budget has room, so
  * the item is malloc'd, not dropped (nor waited for); once the tail has gone
@@ -2266,6 +2299,7 @@ int main(void)
     test_queue_keep();
     test_ring_busy_grows();
     test_queue_fit();
+    test_queue_fit_after_a_late_region();
     test_queue_wrapped_front();
     test_queue_lead();
     test_window();

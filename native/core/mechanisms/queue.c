@@ -727,9 +727,11 @@ static void fit_to_need(struct msp_queue *q)
     const uint64_t huge = MSP_RING_HUGE_PAGE;
     uint64_t need = msp_window_get(&q->spans, 0);
     uint64_t cut = need > huge ? (need + huge - 1) & ~(huge - 1) : huge;
-    if (cut >= r->soft)
-        return;
-    r->soft = cut;
+    if (cut < r->soft)
+        r->soft = cut;
+    /* what lies past the soft end goes back: now, or at a later trim where
+     * regions still lived past it at the trim that lowered it */
+    cut = r->soft;
     while (q->warming) /* writer 0 is faulting a chunk in, maybe past the cut */
         pthread_cond_wait(&q->warmed, &q->mu);
     /* to the end of the huge page of the furthest byte faulted in, which the
