@@ -35,11 +35,13 @@ alone (with real shapes the statistics of each tensor hold them back):
   (d) one producer with the real 70B shapes: its RSS before its burst, 3 s after
       its queue drained, and MSPROBE_ATB_RING_IDLE_S (4 s here) and a trim period
       after that, dumping a little (TRICKLE records/s) before and after: "before"
-      is read once the probe is attached and trickling, since an attached process
-      carries ~5 MiB a process that never dumped does not (its writer and monitor
-      threads, started at the first op, their malloc arenas, the record batches,
-      the ring pages of the trickle's own tensors, the shim's code paged in), and
-      the burst is measured against that.
+      is read once the probe is attached and has trickled through the model once,
+      since an attached process carries ~5 MiB a process that never dumped does
+      not (its writer and monitor threads, started at the first op, their malloc
+      arenas, the record batches, the ring pages of the trickle's own tensors, the
+      shim's code paged in, and its verdicts on the model's op paths, up to 1.5 MiB
+      filled as each op is first seen: at 100 records/s the trickle had seen a few
+      percent of a round), and the burst is measured against that.
 Everything ends in bounded time: every wait has a timeout, and whatever a run
 started (the daemon too) is stopped, then killed.
 
@@ -69,7 +71,9 @@ RSS_SAMPLES = 20          # (c): samples (one a second) of the RSS at a point
 SETTLE_S = 3.0            # (d): after the producer's queue drained
 RING_IDLE_S = 4.0         # (d): MSPROBE_ATB_RING_IDLE_S, short for the bench
 AFTER_IDLE_S = RING_IDLE_S + 3.0  # (d): its idle time and a trim period (2 s) after the drain
-TRICKLE = 100.0           # (d): records/s the producer goes on making after its burst
+# (d): records/s the producer makes before and after its burst: in the 3 s before,
+# more than a round of the 70B shapes (~4,000 records), still ~7% of the burst's rate
+TRICKLE = 2000.0
 
 
 @dataclass
