@@ -1901,6 +1901,21 @@ static void trickle(struct msp_queue *q, uint64_t budget)
     msp_queue_release(q, reserved(q, 100, budget));
 }
 
+#define FIT_MIB (UINT64_C(1) << 20)
+#define FIT_BUDGET (16 * FIT_MIB)
+#define FIT_BURST 24
+
+/* The fit tests' start: an awake queue of FIT_BUDGET that keeps what two trim
+ * periods needed, and a burst of 12 MiB live at once, faulted in. */
+static void fit_burst(struct msp_queue *q, struct msp_item *burst[FIT_BURST])
+{
+    msp_queue_init(q, 1);
+    q->keep_trims = 2;
+    msp_queue_expect(q, 0, 1); /* awake, nothing to warm */
+    for (int i = 0; i < FIT_BURST; i++)
+        burst[i] = reserved(q, FIT_MIB / 2 - 1024, FIT_BUDGET);
+}
+
 /* A ring that is not warmed starts as one huge page and a burst takes what it
  * needs, in huge pages. A service that goes on dumping a little after a burst
  * keeps only what the ring has needed within the last keep_trims trim periods:
@@ -1911,16 +1926,12 @@ static void trickle(struct msp_queue *q, uint64_t budget)
 static void test_queue_fit(void)
 {
     struct msp_queue q;
-    msp_queue_init(&q, 1);
-    const uint64_t mib = UINT64_C(1) << 20, budget = 16 * mib;
-    q.keep_trims = 2;
-    msp_queue_expect(&q, 0, 1); /* awake, nothing to warm */
-    struct msp_item *burst[24];
-    for (int i = 0; i < 24; i++) /* 12 MiB live at once, faulted in */
-        burst[i] = reserved(&q, mib / 2 - 1024, budget);
+    const uint64_t mib = FIT_MIB, budget = FIT_BUDGET;
+    struct msp_item *burst[FIT_BURST];
+    fit_burst(&q, burst);
     CHECK(q.maps == 1 && q.ring.soft == 12 * mib && q.ring.reached >= 11 * mib);
     CHECK(resident_bytes(q.ring.base + 12 * mib, budget - 12 * mib) == 0);
-    for (int i = 0; i < 24; i++)
+    for (int i = 0; i < FIT_BURST; i++)
         msp_queue_release(&q, burst[i]);
     msp_queue_trim_idle(&q); /* the burst's period */
     trickle(&q, budget);
@@ -1942,11 +1953,11 @@ static void test_queue_fit(void)
     msp_queue_trim_idle(&q);
     CHECK(q.ring.soft == 2 * mib && resident_bytes(q.ring.base + 2 * mib, budget - 2 * mib) == 0);
     /* a new burst: past the soft end, as far as it needs */
-    for (int i = 0; i < 24; i++)
+    for (int i = 0; i < FIT_BURST; i++)
         burst[i] = reserved(&q, mib / 2 - 1024, budget);
     CHECK(q.ring.soft >= q.ring.reached && q.ring.soft - q.ring.reached < 2 * mib &&
           q.maps == 1 && q.heap_items == 0 && q.ring.reached >= 11 * mib);
-    for (int i = 0; i < 24; i++)
+    for (int i = 0; i < FIT_BURST; i++)
         msp_queue_release(&q, burst[i]);
     msp_queue_release(&q, live);
     close_asleep(&q);
@@ -1958,14 +1969,10 @@ static void test_queue_fit(void)
 static void test_queue_fit_after_a_late_region(void)
 {
     struct msp_queue q;
-    msp_queue_init(&q, 1);
-    const uint64_t mib = UINT64_C(1) << 20, budget = 16 * mib;
-    q.keep_trims = 2;
-    msp_queue_expect(&q, 0, 1); /* awake, nothing to warm */
-    struct msp_item *burst[24];
-    for (int i = 0; i < 24; i++) /* 12 MiB faulted in */
-        burst[i] = reserved(&q, mib / 2 - 1024, budget);
-    for (int i = 0; i < 24; i++)
+    const uint64_t mib = FIT_MIB, budget = FIT_BUDGET;
+    struct msp_item *burst[FIT_BURST];
+    fit_burst(&q, burst);
+    for (int i = 0; i < FIT_BURST; i++)
         msp_queue_release(&q, burst[i]);
     /* the ring empty, its head at 0 again: one region lives on at 2.5 MiB */
     for (int i = 0; i < 6; i++)
