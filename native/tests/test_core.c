@@ -1083,6 +1083,26 @@ static void test_ring(void)
     msp_ring_unmap(old);
 }
 
+/* A pad's header is written where the head stands, which may be the soft end
+ * itself when a region ended there: `reached` covers it, so a trim gives back
+ * the page it faulted in (it once stayed: `reached` counted regions only). */
+static void test_ring_pad_at_the_soft_end(void)
+{
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    struct msp_ring r = {0};
+    msp_ring_remap(&r, 4 * page, 2 * page);
+    struct msp_ring_region *a = msp_ring_alloc(&r, page, 0);
+    struct msp_ring_region *b = msp_ring_alloc(&r, page, 0); /* ends at the soft end */
+    msp_ring_free(&r, a);
+    CHECK(r.reached == 2 * page);
+    struct msp_ring_region *c = msp_ring_alloc(&r, page / 2, 0); /* a pad at 2 pages, c at 0 */
+    CHECK(c && (unsigned char *)c == r.base && r.pads == 2 * page);
+    CHECK(r.reached == 2 * page + MSP_RING_HDR);
+    msp_ring_free(&r, b);
+    msp_ring_free(&r, c);
+    msp_ring_unmap(msp_ring_remap(&r, 0, 0));
+}
+
 /* Past the soft end with room at the front, but live regions over half of
  * soft: the head would soon meet the tail at the front, so the ring grows on
  * (its soft end past the region, in huge pages, at most the ring). */
@@ -2305,6 +2325,7 @@ int main(void)
     test_queue_warm();
     test_queue_keep();
     test_ring_busy_grows();
+    test_ring_pad_at_the_soft_end();
     test_queue_fit();
     test_queue_fit_after_a_late_region();
     test_queue_wrapped_front();

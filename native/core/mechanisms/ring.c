@@ -79,6 +79,10 @@ struct msp_ring_region *msp_ring_alloc(struct msp_ring *r, uint64_t len, int may
         struct msp_ring_region *p = (struct msp_ring_region *)(void *)(r->base + at);
         p->len = pad;
         p->busy = MSP_REGION_PAD;
+        /* where the head stood, which may be the soft end itself: its page is
+         * faulted in (a huge page), and a trim gives back up to `reached` */
+        if (at + MSP_RING_HDR > r->reached)
+            r->reached = at + MSP_RING_HDR;
         r->pads += pad;
         r->head += pad;
         at = 0; /* a pad runs to the ring's end */

@@ -60,7 +60,7 @@ struct msp_ring {
     uint64_t size, head, tail;
     uint64_t soft;      /* where a region starts again at 0 if the front has room */
     uint64_t pads;      /* bytes of pad regions between tail and head */
-    uint64_t reached;   /* furthest offset a region has reached */
+    uint64_t reached;   /* furthest offset written: a region's end, or a pad's header */
     uint64_t span_peak; /* the most bytes live regions spanned since the client reset it */
 };
 
