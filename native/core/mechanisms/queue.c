@@ -557,8 +557,7 @@ struct msp_item *msp_queue_pop(struct msp_queue *q, int w, int wait)
         struct msp_item *last = run_end(run, &n, &low);
         pthread_mutex_lock(&q->mu);
         q->walking[w] = 0;
-        if (q->walk_waiters)
-            pthread_cond_broadcast(&q->walked);
+        pthread_cond_broadcast(&q->walked); /* no waiter, as a rule: one load */
         q->head[w] = __atomic_load_n(&last->next, __ATOMIC_ACQUIRE);
         if (!q->head[w])
             q->tail[w] = NULL;
@@ -655,11 +654,9 @@ struct msp_item *msp_queue_close(struct msp_queue *q, int (*keep)(const struct m
     uint64_t n = 0;
     pthread_mutex_lock(&q->mu);
     q->closed = 1;
-    q->walk_waiters++;
     for (int w = 0; w < q->nlists; w++)
         while (q->walking[w])
             pthread_cond_wait(&q->walked, &q->mu);
-    q->walk_waiters--;
     for (int w = 0; w < q->nlists; w++) {
         struct msp_item *it = q->head[w], *next;
         q->head[w] = q->tail[w] = NULL;
@@ -726,12 +723,12 @@ static void fit_to_need(struct msp_queue *q)
     /* in whole huge pages, at least one: the ring is faulted in by them */
     const uint64_t huge = MSP_RING_HUGE_PAGE;
     uint64_t need = msp_window_get(&q->spans, 0);
-    uint64_t cut = need > huge ? (need + huge - 1) & ~(huge - 1) : huge;
-    if (cut < r->soft)
-        r->soft = cut;
+    uint64_t need_end = need > huge ? (need + huge - 1) & ~(huge - 1) : huge;
+    if (need_end < r->soft)
+        r->soft = need_end;
     /* what lies past the soft end goes back: now, or at a later trim where
      * regions still lived past it at the trim that lowered it */
-    cut = r->soft;
+    const uint64_t cut = r->soft;
     while (q->warming) /* writer 0 is faulting a chunk in, maybe past the cut */
         pthread_cond_wait(&q->warmed, &q->mu);
     /* to the end of the huge page of the furthest byte faulted in, which the

@@ -101,7 +101,6 @@ struct msp_queue {
     /* Writer w finds the end of its next run with mu released (msp_queue_pop);
      * msp_queue_close waits for that (walked) before it takes the lists. */
     unsigned char walking[MSP_MAX_WRITERS];
-    int walk_waiters;
     pthread_cond_t walked;
     int nlists;
     struct msp_head heads[MSP_MAX_WRITERS];
