@@ -48,16 +48,26 @@ def test_daemon_memory_does_not_grow_with_rounds(out_dir, shims, daemons, daemon
     shim.block.set_proc_counter(shim.slot, "queue_depth", 5)  # busy: never idle
     d = daemons(out_dir, None, daemon_env)
     dump_root = out_dir / "atb_dump_data"
-    # batches of 20 rounds, each built before the next is written: one manifest
-    # part each, so its merges happen too (8 parts into 1, 8 of those into 1, ...)
-    xs = list(range(20, 801, 20))
-    samples = []
     done = 0
-    for upto in xs:
-        write_rounds(shim, done, upto)
-        done = upto
+
+    def batch() -> None:  # 20 rounds, built before the next batch is written
+        nonlocal done
+        write_rounds(shim, done, done + 20)
+        done += 20
         wait_until(lambda: built(dump_root, shim.log), timeout=120,
                    what="the daemon to build every record")
+
+    # start-up first, up to the manifest's first file: polars (~30 MiB at once) is
+    # imported on a thread, which a busy disk held up for 15 batches in one run
+    batch()
+    wait_until(lambda: any((dump_root / "manifest").rglob("part-*.parquet")), timeout=60,
+               what="the manifest's first file")
+    # then batches of 20 rounds: one manifest part each, so its merges happen too
+    # (8 parts into 1, 8 of those into 1, ...)
+    xs, samples = [], []
+    for _ in range(40):
+        batch()
+        xs.append(done)
         samples.append(rss_kib(d.proc.pid))
     # least-squares slope over the last two thirds (the first holds start-up,
     # imports and the allocators' first growth)

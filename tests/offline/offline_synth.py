@@ -119,9 +119,10 @@ def small_model(root: Path, *, dtype=np.float32, inject: tuple[int, str] | None 
                 cp = f"{lp}/{ci}_{shown.get(child, child)}"
                 w.add(cp, "input", 0, h.astype(dtype), seq=seqs)
                 seqs += 1
-                h = {"Norm": lambda v: v / np.sqrt((v * v).mean() + 1e-6),
-                     "Linear": lambda v: v * 1.5 + 0.1,
-                     "Add": lambda v, x=x: v + x}[child](h)
+                with np.errstate(invalid="ignore", over="ignore"):  # an injected inf spreads
+                    h = {"Norm": lambda v: v / np.sqrt((v * v).mean() + 1e-6),
+                         "Linear": lambda v: v * 1.5 + 0.1,
+                         "Add": lambda v, x=x: v + x}[child](h)
                 h = h.astype(dtype).astype(np.float64)
                 if inject == (layer, child) and r == 0:
                     h = h.copy()
