@@ -10,27 +10,28 @@ import sys
 
 from msprobe_atb import __version__
 
-# Modules exposing `register(subparsers)`; each adds its subcommands with
-# `set_defaults(func=...)`, where func(args) returns the exit code.
-COMMAND_MODULES = (
-    "msprobe_atb.config.cli",  # check
-    "msprobe_atb.daemon.cli",  # daemon
-    "msprobe_atb.status",  # status
-    "msprobe_atb.wait",  # wait
-    "msprobe_atb.run",  # run
-    "msprobe_atb.tree.cli",  # rebuild
-    "msprobe_atb.offline.cli",  # convert, stats, compare, diagnose, overflow, report
-    "msprobe_atb.offline.manifest.cli",  # index, query
-    "msprobe_atb.offline.replay.cli",  # replay
-    "msprobe_atb.offline.bisect.cli",  # bisect
-    "msprobe_atb.recorder.cli",  # trigger
-    "msprobe_atb.offline.incidents.cli",  # incidents
-)
-
-
-# Commands whose start-up time matters (the shim waits for the daemon's first
-# publish): parsed with only their own module, so nothing heavy is imported.
-FAST_COMMANDS = {"daemon": "msprobe_atb.daemon.cli"}
+# Modules exposing `register(subparsers)`, with the subcommands each adds (with
+# `set_defaults(func=...)`, where func(args) returns the exit code). A named
+# command is parsed with its own module alone, so it imports only what it uses
+# (the daemon's start-up, which the shim waits for, and every offline command's
+# CPU); help and unknown commands build them all. tests/cli/test_cli_manners.py
+# holds this table to what the modules register.
+COMMAND_MODULES = {
+    "msprobe_atb.config.cli": ("check",),
+    "msprobe_atb.daemon.cli": ("daemon",),
+    "msprobe_atb.status": ("status",),
+    "msprobe_atb.wait": ("wait",),
+    "msprobe_atb.run": ("run",),
+    "msprobe_atb.tree.cli": ("rebuild",),
+    "msprobe_atb.offline.cli": ("stats", "compare", "diagnose", "convert", "overflow", "report"),
+    "msprobe_atb.offline.manifest.cli": ("index", "query"),
+    "msprobe_atb.offline.replay.cli": ("replay",),
+    "msprobe_atb.offline.bisect.cli": ("bisect",),
+    "msprobe_atb.recorder.cli": ("trigger",),
+    "msprobe_atb.offline.incidents.cli": ("incidents",),
+}
+MODULE_OF = {command: module for module, commands in COMMAND_MODULES.items()
+             for command in commands}
 
 # Started by the shim, not by people: parsed as usual, left out of the top-level help.
 INTERNAL_COMMANDS = {"daemon"}
@@ -47,7 +48,7 @@ class _Subcommands(argparse._SubParsersAction):
         return super().add_parser(name, **kwargs)
 
 
-def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.ArgumentParser:
+def build_parser(modules: tuple[str, ...] = tuple(COMMAND_MODULES)) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="msprobe-atb",
         description="Runtime tensor dumps of ATB inference processes, and tools to read them.",
@@ -76,8 +77,8 @@ def unknown_command(parser: argparse.ArgumentParser, argv: list[str]) -> str | N
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    fast = FAST_COMMANDS.get(argv[0]) if argv else None
-    parser = build_parser((fast,) if fast else COMMAND_MODULES)
+    own = MODULE_OF.get(argv[0]) if argv else None
+    parser = build_parser((own,) if own else tuple(COMMAND_MODULES))
     problem = unknown_command(parser, argv)
     if problem:
         print(problem, file=sys.stderr)

@@ -119,7 +119,7 @@ def _compare_outputs(out: Path, res, summary: str) -> tuple[list[str], list[str]
 
 
 def cmd_compare(a) -> int:
-    from .compare.dask_run import ClusterError
+    from .compare.dask_connect import ClusterError
     from .read.dumpset import open_dumps
     if a.mode != "atb":
         return _err("compare", f"-m {a.mode}: only mode atb (ATB dumps) is supported")
@@ -162,8 +162,6 @@ def _golden_compare(golden, target, a, stack: contextlib.ExitStack):
     """compare_dumps, or for a golden dumped from torch the aligned compare
     (compare/torch_golden.py), whose golden files live until `stack` closes."""
     from .compare.dumps import compare_dumps
-    from .compare.torch_golden import torch_compare
-    from .compare.torch_mapping import read_mapping
     from .read.torch_dump import is_torch_dump
     mapping_file, write_to = getattr(a, "mapping", None), getattr(a, "write_mapping", None)
     both_torch = is_torch_dump(golden) and is_torch_dump(target)
@@ -175,6 +173,8 @@ def _golden_compare(golden, target, a, stack: contextlib.ExitStack):
                                 f"{golden.layout.given} is not one (its info/model does "
                                 "not say framework torch)"))
         return compare_dumps
+    from .compare.torch_golden import torch_compare
+    from .compare.torch_mapping import read_mapping
     mapping = read_mapping(mapping_file) if mapping_file else None
 
     def compare(g, t, **kw):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from msprobe_atb.cli import INTERNAL_COMMANDS, build_parser, main
+from msprobe_atb.cli import COMMAND_MODULES, INTERNAL_COMMANDS, build_parser, main
 from msprobe_atb.offline.stats.summary import ranges_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,6 +27,25 @@ def test_version(capsys):
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith("msprobe-atb ") and out.split()[1][0].isdigit()
+
+
+def test_each_module_registers_the_commands_its_table_names():
+    # a named command is parsed with its own module alone (cli.py): a command
+    # missing from the table would build every module, a wrong one would fail
+    for module, commands in COMMAND_MODULES.items():
+        assert tuple(_subparsers(build_parser((module,)))) == commands, module
+
+
+def test_a_named_command_imports_only_its_own_module():
+    probe = ("import sys, contextlib, io\n"
+             "from msprobe_atb.cli import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()):\n"
+             "    try: main(['check', '--help'])\n"
+             "    except SystemExit: pass\n"
+             "print(sorted(m for m in ('msprobe_atb.offline.cli', 'msprobe_atb.daemon.cli',"
+             " 'polars') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "[]"
 
 
 def test_every_subcommand_help_opens_with_its_summary():
