@@ -13,7 +13,7 @@ from e2e_helpers import require_artifacts
 from testkit import atb_home, atbsim_bin
 
 HEAVY = ("numpy", "polars", "ml_dtypes", "pyarrow", "duckdb", "plotly", "dask", "distributed",
-         "openpyxl", "tqdm", "asyncio", "ssl")
+         "openpyxl", "xlsxwriter", "tqdm", "asyncio", "ssl")
 IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$", re.M)
 
 

@@ -64,3 +64,29 @@ def test_progress_has_a_total(synth_pair):
     compare_dumps(open_dump(synth_pair[0]), open_dump(synth_pair[1]), total=totals.append,
                   progress=done.append)
     assert totals == [48] and sum(done) == 48
+
+
+def test_workbook_keeps_strings_as_text_and_splits_its_sheets(tmp_path, monkeypatch):
+    import polars as pl
+
+    from msprobe_atb.offline.compare import xlsx
+    monkeypatch.setattr(xlsx, "MAX_ROWS", 2)
+    rows = pl.DataFrame({"op": ["=1+1", "https://x.example/a", "a\x01b"],
+                         "cosine": [float("nan"), 0.5, None],
+                         "verdict": ["pass", "fail", "pass"]})
+    f = xlsx.write_workbook(tmp_path / "r.xlsx", rows, "=HYPERLINK(1)\nsecond line")
+    assert [p.name for p in tmp_path.iterdir()] == ["r.xlsx"]  # no temporary left
+    wb = openpyxl.load_workbook(f)
+    assert wb.sheetnames == ["summary", "compare", "compare_2"]
+    assert [r[0] for r in wb["summary"].iter_rows(values_only=True)] == [
+        "=HYPERLINK(1)", "second line"]
+    assert wb["summary"]["A1"].data_type == "s"  # a string, not a formula
+    first, second = wb["compare"], wb["compare_2"]
+    assert first.freeze_panes == "A2" and second.freeze_panes == "A2"
+    assert [list(r) for r in first.iter_rows(values_only=True)] == [
+        ["op", "cosine", "verdict"], ["=1+1", "nan", "pass"], ["https://x.example/a", 0.5, "fail"]]
+    assert first["A2"].data_type == "s" and not first["A3"].hyperlink
+    assert first["C3"].fill.fgColor.rgb.endswith("FFC7CE") and first["C2"].fill.fill_type is None
+    assert first["A1"].font.b
+    assert [list(r) for r in second.iter_rows(values_only=True)] == [
+        ["op", "cosine", "verdict"], ["a?b", None, "pass"]]
