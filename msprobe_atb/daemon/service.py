@@ -223,7 +223,8 @@ class Daemon:
         from msprobe_atb.tree.drain import BlockOracle, RecordDrain
 
         self.oracle = BlockOracle(self.block)
-        self.builder = TreeBuilder(self.dump_root, self.oracle)
+        # a finished commit wakes the loop, which tells the waiting processes
+        self.builder = TreeBuilder(self.dump_root, self.oracle, on_commit=self.wake.set)
         self.drain = RecordDrain(self.dump_root, self.builder)
         from msprobe_atb.recorder.evaluate import Evaluator
 

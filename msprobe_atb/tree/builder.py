@@ -27,6 +27,7 @@ from __future__ import annotations
 import errno
 import logging
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -58,7 +59,8 @@ class TreeBuilder(RecordFeed):
     """The one object the daemon and `rebuild` use: records in (RecordFeed), the
     rounds held (HeldRounds), and here the writing of the files at each flush."""
 
-    def __init__(self, dump_root: Path, oracle: ProcOracle):
+    def __init__(self, dump_root: Path, oracle: ProcOracle,
+                 on_commit: Callable[[], None] | None = None):
         super().__init__(dump_root, oracle)
         self.manifest = ManifestWriter(self.dump_root, "records")
         # what the last flush could not write (a full disk): file -> why, and the
@@ -73,7 +75,7 @@ class TreeBuilder(RecordFeed):
         self.late_rows = 0  # rows merged into place after rows of a higher seq
         self._manifest_since: float | None = None  # when the oldest row not in a file came
         # the syncs, markers and manifest files, on a thread of their own (committer.py)
-        self.committer = Committer()
+        self.committer = Committer(on_done=on_commit)
         # the manifest's rows a failed write left, and why: as of its last write
         self._manifest_unwritten = (0, "")
 

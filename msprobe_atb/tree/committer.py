@@ -17,7 +17,10 @@ at most MAX_BYTES (what each job says it keeps: a manifest part's encoded
 bytes, ~15 a row); submit() collects the oldest beyond that, so a disk slower
 than the records holds the ingest back instead of memory growing. A writeback
 stall of a few seconds fits in them: a flush comes every 0.1 s at most (64 are
-6.4 s of them), a manifest part every 2 s."""
+6.4 s of them), a manifest part every 2 s. on_done, if given, is called on the
+thread after each job: the daemon's loop wakes to collect it at once, so a
+process waiting at its exit for its files is told as soon as they are durable,
+not at the loop's next 0.1 s poll."""
 
 from __future__ import annotations
 
@@ -33,8 +36,10 @@ Apply = Callable[[Any], None]
 
 
 class Committer:
-    def __init__(self, max_jobs: int = MAX_JOBS, max_bytes: int = MAX_BYTES):
+    def __init__(self, max_jobs: int = MAX_JOBS, max_bytes: int = MAX_BYTES,
+                 on_done: Callable[[], None] | None = None):
         self._max_jobs, self._max_bytes = max_jobs, max_bytes
+        self._on_done = on_done
         self._cv = threading.Condition()
         self._todo: deque[tuple[Callable[[], Any], Apply, int]] = deque()
         self._done: deque[tuple[Apply, Any, int]] = deque()
@@ -105,5 +110,7 @@ class Committer:
                 self._todo.popleft()
                 self._done.append((apply, outcome, keeps))
                 self._cv.notify_all()
+            if self._on_done is not None:
+                self._on_done()
             if not isinstance(outcome, Exception) and isinstance(outcome, BaseException):
                 return  # the process is going down: nothing more runs here

@@ -80,3 +80,24 @@ def test_a_crash_in_a_job_ends_the_thread_and_reaches_the_caller():
     with pytest.raises(Crash):
         c.collect(block=True)
     assert g.ran == [0]  # nothing ran after it
+
+
+def test_on_done_is_called_after_each_job_with_it_ready_to_collect():
+    # the daemon's loop wakes on it and collects at once (service.py)
+    seen: list[bool] = []
+    done = threading.Semaphore(0)
+    c: Committer
+
+    def on_done():
+        seen.append(c.ready())
+        done.release()
+
+    c, g = Committer(on_done=on_done), Gate()
+    g.open.set()
+    for i in range(3):
+        c.submit(*g.job(i))
+    for _ in range(3):
+        assert done.acquire(timeout=30)
+    assert seen == [True, True, True] and g.ran == [0, 1, 2]
+    c.collect()
+    assert [i for i, _ in g.applied] == [0, 1, 2]
